@@ -1,0 +1,153 @@
+package chat
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Errors a Store translates its database's errors into, so that callers never
+// see a driver error type.
+var (
+	// ErrNotFound: no such chat (or it belongs to another tenant).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a unique constraint was hit, e.g. an Idempotency-Key reused
+	// with a different request body.
+	ErrConflict = errors.New("conflict")
+	// ErrFenced: the append carried a stale epoch or seq; another worker owns
+	// the chat now, and this one must stop writing to it.
+	ErrFenced = errors.New("fenced: chat is owned by another worker")
+)
+
+// Store is the durable log and the chat records. Implementations live in
+// internal/store (Postgres and embedded SQLite) and pass one conformance suite.
+//
+// All methods are safe for concurrent use.
+type Store interface {
+	// CreateChat inserts a chat in status queued together with its first
+	// events (at least chat.created, seq 1) in one transaction. When
+	// p.IdempotencyKey is set and a chat of the tenant already has that key,
+	// nothing is written: the existing chat is returned with created=false if
+	// its RequestHash equals p.RequestHash, else ErrConflict.
+	CreateChat(ctx context.Context, p *CreateChatParams) (c *Chat, created bool, err error)
+	// GetChat returns a chat of the tenant; tenant "" matches any tenant.
+	GetChat(ctx context.Context, tenant, id string) (*Chat, error)
+	// ListChats returns a page of chats, newest first, and the cursor of the
+	// next page ("" on the last page).
+	ListChats(ctx context.Context, p *ListChatsParams) ([]*Chat, string, error)
+	// ListEvents returns up to p.Limit events of a chat with seq > p.After, in seq order.
+	ListEvents(ctx context.Context, p *ListEventsParams) ([]Event, error)
+	// Append adds events to a chat's log and updates the chat record, in one
+	// transaction, if and only if the chat's epoch equals p.Epoch and its
+	// last_seq equals p.Events[0].Seq-1; otherwise it returns ErrFenced and
+	// writes nothing. Appends of many chats may share a transaction (group
+	// commit); Append returns once p's events are durable.
+	Append(ctx context.Context, p *AppendParams) error
+	// Claim takes the lease of up to p.Limit runnable chats (queued or running
+	// with no live lease, or awaiting input with a cancel request), increments
+	// their epoch and returns them. Chats claimed by one caller are never
+	// returned to a concurrent caller.
+	Claim(ctx context.Context, p *ClaimParams) ([]*Chat, error)
+	// RenewLeases extends the leases the owner still holds and reports, per
+	// chat, whether it is still held and whether a cancel was requested.
+	RenewLeases(ctx context.Context, p *RenewLeasesParams) ([]LeaseState, error)
+	// ReleaseLease hands a chat back (owner and lease cleared) if the lease is
+	// still the caller's, so another replica may claim it at once.
+	ReleaseLease(ctx context.Context, l Lease, owner string) error
+	// RequestCancel records a cancel request on a non-terminal chat and
+	// returns the chat as it is afterwards.
+	RequestCancel(ctx context.Context, tenant, id string) (*Chat, error)
+	// CountByStatus returns the number of chats in each status.
+	CountByStatus(ctx context.Context) (map[Status]int64, error)
+}
+
+// CreateChatParams are the arguments of Store.CreateChat.
+type CreateChatParams struct {
+	ID             string
+	Tenant         string
+	Name           string
+	Spec           json.RawMessage
+	Metadata       json.RawMessage
+	IdempotencyKey string
+	RequestHash    string
+	CreatedAt      time.Time
+	// Events are the chat's first events, seq 1, 2, …; their ChatID is set by the store.
+	Events []Event
+}
+
+// ListChatsParams are the arguments of Store.ListChats.
+type ListChatsParams struct {
+	Tenant string // "" lists every tenant's chats
+	Status Status // "" lists every status
+	Limit  int
+	Cursor string // opaque, from a previous page
+}
+
+// ListEventsParams are the arguments of Store.ListEvents.
+type ListEventsParams struct {
+	ChatID string
+	After  int64
+	Limit  int
+}
+
+// AppendParams are the arguments of Store.Append.
+type AppendParams struct {
+	ChatID string
+	Epoch  int64
+	// Events have consecutive seqs starting at the chat's last_seq+1.
+	Events []Event
+	// Update is the state of the chat record after these events.
+	Update ChatUpdate
+}
+
+// ChatUpdate is the part of a chat record its worker owns, as it stands after
+// an append. The worker derives every field from the log, so the update is
+// absolute, not a delta: replaying an append's effect is harmless.
+type ChatUpdate struct {
+	Status           Status
+	StopReason       StopReason
+	StopDetail       string
+	Error            string
+	Turns            int
+	MessageCount     int
+	PromptTokens     int64
+	CompletionTokens int64
+	// PendingInput is stored as is; nil clears it.
+	PendingInput json.RawMessage
+	// CompletedAt is set with a terminal status.
+	CompletedAt *time.Time
+	UpdatedAt   time.Time
+	// ReleaseLease clears owner and lease in the same transaction (a chat that
+	// ended or waits for input needs no worker).
+	ReleaseLease bool
+}
+
+// ClaimParams are the arguments of Store.Claim.
+type ClaimParams struct {
+	Owner string
+	Now   time.Time
+	// LeaseUntil is when the new leases expire unless renewed.
+	LeaseUntil time.Time
+	Limit      int
+}
+
+// Lease identifies one worker's hold on a chat.
+type Lease struct {
+	ChatID string
+	Epoch  int64
+}
+
+// RenewLeasesParams are the arguments of Store.RenewLeases.
+type RenewLeasesParams struct {
+	Owner      string
+	Leases     []Lease
+	LeaseUntil time.Time
+}
+
+// LeaseState is the answer of RenewLeases for one chat.
+type LeaseState struct {
+	ChatID          string
+	Held            bool
+	CancelRequested bool
+}

@@ -1,0 +1,209 @@
+// Package chat is agentd's domain: the chat spec, the messages and events of a
+// chat's append-only log, and the runtime that drives a chat from its log to a
+// terminal status (speaker selection, model turns, termination).
+//
+// chat declares the small interfaces it needs from the outside world (Store,
+// ModelClient) and imports none of the packages that implement them, so the
+// rules of a group chat can be read and tested without a database or a model.
+package chat
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is the lifecycle state of a chat. The strings are part of the public
+// API.
+type Status string
+
+// The chat statuses: queued → running ⇄ awaiting_input → completed | failed | cancelled.
+const (
+	StatusQueued        Status = "queued"
+	StatusRunning       Status = "running"
+	StatusAwaitingInput Status = "awaiting_input"
+	StatusCompleted     Status = "completed"
+	StatusFailed        Status = "failed"
+	StatusCancelled     Status = "cancelled"
+)
+
+// AllStatuses lists every status, in lifecycle order.
+var AllStatuses = []Status{StatusQueued, StatusRunning, StatusAwaitingInput, StatusCompleted, StatusFailed, StatusCancelled}
+
+// Terminal reports whether no more events will be appended to a chat in this status.
+func (s Status) Terminal() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
+}
+
+// Valid reports whether s is one of the known statuses.
+func (s Status) Valid() bool {
+	for _, v := range AllStatuses {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// StopReason says why a chat ended. The strings are part of the public API.
+type StopReason string
+
+// The stop reasons of DESIGN §3.9.
+const (
+	StopMaxRound          StopReason = "max_round"
+	StopMaxMessages       StopReason = "max_messages"
+	StopTextMention       StopReason = "text_mention"
+	StopTextMatch         StopReason = "text_match"
+	StopTokenUsage        StopReason = "token_usage"
+	StopTimeout           StopReason = "timeout"
+	StopHandoff           StopReason = "handoff"
+	StopSourceMatch       StopReason = "source_match"
+	StopFunctionCall      StopReason = "function_call"
+	StopHumanExit         StopReason = "human_exit"
+	StopInputTimeout      StopReason = "input_timeout"
+	StopNoEligibleSpeaker StopReason = "no_eligible_speaker"
+	StopCancelled         StopReason = "cancelled"
+	StopError             StopReason = "error"
+)
+
+// EventType names an entry of the log (and the SSE event name).
+type EventType string
+
+// Event types. All but EventMessageDelta are persisted and carry a seq.
+const (
+	EventChatCreated     EventType = "chat.created"
+	EventChatRunning     EventType = "chat.running"
+	EventSpeakerSelected EventType = "speaker.selected"
+	EventMessage         EventType = "message"
+	EventInputRequested  EventType = "input.requested"
+	EventChatCompleted   EventType = "chat.completed"
+	EventChatFailed      EventType = "chat.failed"
+	EventChatCancelled   EventType = "chat.cancelled"
+	EventMessageDelta    EventType = "message.delta"
+)
+
+// Terminal reports whether the event ends a chat's log.
+func (t EventType) Terminal() bool {
+	return t == EventChatCompleted || t == EventChatFailed || t == EventChatCancelled
+}
+
+// Message roles, as in the OpenAI chat API.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+	RoleSystem    = "system"
+)
+
+// UserName is the name of the task and of human messages; no agent may use it.
+const UserName = "user"
+
+// ToolCall is one function call requested by a model (seed protocol shape).
+type ToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall is the function part of a ToolCall; Arguments is a JSON string.
+type FunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// ToolResponse answers one ToolCall (seed protocol shape).
+type ToolResponse struct {
+	ToolCallID string `json:"tool_call_id"`
+	Role       string `json:"role"`
+	Content    string `json:"content"`
+	IsError    bool   `json:"is_error,omitempty"`
+}
+
+// CodeResult is the seed's CodeExecutionResult.
+type CodeResult struct {
+	ExitCode int    `json:"exit_code"`
+	Output   string `json:"output"`
+}
+
+// Usage counts the tokens of one model call (or a sum of them).
+type Usage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+}
+
+// Add returns the sum of two usages.
+func (u Usage) Add(o Usage) Usage {
+	return Usage{PromptTokens: u.PromptTokens + o.PromptTokens, CompletionTokens: u.CompletionTokens + o.CompletionTokens}
+}
+
+// Message is a chat message as clients see it: an event of type "message".
+type Message struct {
+	Seq           int64          `json:"seq"`
+	Role          string         `json:"role"`
+	Name          string         `json:"name"`
+	Content       string         `json:"content"`
+	ToolCalls     []ToolCall     `json:"tool_calls,omitempty"`
+	ToolResponses []ToolResponse `json:"tool_responses,omitempty"`
+	CodeResult    *CodeResult    `json:"code_result,omitempty"`
+	Handoff       string         `json:"handoff,omitempty"`
+	Usage         *Usage         `json:"usage,omitempty"`
+	CreatedAt     time.Time      `json:"created_at"`
+}
+
+// messageData is what a message event keeps in the log's data column: the
+// fields of Message that have no column of their own, plus bookkeeping the
+// worker derives its state from.
+type messageData struct {
+	CodeResult *CodeResult `json:"code_result,omitempty"`
+	Handoff    string      `json:"handoff,omitempty"`
+	Usage      *Usage      `json:"usage,omitempty"`
+	// Kind says where the message came from: "task", "history" (resumed
+	// spec messages), "model" (one model call), "human", "auto" (auto-reply).
+	// The replay position of an agent is the number of its "model" messages.
+	Kind string `json:"kind,omitempty"`
+	// Turn is the 1-based agent turn the message belongs to (0: not a turn).
+	Turn int `json:"turn,omitempty"`
+}
+
+// Event is one entry of a chat's append-only log. Seq is dense per chat
+// (1, 2, 3 …) and is also the SSE event id. Message events use the Role …
+// ToolResponses columns; every event may carry type-specific Data.
+type Event struct {
+	ChatID        string          `json:"chat_id"`
+	Seq           int64           `json:"seq"`
+	Type          EventType       `json:"type"`
+	Role          string          `json:"role,omitempty"`
+	Name          string          `json:"name,omitempty"`
+	Content       string          `json:"content,omitempty"`
+	ToolCalls     []ToolCall      `json:"tool_calls,omitempty"`
+	ToolResponses []ToolResponse  `json:"tool_responses,omitempty"`
+	Data          json.RawMessage `json:"data,omitempty"`
+	CreatedAt     time.Time       `json:"created_at"`
+}
+
+// Chat is the record of one chat: its spec and the summary of its log.
+type Chat struct {
+	ID               string
+	Tenant           string
+	Name             string
+	Spec             json.RawMessage
+	Metadata         json.RawMessage
+	Status           Status
+	StopReason       StopReason
+	StopDetail       string
+	Error            string
+	LastSeq          int64
+	Turns            int
+	MessageCount     int
+	PromptTokens     int64
+	CompletionTokens int64
+	PendingInput     json.RawMessage
+	IdempotencyKey   string
+	RequestHash      string
+	CancelRequested  bool
+	Owner            string
+	LeaseExpiresAt   *time.Time
+	Epoch            int64
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	CompletedAt      *time.Time
+}
