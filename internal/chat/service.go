@@ -88,4 +88,3 @@ func EventPayload(e Event) any {
 	}
 	return e.Data
 }
-

@@ -162,6 +162,9 @@ type messageData struct {
 	Kind string `json:"kind,omitempty"`
 	// Turn is the 1-based agent turn the message belongs to (0: not a turn).
 	Turn int `json:"turn,omitempty"`
+	// End marks the last message of its turn: a turn without it was cut by
+	// a crash and is redone by the next worker.
+	End bool `json:"end,omitempty"`
 }
 
 // Event is one entry of a chat's append-only log. Seq is dense per chat

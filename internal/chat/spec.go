@@ -1,0 +1,183 @@
+package chat
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// Spec is the request body of POST /v1/chats (DESIGN §2).
+type Spec struct {
+	Name             string                 `json:"name,omitempty"`
+	Task             string                 `json:"task"`
+	Agents           []AgentSpec            `json:"agents"`
+	Models           map[string]ModelConfig `json:"models,omitempty"`
+	Tools            []ToolSpec             `json:"tools,omitempty"`
+	SpeakerSelection *SelectionSpec         `json:"speaker_selection,omitempty"`
+	MaxRound         *int                   `json:"max_round,omitempty"`
+	Termination      *Condition             `json:"termination,omitempty"`
+	Sandbox          *SandboxSpec           `json:"sandbox,omitempty"`
+	Messages         []HistoryMessage       `json:"messages,omitempty"`
+	Metadata         json.RawMessage        `json:"metadata,omitempty"`
+	InputTimeoutS    *int                   `json:"input_timeout_s,omitempty"`
+}
+
+// Agent types.
+const (
+	AgentAssistant = "assistant"
+	AgentUserProxy = "user_proxy"
+)
+
+// Human input modes of a user_proxy (AutoGen 0.2).
+const (
+	HumanInputNever     = "NEVER"
+	HumanInputAlways    = "ALWAYS"
+	HumanInputTerminate = "TERMINATE"
+)
+
+// AgentSpec is one participant of the chat.
+type AgentSpec struct {
+	Name                    string             `json:"name"`
+	Type                    string             `json:"type"`
+	Description             string             `json:"description,omitempty"`
+	SystemMessage           *string            `json:"system_message,omitempty"`
+	Model                   *ModelRef          `json:"model,omitempty"`
+	Tools                   []string           `json:"tools,omitempty"`
+	Handoffs                []string           `json:"handoffs,omitempty"`
+	ReflectOnToolUse        *bool              `json:"reflect_on_tool_use,omitempty"`
+	MaxToolIterations       *int               `json:"max_tool_iterations,omitempty"`
+	ToolCallSummaryFormat   *string            `json:"tool_call_summary_format,omitempty"`
+	Context                 *ContextSpec       `json:"context,omitempty"`
+	HumanInputMode          string             `json:"human_input_mode,omitempty"`
+	CodeExecution           *CodeExecutionSpec `json:"code_execution,omitempty"`
+	Functions               []string           `json:"functions,omitempty"`
+	MaxConsecutiveAutoReply *int               `json:"max_consecutive_auto_reply,omitempty"`
+	DefaultAutoReply        *string            `json:"default_auto_reply,omitempty"`
+}
+
+// ContextSpec bounds what an assistant sees of the conversation.
+type ContextSpec struct {
+	BufferSize *int `json:"buffer_size,omitempty"`
+}
+
+// CodeExecutionSpec configures a user_proxy that runs code blocks.
+type CodeExecutionSpec struct {
+	Languages []string `json:"languages,omitempty"`
+	TimeoutS  *int     `json:"timeout_s,omitempty"`
+}
+
+// ModelRef is an agent's model: the name of an entry of Spec.Models, or an
+// inline model object.
+type ModelRef struct {
+	Name   string
+	Inline *ModelConfig
+}
+
+// UnmarshalJSON accepts a string (a key of models) or a model object.
+func (m *ModelRef) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		return json.Unmarshal(b, &m.Name)
+	}
+	m.Inline = new(ModelConfig)
+	return json.Unmarshal(b, m.Inline)
+}
+
+// MarshalJSON writes the form the ref was given in.
+func (m ModelRef) MarshalJSON() ([]byte, error) {
+	if m.Inline != nil {
+		return json.Marshal(m.Inline)
+	}
+	return json.Marshal(m.Name)
+}
+
+// ToolSpec is a tool that agents may use or execute.
+type ToolSpec struct {
+	Name           string          `json:"name"`
+	Description    string          `json:"description,omitempty"`
+	Parameters     json.RawMessage `json:"parameters,omitempty"`
+	Implementation json.RawMessage `json:"implementation,omitempty"`
+}
+
+// Speaker selection methods.
+const (
+	SelectRoundRobin = "round_robin"
+	SelectRandom     = "random"
+	SelectAuto       = "auto"
+	SelectManual     = "manual"
+	SelectSwarm      = "swarm"
+)
+
+// SelectionSpec configures how the next speaker is chosen (DESIGN §3.2).
+type SelectionSpec struct {
+	Method               string              `json:"method,omitempty"`
+	Model                *ModelRef           `json:"model,omitempty"`
+	AllowRepeatedSpeaker *bool               `json:"allow_repeated_speaker,omitempty"`
+	MaxAttempts          *int                `json:"max_attempts,omitempty"`
+	Seed                 *int64              `json:"seed,omitempty"`
+	SelectorPrompt       *string             `json:"selector_prompt,omitempty"`
+	Transitions          map[string][]string `json:"transitions,omitempty"`
+	TransitionsType      string              `json:"transitions_type,omitempty"`
+}
+
+// SandboxSpec sets the limits of the chat's code sandbox.
+type SandboxSpec struct {
+	MemoryMB *int     `json:"memory_mb,omitempty"`
+	CPUs     *float64 `json:"cpus,omitempty"`
+	TimeoutS *int     `json:"timeout_s,omitempty"`
+}
+
+// HistoryMessage is a message of a prior conversation to resume from.
+type HistoryMessage struct {
+	Role          string         `json:"role"`
+	Name          string         `json:"name,omitempty"`
+	Content       string         `json:"content,omitempty"`
+	ToolCalls     []ToolCall     `json:"tool_calls,omitempty"`
+	ToolResponses []ToolResponse `json:"tool_responses,omitempty"`
+}
+
+// Condition is one node of the termination tree: exactly one field is set.
+type Condition struct {
+	MaxMessages  *int                  `json:"max_messages,omitempty"`
+	TextMention  *TextMentionCondition `json:"text_mention,omitempty"`
+	TextMatch    *TextMatchCondition   `json:"text_match,omitempty"`
+	TokenUsage   *TokenUsageCondition  `json:"token_usage,omitempty"`
+	TimeoutS     *float64              `json:"timeout_s,omitempty"`
+	Handoff      *HandoffCondition     `json:"handoff,omitempty"`
+	SourceMatch  *SourceMatchCondition `json:"source_match,omitempty"`
+	FunctionCall *FunctionCallCond     `json:"function_call,omitempty"`
+	Any          []Condition           `json:"any,omitempty"`
+	All          []Condition           `json:"all,omitempty"`
+}
+
+// TextMentionCondition fires when a message's content contains Text.
+type TextMentionCondition struct {
+	Text    string   `json:"text"`
+	Sources []string `json:"sources,omitempty"`
+}
+
+// TextMatchCondition fires when a message's content matches an RE2 pattern.
+type TextMatchCondition struct {
+	Pattern string `json:"pattern"`
+}
+
+// TokenUsageCondition fires when the chat's token usage reaches a limit.
+type TokenUsageCondition struct {
+	MaxTotalTokens      *int64 `json:"max_total_tokens,omitempty"`
+	MaxPromptTokens     *int64 `json:"max_prompt_tokens,omitempty"`
+	MaxCompletionTokens *int64 `json:"max_completion_tokens,omitempty"`
+}
+
+// HandoffCondition fires on a handoff to Target.
+type HandoffCondition struct {
+	Target string `json:"target"`
+}
+
+// SourceMatchCondition fires when one of Sources has spoken.
+type SourceMatchCondition struct {
+	Sources []string `json:"sources"`
+}
+
+// FunctionCallCond fires after the named function ran.
+type FunctionCallCond struct {
+	Name string `json:"name"`
+}

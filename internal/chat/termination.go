@@ -1,0 +1,181 @@
+package chat
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// termState is what the termination conditions look at besides the message
+// that was just appended: counts and totals of this run (the task and what
+// followed it; resumed history does not count), derived from the log.
+type termState struct {
+	messages int
+	usage    Usage
+	start    time.Time // when the chat first ran; zero before
+	now      time.Time
+}
+
+// termNode is one node of a termination tree. A node that fired stays fired,
+// which is what `all` needs ("each part must have fired, in any order"). The
+// tree is rebuilt from the log by feeding it every message again, so it holds
+// no state the log does not.
+type termNode struct {
+	cond     *Condition
+	re       *regexp.Regexp
+	children []*termNode
+	fired    bool
+	reason   StopReason
+	detail   string
+	// order is a global counter value at firing, so that `any`/`all` can
+	// tell which part fired first.
+	order int
+}
+
+// terminator evaluates a spec's termination tree.
+type terminator struct {
+	root  *termNode
+	clock int
+}
+
+func newTerminator(c *Condition) *terminator {
+	if c == nil {
+		return &terminator{}
+	}
+	return &terminator{root: buildTermNode(c)}
+}
+
+func buildTermNode(c *Condition) *termNode {
+	n := &termNode{cond: c}
+	if c.TextMatch != nil {
+		n.re = regexp.MustCompile(c.TextMatch.Pattern) // validated at create time
+	}
+	for i := range c.Any {
+		n.children = append(n.children, buildTermNode(&c.Any[i]))
+	}
+	for i := range c.All {
+		n.children = append(n.children, buildTermNode(&c.All[i]))
+	}
+	return n
+}
+
+// observe feeds one appended message and reports whether the whole tree has
+// fired. m is nil for the task message (it counts, but its text is never
+// matched) and when only time passed.
+func (t *terminator) observe(m *Message, st termState) bool {
+	if t.root == nil {
+		return false
+	}
+	t.eval(t.root, m, st)
+	return t.root.fired
+}
+
+// result is the stop reason and detail of a fired tree.
+func (t *terminator) result() (StopReason, string) {
+	return t.root.reason, t.root.detail
+}
+
+// deadline is when the earliest unfired timeout condition fires, if any.
+func (t *terminator) deadline(start time.Time) (time.Time, bool) {
+	if t.root == nil || start.IsZero() {
+		return time.Time{}, false
+	}
+	var best time.Time
+	var walk func(n *termNode)
+	walk = func(n *termNode) {
+		if n.fired {
+			return
+		}
+		if n.cond.TimeoutS != nil {
+			d := start.Add(time.Duration(*n.cond.TimeoutS * float64(time.Second)))
+			if best.IsZero() || d.Before(best) {
+				best = d
+			}
+		}
+		for _, c := range n.children {
+			walk(c)
+		}
+	}
+	walk(t.root)
+	return best, !best.IsZero()
+}
+
+func (t *terminator) fire(n *termNode, reason StopReason, detail string) {
+	t.clock++
+	n.fired, n.reason, n.detail, n.order = true, reason, detail, t.clock
+}
+
+func (t *terminator) eval(n *termNode, m *Message, st termState) {
+	if n.fired {
+		return
+	}
+	c := n.cond
+	switch {
+	case c.MaxMessages != nil:
+		if st.messages >= *c.MaxMessages {
+			t.fire(n, StopMaxMessages, fmt.Sprintf("Maximum number of messages %d reached, current message count: %d", *c.MaxMessages, st.messages))
+		}
+	case c.TextMention != nil:
+		if m != nil && fromSources(m, c.TextMention.Sources) && strings.Contains(m.Content, c.TextMention.Text) {
+			t.fire(n, StopTextMention, fmt.Sprintf("Text '%s' mentioned", c.TextMention.Text))
+		}
+	case c.TextMatch != nil:
+		if m != nil && n.re.MatchString(m.Content) {
+			t.fire(n, StopTextMatch, fmt.Sprintf("Text matched pattern '%s'", c.TextMatch.Pattern))
+		}
+	case c.TokenUsage != nil:
+		u := c.TokenUsage
+		total := st.usage.PromptTokens + st.usage.CompletionTokens
+		if u.MaxTotalTokens != nil && total >= *u.MaxTotalTokens ||
+			u.MaxPromptTokens != nil && st.usage.PromptTokens >= *u.MaxPromptTokens ||
+			u.MaxCompletionTokens != nil && st.usage.CompletionTokens >= *u.MaxCompletionTokens {
+			t.fire(n, StopTokenUsage, fmt.Sprintf("Token usage limit reached, total_tokens: %d, prompt_tokens: %d, completion_tokens: %d.",
+				total, st.usage.PromptTokens, st.usage.CompletionTokens))
+		}
+	case c.TimeoutS != nil:
+		if !st.start.IsZero() && !st.now.Before(st.start.Add(time.Duration(*c.TimeoutS*float64(time.Second)))) {
+			t.fire(n, StopTimeout, fmt.Sprintf("Timeout of %g seconds reached", *c.TimeoutS))
+		}
+	case c.SourceMatch != nil:
+		if m != nil && slices.Contains(c.SourceMatch.Sources, m.Name) {
+			t.fire(n, StopSourceMatch, fmt.Sprintf("'%s' answered", m.Name))
+		}
+	case c.Any != nil:
+		for _, ch := range n.children {
+			t.eval(ch, m, st)
+		}
+		if first := firstFired(n.children); first != nil {
+			t.fire(n, first.reason, first.detail)
+		}
+	case c.All != nil:
+		for _, ch := range n.children {
+			t.eval(ch, m, st)
+		}
+		if !slices.ContainsFunc(n.children, func(ch *termNode) bool { return !ch.fired }) {
+			ordered := slices.Clone(n.children)
+			slices.SortFunc(ordered, func(a, b *termNode) int { return a.order - b.order })
+			details := make([]string, len(ordered))
+			for i, ch := range ordered {
+				details[i] = ch.detail
+			}
+			t.fire(n, ordered[0].reason, strings.Join(details, "; "))
+		}
+	}
+}
+
+// firstFired is the child that fired earliest (in list order within one message).
+func firstFired(children []*termNode) *termNode {
+	var best *termNode
+	for _, ch := range children {
+		if ch.fired && (best == nil || ch.order < best.order) {
+			best = ch
+		}
+	}
+	return best
+}
+
+func fromSources(m *Message, sources []string) bool {
+	return len(sources) == 0 || slices.Contains(sources, m.Name)
+}

@@ -1,0 +1,151 @@
+package chat
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+func cond(t *testing.T, s string) *Condition {
+	t.Helper()
+	var c Condition
+	if err := json.Unmarshal([]byte(s), &c); err != nil {
+		t.Fatal(err)
+	}
+	return &c
+}
+
+func TestTermination(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	type step struct {
+		name, content string
+		usage         Usage
+		at            time.Duration
+	}
+	tests := []struct {
+		name    string
+		cond    string
+		steps   []step // the first is the task
+		firesAt int    // index of the step after which the tree fires; -1 never
+		reason  StopReason
+		detail  string
+	}{
+		{"max_messages counts the task", `{"max_messages": 3}`,
+			[]step{{name: "user"}, {name: "a"}, {name: "b"}}, 2, StopMaxMessages, "Maximum number of messages 3 reached, current message count: 3"},
+		{"text_mention ignores the task", `{"text_mention": {"text": "DONE"}}`,
+			[]step{{name: "user", content: "say DONE"}, {name: "a", content: "no"}, {name: "b", content: "DONE!"}}, 2, StopTextMention, "Text 'DONE' mentioned"},
+		{"text_mention sources", `{"text_mention": {"text": "DONE", "sources": ["b"]}}`,
+			[]step{{name: "user"}, {name: "a", content: "DONE"}, {name: "b", content: "DONE"}}, 2, StopTextMention, "Text 'DONE' mentioned"},
+		{"text_match", `{"text_match": {"pattern": "FINAL ANSWER: \\d+"}}`,
+			[]step{{name: "user", content: "FINAL ANSWER: 1"}, {name: "a", content: "FINAL ANSWER: x"}, {name: "a", content: "FINAL ANSWER: 42"}}, 2, StopTextMatch, "Text matched pattern 'FINAL ANSWER: \\d+'"},
+		{"token_usage", `{"token_usage": {"max_total_tokens": 30}}`,
+			[]step{{name: "user"}, {name: "a", usage: Usage{10, 10}}, {name: "a", usage: Usage{5, 5}}}, 2, StopTokenUsage, "Token usage limit reached, total_tokens: 30, prompt_tokens: 15, completion_tokens: 15."},
+		{"source_match", `{"source_match": {"sources": ["b"]}}`,
+			[]step{{name: "user"}, {name: "a"}, {name: "b"}}, 2, StopSourceMatch, "'b' answered"},
+		{"timeout", `{"timeout_s": 5}`,
+			[]step{{name: "user"}, {name: "a", at: 4 * time.Second}, {name: "a", at: 6 * time.Second}}, 2, StopTimeout, "Timeout of 5 seconds reached"},
+		{"any takes the first that fired", `{"any": [{"max_messages": 10}, {"text_mention": {"text": "X"}}]}`,
+			[]step{{name: "user"}, {name: "a", content: "X"}}, 1, StopTextMention, "Text 'X' mentioned"},
+		{"all waits for every part, in any order", `{"all": [{"text_mention": {"text": "X"}}, {"source_match": {"sources": ["b"]}}]}`,
+			[]step{{name: "user"}, {name: "b"}, {name: "a"}, {name: "a", content: "X"}}, 3, StopSourceMatch, "'b' answered; Text 'X' mentioned"},
+		{"never", `{"text_mention": {"text": "X"}}`,
+			[]step{{name: "user", content: "X"}, {name: "a"}}, -1, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			term := newTerminator(cond(t, tt.cond))
+			var usage Usage
+			fired := -1
+			for i, s := range tt.steps {
+				usage = usage.Add(s.usage)
+				st := termState{messages: i + 1, usage: usage, start: start, now: start.Add(s.at)}
+				m := &Message{Name: s.name, Content: s.content}
+				if i == 0 {
+					m = nil
+				}
+				if term.observe(m, st) {
+					fired = i
+					break
+				}
+			}
+			if fired != tt.firesAt {
+				t.Fatalf("fired after step %d, want %d", fired, tt.firesAt)
+			}
+			if fired < 0 {
+				return
+			}
+			reason, detail := term.result()
+			if reason != tt.reason || detail != tt.detail {
+				t.Fatalf("result = %q %q, want %q %q", reason, detail, tt.reason, tt.detail)
+			}
+		})
+	}
+}
+
+func TestTerminatorDeadline(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	term := newTerminator(cond(t, `{"any": [{"timeout_s": 9}, {"all": [{"timeout_s": 2.5}, {"max_messages": 100}]}]}`))
+	d, ok := term.deadline(start)
+	if !ok || !d.Equal(start.Add(2500*time.Millisecond)) {
+		t.Fatalf("deadline = %v %v", d, ok)
+	}
+	if _, ok := newTerminator(nil).deadline(start); ok {
+		t.Fatal("no conditions, but a deadline")
+	}
+}
+
+func TestSelectSpeaker(t *testing.T) {
+	spec := &Spec{Agents: []AgentSpec{{Name: "a"}, {Name: "b"}, {Name: "c"}}}
+	var got []string
+	last := "user"
+	for turn := 1; turn <= 5; turn++ {
+		s := selectSpeaker(spec, last, turn)
+		got = append(got, s.Agent)
+		last = s.Agent
+	}
+	if want := []string{"a", "b", "c", "a", "b"}; !equal(got, want) {
+		t.Fatalf("round robin = %v, want %v", got, want)
+	}
+}
+
+func TestRandomSelectionIsSeededAndNeverRepeatsWhenDisallowed(t *testing.T) {
+	seed, no := int64(42), false
+	spec := &Spec{Agents: []AgentSpec{{Name: "a"}, {Name: "b"}, {Name: "c"}},
+		SpeakerSelection: &SelectionSpec{Method: SelectRandom, Seed: &seed, AllowRepeatedSpeaker: &no}}
+	run := func() []string {
+		var seq []string
+		last := ""
+		for turn := 1; turn <= 200; turn++ {
+			s := selectSpeaker(spec, last, turn)
+			if s.Agent == last {
+				t.Fatalf("turn %d repeated %s", turn, last)
+			}
+			seq = append(seq, s.Agent)
+			last = s.Agent
+		}
+		return seq
+	}
+	first, second := run(), run()
+	if !equal(first, second) {
+		t.Fatal("same seed, different sequence")
+	}
+	seen := map[string]bool{}
+	for _, a := range first {
+		seen[a] = true
+	}
+	if len(seen) != 3 {
+		t.Fatalf("random selection never picked some agents: %v", seen)
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,419 @@
+package chat
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+)
+
+// Limits bound everything a client controls in a spec.
+type Limits struct {
+	MaxAgents          int // agents per chat
+	MaxTools           int // tools per chat
+	MaxTaskBytes       int // task and each history message
+	MaxPromptBytes     int // system messages, selector prompt, auto replies
+	MaxHistory         int // resumed messages
+	MaxRound           int // the server's cap on max_round
+	MaxReplayResponses int // scripted responses per replay model
+	MaxMetadataBytes   int
+	MaxConditions      int // nodes in the termination tree
+	MaxConditionDepth  int
+}
+
+// DefaultLimits are used for every zero field of a Limits.
+var DefaultLimits = Limits{
+	MaxAgents:          32,
+	MaxTools:           64,
+	MaxTaskBytes:       64 << 10,
+	MaxPromptBytes:     32 << 10,
+	MaxHistory:         1000,
+	MaxRound:           100,
+	MaxReplayResponses: 1000,
+	MaxMetadataBytes:   16 << 10,
+	MaxConditions:      64,
+	MaxConditionDepth:  8,
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	or := func(v, def int) int {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	return Limits{
+		MaxAgents:          or(l.MaxAgents, d.MaxAgents),
+		MaxTools:           or(l.MaxTools, d.MaxTools),
+		MaxTaskBytes:       or(l.MaxTaskBytes, d.MaxTaskBytes),
+		MaxPromptBytes:     or(l.MaxPromptBytes, d.MaxPromptBytes),
+		MaxHistory:         or(l.MaxHistory, d.MaxHistory),
+		MaxRound:           or(l.MaxRound, d.MaxRound),
+		MaxReplayResponses: or(l.MaxReplayResponses, d.MaxReplayResponses),
+		MaxMetadataBytes:   or(l.MaxMetadataBytes, d.MaxMetadataBytes),
+		MaxConditions:      or(l.MaxConditions, d.MaxConditions),
+		MaxConditionDepth:  or(l.MaxConditionDepth, d.MaxConditionDepth),
+	}
+}
+
+// DefaultMaxRound is max_round when a spec leaves it out.
+const DefaultMaxRound = 10
+
+var agentNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
+
+// validator collects every problem of a spec.
+type validator struct {
+	probs     []Problem
+	limits    Limits
+	providers []string
+	spec      *Spec
+	agents    map[string]bool
+}
+
+func (v *validator) add(path, format string, args ...any) {
+	v.probs = append(v.probs, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// Validate checks a decoded spec against DESIGN §2 and what this server
+// supports, and returns every problem found. providers are the model
+// providers configured besides "replay".
+func Validate(s *Spec, limits Limits, providers []string) []Problem {
+	v := &validator{limits: limits.withDefaults(), providers: providers, spec: s, agents: map[string]bool{}}
+	v.checkTop()
+	v.checkModels()
+	v.checkAgents()
+	v.checkSelection()
+	if s.Termination != nil {
+		count := 0
+		v.checkCondition("/termination", s.Termination, 1, &count)
+	}
+	v.checkHistory()
+	return v.probs
+}
+
+func (v *validator) checkTop() {
+	s := v.spec
+	if len(s.Name) > 200 {
+		v.add("/name", "must be at most 200 characters")
+	}
+	if s.Task == "" {
+		v.add("/task", "is required")
+	} else if len(s.Task) > v.limits.MaxTaskBytes {
+		v.add("/task", "must be at most %d bytes", v.limits.MaxTaskBytes)
+	}
+	if s.MaxRound != nil && (*s.MaxRound < 1 || *s.MaxRound > v.limits.MaxRound) {
+		v.add("/max_round", "must be between 1 and %d (this server's limit)", v.limits.MaxRound)
+	}
+	if len(s.Metadata) > 0 {
+		if b := bytes.TrimSpace(s.Metadata); len(b) == 0 || (b[0] != '{' && string(b) != "null") {
+			v.add("/metadata", "must be an object")
+		} else if len(b) > v.limits.MaxMetadataBytes {
+			v.add("/metadata", "must be at most %d bytes", v.limits.MaxMetadataBytes)
+		}
+	}
+	if len(s.Tools) > 0 {
+		if len(s.Tools) > v.limits.MaxTools {
+			v.add("/tools", "at most %d tools are allowed", v.limits.MaxTools)
+		}
+		v.add("/tools", "tools are not supported by this server version yet")
+	}
+	if s.Sandbox != nil {
+		if s.Sandbox.MemoryMB != nil && (*s.Sandbox.MemoryMB < 16 || *s.Sandbox.MemoryMB > 16384) {
+			v.add("/sandbox/memory_mb", "must be between 16 and 16384")
+		}
+		if s.Sandbox.CPUs != nil && (*s.Sandbox.CPUs <= 0 || *s.Sandbox.CPUs > 16) {
+			v.add("/sandbox/cpus", "must be greater than 0 and at most 16")
+		}
+		if s.Sandbox.TimeoutS != nil && (*s.Sandbox.TimeoutS < 1 || *s.Sandbox.TimeoutS > 3600) {
+			v.add("/sandbox/timeout_s", "must be between 1 and 3600")
+		}
+	}
+	if s.InputTimeoutS != nil && *s.InputTimeoutS < 1 {
+		v.add("/input_timeout_s", "must be at least 1")
+	}
+}
+
+func (v *validator) checkModels() {
+	names := make([]string, 0, len(v.spec.Models))
+	for name := range v.spec.Models {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		m := v.spec.Models[name]
+		v.checkModel("/models/"+escapePointer(name), &m)
+	}
+}
+
+func (v *validator) checkModel(path string, m *ModelConfig) {
+	switch {
+	case m.Provider == "":
+		v.add(path+"/provider", "is required")
+	case m.Provider == "replay":
+		if len(m.Responses) == 0 {
+			v.add(path+"/responses", "a replay model needs at least one response")
+		} else if len(m.Responses) > v.limits.MaxReplayResponses {
+			v.add(path+"/responses", "at most %d responses are allowed", v.limits.MaxReplayResponses)
+		}
+		for i, r := range m.Responses {
+			if len(r.ToolCalls) > 0 {
+				v.add(path+"/responses/"+strconv.Itoa(i)+"/tool_calls", "tool calls are not supported by this server version yet")
+			}
+			if r.DelayMS < 0 || r.DelayMS > 600_000 {
+				v.add(path+"/responses/"+strconv.Itoa(i)+"/delay_ms", "must be between 0 and 600000")
+			}
+		}
+	case !slices.Contains(v.providers, m.Provider):
+		v.add(path+"/provider", "unknown provider %q; this server offers %s", m.Provider, quoteList(append([]string{"replay"}, v.providers...)))
+	default:
+		if m.Model == "" {
+			v.add(path+"/model", "is required for provider %q", m.Provider)
+		}
+		if len(m.Responses) > 0 {
+			v.add(path+"/responses", "only the replay provider takes responses")
+		}
+	}
+	if m.Temperature != nil && (*m.Temperature < 0 || *m.Temperature > 2) {
+		v.add(path+"/temperature", "must be between 0 and 2")
+	}
+	if m.TopP != nil && (*m.TopP < 0 || *m.TopP > 1) {
+		v.add(path+"/top_p", "must be between 0 and 1")
+	}
+	if m.MaxTokens != nil && *m.MaxTokens < 1 {
+		v.add(path+"/max_tokens", "must be at least 1")
+	}
+}
+
+// checkModelRef checks an agent's or the selector's model reference.
+func (v *validator) checkModelRef(path string, ref *ModelRef) {
+	if ref.Inline != nil {
+		v.checkModel(path, ref.Inline)
+		return
+	}
+	if _, ok := v.spec.Models[ref.Name]; !ok {
+		v.add(path, "names no entry of models: %q", ref.Name)
+	}
+}
+
+func (v *validator) checkAgents() {
+	s := v.spec
+	if len(s.Agents) == 0 {
+		v.add("/agents", "at least one agent is required")
+	}
+	if len(s.Agents) > v.limits.MaxAgents {
+		v.add("/agents", "at most %d agents are allowed", v.limits.MaxAgents)
+	}
+	for i := range s.Agents {
+		a := &s.Agents[i]
+		p := "/agents/" + strconv.Itoa(i)
+		switch {
+		case !agentNameRE.MatchString(a.Name):
+			v.add(p+"/name", "must match %s", agentNameRE)
+		case a.Name == UserName:
+			v.add(p+"/name", "%q is reserved for the task and human messages", UserName)
+		case v.agents[a.Name]:
+			v.add(p+"/name", "duplicate agent name %q", a.Name)
+		}
+		v.agents[a.Name] = true
+		if len(a.Description) > v.limits.MaxPromptBytes {
+			v.add(p+"/description", "must be at most %d bytes", v.limits.MaxPromptBytes)
+		}
+		if a.SystemMessage != nil && len(*a.SystemMessage) > v.limits.MaxPromptBytes {
+			v.add(p+"/system_message", "must be at most %d bytes", v.limits.MaxPromptBytes)
+		}
+		if len(a.Tools) > 0 {
+			v.add(p+"/tools", "tools are not supported by this server version yet")
+		}
+		if len(a.Handoffs) > 0 {
+			v.add(p+"/handoffs", "handoffs are not supported by this server version yet")
+		}
+		if len(a.Functions) > 0 {
+			v.add(p+"/functions", "functions are not supported by this server version yet")
+		}
+		if a.CodeExecution != nil {
+			v.add(p+"/code_execution", "code execution needs a sandbox, and this server version has none yet")
+		}
+		if a.Context != nil && a.Context.BufferSize != nil && *a.Context.BufferSize < 1 {
+			v.add(p+"/context/buffer_size", "must be at least 1")
+		}
+		switch a.Type {
+		case AgentAssistant:
+			if a.Model == nil {
+				v.add(p+"/model", "an assistant needs a model")
+			} else {
+				v.checkModelRef(p+"/model", a.Model)
+			}
+			if a.HumanInputMode != "" {
+				v.add(p+"/human_input_mode", "only user_proxy agents take human input")
+			}
+			if a.MaxToolIterations != nil && *a.MaxToolIterations < 1 {
+				v.add(p+"/max_tool_iterations", "must be at least 1")
+			}
+		case AgentUserProxy:
+			if a.Model != nil {
+				v.add(p+"/model", "a user_proxy has no model")
+			}
+			switch a.HumanInputMode {
+			case HumanInputNever:
+			case "", HumanInputAlways, HumanInputTerminate:
+				v.add(p+"/human_input_mode", "human input (%s, the default is ALWAYS as in AutoGen) is not supported by this server version yet; set NEVER", cmp.Or(a.HumanInputMode, "ALWAYS"))
+			default:
+				v.add(p+"/human_input_mode", "must be one of NEVER, ALWAYS, TERMINATE")
+			}
+			if a.MaxConsecutiveAutoReply != nil {
+				v.add(p+"/max_consecutive_auto_reply", "is not supported by this server version yet")
+			}
+			if a.DefaultAutoReply != nil && len(*a.DefaultAutoReply) > v.limits.MaxPromptBytes {
+				v.add(p+"/default_auto_reply", "must be at most %d bytes", v.limits.MaxPromptBytes)
+			}
+		case "":
+			v.add(p+"/type", "is required: assistant or user_proxy")
+		default:
+			v.add(p+"/type", "must be assistant or user_proxy")
+		}
+	}
+}
+
+func (v *validator) checkSelection() {
+	sel := v.spec.SpeakerSelection
+	if sel == nil {
+		return
+	}
+	switch sel.Method {
+	case "", SelectRoundRobin, SelectRandom:
+	case SelectAuto, SelectManual, SelectSwarm:
+		v.add("/speaker_selection/method", "%q is not supported by this server version yet; use round_robin or random", sel.Method)
+	default:
+		v.add("/speaker_selection/method", "must be one of round_robin, random, auto, manual, swarm")
+	}
+	if sel.Model != nil {
+		v.add("/speaker_selection/model", "only the auto method uses a model")
+	}
+	if sel.MaxAttempts != nil {
+		v.add("/speaker_selection/max_attempts", "only the auto method makes attempts")
+	}
+	if sel.SelectorPrompt != nil {
+		v.add("/speaker_selection/selector_prompt", "only the auto method uses a selector prompt")
+	}
+	if len(sel.Transitions) > 0 || sel.TransitionsType != "" {
+		v.add("/speaker_selection/transitions", "transitions are not supported by this server version yet")
+	}
+}
+
+func (v *validator) checkCondition(path string, c *Condition, depth int, count *int) {
+	*count++
+	if *count == v.limits.MaxConditions+1 {
+		v.add("/termination", "at most %d conditions are allowed", v.limits.MaxConditions)
+	}
+	if depth > v.limits.MaxConditionDepth {
+		v.add(path, "conditions nest at most %d deep", v.limits.MaxConditionDepth)
+		return
+	}
+	set := 0
+	for _, b := range []bool{c.MaxMessages != nil, c.TextMention != nil, c.TextMatch != nil, c.TokenUsage != nil,
+		c.TimeoutS != nil, c.Handoff != nil, c.SourceMatch != nil, c.FunctionCall != nil, c.Any != nil, c.All != nil} {
+		if b {
+			set++
+		}
+	}
+	if set != 1 {
+		v.add(path, "a condition has exactly one key (found %d)", set)
+		return
+	}
+	switch {
+	case c.MaxMessages != nil:
+		if *c.MaxMessages < 1 {
+			v.add(path+"/max_messages", "must be at least 1")
+		}
+	case c.TextMention != nil:
+		if c.TextMention.Text == "" {
+			v.add(path+"/text_mention/text", "is required")
+		}
+		v.checkSources(path+"/text_mention/sources", c.TextMention.Sources)
+	case c.TextMatch != nil:
+		if c.TextMatch.Pattern == "" {
+			v.add(path+"/text_match/pattern", "is required")
+		} else if _, err := regexp.Compile(c.TextMatch.Pattern); err != nil {
+			v.add(path+"/text_match/pattern", "is not a valid RE2 pattern: %v", err)
+		}
+	case c.TokenUsage != nil:
+		t := c.TokenUsage
+		if t.MaxTotalTokens == nil && t.MaxPromptTokens == nil && t.MaxCompletionTokens == nil {
+			v.add(path+"/token_usage", "set at least one of max_total_tokens, max_prompt_tokens, max_completion_tokens")
+		}
+		for name, p := range map[string]*int64{"max_total_tokens": t.MaxTotalTokens, "max_prompt_tokens": t.MaxPromptTokens, "max_completion_tokens": t.MaxCompletionTokens} {
+			if p != nil && *p < 1 {
+				v.add(path+"/token_usage/"+name, "must be at least 1")
+			}
+		}
+	case c.TimeoutS != nil:
+		if *c.TimeoutS <= 0 {
+			v.add(path+"/timeout_s", "must be greater than 0")
+		}
+	case c.Handoff != nil:
+		v.add(path+"/handoff", "handoffs are not supported by this server version yet")
+	case c.FunctionCall != nil:
+		v.add(path+"/function_call", "functions are not supported by this server version yet")
+	case c.SourceMatch != nil:
+		if len(c.SourceMatch.Sources) == 0 {
+			v.add(path+"/source_match/sources", "at least one source is required")
+		}
+		v.checkSources(path+"/source_match/sources", c.SourceMatch.Sources)
+	case c.Any != nil, c.All != nil:
+		key, parts := "any", c.Any
+		if c.All != nil {
+			key, parts = "all", c.All
+		}
+		if len(parts) == 0 {
+			v.add(path+"/"+key, "at least one condition is required")
+		}
+		for i := range parts {
+			v.checkCondition(path+"/"+key+"/"+strconv.Itoa(i), &parts[i], depth+1, count)
+		}
+	}
+}
+
+func (v *validator) checkSources(path string, sources []string) {
+	for i, s := range sources {
+		if s != UserName && !v.agentNamed(s) {
+			v.add(path+"/"+strconv.Itoa(i), "names no agent: %q", s)
+		}
+	}
+}
+
+func (v *validator) agentNamed(name string) bool {
+	return slices.ContainsFunc(v.spec.Agents, func(a AgentSpec) bool { return a.Name == name })
+}
+
+func (v *validator) checkHistory() {
+	msgs := v.spec.Messages
+	if len(msgs) > v.limits.MaxHistory {
+		v.add("/messages", "at most %d messages are allowed", v.limits.MaxHistory)
+	}
+	for i, m := range msgs {
+		p := "/messages/" + strconv.Itoa(i)
+		switch m.Role {
+		case RoleUser, RoleAssistant, RoleSystem, RoleTool:
+		default:
+			v.add(p+"/role", "must be one of user, assistant, system, tool")
+		}
+		if len(m.Content) > v.limits.MaxTaskBytes {
+			v.add(p+"/content", "must be at most %d bytes", v.limits.MaxTaskBytes)
+		}
+		if len(m.ToolCalls) > 0 || len(m.ToolResponses) > 0 || m.Role == RoleTool {
+			v.add(p, "tool calls in resumed messages are not supported by this server version yet")
+		}
+		if m.Name != "" && m.Name != UserName && !agentNameRE.MatchString(m.Name) {
+			v.add(p+"/name", "must match %s", agentNameRE)
+		}
+	}
+}
+
+func quoteList(xs []string) string {
+	b, _ := json.Marshal(xs)
+	return string(b)
+}
