@@ -1,0 +1,196 @@
+package llm
+
+import (
+	"crypto/tls"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// Retry reasons, the values of the reason label of agentd_model_retries_total.
+const (
+	reasonRateLimit   = "rate_limit"   // HTTP 429
+	reasonServerError = "server_error" // HTTP 5xx
+	reasonTimeout     = "timeout"      // the per-attempt timeout expired
+	reasonConnection  = "connection"   // no complete HTTP exchange
+)
+
+// metrics are the client's Prometheus collectors.
+type metrics struct {
+	retries *prometheus.CounterVec
+}
+
+// newMetrics registers the collectors on reg (if any). A collector that is
+// already registered (a second Client on the same registry) is shared.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	retries := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentd_model_retries_total",
+		Help: "Model calls retried after a transient failure, by provider and reason (rate_limit, server_error, timeout, connection).",
+	}, []string{"provider", "reason"})
+	if reg != nil {
+		if err := reg.Register(retries); err != nil {
+			are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err)
+			if !ok {
+				return nil, err
+			}
+			existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
+			if !ok {
+				return nil, err
+			}
+			retries = existing
+		}
+	}
+	return &metrics{retries: retries}, nil
+}
+
+// attempt is what the HTTP layer saw of one try. go-openai returns only the
+// decoded body or an error, not the response headers of a failure, so
+// headerDoer records them here; the attempt travels in the request context,
+// which keeps concurrent calls apart without any shared state.
+type attempt struct {
+	sent         bool   // the request reached the HTTP client
+	timedOut     bool   // the per-attempt timeout expired
+	status       int    // 0 when no response arrived
+	retryAfter   string // Retry-After
+	retryAfterMS string // retry-after-ms (OpenAI's millisecond variant)
+	requestID    string // x-request-id, for support tickets
+	transportErr error  // the HTTP client's error, if any
+}
+
+type attemptKey struct{}
+
+// headerDoer is the openai.HTTPDoer that wraps the real client and records
+// each response's status and retry headers in the request's attempt.
+type headerDoer struct{ client *http.Client }
+
+// Do sends r and notes what came back.
+func (d headerDoer) Do(r *http.Request) (*http.Response, error) {
+	resp, err := d.client.Do(r)
+	if a, ok := r.Context().Value(attemptKey{}).(*attempt); ok {
+		a.sent = true
+		a.transportErr = err
+		if resp != nil {
+			a.status = resp.StatusCode
+			a.retryAfter = resp.Header.Get("Retry-After")
+			a.retryAfterMS = resp.Header.Get("Retry-After-Ms")
+			a.requestID = resp.Header.Get("X-Request-Id")
+		}
+	}
+	return resp, err
+}
+
+// retryReason says whether a failed attempt is worth another try, and why.
+// The caller has already checked that the chat's context is still live. Only
+// transient failures are retried: 429, 5xx, timeouts and broken connections.
+// Any other 4xx is the request's fault and would fail again.
+func retryReason(a *attempt, err error) (string, bool) {
+	if a.timedOut {
+		return reasonTimeout, true
+	}
+	status := a.status
+	if status == 0 {
+		status = errorStatus(err)
+	}
+	switch {
+	case status == http.StatusTooManyRequests:
+		return reasonRateLimit, true
+	case status >= 500:
+		return reasonServerError, true
+	case status >= 300 || status > 0 && status < 200:
+		return "", false
+	}
+	if !a.sent {
+		// go-openai refused the request before sending it (e.g. a parameter
+		// its reasoning-model checks reject): trying again changes nothing.
+		return "", false
+	}
+	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+		return "", false
+	}
+	if a.transportErr != nil || isConnectionError(err) {
+		return reasonConnection, true
+	}
+	// A 2xx whose body did not decode as a chat completion.
+	return "", false
+}
+
+// isConnectionError reports errors of a connection that broke mid-response.
+func isConnectionError(err error) bool {
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	_, ok := errors.AsType[net.Error](err)
+	return ok
+}
+
+// errorStatus is the HTTP status go-openai put into its error, if any.
+func errorStatus(err error) int {
+	if e, ok := errors.AsType[*openai.APIError](err); ok {
+		return e.HTTPStatusCode
+	}
+	if e, ok := errors.AsType[*openai.RequestError](err); ok {
+		return e.HTTPStatusCode
+	}
+	return 0
+}
+
+// backoff is the wait before retry number n (1-based): exponential from base,
+// capped at max, with "equal jitter" (half fixed, half random) so that waits
+// still grow while replicas that failed together spread out. rnd returns a
+// value in [0, 1).
+func backoff(base, maxWait time.Duration, n int, rnd func() float64) time.Duration {
+	d := base
+	for i := 1; i < n && d < maxWait; i++ {
+		d *= 2
+	}
+	d = min(d, maxWait)
+	return d/2 + time.Duration(rnd()*float64(d-d/2))
+}
+
+// retryWait is the wait before retry n: the server's Retry-After when it sent
+// one, else the backoff. Both are capped at maxWait.
+func retryWait(a *attempt, base, maxWait time.Duration, n int, now time.Time) time.Duration {
+	if d, ok := parseRetryAfter(a.retryAfterMS, a.retryAfter, now); ok {
+		return min(d, maxWait)
+	}
+	return backoff(base, maxWait, n, rand.Float64)
+}
+
+// parseRetryAfter reads OpenAI's retry-after-ms (milliseconds, may be
+// fractional) or else the standard Retry-After: delay-seconds or an HTTP
+// date (RFC 9110 §10.2.3). A date in the past means no wait; anything above
+// a day is clamped to a day (the caller caps far lower anyway). ok is false
+// when neither header holds a usable value.
+func parseRetryAfter(ms, header string, now time.Time) (time.Duration, bool) {
+	if ms = strings.TrimSpace(ms); ms != "" {
+		if v, err := strconv.ParseFloat(ms, 64); err == nil && v >= 0 && v < float64(24*time.Hour/time.Millisecond) {
+			return time.Duration(v * float64(time.Millisecond)), true
+		}
+	}
+	header = strings.TrimSpace(header)
+	if header == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseInt(header, 10, 64); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
+		// Clamp before multiplying: a huge value must not overflow into a
+		// negative duration.
+		return time.Duration(min(secs, int64(24*time.Hour/time.Second))) * time.Second, true
+	}
+	if t, err := http.ParseTime(header); err == nil {
+		return min(max(t.Sub(now), 0), 24*time.Hour), true
+	}
+	return 0, false
+}
