@@ -1,0 +1,229 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/agentd/agentd/internal/chat"
+)
+
+// List limits (GET /v1/chats and GET /v1/chats/{id}/messages).
+const (
+	defaultChatLimit    = 50
+	defaultMessageLimit = 100
+	maxListLimit        = 1000
+)
+
+// chatsResource serves /v1/chats and everything below it.
+type chatsResource struct {
+	responder
+	cfg   Config
+	chats Chats
+}
+
+// Routes returns the router of the chats resource, to be mounted at /v1/chats
+// behind authentication (handlers read the tenant from the context).
+func (c *chatsResource) Routes() chi.Router {
+	r := chi.NewRouter()
+	r.Post("/", c.create)
+	r.Get("/", c.list)
+	r.Get("/{id}", c.get)
+	r.Get("/{id}/messages", c.messages)
+	r.Get("/{id}/events", c.events)
+	r.Post("/{id}/input", c.input)
+	r.Post("/{id}/cancel", c.cancel)
+	return r
+}
+
+// create handles POST /v1/chats.
+func (c *chatsResource) create(w http.ResponseWriter, r *http.Request) {
+	q := newQueryParser(r)
+	wait := q.wait(c.cfg.MaxWait)
+	if err := q.err(); err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	key, err := idempotencyKey(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, c.cfg.MaxBodyBytes)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	// Only well-formedness is checked here; the runtime decodes the spec
+	// strictly and reports every problem of it as a *chat.ValidationError.
+	if err := checkOneJSONValue(body); err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	ch, created, err := c.chats.Create(r.Context(), &chat.CreateParams{
+		Tenant: Tenant(r.Context()), Body: body, IdempotencyKey: key,
+	})
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	if wait > 0 {
+		extendWriteDeadline(w, wait)
+		if ch, err = c.waitTerminal(r.Context(), ch, wait); err != nil {
+			c.writeError(w, r, err)
+			return
+		}
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", "/v1/chats/"+ch.ID)
+	}
+	c.writeJSON(w, r, status, newChatResponse(ch))
+}
+
+// waitTerminal waits until the chat is terminal or wait has passed, and
+// returns the chat as it stands then.
+func (c *chatsResource) waitTerminal(ctx context.Context, ch *chat.Chat, wait time.Duration) (*chat.Chat, error) {
+	if ch.Status.Terminal() {
+		return ch, nil
+	}
+	tenant := Tenant(ctx)
+	signal, unsubscribe := c.chats.Subscribe(ch.ID)
+	defer unsubscribe()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		// Read after subscribing: a commit between the caller's read and the
+		// subscription would otherwise never wake us.
+		cur, err := c.chats.Get(ctx, tenant, ch.ID)
+		if err != nil {
+			return nil, err
+		}
+		if cur.Status.Terminal() {
+			return cur, nil
+		}
+		select {
+		case _, ok := <-signal:
+			if !ok {
+				// The runtime ended the subscription (shutting down): no
+				// more wake-ups will come, so wait out the time only.
+				signal = nil
+			}
+		case <-timer.C:
+			return c.chats.Get(ctx, tenant, ch.ID)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// list handles GET /v1/chats.
+func (c *chatsResource) list(w http.ResponseWriter, r *http.Request) {
+	q := newQueryParser(r)
+	status := chat.Status(q.q.Get("status"))
+	if status != "" && !status.Valid() {
+		q.problem("status", "must be one of queued, running, awaiting_input, completed, failed, cancelled")
+	}
+	limit := q.int("limit", defaultChatLimit, 1, maxListLimit)
+	if err := q.err(); err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	chats, next, err := c.chats.List(r.Context(), &chat.ListChatsParams{
+		Tenant: Tenant(r.Context()), Status: status, Limit: int(limit), Cursor: q.q.Get("cursor"),
+	})
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	resp := chatListResponse{Chats: make([]chatResponse, len(chats)), NextCursor: nullable(next)}
+	for i, ch := range chats {
+		resp.Chats[i] = newChatResponse(ch)
+	}
+	c.writeJSON(w, r, http.StatusOK, resp)
+}
+
+// get handles GET /v1/chats/{id}.
+func (c *chatsResource) get(w http.ResponseWriter, r *http.Request) {
+	id, err := chatIDParam(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	ch, err := c.chats.Get(r.Context(), Tenant(r.Context()), id)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	c.writeJSON(w, r, http.StatusOK, newChatResponse(ch))
+}
+
+// input handles POST /v1/chats/{id}/input: 202 with the chat, since the
+// worker resumes the chat asynchronously.
+func (c *chatsResource) input(w http.ResponseWriter, r *http.Request) {
+	id, err := chatIDParam(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, c.cfg.MaxBodyBytes)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	var in inputRequest
+	if err := decodeStrict(body, &in); err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	if err := in.validate(); err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	tenant := Tenant(r.Context())
+	if err := c.chats.Input(r.Context(), tenant, id, in.toInput()); err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	ch, err := c.chats.Get(r.Context(), tenant, id)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	c.writeJSON(w, r, http.StatusAccepted, newChatResponse(ch))
+}
+
+// cancel handles POST /v1/chats/{id}/cancel: 202 when the cancel was
+// recorded (the worker ends the chat shortly), 200 when the chat had already
+// ended and is returned unchanged. Repeating it is harmless.
+func (c *chatsResource) cancel(w http.ResponseWriter, r *http.Request) {
+	id, err := chatIDParam(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	ch, changed, err := c.chats.Cancel(r.Context(), Tenant(r.Context()), id)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if changed {
+		status = http.StatusAccepted
+	}
+	c.writeJSON(w, r, status, newChatResponse(ch))
+}
+
+// writeDeadlineSlack is added to a long poll's wait for the time it takes to
+// read the final state and write the answer.
+const writeDeadlineSlack = 10 * time.Second
+
+// extendWriteDeadline lets a request that waits on purpose outlive the
+// http.Server's WriteTimeout, which is sized for ordinary requests. Writers
+// that cannot set deadlines (tests) have none to extend.
+func extendWriteDeadline(w http.ResponseWriter, wait time.Duration) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + writeDeadlineSlack))
+}

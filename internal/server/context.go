@@ -1,0 +1,57 @@
+package server
+
+import "context"
+
+// contextKey is the type of this package's context keys. An unexported type
+// makes collisions with other packages' keys impossible.
+type contextKey int
+
+const (
+	requestIDKey contextKey = iota
+	tenantKey
+	requestInfoKey
+)
+
+// RequestID returns the id of the request ctx belongs to ("" outside a request).
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// Tenant returns the tenant an authenticated /v1 request acts for ("" outside one).
+func Tenant(ctx context.Context) string {
+	t, _ := ctx.Value(tenantKey).(string)
+	return t
+}
+
+// withRequestID returns ctx carrying the request id.
+func withRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey, id)
+}
+
+// withTenant returns ctx carrying the tenant, and notes it for the access log.
+func withTenant(ctx context.Context, tenant string) context.Context {
+	if info, ok := ctx.Value(requestInfoKey).(*requestInfo); ok {
+		info.tenant = tenant
+	}
+	return context.WithValue(ctx, tenantKey, tenant)
+}
+
+// requestInfo is what inner handlers report back to the observe middleware.
+// Context values flow inwards only, so observe puts a pointer in the context
+// and reads it once the handler returns; one request's handlers run on one
+// goroutine at a time, so it needs no lock.
+type requestInfo struct {
+	tenant string
+	// unmatched is set when no route matched (404 or 405 from the router):
+	// the metrics then use one route label for all of them, so that scanners
+	// probing random paths cannot grow the label set.
+	unmatched bool
+}
+
+// markUnmatched records that the router found no route for the request.
+func markUnmatched(ctx context.Context) {
+	if info, ok := ctx.Value(requestInfoKey).(*requestInfo); ok {
+		info.unmatched = true
+	}
+}

@@ -1,0 +1,137 @@
+package server
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/agentd/agentd/internal/chat"
+)
+
+// The request and response bodies of the API. They are separate from the
+// domain types so that a field added to chat.Chat for the worker's sake (an
+// owner, an epoch, a request hash) can never leak into a response, and so
+// that the wire shape is written down in one place next to the handlers.
+//
+// Messages are the exception: chat.Message is itself the wire shape of a
+// message, shared by GET /messages and the SSE data of message events
+// (chat.EventPayload). A copy here could only drift from the stream.
+
+// chatResponse is the chat object of DESIGN §6.
+type chatResponse struct {
+	ID           string          `json:"id"`
+	Name         *string         `json:"name"`
+	Status       chat.Status     `json:"status"`
+	StopReason   *string         `json:"stop_reason"`
+	StopDetail   *string         `json:"stop_detail"`
+	Error        *string         `json:"error"`
+	Turns        int             `json:"turns"`
+	MessageCount int             `json:"message_count"`
+	LastSeq      int64           `json:"last_seq"`
+	Usage        usageResponse   `json:"usage"`
+	PendingInput json.RawMessage `json:"pending_input"`
+	CreatedAt    time.Time       `json:"created_at"`
+	UpdatedAt    time.Time       `json:"updated_at"`
+	CompletedAt  *time.Time      `json:"completed_at"`
+	Metadata     json.RawMessage `json:"metadata"`
+	Spec         json.RawMessage `json:"spec"`
+}
+
+// usageResponse is a chat's token usage, summed over its model calls.
+type usageResponse struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+}
+
+// newChatResponse converts a chat record into the chat object. Optional
+// fields are null, not "", so that clients can tell "not set" from a value.
+func newChatResponse(c *chat.Chat) chatResponse {
+	resp := chatResponse{
+		ID:           c.ID,
+		Name:         nullable(c.Name),
+		Status:       c.Status,
+		StopReason:   nullable(string(c.StopReason)),
+		StopDetail:   nullable(c.StopDetail),
+		Error:        nullable(c.Error),
+		Turns:        c.Turns,
+		MessageCount: c.MessageCount,
+		LastSeq:      c.LastSeq,
+		Usage:        usageResponse{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens},
+		CreatedAt:    c.CreatedAt,
+		UpdatedAt:    c.UpdatedAt,
+		CompletedAt:  c.CompletedAt,
+		Metadata:     rawOrNull(c.Metadata),
+		Spec:         rawOrNull(c.Spec),
+	}
+	// The contract says pending_input is null unless the chat is
+	// awaiting_input; don't rely on the record being cleared on resume.
+	if c.Status == chat.StatusAwaitingInput {
+		resp.PendingInput = rawOrNull(c.PendingInput)
+	} else {
+		resp.PendingInput = rawOrNull(nil)
+	}
+	return resp
+}
+
+// chatListResponse is the body of GET /v1/chats.
+type chatListResponse struct {
+	Chats      []chatResponse `json:"chats"`
+	NextCursor *string        `json:"next_cursor"`
+}
+
+// messageListResponse is the body of GET /v1/chats/{id}/messages.
+type messageListResponse struct {
+	Messages []chat.Message `json:"messages"`
+	// LastSeq is the seq of the last event examined: pass it as after to
+	// continue. It may be past the last message returned, since events that
+	// are not messages are skipped.
+	LastSeq int64       `json:"last_seq"`
+	Status  chat.Status `json:"status"`
+}
+
+// inputRequest is the body of POST /v1/chats/{id}/input.
+type inputRequest struct {
+	RequestID string  `json:"request_id"`
+	Content   *string `json:"content"`
+	Speaker   *string `json:"speaker"`
+}
+
+// validate reports every problem of an input request at once.
+func (in *inputRequest) validate() error {
+	var problems []chat.Problem
+	if in.RequestID == "" {
+		problems = append(problems, chat.Problem{Path: "/request_id", Message: "is required"})
+	}
+	switch {
+	case in.Content == nil && in.Speaker == nil:
+		problems = append(problems, chat.Problem{Path: "/content", Message: "one of content or speaker is required"})
+	case in.Content != nil && in.Speaker != nil:
+		problems = append(problems, chat.Problem{Path: "/speaker", Message: "content and speaker are mutually exclusive"})
+	}
+	if len(problems) > 0 {
+		return &chat.ValidationError{Problems: problems}
+	}
+	return nil
+}
+
+// toInput converts the request into the domain's input.
+func (in *inputRequest) toInput() *chat.Input {
+	return &chat.Input{RequestID: in.RequestID, Content: in.Content, Speaker: in.Speaker}
+}
+
+// nullable returns nil for "", so the field is encoded as null.
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// rawOrNull returns raw JSON, or the JSON null for none (a nil
+// json.RawMessage would encode as null too, but an empty non-nil one would
+// make encoding fail).
+func rawOrNull(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("null")
+	}
+	return raw
+}

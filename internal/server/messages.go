@@ -1,0 +1,128 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/agentd/agentd/internal/chat"
+)
+
+// eventPageSize is how many events one Chats.Events call asks for. Handlers
+// page through the log rather than read it whole, so a long chat costs
+// bounded memory per request.
+const eventPageSize = 200
+
+// messages handles GET /v1/chats/{id}/messages, a long poll: with wait_s, a
+// request that finds no message after `after` on a chat that is not terminal
+// waits for the next commit (or wait_s) instead of returning empty, so a
+// client without SSE still sees messages as they happen.
+func (c *chatsResource) messages(w http.ResponseWriter, r *http.Request) {
+	id, err := chatIDParam(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	q := newQueryParser(r)
+	after := q.seq("after")
+	limit := int(q.int("limit", defaultMessageLimit, 1, maxListLimit))
+	wait := q.wait(c.cfg.MaxWait)
+	if err := q.err(); err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	ctx, tenant := r.Context(), Tenant(r.Context())
+
+	var (
+		signal <-chan struct{}
+		expiry <-chan time.Time
+	)
+	if wait > 0 {
+		extendWriteDeadline(w, wait)
+		// Subscribe before the first read, so that a message committed
+		// between that read and the wait still wakes us.
+		var unsubscribe func()
+		signal, unsubscribe = c.chats.Subscribe(id)
+		defer unsubscribe()
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		expiry = timer.C
+	}
+
+	for expired := false; ; {
+		// Read the chat before its events: if it is terminal, every event
+		// was committed before this read, so the scan below sees them all
+		// and "terminal + no messages" really means there are no more.
+		ch, err := c.chats.Get(ctx, tenant, id)
+		if err != nil {
+			c.writeError(w, r, err)
+			return
+		}
+		msgs, lastSeq, err := c.collectMessages(ctx, tenant, id, after, limit)
+		if err != nil {
+			c.writeError(w, r, err)
+			return
+		}
+		if len(msgs) > 0 || ch.Status.Terminal() || wait == 0 || expired {
+			c.writeJSON(w, r, http.StatusOK, messageListResponse{Messages: msgs, LastSeq: lastSeq, Status: ch.Status})
+			return
+		}
+		// Events that are not messages were examined: don't read them again.
+		after = lastSeq
+		select {
+		case _, ok := <-signal:
+			if !ok {
+				// The runtime ended the subscription (shutting down).
+				signal = nil
+			}
+		case <-expiry:
+			// Answer with one last read rather than a stale one.
+			expired = true
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// collectMessages returns up to limit messages with seq > after, and the seq
+// of the last event it examined (after, if none).
+func (c *chatsResource) collectMessages(ctx context.Context, tenant, id string, after int64, limit int) ([]chat.Message, int64, error) {
+	msgs := []chat.Message{}
+	for {
+		events, more, err := c.eventPage(ctx, tenant, id, after)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, e := range events {
+			after = e.Seq
+			if m, ok := chat.MessageFromEvent(e); ok {
+				msgs = append(msgs, m)
+				if len(msgs) == limit {
+					return msgs, after, nil
+				}
+			}
+		}
+		if !more {
+			return msgs, after, nil
+		}
+	}
+}
+
+// eventPage reads the next page of a chat's events after seq `after`. It
+// keeps only events in strictly increasing seq order past after, so that
+// whatever the source returns, a caller never repeats an event or loops on
+// the same page; more says whether another page may follow.
+func (c *chatsResource) eventPage(ctx context.Context, tenant, id string, after int64) (events []chat.Event, more bool, err error) {
+	page, err := c.chats.Events(ctx, tenant, id, after, eventPageSize)
+	if err != nil {
+		return nil, false, err
+	}
+	events = make([]chat.Event, 0, len(page))
+	for _, e := range page {
+		if e.Seq > after {
+			events = append(events, e)
+			after = e.Seq
+		}
+	}
+	return events, len(page) == eventPageSize && len(events) > 0, nil
+}

@@ -1,0 +1,88 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/agentd/agentd/internal/chat"
+)
+
+func TestProblemFor(t *testing.T) {
+	t.Parallel()
+	validation := &chat.ValidationError{Problems: []chat.Problem{
+		{Path: "/agents/1/model", Message: `model "gtp" is not defined`},
+		{Path: "/max_round", Message: "must be at least 1"},
+	}}
+	tests := []struct {
+		name     string
+		err      error
+		status   int
+		kind     string
+		detail   string // substring; "" skips the check
+		problems []fieldError
+	}{
+		{"not found", chat.ErrNotFound, http.StatusNotFound, kindNotFound, "chat not found", nil},
+		{"wrapped not found", fmt.Errorf("get chat x: %w", chat.ErrNotFound), http.StatusNotFound, kindNotFound, "chat not found", nil},
+		{"conflict", fmt.Errorf("create chat: %w", chat.ErrConflict), http.StatusConflict, kindConflict, "Idempotency-Key", nil},
+		{"no pending input", chat.ErrNoPendingInput, http.StatusConflict, kindNoPendingInput, "request_id", nil},
+		{"validation", fmt.Errorf("create: %w", validation), http.StatusUnprocessableEntity, kindValidation, "2 problem(s)", []fieldError{
+			{Path: "/agents/1/model", Message: `model "gtp" is not defined`},
+			{Path: "/max_round", Message: "must be at least 1"},
+		}},
+		{"too large", &http.MaxBytesError{Limit: 1024}, http.StatusRequestEntityTooLarge, kindBodyTooLarge, "1024 bytes", nil},
+		{"wrapped too large", fmt.Errorf("read: %w", &http.MaxBytesError{Limit: 7}), http.StatusRequestEntityTooLarge, kindBodyTooLarge, "7 bytes", nil},
+		{"malformed", badRequest("the request body is not valid JSON"), http.StatusBadRequest, kindMalformedRequest, "not valid JSON", nil},
+		{"bad query", badRequest("invalid query parameters", fieldError{Path: "limit", Message: "must be an integer"}),
+			http.StatusBadRequest, kindMalformedRequest, "query", []fieldError{{Path: "limit", Message: "must be an integer"}}},
+		{"unauthorized", &requestError{status: http.StatusUnauthorized, kind: kindUnauthorized, detail: "no key"}, http.StatusUnauthorized, kindUnauthorized, "no key", nil},
+		{"not ready", errNotReady, http.StatusServiceUnavailable, kindNotReady, "not ready", nil},
+		{"fenced is internal", chat.ErrFenced, http.StatusInternalServerError, kindInternal, "internal error", nil},
+		{"anything else", errors.New("pq: relation chats does not exist"), http.StatusInternalServerError, kindInternal, "internal error", nil},
+		{"cancelled", context.Canceled, http.StatusInternalServerError, kindInternal, "internal error", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := problemFor(tt.err)
+			if p.Status != tt.status {
+				t.Errorf("status = %d, want %d", p.Status, tt.status)
+			}
+			if p.Type != problemTypePrefix+tt.kind {
+				t.Errorf("type = %q, want %q", p.Type, problemTypePrefix+tt.kind)
+			}
+			if p.Title != http.StatusText(tt.status) {
+				t.Errorf("title = %q, want %q", p.Title, http.StatusText(tt.status))
+			}
+			if !strings.Contains(p.Detail, tt.detail) {
+				t.Errorf("detail = %q, want it to contain %q", p.Detail, tt.detail)
+			}
+			want := tt.problems
+			if want == nil {
+				want = []fieldError{}
+			}
+			if !reflect.DeepEqual(p.Errors, want) {
+				t.Errorf("errors = %+v, want %+v", p.Errors, want)
+			}
+			if tt.status == http.StatusInternalServerError && p.Detail != "internal error" {
+				t.Errorf("a 500 leaks detail %q", p.Detail)
+			}
+		})
+	}
+}
+
+// Every documented problem type is one the server can produce, and back.
+func TestProblemKindsDocumented(t *testing.T) {
+	t.Parallel()
+	doc := string(openAPIDoc(t))
+	for _, kind := range []string{kindMalformedRequest, kindUnauthorized, kindNotFound, kindMethodNotAllowed, kindConflict,
+		kindNoPendingInput, kindBodyTooLarge, kindValidation, kindNotReady, kindInternal} {
+		if !strings.Contains(doc, "- "+problemTypePrefix+kind+"\n") {
+			t.Errorf("problem type %s%s is not in the Problem.type enum of api/openapi.yaml", problemTypePrefix, kind)
+		}
+	}
+}

@@ -1,0 +1,256 @@
+// Package server is agentd's HTTP layer: the chi router, the handlers of the
+// /v1 API, server-sent event streams, bearer-key authentication, the mapping
+// of errors to RFC 9457 problem+json, and HTTP metrics.
+//
+// It depends on the chat domain only through the Chats interface declared
+// here, and it is the only package that imports chi and promhttp.
+package server
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/chat"
+)
+
+// Chats is what the HTTP layer needs from the chat runtime. It is declared by
+// its consumer so that handlers can be tested against a fake and so that the
+// server never depends on how chats are stored or run; *chat.Runtime
+// satisfies it.
+type Chats interface {
+	// Create validates a raw spec and creates a chat; created is false when
+	// the Idempotency-Key named an existing chat with the same body.
+	Create(ctx context.Context, p *chat.CreateParams) (c *chat.Chat, created bool, err error)
+	// Get returns a chat of the tenant, or chat.ErrNotFound.
+	Get(ctx context.Context, tenant, id string) (*chat.Chat, error)
+	// List returns a page of the tenant's chats, newest first, and the next cursor.
+	List(ctx context.Context, p *chat.ListChatsParams) ([]*chat.Chat, string, error)
+	// Events returns up to limit events of a chat with seq > after, in seq order.
+	Events(ctx context.Context, tenant, id string, after int64, limit int) ([]chat.Event, error)
+	// Subscribe returns a channel that receives a (coalesced) value whenever
+	// new events of the chat are committed, and a function ending the subscription.
+	Subscribe(chatID string) (<-chan struct{}, func())
+	// Cancel asks a chat to stop; changed is false when it was already terminal.
+	Cancel(ctx context.Context, tenant, id string) (c *chat.Chat, changed bool, err error)
+	// Input answers a chat's pending input request, or returns chat.ErrNoPendingInput.
+	Input(ctx context.Context, tenant, id string, in *chat.Input) error
+	// Ready reports whether the runtime accepts work.
+	Ready() bool
+}
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes int64 = 1 << 20
+	DefaultHeartbeat          = 15 * time.Second
+	DefaultMaxWait            = 60 * time.Second
+)
+
+// DefaultTenant is the tenant of every request when no API keys are configured.
+const DefaultTenant = "default"
+
+// Config configures a Server. The zero value is usable: every field has a default.
+type Config struct {
+	// MaxBodyBytes caps request bodies; larger bodies are answered 413.
+	// Default DefaultMaxBodyBytes (1 MiB).
+	MaxBodyBytes int64
+	// APIKeys maps a bearer key to the tenant it acts for. Empty means no
+	// authentication: every request acts for DefaultTenant (the command only
+	// allows that on loopback, see DESIGN §7).
+	APIKeys map[string]string
+	// Heartbeat is the interval of the comment lines that keep idle SSE
+	// streams alive through proxies. Default DefaultHeartbeat (15 s).
+	Heartbeat time.Duration
+	// MaxWait caps the wait_s parameter of create and long-poll requests;
+	// larger values are clamped. Default DefaultMaxWait (60 s).
+	MaxWait time.Duration
+}
+
+// withDefaults returns c with zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.Heartbeat = cmp.Or(c.Heartbeat, DefaultHeartbeat)
+	c.MaxWait = cmp.Or(c.MaxWait, DefaultMaxWait)
+	return c
+}
+
+// Validate reports every problem of the configuration at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.MaxBodyBytes < 0 {
+		errs = append(errs, fmt.Errorf("max body bytes must not be negative, got %d", c.MaxBodyBytes))
+	}
+	if c.Heartbeat < 0 {
+		errs = append(errs, fmt.Errorf("heartbeat must not be negative, got %s", c.Heartbeat))
+	}
+	if c.MaxWait < 0 {
+		errs = append(errs, fmt.Errorf("max wait must not be negative, got %s", c.MaxWait))
+	}
+	for key, tenant := range c.APIKeys {
+		// The key itself is a secret: never put it in an error message.
+		switch {
+		case key == "":
+			errs = append(errs, errors.New("an API key is empty"))
+		case strings.TrimSpace(key) != key:
+			// Presented keys are trimmed, so such a key could never match.
+			errs = append(errs, errors.New("an API key has leading or trailing white space"))
+		}
+		if tenant == "" {
+			errs = append(errs, errors.New("an API key maps to an empty tenant"))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Server is agentd's HTTP handler. Create it with New and serve Handler().
+type Server struct {
+	responder
+	cfg      Config
+	chats    Chats
+	metrics  *httpMetrics
+	gatherer prometheus.Gatherer
+	// keys maps the SHA-256 of each API key to its tenant, see authenticate.
+	keys map[[sha256.Size]byte]string
+	// notReady is set by SetReady(false); the zero value means ready, so a
+	// new Server serves /readyz 200 as soon as its Chats is ready.
+	notReady atomic.Bool
+	router   chi.Router
+	allow    allowTable
+}
+
+// New returns a Server that serves chats. Its HTTP metrics are registered on
+// reg, and GET /metrics exposes what gatherer gathers (usually the same
+// registry, which also holds the runtime's and the Go collector's metrics).
+func New(cfg Config, chats Chats, logger *slog.Logger, reg prometheus.Registerer, gatherer prometheus.Gatherer) (*Server, error) {
+	cfg = cfg.withDefaults()
+	errs := []error{cfg.Validate()}
+	if chats == nil {
+		errs = append(errs, errors.New("chats is required"))
+	}
+	if reg == nil {
+		errs = append(errs, errors.New("prometheus registerer is required"))
+	}
+	if gatherer == nil {
+		errs = append(errs, errors.New("prometheus gatherer is required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("server config: %w", err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	metrics, err := newHTTPMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{responder: responder{logger}, cfg: cfg, chats: chats, metrics: metrics, gatherer: gatherer}
+	if len(cfg.APIKeys) > 0 {
+		s.keys = make(map[[sha256.Size]byte]string, len(cfg.APIKeys))
+		for key, tenant := range cfg.APIKeys {
+			s.keys[sha256.Sum256([]byte(key))] = tenant
+		}
+	}
+	s.router = s.routes()
+	if s.allow, err = newAllowTable(s.router); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Handler returns the HTTP handler serving every route of api/openapi.yaml.
+func (s *Server) Handler() http.Handler { return s.router }
+
+// SetReady sets whether /readyz reports ready. The command sets it to false
+// first thing on SIGTERM, so the load balancer stops sending new requests
+// while running requests and streams finish (DESIGN §5).
+func (s *Server) SetReady(ready bool) { s.notReady.Store(!ready) }
+
+// routes builds the router. Middleware order matters: the request id comes
+// first so every log line and problem can name it; observe wraps recoverer so
+// that a panic is logged and counted as the 500 it is turned into.
+func (s *Server) routes() chi.Router {
+	r := chi.NewRouter()
+	r.Use(s.requestID, s.observe, s.recoverer)
+	r.NotFound(s.notFound)
+	r.MethodNotAllowed(s.methodNotAllowed)
+
+	r.Get("/healthz", s.healthz)
+	r.Get("/readyz", s.readyz)
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{
+		ErrorLog: promLogger{s.logger},
+	}))
+	r.Get("/openapi.yaml", s.openAPI)
+
+	r.Route("/v1", func(r chi.Router) {
+		r.Use(s.authenticate)
+		r.Mount("/chats", (&chatsResource{responder: s.responder, cfg: s.cfg, chats: s.chats}).Routes())
+	})
+	return r
+}
+
+// healthz is liveness: the process serves HTTP. It checks nothing else, so
+// that a slow database never gets a healthy replica restarted.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	s.writeJSON(w, r, http.StatusOK, statusResponse{Status: "ok"})
+}
+
+// readyz is readiness: 503 while shutting down or while the runtime does not
+// accept work, so the load balancer sends requests elsewhere.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.notReady.Load() || !s.chats.Ready() {
+		s.writeError(w, r, errNotReady)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, statusResponse{Status: "ready"})
+}
+
+// openAPI serves the contract the server was built with.
+func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
+	// application/yaml is the media type registered for YAML by RFC 9512.
+	w.Header().Set("Content-Type", "application/yaml")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(api.OpenAPI)
+}
+
+// notFound answers requests for which no route exists.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	markUnmatched(r.Context())
+	s.writeError(w, r, &requestError{status: http.StatusNotFound, kind: kindNotFound,
+		detail: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
+}
+
+// methodNotAllowed answers requests whose path exists but not for their
+// method, with the Allow header RFC 9110 requires for a 405.
+func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	markUnmatched(r.Context())
+	if allowed := s.allow.methods(r.URL.Path); len(allowed) > 0 {
+		w.Header().Set("Allow", allowed)
+	}
+	s.writeError(w, r, &requestError{status: http.StatusMethodNotAllowed, kind: kindMethodNotAllowed,
+		detail: fmt.Sprintf("method %s is not allowed for %s", r.Method, r.URL.Path)})
+}
+
+// statusResponse is the body of /healthz and /readyz.
+type statusResponse struct {
+	Status string `json:"status"`
+}
+
+// promLogger routes promhttp's error log into slog.
+type promLogger struct{ logger *slog.Logger }
+
+// Println logs an error promhttp met while gathering or writing metrics.
+func (l promLogger) Println(v ...any) {
+	l.logger.Error("serve metrics", "error", fmt.Sprint(v...))
+}

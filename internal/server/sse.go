@@ -1,0 +1,197 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentd/agentd/internal/chat"
+)
+
+// lastEventIDHeader is where a reconnecting EventSource says what it saw last.
+const lastEventIDHeader = "Last-Event-ID"
+
+// heartbeatComment is an SSE comment: clients ignore it, proxies see traffic.
+const heartbeatComment = ": heartbeat\n\n"
+
+// events handles GET /v1/chats/{id}/events, the chat's log as server-sent
+// events: first every event after the resume point, then each new event as
+// it is committed, ending after the terminal event.
+//
+// The log is the source of truth and the subscription only a wake-up call:
+// after each signal the handler reads the log from the last seq it sent. So
+// coalesced or lost signals cost latency, never events, and a client that
+// resumes from Last-Event-ID gets every later event exactly once, in order.
+func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
+	id, err := chatIDParam(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	after, err := resumePoint(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	ctx, tenant := r.Context(), Tenant(r.Context())
+	ch, err := c.chats.Get(ctx, tenant, id)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	if ch.Status.Terminal() && after >= ch.LastSeq {
+		// The client has seen the end. 204 is what makes an EventSource stop
+		// reconnecting (HTML Living Standard, server-sent events), where an
+		// empty 200 stream would have it reconnect forever.
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+
+	// Subscribe before the first read, so a commit between the read and the
+	// wait still wakes us.
+	signal, unsubscribe := c.chats.Subscribe(id)
+	defer unsubscribe()
+
+	rc := http.NewResponseController(w)
+	// A stream lives far longer than the server's WriteTimeout allows an
+	// ordinary response; writers without deadlines have nothing to clear.
+	_ = rc.SetWriteDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	// Tells nginx-style proxies not to buffer the stream.
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		c.logger.Error("sse: response cannot be flushed", "request_id", RequestID(ctx), "error", err)
+		return
+	}
+
+	heartbeat := time.NewTicker(c.cfg.Heartbeat)
+	defer heartbeat.Stop()
+	for {
+		done, err := c.sendEvents(ctx, w, tenant, id, &after)
+		if err == nil {
+			err = rc.Flush()
+		}
+		if err != nil {
+			// The status line is out, so there is no problem to send: end
+			// the stream and let the client resume from its last event id.
+			if ctx.Err() == nil {
+				c.logger.Warn("sse: stream ended early", "request_id", RequestID(ctx), "chat_id", id, "after", after, "error", err)
+			}
+			return
+		}
+		if done {
+			return
+		}
+		select {
+		case _, ok := <-signal:
+			if !ok {
+				// The runtime ended the subscription (shutting down): close
+				// so that the client reconnects, maybe to another replica.
+				return
+			}
+		case <-heartbeat.C:
+			if _, err := io.WriteString(w, heartbeatComment); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// sendEvents writes every committed event after *after, advancing *after as
+// it goes; done reports that the terminal event was written.
+func (c *chatsResource) sendEvents(ctx context.Context, w io.Writer, tenant, id string, after *int64) (done bool, err error) {
+	for {
+		events, more, err := c.eventPage(ctx, tenant, id, *after)
+		if err != nil {
+			return false, fmt.Errorf("read events: %w", err)
+		}
+		for _, e := range events {
+			data, mErr := json.Marshal(chat.EventPayload(e))
+			if mErr != nil {
+				// Only corrupt event data gets here. Still send the event:
+				// the client's resume point must move past it, or it would
+				// reconnect into the same failure forever.
+				c.logger.Error("sse: encode event data", "request_id", RequestID(ctx), "chat_id", id, "seq", e.Seq, "error", mErr)
+				data = []byte("null")
+			}
+			if err := writeSSE(w, e.Seq, string(e.Type), data); err != nil {
+				return false, err
+			}
+			*after = e.Seq
+			if e.Type.Terminal() {
+				return true, nil
+			}
+		}
+		if !more {
+			return false, nil
+		}
+	}
+}
+
+// writeSSE writes one event in the text/event-stream format. seq 0 means an
+// ephemeral event (message.delta), which has no id: it is not in the log, so
+// a client cannot resume from it.
+//
+// SSE ends a line at CR, LF or CRLF, and a line break inside a field would
+// end it early and let the rest forge another field (an id, say). Encoded
+// JSON never holds a raw line break, but this function does not rely on
+// that: the event name loses any, and data is split into one data line per
+// line, which a client joins back with LF.
+func writeSSE(w io.Writer, seq int64, event string, data []byte) error {
+	var b bytes.Buffer
+	if seq > 0 {
+		b.WriteString("id: ")
+		b.WriteString(strconv.FormatInt(seq, 10))
+		b.WriteByte('\n')
+	}
+	b.WriteString("event: ")
+	b.WriteString(lineBreaks.Replace(event))
+	b.WriteByte('\n')
+	for _, line := range strings.Split(normalizeLineBreaks.Replace(string(data)), "\n") {
+		b.WriteString("data: ")
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	b.WriteByte('\n')
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+var (
+	// lineBreaks removes CR and LF.
+	lineBreaks = strings.NewReplacer("\r\n", "", "\r", "", "\n", "")
+	// normalizeLineBreaks turns every SSE line ending into LF.
+	normalizeLineBreaks = strings.NewReplacer("\r\n", "\n", "\r", "\n")
+)
+
+// resumePoint returns the seq to stream after: the Last-Event-ID header a
+// reconnecting EventSource sends, else ?after=, else 0 (from the start). The
+// header wins because the browser updates it on every reconnect while the
+// URL, and so ?after, stays as first opened.
+func resumePoint(r *http.Request) (int64, error) {
+	if v := r.Header.Get(lastEventIDHeader); v != "" {
+		seq, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || seq < 0 {
+			return 0, badRequest("invalid Last-Event-ID header",
+				fieldError{Path: lastEventIDHeader, Message: "must be a non-negative integer (an event seq)"})
+		}
+		return seq, nil
+	}
+	q := newQueryParser(r)
+	after := q.seq("after")
+	return after, q.err()
+}
