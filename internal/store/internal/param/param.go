@@ -1,0 +1,226 @@
+// Package param checks and normalizes the arguments of chat.Store methods the
+// same way for every driver, so that both stores reject the same calls with
+// the same errors and page the same way.
+package param
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/agentd/agentd/internal/chat"
+)
+
+// ErrInvalid marks a call whose arguments break the Store contract (a caller
+// bug, not a database state); drivers wrap it with context.
+var ErrInvalid = errors.New("invalid store call")
+
+// Page sizes. The HTTP layer applies its own limits; these clamps only keep a
+// caller bug from reading a whole table at once.
+const (
+	DefaultListChats  = 50
+	MaxListChats      = 1000
+	DefaultListEvents = 1000
+	MaxListEvents     = 10000
+)
+
+// Limit returns n clamped to [1, max], with def for n <= 0.
+func Limit(n, def, max int) int {
+	switch {
+	case n <= 0:
+		return def
+	case n > max:
+		return max
+	}
+	return n
+}
+
+// ChatID returns the canonical (lower-case, hyphenated) form of a UUID chat id.
+// ok is false when id is not a UUID; such a chat cannot exist, so lookups
+// answer ErrNotFound without asking the database (Postgres would reject the
+// text as a uuid with a driver error).
+func ChatID(id string) (canonical string, ok bool) {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return "", false
+	}
+	return u.String(), true
+}
+
+// Time returns t in UTC, or now() when t is zero (the caller did not say).
+func Time(t time.Time, now func() time.Time) time.Time {
+	if t.IsZero() {
+		return now().UTC()
+	}
+	return t.UTC()
+}
+
+// CheckCreate validates p and returns the canonical chat id.
+func CheckCreate(p *chat.CreateChatParams) (string, error) {
+	id, ok := ChatID(p.ID)
+	if !ok {
+		return "", fmt.Errorf("%w: chat id %q is not a UUID", ErrInvalid, p.ID)
+	}
+	if len(p.Spec) == 0 {
+		return "", fmt.Errorf("%w: chat %s has no spec", ErrInvalid, id)
+	}
+	if len(p.Events) == 0 {
+		return "", fmt.Errorf("%w: chat %s has no first events", ErrInvalid, id)
+	}
+	if err := checkEvents(id, 1, p.Events); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// CheckAppend validates p and returns the canonical chat id. It checks what
+// needs no database: the events are non-empty, belong to the chat and have
+// consecutive seqs, and the update names a valid status.
+func CheckAppend(p *chat.AppendParams) (string, error) {
+	id, ok := ChatID(p.ChatID)
+	if !ok {
+		return "", fmt.Errorf("%w: chat id %q is not a UUID", ErrInvalid, p.ChatID)
+	}
+	if len(p.Events) == 0 {
+		return "", fmt.Errorf("%w: append to chat %s without events", ErrInvalid, id)
+	}
+	if p.Events[0].Seq < 1 {
+		return "", fmt.Errorf("%w: append to chat %s: first seq %d < 1", ErrInvalid, id, p.Events[0].Seq)
+	}
+	if !p.Update.Status.Valid() {
+		return "", fmt.Errorf("%w: append to chat %s: status %q", ErrInvalid, id, p.Update.Status)
+	}
+	if err := checkEvents(id, p.Events[0].Seq, p.Events); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+func checkEvents(id string, first int64, events []chat.Event) error {
+	for i, e := range events {
+		if want := first + int64(i); e.Seq != want {
+			return fmt.Errorf("%w: chat %s: event %d has seq %d, want %d (seqs must be consecutive)", ErrInvalid, id, i, e.Seq, want)
+		}
+		if e.Type == "" {
+			return fmt.Errorf("%w: chat %s: event seq %d has no type", ErrInvalid, id, e.Seq)
+		}
+		if e.ChatID != "" {
+			if cid, ok := ChatID(e.ChatID); !ok || cid != id {
+				return fmt.Errorf("%w: chat %s: event seq %d belongs to chat %q", ErrInvalid, id, e.Seq, e.ChatID)
+			}
+		}
+	}
+	return nil
+}
+
+// Text returns s as the stores keep text: valid UTF-8 without NUL bytes,
+// each invalid byte sequence and each NUL replaced by U+FFFD. Postgres text
+// and jsonb cannot hold either, and a tool's or a sandbox's output may
+// contain both; refusing the append instead would leave the worker unable to
+// record even the chat's failure. Clients lose nothing they could see: the
+// JSON encoder turns invalid UTF-8 into U+FFFD anyway. Both stores apply
+// this, so they keep the same text.
+func Text(s string) string {
+	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// ToolCalls returns calls with Text applied to every string, sharing calls
+// when nothing changes.
+func ToolCalls(calls []chat.ToolCall) []chat.ToolCall {
+	clean := func(c chat.ToolCall) bool {
+		return Text(c.ID) == c.ID && Text(c.Type) == c.Type && Text(c.Function.Name) == c.Function.Name &&
+			Text(c.Function.Arguments) == c.Function.Arguments
+	}
+	if all(calls, clean) {
+		return calls
+	}
+	out := make([]chat.ToolCall, len(calls))
+	for i, c := range calls {
+		out[i] = chat.ToolCall{ID: Text(c.ID), Type: Text(c.Type),
+			Function: chat.FunctionCall{Name: Text(c.Function.Name), Arguments: Text(c.Function.Arguments)}}
+	}
+	return out
+}
+
+// ToolResponses returns rs with Text applied to every string, sharing rs
+// when nothing changes.
+func ToolResponses(rs []chat.ToolResponse) []chat.ToolResponse {
+	clean := func(r chat.ToolResponse) bool {
+		return Text(r.ToolCallID) == r.ToolCallID && Text(r.Role) == r.Role && Text(r.Content) == r.Content
+	}
+	if all(rs, clean) {
+		return rs
+	}
+	out := make([]chat.ToolResponse, len(rs))
+	for i, r := range rs {
+		out[i] = chat.ToolResponse{ToolCallID: Text(r.ToolCallID), Role: Text(r.Role), Content: Text(r.Content), IsError: r.IsError}
+	}
+	return out
+}
+
+func all[T any](xs []T, ok func(T) bool) bool {
+	for _, x := range xs {
+		if !ok(x) {
+			return false
+		}
+	}
+	return true
+}
+
+// MessageCount returns the number of message events.
+func MessageCount(events []chat.Event) int {
+	n := 0
+	for _, e := range events {
+		if e.Type == chat.EventMessage {
+			n++
+		}
+	}
+	return n
+}
+
+// Cursor is the position after which the next page of ListChats starts: the
+// (created_at, id) of the last chat of the previous page. Pages are ordered by
+// that pair, not by an offset, so chats created while a client pages do not
+// shift or repeat entries.
+type Cursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// EncodeCursor returns the opaque cursor that continues after c.
+func EncodeCursor(c *chat.Chat) string {
+	raw := strconv.FormatInt(c.CreatedAt.UnixNano(), 10) + "_" + c.ID
+	return base64.RawURLEncoding.EncodeToString([]byte(raw))
+}
+
+// DecodeCursor parses a cursor from EncodeCursor. A cursor the store did not
+// issue is a client error, chat.ErrInvalidCursor.
+func DecodeCursor(s string) (Cursor, error) {
+	bad := fmt.Errorf("cursor %q: %w", s, chat.ErrInvalidCursor)
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return Cursor{}, bad
+	}
+	ns, id, ok := strings.Cut(string(raw), "_")
+	if !ok {
+		return Cursor{}, bad
+	}
+	n, err := strconv.ParseInt(ns, 10, 64)
+	if err != nil {
+		return Cursor{}, bad
+	}
+	cid, ok := ChatID(id)
+	if !ok {
+		return Cursor{}, bad
+	}
+	return Cursor{CreatedAt: time.Unix(0, n).UTC(), ID: cid}, nil
+}

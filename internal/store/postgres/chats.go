@@ -1,0 +1,259 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/store/internal/param"
+)
+
+// chatColumns is the column list every chat query selects, in scanChat's
+// order, for the table aliased c. Optional text columns hold NULL for ""
+// (see the migration).
+const chatColumns = `c.id::text, c.tenant, coalesce(c.name, ''), c.spec, c.metadata, c.status,
+	coalesce(c.stop_reason, ''), coalesce(c.stop_detail, ''), coalesce(c.error, ''),
+	c.last_seq, c.turns, c.message_count, c.prompt_tokens, c.completion_tokens, c.pending_input,
+	coalesce(c.idempotency_key, ''), coalesce(c.request_hash, ''), c.cancel_requested,
+	coalesce(c.owner, ''), c.lease_expires_at, c.epoch, c.created_at, c.updated_at, c.completed_at`
+
+func scanChat(row pgx.Row) (*chat.Chat, error) {
+	var (
+		c                   chat.Chat
+		spec, meta, pending []byte
+		status, stopReason  string
+	)
+	err := row.Scan(&c.ID, &c.Tenant, &c.Name, &spec, &meta, &status,
+		&stopReason, &c.StopDetail, &c.Error,
+		&c.LastSeq, &c.Turns, &c.MessageCount, &c.PromptTokens, &c.CompletionTokens, &pending,
+		&c.IdempotencyKey, &c.RequestHash, &c.CancelRequested,
+		&c.Owner, &c.LeaseExpiresAt, &c.Epoch, &c.CreatedAt, &c.UpdatedAt, &c.CompletedAt)
+	if err != nil {
+		return nil, err
+	}
+	c.Spec, c.Metadata, c.PendingInput = spec, nullableJSON(meta), nullableJSON(pending)
+	c.Status, c.StopReason = chat.Status(status), chat.StopReason(stopReason)
+	// pgx returns timestamptz in the local zone; the store speaks UTC.
+	c.CreatedAt, c.UpdatedAt = c.CreatedAt.UTC(), c.UpdatedAt.UTC()
+	c.LeaseExpiresAt, c.CompletedAt = utcPtr(c.LeaseExpiresAt), utcPtr(c.CompletedAt)
+	return &c, nil
+}
+
+func scanChats(rows pgx.Rows) ([]*chat.Chat, error) {
+	defer rows.Close()
+	var cs []*chat.Chat
+	for rows.Next() {
+		c, err := scanChat(rows)
+		if err != nil {
+			return nil, err
+		}
+		cs = append(cs, c)
+	}
+	return cs, rows.Err()
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// nullString stores "" as NULL.
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// nullJSON stores an absent JSON value as NULL. pgx sends a []byte bound to
+// a jsonb parameter as the JSON text it is.
+func nullJSON(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return []byte(b)
+}
+
+func nullableJSON(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// CreateChat implements chat.Store.
+func (s *Store) CreateChat(ctx context.Context, p *chat.CreateChatParams) (*chat.Chat, bool, error) {
+	id, err := param.CheckCreate(p)
+	if err != nil {
+		return nil, false, fmt.Errorf("create chat: %w", err)
+	}
+	created := param.Time(p.CreatedAt, s.now)
+	evs, err := eventArrays(p.Events, created)
+	if err != nil {
+		return nil, false, fmt.Errorf("create chat %s: %w", id, err)
+	}
+
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("create chat %s: %w", id, err)
+	}
+	defer tx.Rollback(ctx) // a no-op after Commit
+
+	// Race-safe idempotency: of two concurrent inserts with one (tenant,
+	// key), the unique index makes the second wait for the first to commit,
+	// and ON CONFLICT DO NOTHING then turns it into "no row". The SELECT
+	// below runs with a fresh snapshot (READ COMMITTED) and so sees the
+	// winner. DO NOTHING covers only that constraint: a taken id still
+	// fails with a unique violation.
+	c, err := scanChat(tx.QueryRow(ctx, `INSERT INTO chats AS c (id, tenant, name, spec, metadata, status,
+			last_seq, message_count, idempotency_key, request_hash, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, $10)
+		ON CONFLICT (tenant, idempotency_key) DO NOTHING
+		RETURNING `+chatColumns,
+		id, p.Tenant, nullString(param.Text(p.Name)), []byte(p.Spec), nullJSON(p.Metadata), len(p.Events),
+		param.MessageCount(p.Events), nullString(p.IdempotencyKey), nullString(p.RequestHash), created))
+	if errors.Is(err, pgx.ErrNoRows) {
+		existing, err := scanChat(tx.QueryRow(ctx,
+			`SELECT `+chatColumns+` FROM chats c WHERE c.tenant = $1 AND c.idempotency_key = $2`, p.Tenant, p.IdempotencyKey))
+		if err != nil {
+			return nil, false, fmt.Errorf("create chat %s: find chat with idempotency key: %w", id, translate(err))
+		}
+		if existing.RequestHash != p.RequestHash {
+			return nil, false, fmt.Errorf("create chat: idempotency key %q was used for another request: %w", p.IdempotencyKey, chat.ErrConflict)
+		}
+		return existing, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("create chat %s: %w", id, translate(err))
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO events (chat_id, seq, type, role, name, content,
+			tool_calls, tool_responses, data, created_at)
+		SELECT $1, `+eventSelect(2), append([]any{id}, evs...)...); err != nil {
+		return nil, false, fmt.Errorf("create chat %s: %w", id, translate(err))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, false, fmt.Errorf("create chat %s: commit: %w", id, translate(err))
+	}
+	return c, true, nil
+}
+
+// GetChat implements chat.Store.
+func (s *Store) GetChat(ctx context.Context, tenant, id string) (*chat.Chat, error) {
+	cid, ok := param.ChatID(id)
+	if !ok {
+		return nil, fmt.Errorf("get chat %q: %w", id, chat.ErrNotFound)
+	}
+	c, err := scanChat(s.pool.QueryRow(ctx,
+		`SELECT `+chatColumns+` FROM chats c WHERE c.id = $1 AND ($2 = '' OR c.tenant = $2)`, cid, tenant))
+	if err != nil {
+		return nil, fmt.Errorf("get chat %s: %w", cid, translate(err))
+	}
+	return c, nil
+}
+
+// ListChats implements chat.Store. Pages are ordered by (created_at, id)
+// descending and continue strictly after the cursor's pair. The SQL is built
+// per combination of filters, rather than with "$1 = ” OR tenant = $1", so
+// that every variant gets a plan that uses its index.
+func (s *Store) ListChats(ctx context.Context, p *chat.ListChatsParams) ([]*chat.Chat, string, error) {
+	limit := param.Limit(p.Limit, param.DefaultListChats, param.MaxListChats)
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if p.Tenant != "" {
+		where = append(where, "c.tenant = "+arg(p.Tenant))
+	}
+	if p.Status != "" {
+		where = append(where, "c.status = "+arg(string(p.Status)))
+	}
+	if p.Cursor != "" {
+		cur, err := param.DecodeCursor(p.Cursor)
+		if err != nil {
+			return nil, "", fmt.Errorf("list chats: %w", err)
+		}
+		// A row comparison, which Postgres matches against the
+		// (…, created_at DESC, id DESC) indexes as one range.
+		where = append(where, fmt.Sprintf("(c.created_at, c.id) < (%s, %s::uuid)", arg(cur.CreatedAt), arg(cur.ID)))
+	}
+	q := `SELECT ` + chatColumns + ` FROM chats c`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY c.created_at DESC, c.id DESC LIMIT ` + arg(limit+1) // one more: is there a next page?
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list chats: %w", translate(err))
+	}
+	cs, err := scanChats(rows)
+	if err != nil {
+		return nil, "", fmt.Errorf("list chats: %w", translate(err))
+	}
+	next := ""
+	if len(cs) > limit {
+		cs = cs[:limit]
+		next = param.EncodeCursor(cs[limit-1])
+	}
+	return cs, next, nil
+}
+
+// RequestCancel implements chat.Store.
+func (s *Store) RequestCancel(ctx context.Context, tenant, id string) (*chat.Chat, error) {
+	cid, ok := param.ChatID(id)
+	if !ok {
+		return nil, fmt.Errorf("request cancel of chat %q: %w", id, chat.ErrNotFound)
+	}
+	// updated_at is left alone: it tracks the worker's record of the log,
+	// and the worker writes it when it acts on the request.
+	c, err := scanChat(s.pool.QueryRow(ctx, `UPDATE chats AS c SET cancel_requested = true
+		WHERE c.id = $1 AND ($2 = '' OR c.tenant = $2) AND c.status NOT IN ('completed', 'failed', 'cancelled')
+		RETURNING `+chatColumns, cid, tenant))
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Terminal (returned unchanged) or not there (ErrNotFound).
+		return s.GetChat(ctx, tenant, cid)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("request cancel of chat %s: %w", cid, translate(err))
+	}
+	return c, nil
+}
+
+// CountByStatus implements chat.Store. Every status is in the map, zero or not.
+func (s *Store) CountByStatus(ctx context.Context) (map[chat.Status]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM chats GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("count chats by status: %w", translate(err))
+	}
+	defer rows.Close()
+	counts := make(map[chat.Status]int64, len(chat.AllStatuses))
+	for _, st := range chat.AllStatuses {
+		counts[st] = 0
+	}
+	for rows.Next() {
+		var (
+			st string
+			n  int64
+		)
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("count chats by status: %w", err)
+		}
+		counts[chat.Status(st)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count chats by status: %w", translate(err))
+	}
+	return counts, nil
+}

@@ -1,0 +1,135 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/store/internal/param"
+)
+
+// maxClaim caps one Claim; a caller asking for more gets more next time.
+const maxClaim = 1000
+
+// claimSQL picks and leases runnable chats in one statement (one implicit
+// transaction).
+//
+// Why FOR UPDATE SKIP LOCKED: every replica polls this query. Plain FOR
+// UPDATE would make a second claimer block on the rows the first has locked
+// until it commits, then re-check them and (finding the new lease) drop
+// them: replicas would claim one after another and come back short. SKIP
+// LOCKED makes each claimer pass over rows another transaction holds and take
+// the next ones, so concurrent claimers get disjoint chats without waiting.
+// It also skips a chat whose row an append is updating right now: that chat
+// has a working owner, and if its lease has in fact expired the next poll
+// takes it. Rows that were committed by another claimer after this
+// statement's snapshot are re-checked against the WHERE clause when locked
+// (READ COMMITTED), so a chat is never claimed twice.
+const claimSQL = `WITH picked AS (
+	SELECT id FROM chats
+	WHERE (status IN ('queued', 'running') OR (status = 'awaiting_input' AND cancel_requested))
+	  AND (lease_expires_at IS NULL OR lease_expires_at < $1)
+	ORDER BY created_at, id
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE chats AS c SET owner = $3, lease_expires_at = $4, epoch = c.epoch + 1
+FROM picked WHERE c.id = picked.id
+RETURNING ` + chatColumns
+
+// Claim implements chat.Store.
+func (s *Store) Claim(ctx context.Context, p *chat.ClaimParams) ([]*chat.Chat, error) {
+	if p.Owner == "" {
+		return nil, fmt.Errorf("claim chats: %w: no owner", param.ErrInvalid)
+	}
+	if p.Limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, claimSQL, p.Now, min(p.Limit, maxClaim), p.Owner, p.LeaseUntil)
+	if err != nil {
+		return nil, fmt.Errorf("claim chats for %s: %w", p.Owner, translate(err))
+	}
+	cs, err := scanChats(rows)
+	if err != nil {
+		return nil, fmt.Errorf("claim chats for %s: %w", p.Owner, translate(err))
+	}
+	// RETURNING has no defined order; callers get the oldest first.
+	sort.Slice(cs, func(i, j int) bool {
+		if !cs[i].CreatedAt.Equal(cs[j].CreatedAt) {
+			return cs[i].CreatedAt.Before(cs[j].CreatedAt)
+		}
+		return cs[i].ID < cs[j].ID
+	})
+	return cs, nil
+}
+
+// RenewLeases implements chat.Store, in one statement for all leases. A
+// lease is held while the chat's owner and epoch are still the caller's: any
+// claim by someone else bumps the epoch, so renewing a lease that expired
+// but was not taken over is safe.
+func (s *Store) RenewLeases(ctx context.Context, p *chat.RenewLeasesParams) ([]chat.LeaseState, error) {
+	states := make([]chat.LeaseState, len(p.Leases))
+	for i, l := range p.Leases {
+		states[i].ChatID = l.ChatID
+	}
+	if len(p.Leases) == 0 {
+		return states, nil
+	}
+	if p.Owner == "" {
+		return nil, fmt.Errorf("renew leases: %w: no owner", param.ErrInvalid)
+	}
+	type key struct {
+		id    string
+		epoch int64
+	}
+	var ids []string
+	var epochs []int64
+	for _, l := range p.Leases {
+		if id, ok := param.ChatID(l.ChatID); ok { // other ids cannot be held
+			ids, epochs = append(ids, id), append(epochs, l.Epoch)
+		}
+	}
+	rows, err := s.pool.Query(ctx, `UPDATE chats AS c SET lease_expires_at = $1
+		FROM unnest($2::uuid[], $3::bigint[]) AS l(id, epoch)
+		WHERE c.id = l.id AND c.epoch = l.epoch AND c.owner = $4
+		RETURNING c.id::text, c.epoch, c.cancel_requested`, p.LeaseUntil, ids, epochs, p.Owner)
+	if err != nil {
+		return nil, fmt.Errorf("renew leases of %s: %w", p.Owner, translate(err))
+	}
+	defer rows.Close()
+	held := map[key]bool{} // value: cancel requested
+	for rows.Next() {
+		var (
+			k      key
+			cancel bool
+		)
+		if err := rows.Scan(&k.id, &k.epoch, &cancel); err != nil {
+			return nil, fmt.Errorf("renew leases of %s: %w", p.Owner, err)
+		}
+		held[k] = cancel
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("renew leases of %s: %w", p.Owner, translate(err))
+	}
+	for i, l := range p.Leases {
+		id, _ := param.ChatID(l.ChatID)
+		if cancel, ok := held[key{id, l.Epoch}]; ok {
+			states[i].Held, states[i].CancelRequested = true, cancel
+		}
+	}
+	return states, nil
+}
+
+// ReleaseLease implements chat.Store. The epoch stays: the next Claim bumps it.
+func (s *Store) ReleaseLease(ctx context.Context, l chat.Lease, owner string) error {
+	id, ok := param.ChatID(l.ChatID)
+	if !ok || owner == "" {
+		return nil // no such lease can be held
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE chats SET owner = NULL, lease_expires_at = NULL
+		WHERE id = $1 AND epoch = $2 AND owner = $3`, id, l.Epoch, owner); err != nil {
+		return fmt.Errorf("release lease of chat %s for %s: %w", id, owner, translate(err))
+	}
+	return nil
+}

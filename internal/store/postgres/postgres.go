@@ -1,0 +1,209 @@
+// Package postgres is the chat.Store on Postgres, through pgx v5 and its
+// connection pool. Replicas of agentd share one database: chats are leased
+// with FOR UPDATE SKIP LOCKED, every append is fenced by the chat's epoch and
+// last_seq, and appends of many chats share transactions (group commit).
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/store/internal/groupcommit"
+	"github.com/agentd/agentd/migrations"
+)
+
+// Config configures a Store.
+type Config struct {
+	// URL is a postgres:// connection URL (or a libpq key=value string).
+	URL string
+	// Logger receives background failures; default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock for timestamps a caller left zero; default time.Now.
+	Now func() time.Time
+	// MaxConns caps the pool; 0 keeps pgxpool's default (or the URL's
+	// pool_max_conns).
+	MaxConns int32
+}
+
+// Store is a chat.Store on Postgres. Create it with Open; it is safe for
+// concurrent use.
+type Store struct {
+	log    *slog.Logger
+	now    func() time.Time
+	pool   *pgxpool.Pool
+	commit *groupcommit.Committer
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ chat.Store = (*Store)(nil)
+
+// Open connects to the database (checking it answers) and starts the group
+// committer. It does not migrate; call Migrate.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("open postgres store: no database URL")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	pc, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		// The error names the URL's parts, not the password.
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	if cfg.MaxConns > 0 {
+		pc.MaxConns = cfg.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	s := &Store{log: cfg.Logger, now: cfg.Now, pool: pool}
+	s.commit = groupcommit.New(groupcommit.Config{
+		Commit:  s.commitBatch,
+		Isolate: isolate,
+		Logger:  cfg.Logger.With("store", "postgres"),
+	})
+	if err := s.commit.Start(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Kind returns "postgres".
+func (s *Store) Kind() string { return "postgres" }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping postgres: %w", err)
+	}
+	return nil
+}
+
+// Close commits the appends already queued, then closes the pool. It is safe
+// to call twice; appends after Close fail.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closeErr = s.commit.Stop(context.Background())
+		s.pool.Close()
+	})
+	return s.closeErr
+}
+
+// migrateLockKey is the advisory lock that serializes migrations across
+// replicas starting at once ("agentd" in ASCII).
+const migrateLockKey int64 = 0x616765_6e7464
+
+// Migrate applies the embedded migrations not applied yet. Each runs in its
+// own transaction together with its schema_migrations row, so a failure
+// leaves no half-applied version and running Migrate again is a no-op.
+//
+// Every transaction first takes a transaction-scoped advisory lock: replicas
+// that start together then apply each version once, in order, instead of
+// racing on CREATE TABLE. The lock is released by COMMIT or ROLLBACK, so a
+// crashed migrator cannot leave it held.
+func (s *Store) Migrate(ctx context.Context) error {
+	ms, err := migrations.List(migrations.Postgres)
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		applied, err := s.migrateOne(ctx, m)
+		if err != nil {
+			return fmt.Errorf("migrate postgres to %s: %w", m.Name, err)
+		}
+		if applied {
+			s.log.Info("applied migration", "store", "postgres", "migration", m.Name)
+		}
+	}
+	return nil
+}
+
+func (s *Store) migrateOne(ctx context.Context, m migrations.Migration) (applied bool, err error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback(ctx) // a no-op after Commit
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLockKey); err != nil {
+		return false, err
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    int PRIMARY KEY,
+		name       text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return false, err
+	}
+	var done bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.Version).Scan(&done); err != nil {
+		return false, err
+	}
+	if done {
+		return false, nil
+	}
+	// Without arguments pgx sends the file with the simple query protocol,
+	// which runs all of its statements (inside this transaction).
+	if _, err := tx.Exec(ctx, m.SQL); err != nil {
+		return false, err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+		return false, err
+	}
+	return true, tx.Commit(ctx)
+}
+
+// translate maps driver errors to the chat package's errors, once, here.
+func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return chat.ErrNotFound
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
+		// %v, not %w: callers match chat.ErrConflict, never driver types.
+		return fmt.Errorf("%w: %v", chat.ErrConflict, err)
+	}
+	return err
+}
+
+// isolate reports whether a failed batch is worth retrying append by append:
+// yes when the server rejected a statement (bad data, a constraint, a
+// deadlock), no when the connection, the server or the context failed, which
+// every retry would run into as well.
+func isolate(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || len(pe.Code) < 2 {
+		return false
+	}
+	switch pe.Code[:2] {
+	case "08", // connection exception
+		"53", // insufficient resources (disk full, out of memory, too many connections)
+		"57", // operator intervention (shutdown, query_canceled by a timeout)
+		"58", // system error (I/O)
+		"XX": // internal error
+		return false
+	}
+	return true
+}

@@ -1,0 +1,136 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/store/pgtest"
+	"github.com/agentd/agentd/internal/store/storetest"
+	"github.com/agentd/agentd/migrations"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Wrap(m)) }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// openStore opens a store on url, unmigrated, closed at the end of the test.
+func openStore(tb testing.TB, url string) *Store {
+	tb.Helper()
+	s, err := Open(tb.Context(), Config{URL: url, Logger: quiet, MaxConns: 8})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+// newStore returns a migrated store on a database of its own.
+func newStore(tb testing.TB) chat.Store {
+	s := openStore(tb, pgtest.URL(tb))
+	if err := s.Migrate(tb.Context()); err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) chat.Store { return newStore(t) },
+		storetest.WithExec(func(t *testing.T, s chat.Store, sql string) error {
+			_, err := s.(*Store).pool.Exec(t.Context(), sql)
+			return err
+		}))
+}
+
+func BenchmarkAppend(b *testing.B) { storetest.BenchmarkAppend(b, newStore) }
+
+func TestMigrateTwiceAndConcurrently(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	// Replicas starting together, each migrating: the advisory lock must
+	// make every version apply once.
+	stores := []*Store{openStore(t, url), openStore(t, url), openStore(t, url)}
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = stores[i%len(stores)].Migrate(context.Background())
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := stores[0].Migrate(t.Context()); err != nil {
+		t.Fatalf("Migrate again: %v", err)
+	}
+	ms, err := migrations.List(migrations.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n, maxVersion int
+	if err := stores[0].pool.QueryRow(t.Context(),
+		`SELECT count(*), max(version) FROM schema_migrations`).Scan(&n, &maxVersion); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(ms) || maxVersion != len(ms) {
+		t.Fatalf("schema_migrations has %d rows up to version %d, want %d", n, maxVersion, len(ms))
+	}
+}
+
+func TestMessagesViewAndTruncate(t *testing.T) {
+	t.Parallel()
+	s := newStore(t).(*Store)
+	if _, err := s.pool.Exec(t.Context(), "TRUNCATE events"); err == nil {
+		t.Error("TRUNCATE events succeeded; the log must be append-only")
+	}
+	var n int
+	if err := s.pool.QueryRow(t.Context(), "SELECT count(*) FROM messages").Scan(&n); err != nil {
+		t.Fatalf("messages view: %v", err)
+	}
+}
+
+func TestCloseDrainsAndRefuses(t *testing.T) {
+	t.Parallel()
+	s := newStore(t).(*Store)
+	if err := s.Ping(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if s.Kind() != "postgres" {
+		t.Fatalf("Kind = %q", s.Kind())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	err := s.Append(t.Context(), &chat.AppendParams{ChatID: "6d9c7b36-5a2b-4f34-9f4e-0d0c8b7f2a11",
+		Events: []chat.Event{{Seq: 1, Type: chat.EventChatRunning}}, Update: chat.ChatUpdate{Status: chat.StatusRunning}})
+	if err == nil {
+		t.Fatal("Append after Close succeeded")
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	t.Parallel()
+	for _, url := range []string{"", "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2", "::not a url::"} {
+		if s, err := Open(t.Context(), Config{URL: url, Logger: quiet}); err == nil {
+			s.Close()
+			t.Errorf("Open(%q) succeeded", url)
+		}
+	}
+}

@@ -1,0 +1,268 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/store/internal/param"
+)
+
+// chatColumns is the column list every chat query selects, in scanChat's
+// order. Optional text columns hold NULL for "" (see the migration).
+const chatColumns = `id, tenant, coalesce(name, ''), spec, metadata, status,
+	coalesce(stop_reason, ''), coalesce(stop_detail, ''), coalesce(error, ''),
+	last_seq, turns, message_count, prompt_tokens, completion_tokens, pending_input,
+	coalesce(idempotency_key, ''), coalesce(request_hash, ''), cancel_requested,
+	coalesce(owner, ''), lease_expires_at, epoch, created_at, updated_at, completed_at`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanChat(row scanner) (*chat.Chat, error) {
+	var (
+		c                    chat.Chat
+		spec, meta, pending  []byte
+		status, stopReason   string
+		cancel               int64
+		lease, completed     sql.NullInt64
+		createdAt, updatedAt int64
+	)
+	err := row.Scan(&c.ID, &c.Tenant, &c.Name, &spec, &meta, &status,
+		&stopReason, &c.StopDetail, &c.Error,
+		&c.LastSeq, &c.Turns, &c.MessageCount, &c.PromptTokens, &c.CompletionTokens, &pending,
+		&c.IdempotencyKey, &c.RequestHash, &cancel,
+		&c.Owner, &lease, &c.Epoch, &createdAt, &updatedAt, &completed)
+	if err != nil {
+		return nil, err
+	}
+	c.Spec, c.Metadata, c.PendingInput = spec, nullableJSON(meta), nullableJSON(pending)
+	c.Status, c.StopReason = chat.Status(status), chat.StopReason(stopReason)
+	c.CancelRequested = cancel != 0
+	c.LeaseExpiresAt, c.CompletedAt = fromNullNanos(lease), fromNullNanos(completed)
+	c.CreatedAt, c.UpdatedAt = fromNanos(createdAt), fromNanos(updatedAt)
+	return &c, nil
+}
+
+func scanChats(rows *sql.Rows) ([]*chat.Chat, error) {
+	defer rows.Close()
+	var cs []*chat.Chat
+	for rows.Next() {
+		c, err := scanChat(rows)
+		if err != nil {
+			return nil, err
+		}
+		cs = append(cs, c)
+	}
+	return cs, rows.Err()
+}
+
+// Times are stored as unix nanoseconds; see the migration for why.
+func nanos(t time.Time) int64 { return t.UnixNano() }
+
+func nullNanos(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+func fromNullNanos(n sql.NullInt64) *time.Time {
+	if !n.Valid {
+		return nil
+	}
+	t := fromNanos(n.Int64)
+	return &t
+}
+
+// nullString stores "" as NULL.
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// nullJSON stores an absent JSON value as NULL, and JSON as text.
+func nullJSON(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+func nullableJSON(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// CreateChat implements chat.Store.
+func (s *Store) CreateChat(ctx context.Context, p *chat.CreateChatParams) (*chat.Chat, bool, error) {
+	id, err := param.CheckCreate(p)
+	if err != nil {
+		return nil, false, fmt.Errorf("create chat: %w", err)
+	}
+	created := param.Time(p.CreatedAt, s.now)
+
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, false, fmt.Errorf("create chat %s: %w", id, err)
+	}
+	defer tx.Rollback() // a no-op after Commit
+
+	// The single writer connection serializes creates, and the UNIQUE
+	// (tenant, idempotency_key) constraint backs that up across processes:
+	// of two creates with one key, the second finds the first's row.
+	// DO NOTHING covers only that constraint; a taken id still fails.
+	row := tx.QueryRowContext(ctx, `INSERT INTO chats (id, tenant, name, spec, metadata, status, last_seq,
+			message_count, idempotency_key, request_hash, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (tenant, idempotency_key) DO NOTHING
+		RETURNING `+chatColumns,
+		id, p.Tenant, nullString(param.Text(p.Name)), string(p.Spec), nullJSON(p.Metadata), len(p.Events),
+		param.MessageCount(p.Events), nullString(p.IdempotencyKey), nullString(p.RequestHash),
+		nanos(created), nanos(created))
+	c, err := scanChat(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		// The key is taken: answer with that chat, or a conflict.
+		existing, err := scanChat(tx.QueryRowContext(ctx,
+			`SELECT `+chatColumns+` FROM chats WHERE tenant = ? AND idempotency_key = ?`, p.Tenant, p.IdempotencyKey))
+		if err != nil {
+			return nil, false, fmt.Errorf("create chat %s: find chat with idempotency key: %w", id, translate(err))
+		}
+		if existing.RequestHash != p.RequestHash {
+			return nil, false, fmt.Errorf("create chat: idempotency key %q was used for another request: %w", p.IdempotencyKey, chat.ErrConflict)
+		}
+		return existing, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("create chat %s: %w", id, translate(err))
+	}
+	ins, err := tx.PrepareContext(ctx, insertEventSQL)
+	if err != nil {
+		return nil, false, fmt.Errorf("create chat %s: %w", id, err)
+	}
+	defer ins.Close()
+	if err := insertEvents(ctx, ins, id, p.Events, created); err != nil {
+		return nil, false, fmt.Errorf("create chat %s: %w", id, translate(err))
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, false, fmt.Errorf("create chat %s: commit: %w", id, translate(err))
+	}
+	return c, true, nil
+}
+
+// GetChat implements chat.Store.
+func (s *Store) GetChat(ctx context.Context, tenant, id string) (*chat.Chat, error) {
+	cid, ok := param.ChatID(id)
+	if !ok {
+		return nil, fmt.Errorf("get chat %q: %w", id, chat.ErrNotFound)
+	}
+	c, err := scanChat(s.reader.QueryRowContext(ctx,
+		`SELECT `+chatColumns+` FROM chats WHERE id = ? AND (? = '' OR tenant = ?)`, cid, tenant, tenant))
+	if err != nil {
+		return nil, fmt.Errorf("get chat %s: %w", cid, translate(err))
+	}
+	return c, nil
+}
+
+// ListChats implements chat.Store. Pages are ordered by (created_at, id)
+// descending and continue strictly after the cursor's pair, which the
+// indexes on (tenant[, status], created_at DESC, id DESC) serve directly.
+func (s *Store) ListChats(ctx context.Context, p *chat.ListChatsParams) ([]*chat.Chat, string, error) {
+	limit := param.Limit(p.Limit, param.DefaultListChats, param.MaxListChats)
+	var (
+		where []string
+		args  []any
+	)
+	if p.Tenant != "" {
+		where, args = append(where, "tenant = ?"), append(args, p.Tenant)
+	}
+	if p.Status != "" {
+		where, args = append(where, "status = ?"), append(args, string(p.Status))
+	}
+	if p.Cursor != "" {
+		cur, err := param.DecodeCursor(p.Cursor)
+		if err != nil {
+			return nil, "", fmt.Errorf("list chats: %w", err)
+		}
+		where = append(where, "(created_at < ? OR (created_at = ? AND id < ?))")
+		args = append(args, nanos(cur.CreatedAt), nanos(cur.CreatedAt), cur.ID)
+	}
+	q := `SELECT ` + chatColumns + ` FROM chats`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	args = append(args, limit+1) // one more tells whether there is a next page
+	rows, err := s.reader.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list chats: %w", translate(err))
+	}
+	cs, err := scanChats(rows)
+	if err != nil {
+		return nil, "", fmt.Errorf("list chats: %w", translate(err))
+	}
+	next := ""
+	if len(cs) > limit {
+		cs = cs[:limit]
+		next = param.EncodeCursor(cs[limit-1])
+	}
+	return cs, next, nil
+}
+
+// RequestCancel implements chat.Store.
+func (s *Store) RequestCancel(ctx context.Context, tenant, id string) (*chat.Chat, error) {
+	cid, ok := param.ChatID(id)
+	if !ok {
+		return nil, fmt.Errorf("request cancel of chat %q: %w", id, chat.ErrNotFound)
+	}
+	// updated_at is left alone: it tracks the worker's record of the log,
+	// and the worker writes it when it acts on the request.
+	c, err := scanChat(s.writer.QueryRowContext(ctx, `UPDATE chats SET cancel_requested = 1
+		WHERE id = ? AND (? = '' OR tenant = ?) AND status NOT IN ('completed', 'failed', 'cancelled')
+		RETURNING `+chatColumns, cid, tenant, tenant))
+	if errors.Is(err, sql.ErrNoRows) {
+		// Terminal (returned unchanged) or not there (ErrNotFound).
+		return s.GetChat(ctx, tenant, cid)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("request cancel of chat %s: %w", cid, translate(err))
+	}
+	return c, nil
+}
+
+// CountByStatus implements chat.Store. Every status is in the map, zero or not.
+func (s *Store) CountByStatus(ctx context.Context) (map[chat.Status]int64, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT status, count(*) FROM chats GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("count chats by status: %w", translate(err))
+	}
+	defer rows.Close()
+	counts := make(map[chat.Status]int64, len(chat.AllStatuses))
+	for _, st := range chat.AllStatuses {
+		counts[st] = 0
+	}
+	for rows.Next() {
+		var (
+			st string
+			n  int64
+		)
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("count chats by status: %w", err)
+		}
+		counts[chat.Status(st)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count chats by status: %w", translate(err))
+	}
+	return counts, nil
+}
