@@ -231,7 +231,13 @@ func (r *Runtime) startWorker(c *Chat) {
 		_ = r.store.ReleaseLease(context.Background(), lease, r.owner)
 		return
 	}
-	r.workers[c.ID] = &runningWorker{cancel: cancel, lease: lease}
+	if old, ok := r.workers[c.ID]; ok {
+		// Our own lease ran out (renewals failed) and we claimed the chat
+		// again: the old worker is fenced by the new epoch anyway; stop it.
+		old.cancel(errLeaseLost)
+	}
+	rw := &runningWorker{cancel: cancel, lease: lease}
+	r.workers[c.ID] = rw
 	r.wg.Add(1)
 	r.mu.Unlock()
 	r.metrics.workers.Inc()
@@ -239,7 +245,9 @@ func (r *Runtime) startWorker(c *Chat) {
 		defer r.wg.Done()
 		defer func() {
 			r.mu.Lock()
-			delete(r.workers, c.ID)
+			if r.workers[c.ID] == rw {
+				delete(r.workers, c.ID)
+			}
 			r.mu.Unlock()
 			r.metrics.workers.Dec()
 			cancel(nil)

@@ -18,6 +18,8 @@ var (
 	// ErrFenced: the append carried a stale epoch or seq; another worker owns
 	// the chat now, and this one must stop writing to it.
 	ErrFenced = errors.New("fenced: chat is owned by another worker")
+	// ErrInvalidCursor: a list cursor the store did not issue.
+	ErrInvalidCursor = errors.New("invalid cursor")
 )
 
 // Store is the durable log and the chat records. Implementations live in

@@ -106,6 +106,9 @@ func problemFor(err error) problem {
 	case errors.As(err, &tooLarge):
 		return newProblem(http.StatusRequestEntityTooLarge, kindBodyTooLarge,
 			fmt.Sprintf("the request body exceeds %d bytes", tooLarge.Limit), nil)
+	case errors.Is(err, chat.ErrInvalidCursor):
+		return newProblem(http.StatusBadRequest, kindMalformedRequest, "invalid cursor",
+			[]fieldError{{Path: "cursor", Message: "is not a cursor this server issued; use next_cursor of a previous page"}})
 	case errors.Is(err, chat.ErrNotFound):
 		return newProblem(http.StatusNotFound, kindNotFound, "chat not found", nil)
 	case errors.Is(err, chat.ErrNoPendingInput):

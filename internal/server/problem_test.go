@@ -29,6 +29,8 @@ func TestProblemFor(t *testing.T) {
 		{"not found", chat.ErrNotFound, http.StatusNotFound, kindNotFound, "chat not found", nil},
 		{"wrapped not found", fmt.Errorf("get chat x: %w", chat.ErrNotFound), http.StatusNotFound, kindNotFound, "chat not found", nil},
 		{"conflict", fmt.Errorf("create chat: %w", chat.ErrConflict), http.StatusConflict, kindConflict, "Idempotency-Key", nil},
+		{"invalid cursor", fmt.Errorf("list chats: %w", chat.ErrInvalidCursor), http.StatusBadRequest, kindMalformedRequest, "cursor",
+			[]fieldError{{Path: "cursor", Message: "is not a cursor this server issued; use next_cursor of a previous page"}}},
 		{"no pending input", chat.ErrNoPendingInput, http.StatusConflict, kindNoPendingInput, "request_id", nil},
 		{"validation", fmt.Errorf("create: %w", validation), http.StatusUnprocessableEntity, kindValidation, "2 problem(s)", []fieldError{
 			{Path: "/agents/1/model", Message: `model "gtp" is not defined`},

@@ -1,0 +1,299 @@
+package chat_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/store"
+)
+
+// openStore opens a fresh SQLite store in a temp dir: the runtime tests use
+// a real store, not a fake of one.
+func openStore(t testing.TB) store.DB {
+	t.Helper()
+	db, err := store.Open(context.Background(), store.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func newRuntime(t testing.TB, db chat.Store, opts ...func(*chat.RuntimeConfig)) *chat.Runtime {
+	t.Helper()
+	models, err := llm.New(llm.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := chat.RuntimeConfig{Store: db, Models: models, LeaseDuration: 600 * time.Millisecond, PollInterval: 50 * time.Millisecond}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	rt, err := chat.NewRuntime(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := rt.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return rt
+}
+
+// waitStatus waits on the runtime's own commit signals until the chat is
+// terminal.
+func waitTerminal(t testing.TB, rt *chat.Runtime, id string, within time.Duration) *chat.Chat {
+	t.Helper()
+	sig, done := rt.Subscribe(id)
+	defer done()
+	deadline := time.After(within)
+	for {
+		c, err := rt.Get(context.Background(), "", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Status.Terminal() {
+			return c
+		}
+		select {
+		case <-sig:
+		case <-time.After(200 * time.Millisecond): // commits on another runtime do not signal this one
+		case <-deadline:
+			t.Fatalf("chat %s still %s after %v", id, c.Status, within)
+		}
+	}
+}
+
+func messages(t testing.TB, db chat.Store, id string) []chat.Message {
+	t.Helper()
+	evs, err := db.ListEvents(context.Background(), &chat.ListEventsParams{ChatID: id, Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []chat.Message
+	for i, e := range evs {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d", i, e.Seq)
+		}
+		if m, ok := chat.MessageFromEvent(e); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func twoAgentSpec(rounds, delayMS int, extra string) []byte {
+	var a, b []string
+	for i := range rounds {
+		a = append(a, fmt.Sprintf(`{"content": "a-%d", "delay_ms": %d, "usage": {"prompt_tokens": 10, "completion_tokens": 2}}`, i, delayMS))
+		b = append(b, fmt.Sprintf(`{"content": "b-%d", "delay_ms": %d, "usage": {"prompt_tokens": 1, "completion_tokens": 1}}`, i, delayMS))
+	}
+	return fmt.Appendf(nil, `{"task": "go", "max_round": %d,
+		"agents": [{"name": "a", "type": "assistant", "model": "ma"}, {"name": "b", "type": "assistant", "model": "mb"}],
+		"models": {"ma": {"provider": "replay", "responses": [%s]}, "mb": {"provider": "replay", "responses": [%s]}}%s}`,
+		rounds, strings.Join(a, ","), strings.Join(b, ","), extra)
+}
+
+func contents(ms []chat.Message) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Content)
+	}
+	return out
+}
+
+func TestRuntimeRunsAChatToMaxRound(t *testing.T) {
+	db := openStore(t)
+	rt := newRuntime(t, db)
+	c, created, err := rt.Create(context.Background(), &chat.CreateParams{Tenant: "t", Body: twoAgentSpec(4, 0, "")})
+	if err != nil || !created {
+		t.Fatal(created, err)
+	}
+	got := waitTerminal(t, rt, c.ID, 10*time.Second)
+	if got.Status != chat.StatusCompleted || got.StopReason != chat.StopMaxRound || got.StopDetail != "Maximum number of turns 4 reached." {
+		t.Fatalf("chat = %+v", got)
+	}
+	if got.Turns != 4 || got.MessageCount != 5 || got.PromptTokens != 22 || got.Owner != "" {
+		t.Fatalf("turns %d, messages %d, prompt tokens %d, owner %q", got.Turns, got.MessageCount, got.PromptTokens, got.Owner)
+	}
+	if want := []string{"go", "a-0", "b-0", "a-1", "b-1"}; !slices.Equal(contents(messages(t, db, c.ID)), want) {
+		t.Fatalf("messages = %v", contents(messages(t, db, c.ID)))
+	}
+}
+
+func TestTerminationFiresInTheSameAppendAsItsMessage(t *testing.T) {
+	db := openStore(t)
+	rt := newRuntime(t, db)
+	spec := twoAgentSpec(5, 0, `, "termination": {"any": [{"text_mention": {"text": "b-1"}}, {"token_usage": {"max_prompt_tokens": 1000}}]}`)
+	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := waitTerminal(t, rt, c.ID, 10*time.Second)
+	if got.StopReason != chat.StopTextMention || got.Turns != 4 {
+		t.Fatalf("chat = %+v", got)
+	}
+	evs, _ := db.ListEvents(context.Background(), &chat.ListEventsParams{ChatID: c.ID, Limit: 100})
+	last, prev := evs[len(evs)-1], evs[len(evs)-2]
+	if last.Type != chat.EventChatCompleted || prev.Content != "b-1" || !last.CreatedAt.Equal(prev.CreatedAt) {
+		t.Fatalf("log ends with %s at %v after %q at %v", last.Type, last.CreatedAt, prev.Content, prev.CreatedAt)
+	}
+}
+
+func TestReplayExhaustedFailsTheChat(t *testing.T) {
+	db := openStore(t)
+	rt := newRuntime(t, db)
+	spec := []byte(`{"task": "go", "max_round": 3, "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": ["only one"]}}]}`)
+	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := waitTerminal(t, rt, c.ID, 10*time.Second)
+	if got.Status != chat.StatusFailed || got.StopReason != chat.StopError || !strings.Contains(got.Error, "replay") {
+		t.Fatalf("chat = %+v", got)
+	}
+}
+
+func TestStoppedRuntimeHandsChatsBackAndAnotherFinishesThem(t *testing.T) {
+	db := openStore(t)
+	models, _ := llm.New(llm.Config{})
+	rt1, err := chat.NewRuntime(chat.RuntimeConfig{Store: db, Models: models, LeaseDuration: time.Minute, PollInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt1.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 5 {
+		c, _, err := rt1.Create(context.Background(), &chat.CreateParams{Body: twoAgentSpec(6, 40, "")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, c.ID)
+	}
+	// Let every chat get going, then stop mid-turn.
+	sig, done := rt1.Subscribe(ids[4])
+	for range 4 {
+		<-sig
+	}
+	done()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := rt1.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The leases were released on stop (a minute-long lease would otherwise
+	// hold the chats), so a second runtime continues them at once.
+	rt2 := newRuntime(t, db)
+	for _, id := range ids {
+		got := waitTerminal(t, rt2, id, 15*time.Second)
+		if got.StopReason != chat.StopMaxRound {
+			t.Fatalf("chat %s = %+v", id, got)
+		}
+		want := []string{"go", "a-0", "b-0", "a-1", "b-1", "a-2", "b-2"}
+		if g := contents(messages(t, db, id)); !slices.Equal(g, want) {
+			t.Fatalf("chat %s messages = %v, want %v", id, g, want)
+		}
+	}
+}
+
+func TestCancelCutsAnInFlightModelCall(t *testing.T) {
+	db := openStore(t)
+	rt := newRuntime(t, db)
+	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: twoAgentSpec(3, 10000, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, done := rt.Subscribe(c.ID)
+	defer done()
+	for {
+		<-sig
+		evs, _ := db.ListEvents(context.Background(), &chat.ListEventsParams{ChatID: c.ID, Limit: 100})
+		if evs[len(evs)-1].Type == chat.EventSpeakerSelected {
+			break
+		}
+	}
+	start := time.Now()
+	if _, changed, err := rt.Cancel(context.Background(), "", c.ID); err != nil || !changed {
+		t.Fatal(changed, err)
+	}
+	got := waitTerminal(t, rt, c.ID, 5*time.Second)
+	if got.Status != chat.StatusCancelled || got.StopReason != chat.StopCancelled || time.Since(start) > time.Second {
+		t.Fatalf("chat = %+v after %v", got, time.Since(start))
+	}
+	if _, changed, _ := rt.Cancel(context.Background(), "", c.ID); changed {
+		t.Fatal("cancelling a cancelled chat changed it")
+	}
+}
+
+func TestCreateRejectsInvalidSpecWithEveryProblem(t *testing.T) {
+	db := openStore(t)
+	rt := newRuntime(t, db)
+	_, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: []byte(`{"task": "", "agents": [], "bogus": 1}`)})
+	var ve *chat.ValidationError
+	if !asValidation(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Path != "/bogus" {
+		t.Fatalf("err = %v", err)
+	}
+	_, _, err = rt.Create(context.Background(), &chat.CreateParams{Body: []byte(`{"task": "", "agents": []}`)})
+	if !asValidation(err, &ve) || len(ve.Problems) != 2 {
+		t.Fatalf("err = %v", err)
+	}
+	chats, _, _ := rt.List(context.Background(), &chat.ListChatsParams{Limit: 10})
+	if len(chats) != 0 {
+		t.Fatalf("rejected specs created %d chats", len(chats))
+	}
+}
+
+func asValidation(err error, target **chat.ValidationError) bool {
+	ve, ok := err.(*chat.ValidationError)
+	if ok {
+		*target = ve
+	}
+	return ok
+}
+
+func TestMetricsCountTurnsAndReportStatusesFromTheStore(t *testing.T) {
+	db := openStore(t)
+	reg := prometheus.NewRegistry()
+	rt := newRuntime(t, db, func(c *chat.RuntimeConfig) { c.Registerer = reg })
+	c, _, _ := rt.Create(context.Background(), &chat.CreateParams{Body: twoAgentSpec(2, 0, "")})
+	waitTerminal(t, rt, c.ID, 5*time.Second)
+	want := `
+# HELP agentd_chats Chats in the store, by status.
+# TYPE agentd_chats gauge
+agentd_chats{status="awaiting_input"} 0
+agentd_chats{status="cancelled"} 0
+agentd_chats{status="completed"} 1
+agentd_chats{status="failed"} 0
+agentd_chats{status="queued"} 0
+agentd_chats{status="running"} 0
+# HELP agentd_turns_total Agent turns completed.
+# TYPE agentd_turns_total counter
+agentd_turns_total 2
+# HELP agentd_messages_appended_total Messages appended to chat logs by workers.
+# TYPE agentd_messages_appended_total counter
+agentd_messages_appended_total 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "agentd_chats", "agentd_turns_total", "agentd_messages_appended_total"); err != nil {
+		t.Fatal(err)
+	}
+}
