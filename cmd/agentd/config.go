@@ -1,0 +1,227 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is everything agentd reads from its flags and environment. Flags
+// mirror the environment variables (DESIGN §7): a flag given on the command
+// line wins over the variable, which wins over the default.
+type Config struct {
+	Addr             string
+	DatabaseURL      string
+	DataDir          string
+	Sandbox          string
+	SandboxImage     string
+	OpenAIAPIKey     string
+	OpenAIBaseURL    string
+	ModelsFile       string
+	APIKeys          string
+	APIKeysFile      string
+	MaxActiveChats   int
+	MaxRoundLimit    int
+	ShutdownGrace    time.Duration
+	LeaseTTL         time.Duration
+	MaxBodyBytes     int64
+	LogLevel         string
+	LogFormat        string
+	Migrate          bool
+	ModelCallTimeout time.Duration
+
+	// envErrs are malformed environment values found by RegisterFlags,
+	// reported by Validate with everything else.
+	envErrs []error
+}
+
+// RegisterFlags defines the flags on fs with defaults taken from getenv.
+func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
+	env := &envReader{getenv: getenv}
+	defer func() { c.envErrs = env.errs }()
+	str := func(p *string, name, key, def, usage string) {
+		fs.StringVar(p, name, env.str(key, def), usage+" ("+key+")")
+	}
+	str(&c.Addr, "addr", "AGENTD_ADDR", "127.0.0.1:8080", "listen address")
+	str(&c.DatabaseURL, "database-url", "AGENTD_DATABASE_URL", "", "postgres:// URL; empty: embedded SQLite in the data dir")
+	str(&c.DataDir, "data-dir", "AGENTD_DATA_DIR", "./agentd-data", "directory of the embedded SQLite store")
+	str(&c.Sandbox, "sandbox", "AGENTD_SANDBOX", "auto", "code sandbox: auto, docker, bwrap or none")
+	str(&c.SandboxImage, "sandbox-image", "AGENTD_SANDBOX_IMAGE", "agentd-sandbox:latest", "image of the docker sandbox")
+	str(&c.OpenAIAPIKey, "openai-api-key", "OPENAI_API_KEY", "", "API key of the openai provider")
+	str(&c.OpenAIBaseURL, "openai-base-url", "OPENAI_BASE_URL", "", "base URL of the openai provider (any OpenAI-compatible server)")
+	str(&c.ModelsFile, "models-file", "AGENTD_MODELS_FILE", "", "file of named model providers")
+	str(&c.APIKeys, "api-keys", "AGENTD_API_KEYS", "", "comma-separated bearer keys, each key:tenant")
+	str(&c.APIKeysFile, "api-keys-file", "AGENTD_API_KEYS_FILE", "", "file with one key:tenant per line")
+	str(&c.LogLevel, "log-level", "AGENTD_LOG_LEVEL", "info", "debug, info, warn or error")
+	str(&c.LogFormat, "log-format", "AGENTD_LOG_FORMAT", "text", "text or json")
+	fs.IntVar(&c.MaxActiveChats, "max-active-chats", env.int("AGENTD_MAX_ACTIVE_CHATS", 1000), "chats this replica runs at once (AGENTD_MAX_ACTIVE_CHATS)")
+	fs.IntVar(&c.MaxRoundLimit, "max-round-limit", env.int("AGENTD_MAX_ROUND_LIMIT", 100), "largest max_round a spec may ask for (AGENTD_MAX_ROUND_LIMIT)")
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", env.duration("AGENTD_SHUTDOWN_GRACE", 30*time.Second), "time to drain on SIGTERM (AGENTD_SHUTDOWN_GRACE)")
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", env.duration("AGENTD_LEASE_TTL", 15*time.Second), "chat lease duration; a crashed replica's chats continue after it (AGENTD_LEASE_TTL)")
+	fs.DurationVar(&c.ModelCallTimeout, "model-call-timeout", env.duration("AGENTD_MODEL_CALL_TIMEOUT", 120*time.Second), "timeout of one model call attempt (AGENTD_MODEL_CALL_TIMEOUT)")
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", int64(env.int("AGENTD_MAX_BODY_BYTES", 1<<20)), "largest request body (AGENTD_MAX_BODY_BYTES)")
+	fs.BoolVar(&c.Migrate, "migrate", env.bool("AGENTD_MIGRATE", true), "run migrations at start (AGENTD_MIGRATE)")
+}
+
+// Validate reports every problem of the configuration at once.
+func (c *Config) Validate() error {
+	errs := append([]error(nil), c.envErrs...)
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	host, _, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		bad("AGENTD_ADDR %q: %v", c.Addr, err)
+	}
+	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+		bad("AGENTD_DATABASE_URL must be a postgres:// URL (or empty for embedded SQLite)")
+	}
+	if c.DatabaseURL == "" && c.DataDir == "" {
+		bad("AGENTD_DATA_DIR must be set when AGENTD_DATABASE_URL is empty")
+	}
+	switch c.Sandbox {
+	case "auto", "none":
+	case "docker", "bwrap":
+		bad("AGENTD_SANDBOX=%s: this version has no %s sandbox yet; use auto or none", c.Sandbox, c.Sandbox)
+	default:
+		bad("AGENTD_SANDBOX must be auto, docker, bwrap or none, not %q", c.Sandbox)
+	}
+	if c.ModelsFile != "" {
+		bad("AGENTD_MODELS_FILE: named providers are not supported by this version yet; use OPENAI_API_KEY and OPENAI_BASE_URL")
+	}
+	if c.MaxActiveChats < 1 {
+		bad("AGENTD_MAX_ACTIVE_CHATS must be at least 1")
+	}
+	if c.MaxRoundLimit < 1 {
+		bad("AGENTD_MAX_ROUND_LIMIT must be at least 1")
+	}
+	if c.ShutdownGrace <= 0 {
+		bad("AGENTD_SHUTDOWN_GRACE must be positive")
+	}
+	if c.LeaseTTL < 300*time.Millisecond {
+		bad("AGENTD_LEASE_TTL must be at least 300ms")
+	}
+	if c.ModelCallTimeout <= 0 {
+		bad("AGENTD_MODEL_CALL_TIMEOUT must be positive")
+	}
+	if c.MaxBodyBytes < 1024 {
+		bad("AGENTD_MAX_BODY_BYTES must be at least 1024")
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		bad("AGENTD_LOG_LEVEL: %v", err)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		bad("AGENTD_LOG_FORMAT must be text or json")
+	}
+	keys, err := c.apiKeys()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(keys) == 0 && err == nil && host != "" {
+		// Without keys anyone who can reach the port owns every chat, so
+		// only the local machine may reach it.
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			bad("AGENTD_ADDR %q is not a loopback address: set AGENTD_API_KEYS (or AGENTD_API_KEYS_FILE) to listen beyond this machine", c.Addr)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// apiKeys parses AGENTD_API_KEYS and the keys file into key → tenant.
+func (c *Config) apiKeys() (map[string]string, error) {
+	keys := map[string]string{}
+	var errs []error
+	add := func(src, entry string) {
+		entry = strings.TrimSpace(entry)
+		if entry == "" || strings.HasPrefix(entry, "#") {
+			return
+		}
+		key, tenant, ok := strings.Cut(entry, ":")
+		key, tenant = strings.TrimSpace(key), strings.TrimSpace(tenant)
+		if !ok || key == "" || tenant == "" {
+			errs = append(errs, fmt.Errorf("%s: entry %q is not key:tenant", src, redact(entry)))
+			return
+		}
+		if len(key) < 16 {
+			errs = append(errs, fmt.Errorf("%s: key for tenant %q is shorter than 16 characters", src, tenant))
+			return
+		}
+		keys[key] = tenant
+	}
+	for _, e := range strings.Split(c.APIKeys, ",") {
+		add("AGENTD_API_KEYS", e)
+	}
+	if c.APIKeysFile != "" {
+		b, err := os.ReadFile(c.APIKeysFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("AGENTD_API_KEYS_FILE: %w", err))
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			add("AGENTD_API_KEYS_FILE", line)
+		}
+	}
+	return keys, errors.Join(errs...)
+}
+
+func redact(s string) string {
+	if len(s) <= 4 {
+		return "****"
+	}
+	return s[:4] + "****"
+}
+
+// envReader reads defaults from the environment and remembers malformed
+// values, so that a typo in a variable is reported rather than ignored.
+type envReader struct {
+	getenv func(string) string
+	errs   []error
+}
+
+func (e *envReader) str(key, def string) string {
+	if v := e.getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func (e *envReader) int(key string, def int) int {
+	v := e.getenv(key)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q: not an integer", key, v))
+		return def
+	}
+	return n
+}
+
+func (e *envReader) duration(key string, def time.Duration) time.Duration {
+	v := e.getenv(key)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q: not a duration like 30s", key, v))
+		return def
+	}
+	return d
+}
+
+func (e *envReader) bool(key string, def bool) bool {
+	v := e.getenv(key)
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q: not true or false", key, v))
+		return def
+	}
+	return b
+}

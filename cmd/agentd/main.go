@@ -1,0 +1,138 @@
+// Command agentd runs multi-agent group chats as an HTTP service.
+//
+//	agentd [serve]   run the server (default)
+//	agentd migrate   apply database migrations and exit
+//	agentd health    exit 0 if the server at -addr answers /healthz (for HEALTHCHECK)
+//	agentd version   print the version
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// run is main without the process: it parses the command line and returns
+// the exit code, so tests can drive every subcommand in-process.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	fs := flag.NewFlagSet("agentd "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg Config
+	cfg.RegisterFlags(fs, getenv)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "agentd %s: unexpected arguments %q\n", cmd, fs.Args())
+		return 2
+	}
+	switch cmd {
+	case "version":
+		fmt.Fprintln(stdout, "agentd", version)
+		return 0
+	case "health":
+		return health(ctx, cfg.Addr, stderr)
+	case "serve", "migrate":
+	default:
+		fmt.Fprintf(stderr, "agentd: unknown command %q (serve, migrate, health, version)\n", cmd)
+		return 2
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "agentd: invalid configuration:\n%s\n", indent(err.Error()))
+		return 2
+	}
+	logger, err := newLogger(cfg, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "agentd:", err)
+		return 2
+	}
+	if cmd == "migrate" {
+		if err := migrate(ctx, cfg, logger); err != nil {
+			logger.Error("migrate", "err", err)
+			return 1
+		}
+		return 0
+	}
+	m := NewMain(cfg, logger)
+	if err := m.Run(ctx); err != nil {
+		logger.Error("start", "err", err)
+		_ = m.Close()
+		return 1
+	}
+	<-ctx.Done()
+	logger.Info("shutting down", "grace", cfg.ShutdownGrace)
+	if err := m.Close(); err != nil {
+		logger.Error("shutdown", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}
+
+func newLogger(cfg Config, w io.Writer) (*slog.Logger, error) {
+	level, err := parseLevel(cfg.LogLevel)
+	if err != nil {
+		return nil, err
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("unknown log level %q", s)
+	}
+	return l, nil
+}
+
+// health asks a running agentd for /healthz; images without curl use it as
+// their HEALTHCHECK.
+func health(ctx context.Context, addr string, stderr io.Writer) int {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
+	if err != nil {
+		fmt.Fprintln(stderr, "agentd health:", err)
+		return 1
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Fprintln(stderr, "agentd health:", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintln(stderr, "agentd health: status", resp.Status)
+		return 1
+	}
+	return 0
+}
+
