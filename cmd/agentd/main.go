@@ -135,4 +135,3 @@ func health(ctx context.Context, addr string, stderr io.Writer) int {
 	}
 	return 0
 }
-
