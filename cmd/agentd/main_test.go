@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func envMap(kv ...string) func(string) string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) string { return m[k] }
+}
+
+func parse(t *testing.T, getenv func(string) string, args ...string) Config {
+	t.Helper()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	var c Config
+	c.RegisterFlags(fs, getenv)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestConfigDefaultsAreValid(t *testing.T) {
+	c := parse(t, envMap())
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "127.0.0.1:8080" || c.DataDir != "./agentd-data" || c.DatabaseURL != "" || !c.Migrate {
+		t.Fatalf("defaults = %+v", c)
+	}
+}
+
+func TestConfigFlagsWinOverEnvironment(t *testing.T) {
+	c := parse(t, envMap("AGENTD_ADDR", "127.0.0.1:1", "AGENTD_MAX_ACTIVE_CHATS", "7"), "-addr", "127.0.0.1:2")
+	if c.Addr != "127.0.0.1:2" || c.MaxActiveChats != 7 {
+		t.Fatalf("config = %+v", c)
+	}
+}
+
+func TestConfigValidateReportsEveryProblem(t *testing.T) {
+	c := parse(t, envMap(
+		"AGENTD_ADDR", "0.0.0.0:8080", // not loopback, and no keys
+		"AGENTD_DATABASE_URL", "mysql://x",
+		"AGENTD_SANDBOX", "chroot",
+		"AGENTD_MAX_ACTIVE_CHATS", "0",
+		"AGENTD_SHUTDOWN_GRACE", "soon",
+		"AGENTD_LOG_FORMAT", "xml",
+	))
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{"not a loopback address", "AGENTD_DATABASE_URL", "AGENTD_SANDBOX", "AGENTD_MAX_ACTIVE_CHATS", `AGENTD_SHUTDOWN_GRACE="soon"`, "AGENTD_LOG_FORMAT"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %s:\n%v", want, err)
+		}
+	}
+}
+
+func TestConfigAPIKeys(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "keys")
+	if err := os.WriteFile(file, []byte("# comment\nkey-from-file-0123456789:team-b\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := parse(t, envMap("AGENTD_ADDR", "0.0.0.0:8080", "AGENTD_API_KEYS", "key-from-env-0123456789:team-a", "AGENTD_API_KEYS_FILE", file))
+	if err := c.Validate(); err != nil {
+		t.Fatal(err) // with keys, a non-loopback address is fine
+	}
+	keys, _ := c.apiKeys()
+	if keys["key-from-env-0123456789"] != "team-a" || keys["key-from-file-0123456789"] != "team-b" || len(keys) != 2 {
+		t.Fatalf("keys = %v", keys)
+	}
+	c = parse(t, envMap("AGENTD_API_KEYS", "short:team,nocolon"))
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "shorter than 16") || !strings.Contains(err.Error(), "not key:tenant") || strings.Contains(err.Error(), "nocolon") {
+		t.Fatalf("err = %v (keys must not be echoed whole)", err)
+	}
+}
+
+func TestSubcommands(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"version"}, envMap(), &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "agentd ") {
+		t.Fatalf("version: %d %q %q", code, out.String(), errOut.String())
+	}
+	if code := run(context.Background(), []string{"frobnicate"}, envMap(), &out, &errOut); code != 2 {
+		t.Fatalf("unknown command exit %d", code)
+	}
+	errOut.Reset()
+	if code := run(context.Background(), []string{"serve"}, envMap("AGENTD_SANDBOX", "x", "AGENTD_LOG_LEVEL", "loud"), &out, &errOut); code != 2 ||
+		!strings.Contains(errOut.String(), "AGENTD_SANDBOX") || !strings.Contains(errOut.String(), "AGENTD_LOG_LEVEL") {
+		t.Fatalf("invalid config: exit %d, %s", code, errOut.String())
+	}
+	dir := t.TempDir()
+	if code := run(context.Background(), []string{"migrate", "-data-dir", dir}, envMap(), &out, &errOut); code != 0 {
+		t.Fatalf("migrate: exit %d, %s", code, errOut.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "agentd.db")); err != nil {
+		t.Fatal(err)
+	}
+	if code := run(context.Background(), []string{"health", "-addr", "127.0.0.1:1"}, envMap(), &out, &errOut); code != 1 {
+		t.Fatalf("health of nothing: exit %d", code)
+	}
+}
+
+// TestMainServesAndShutsDownInOrder runs the whole program in-process on a
+// free port: it serves a chat to completion, answers health for `agentd
+// health`, and on Close turns readiness off and ends open streams.
+func TestMainServesAndShutsDownInOrder(t *testing.T) {
+	cfg := parse(t, envMap("AGENTD_ADDR", "127.0.0.1:0", "AGENTD_DATA_DIR", t.TempDir(), "AGENTD_LOG_LEVEL", "error"))
+	cfg.ShutdownGrace = 10 * time.Second
+	m := NewMain(cfg, newTestLogger(t))
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	base := "http://" + m.Addr()
+
+	if code := health(context.Background(), m.Addr(), io.Discard); code != 0 {
+		t.Fatalf("health: exit %d", code)
+	}
+	spec, err := os.ReadFile("../../examples/debate.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(base+"/v1/chats?wait_s=30", "application/json", bytes.NewReader(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct{ ID, Status, StopReason string }
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	_ = json.Unmarshal(bytes.ReplaceAll(b, []byte(`"stop_reason"`), []byte(`"StopReason"`)), &c)
+	if resp.StatusCode != http.StatusCreated || c.Status != "completed" || c.StopReason != "text_mention" {
+		t.Fatalf("create with wait_s: %d %s", resp.StatusCode, b)
+	}
+
+	// An open stream of a finished chat replays and closes; a long poll of
+	// it would block, so open one on a chat that waits a minute.
+	slow := `{"task": "t", "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": [{"content": "x", "delay_ms": 60000}]}}]}`
+	resp, err = http.Post(base+"/v1/chats", "application/json", strings.NewReader(slow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	_ = json.Unmarshal(b, &c)
+	stream, err := http.Get(base + "/v1/chats/" + c.ID + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+
+	closed := make(chan error, 1)
+	go func() { closed <- m.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(8 * time.Second):
+		t.Fatal("Close did not end an open SSE stream and a running chat promptly")
+	}
+	if _, err := io.ReadAll(stream.Body); err != nil && !strings.Contains(err.Error(), "EOF") {
+		t.Logf("stream ended with %v", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func newTestLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
