@@ -1,0 +1,105 @@
+package chat
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Sandboxes runs code in one isolated sandbox per chat (DESIGN §3.7).
+// internal/sandbox implements it with a Docker-API engine or bubblewrap.
+// Code from a model is hostile input: an implementation never runs it on the
+// host directly.
+type Sandboxes interface {
+	// Backend names the isolation in use ("docker", "bwrap").
+	Backend() string
+	// Exec runs one program in the chat's sandbox, creating the sandbox on
+	// first use; files in the work dir persist between calls of one chat.
+	// A program that fails, times out or is killed is a result, not an
+	// error: err is for a sandbox that could not run it at all.
+	Exec(ctx context.Context, req *ExecRequest) (*ExecResult, error)
+	// Release removes the chat's sandbox and work dir (the chat ended).
+	// Releasing a chat that has none is not an error.
+	Release(ctx context.Context, chatID string) error
+}
+
+// ExecRequest is one program to run in a chat's sandbox.
+type ExecRequest struct {
+	ChatID string
+	// Language is a canonical language: "python" or "sh".
+	Language string
+	Code     string
+	// Stdin is given to the program (the sandbox tool's JSON arguments).
+	Stdin   []byte
+	Timeout time.Duration
+	Limits  SandboxLimits
+}
+
+// SandboxLimits are the spec's sandbox settings; zero means the server default.
+type SandboxLimits struct {
+	MemoryMB int
+	CPUs     float64
+}
+
+// ExecResult is what a program did: AutoGen's CodeExecutionResult plus
+// whether it was cut short.
+type ExecResult struct {
+	ExitCode int
+	// Output is stdout and stderr interleaved as written, capped; a capped
+	// output ends with a marker saying so.
+	Output    string
+	TimedOut  bool
+	Truncated bool
+}
+
+// Tools runs the tools a spec defines (DESIGN §3.4). internal/tool
+// implements it for http, mcp and sandbox tools.
+type Tools interface {
+	// CheckTool validates one tool definition at create time: its
+	// parameters schema and implementation. Paths are JSON pointers
+	// relative to the tool ("/parameters", "/implementation/url").
+	CheckTool(t *ToolSpec) []Problem
+	// Describe returns the functions a tool offers a model: the tool itself
+	// for http and sandbox tools, the server's list for an mcp tool.
+	Describe(ctx context.Context, chatID string, t *ToolSpec) ([]ToolDef, error)
+	// Call runs one function call. It never fails the chat: unparsable
+	// arguments, arguments that fail the schema, timeouts and execution
+	// errors all come back as a result with IsError set and content
+	// starting "Error: ".
+	Call(ctx context.Context, req *ToolRequest) ToolResult
+}
+
+// ToolRequest is one call of one function of a tool.
+type ToolRequest struct {
+	ChatID string
+	// Tool is the spec entry that provides the function.
+	Tool *ToolSpec
+	// Function is what Describe returned for the called name; its
+	// Parameters are the schema the arguments must satisfy.
+	Function ToolDef
+	// CallID is the model's tool_call id; with ChatID it makes the
+	// Idempotency-Key of http tools, so a call redone after a crash can be
+	// recognised by the tool server.
+	CallID    string
+	Arguments string
+	// Limits are the chat's sandbox settings, for sandbox tools.
+	Limits SandboxLimits
+}
+
+// ToolResult is the outcome of a tool call.
+type ToolResult struct {
+	Content string
+	IsError bool
+}
+
+// toolImplementation is the part of a tool's implementation object that the
+// chat itself looks at.
+type toolImplementation struct {
+	Type string `json:"type"`
+}
+
+func (t *ToolSpec) implementationType() string {
+	var impl toolImplementation
+	_ = json.Unmarshal(t.Implementation, &impl)
+	return impl.Type
+}
