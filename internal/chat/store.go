@@ -47,7 +47,8 @@ type Store interface {
 	// commit); Append returns once p's events are durable.
 	Append(ctx context.Context, p *AppendParams) error
 	// Claim takes the lease of up to p.Limit runnable chats (queued or running
-	// with no live lease, or awaiting input with a cancel request), increments
+	// with no live lease, or awaiting input with a cancel request, an input
+	// response, or an input request that expired), increments
 	// their epoch and returns them. Chats claimed by one caller are never
 	// returned to a concurrent caller.
 	Claim(ctx context.Context, p *ClaimParams) ([]*Chat, error)
@@ -60,6 +61,11 @@ type Store interface {
 	// RequestCancel records a cancel request on a non-terminal chat and
 	// returns the chat as it is afterwards.
 	RequestCancel(ctx context.Context, tenant, id string) (*Chat, error)
+	// SubmitInput stores a client's answer to the chat's pending input
+	// request, if the chat is awaiting input with that request_id, has no
+	// answer stored yet and no worker; otherwise it returns ErrNoPendingInput
+	// (or ErrNotFound) and writes nothing. A chat with an answer is claimable.
+	SubmitInput(ctx context.Context, p *SubmitInputParams) (*Chat, error)
 	// CountByStatus returns the number of chats in each status.
 	CountByStatus(ctx context.Context) (map[Status]int64, error)
 }
@@ -117,12 +123,25 @@ type ChatUpdate struct {
 	CompletionTokens int64
 	// PendingInput is stored as is; nil clears it.
 	PendingInput json.RawMessage
+	// InputExpiresAt is when a pending input request times out; nil clears it.
+	// Every append also clears the chat's input response: only the worker
+	// that consumes it appends while one is stored.
+	InputExpiresAt *time.Time
 	// CompletedAt is set with a terminal status.
 	CompletedAt *time.Time
 	UpdatedAt   time.Time
 	// ReleaseLease clears owner and lease in the same transaction (a chat that
 	// ended or waits for input needs no worker).
 	ReleaseLease bool
+}
+
+// SubmitInputParams are the arguments of Store.SubmitInput.
+type SubmitInputParams struct {
+	Tenant    string
+	ChatID    string
+	RequestID string
+	Response  json.RawMessage
+	Now       time.Time
 }
 
 // ClaimParams are the arguments of Store.Claim.

@@ -200,7 +200,11 @@ type Chat struct {
 	PromptTokens     int64
 	CompletionTokens int64
 	PendingInput     json.RawMessage
-	IdempotencyKey   string
+	// InputResponse is a client's answer to PendingInput, waiting for the
+	// chat's next worker to append it to the log.
+	InputResponse  json.RawMessage
+	InputExpiresAt *time.Time
+	IdempotencyKey string
 	RequestHash      string
 	CancelRequested  bool
 	Owner            string

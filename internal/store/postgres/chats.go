@@ -21,19 +21,22 @@ const chatColumns = `c.id::text, c.tenant, coalesce(c.name, ''), c.spec, c.metad
 	coalesce(c.stop_reason, ''), coalesce(c.stop_detail, ''), coalesce(c.error, ''),
 	c.last_seq, c.turns, c.message_count, c.prompt_tokens, c.completion_tokens, c.pending_input,
 	coalesce(c.idempotency_key, ''), coalesce(c.request_hash, ''), c.cancel_requested,
-	coalesce(c.owner, ''), c.lease_expires_at, c.epoch, c.created_at, c.updated_at, c.completed_at`
+	coalesce(c.owner, ''), c.lease_expires_at, c.epoch, c.created_at, c.updated_at, c.completed_at,
+	c.input_response, c.input_expires_at`
 
 func scanChat(row pgx.Row) (*chat.Chat, error) {
 	var (
 		c                   chat.Chat
 		spec, meta, pending []byte
+		inputResp           []byte
 		status, stopReason  string
 	)
 	err := row.Scan(&c.ID, &c.Tenant, &c.Name, &spec, &meta, &status,
 		&stopReason, &c.StopDetail, &c.Error,
 		&c.LastSeq, &c.Turns, &c.MessageCount, &c.PromptTokens, &c.CompletionTokens, &pending,
 		&c.IdempotencyKey, &c.RequestHash, &c.CancelRequested,
-		&c.Owner, &c.LeaseExpiresAt, &c.Epoch, &c.CreatedAt, &c.UpdatedAt, &c.CompletedAt)
+		&c.Owner, &c.LeaseExpiresAt, &c.Epoch, &c.CreatedAt, &c.UpdatedAt, &c.CompletedAt,
+		&inputResp, &c.InputExpiresAt)
 	if err != nil {
 		return nil, err
 	}
@@ -42,6 +45,7 @@ func scanChat(row pgx.Row) (*chat.Chat, error) {
 	// pgx returns timestamptz in the local zone; the store speaks UTC.
 	c.CreatedAt, c.UpdatedAt = c.CreatedAt.UTC(), c.UpdatedAt.UTC()
 	c.LeaseExpiresAt, c.CompletedAt = utcPtr(c.LeaseExpiresAt), utcPtr(c.CompletedAt)
+	c.InputResponse, c.InputExpiresAt = nullableJSON(inputResp), utcPtr(c.InputExpiresAt)
 	return &c, nil
 }
 
@@ -227,6 +231,32 @@ func (s *Store) RequestCancel(ctx context.Context, tenant, id string) (*chat.Cha
 	}
 	if err != nil {
 		return nil, fmt.Errorf("request cancel of chat %s: %w", cid, translate(err))
+	}
+	return c, nil
+}
+
+// SubmitInput implements chat.Store. One conditional UPDATE both checks and
+// stores, so of two concurrent submissions of one request_id exactly one
+// wins (the second re-checks the committed row and finds the answer there);
+// owner IS NULL keeps an answer from slipping in while a worker (claimed for
+// a cancel or an expired request) is ending the chat.
+func (s *Store) SubmitInput(ctx context.Context, p *chat.SubmitInputParams) (*chat.Chat, error) {
+	cid, ok := param.ChatID(p.ChatID)
+	if !ok {
+		return nil, fmt.Errorf("submit input to chat %q: %w", p.ChatID, chat.ErrNotFound)
+	}
+	c, err := scanChat(s.pool.QueryRow(ctx, `UPDATE chats AS c SET input_response = $1
+		WHERE c.id = $2 AND ($3 = '' OR c.tenant = $3) AND c.status = 'awaiting_input' AND c.input_response IS NULL
+		  AND c.owner IS NULL AND c.pending_input->>'request_id' = $4
+		RETURNING `+chatColumns, []byte(p.Response), cid, p.Tenant, p.RequestID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, err := s.GetChat(ctx, p.Tenant, cid); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("submit input %q to chat %s: %w", p.RequestID, cid, chat.ErrNoPendingInput)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("submit input to chat %s: %w", cid, translate(err))
 	}
 	return c, nil
 }

@@ -28,7 +28,8 @@ const maxClaim = 1000
 // (READ COMMITTED), so a chat is never claimed twice.
 const claimSQL = `WITH picked AS (
 	SELECT id FROM chats
-	WHERE (status IN ('queued', 'running') OR (status = 'awaiting_input' AND cancel_requested))
+	WHERE (status IN ('queued', 'running') OR (status = 'awaiting_input' AND
+	       (cancel_requested OR input_response IS NOT NULL OR input_expires_at < $1)))
 	  AND (lease_expires_at IS NULL OR lease_expires_at < $1)
 	ORDER BY created_at, id
 	LIMIT $2

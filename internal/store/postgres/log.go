@@ -145,12 +145,13 @@ var appendSQL = `WITH fenced_update AS (
 		turns = $7, message_count = $8, prompt_tokens = $9, completion_tokens = $10,
 		pending_input = $11, completed_at = $12, updated_at = $13, last_seq = $14,
 		owner = CASE WHEN $15::boolean THEN NULL ELSE owner END,
-		lease_expires_at = CASE WHEN $15::boolean THEN NULL ELSE lease_expires_at END
+		lease_expires_at = CASE WHEN $15::boolean THEN NULL ELSE lease_expires_at END,
+		input_expires_at = $17, input_response = NULL
 	WHERE id = $1 AND epoch = $2 AND last_seq = $16
 	RETURNING id
 )
 INSERT INTO events (chat_id, seq, type, role, name, content, tool_calls, tool_responses, data, created_at)
-SELECT u.id, ` + eventSelect(17) + ` CROSS JOIN fenced_update u`
+SELECT u.id, ` + eventSelect(18) + ` CROSS JOIN fenced_update u`
 
 // commitBatch is the groupcommit.CommitFunc. The appends go to the server as
 // one pipelined pgx.Batch: one round trip, and, since a batch not wrapped in
@@ -171,7 +172,7 @@ func (s *Store) commitBatch(ctx context.Context, batch []*chat.AppendParams, fen
 			string(u.Status), nullString(string(u.StopReason)), nullString(param.Text(u.StopDetail)), nullString(param.Text(u.Error)),
 			u.Turns, u.MessageCount, u.PromptTokens, u.CompletionTokens,
 			nullJSON(u.PendingInput), u.CompletedAt, u.UpdatedAt, last,
-			u.ReleaseLease, first - 1,
+			u.ReleaseLease, first - 1, u.InputExpiresAt,
 		}
 		b.Queue(appendSQL, append(args, evs...)...)
 	}

@@ -19,7 +19,8 @@ const chatColumns = `id, tenant, coalesce(name, ''), spec, metadata, status,
 	coalesce(stop_reason, ''), coalesce(stop_detail, ''), coalesce(error, ''),
 	last_seq, turns, message_count, prompt_tokens, completion_tokens, pending_input,
 	coalesce(idempotency_key, ''), coalesce(request_hash, ''), cancel_requested,
-	coalesce(owner, ''), lease_expires_at, epoch, created_at, updated_at, completed_at`
+	coalesce(owner, ''), lease_expires_at, epoch, created_at, updated_at, completed_at,
+	input_response, input_expires_at`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -27,6 +28,8 @@ func scanChat(row scanner) (*chat.Chat, error) {
 	var (
 		c                    chat.Chat
 		spec, meta, pending  []byte
+		inputResp            []byte
+		inputExpires         sql.NullInt64
 		status, stopReason   string
 		cancel               int64
 		lease, completed     sql.NullInt64
@@ -36,7 +39,8 @@ func scanChat(row scanner) (*chat.Chat, error) {
 		&stopReason, &c.StopDetail, &c.Error,
 		&c.LastSeq, &c.Turns, &c.MessageCount, &c.PromptTokens, &c.CompletionTokens, &pending,
 		&c.IdempotencyKey, &c.RequestHash, &cancel,
-		&c.Owner, &lease, &c.Epoch, &createdAt, &updatedAt, &completed)
+		&c.Owner, &lease, &c.Epoch, &createdAt, &updatedAt, &completed,
+		&inputResp, &inputExpires)
 	if err != nil {
 		return nil, err
 	}
@@ -44,6 +48,7 @@ func scanChat(row scanner) (*chat.Chat, error) {
 	c.Status, c.StopReason = chat.Status(status), chat.StopReason(stopReason)
 	c.CancelRequested = cancel != 0
 	c.LeaseExpiresAt, c.CompletedAt = fromNullNanos(lease), fromNullNanos(completed)
+	c.InputResponse, c.InputExpiresAt = nullableJSON(inputResp), fromNullNanos(inputExpires)
 	c.CreatedAt, c.UpdatedAt = fromNanos(createdAt), fromNanos(updatedAt)
 	return &c, nil
 }
@@ -236,6 +241,31 @@ func (s *Store) RequestCancel(ctx context.Context, tenant, id string) (*chat.Cha
 	}
 	if err != nil {
 		return nil, fmt.Errorf("request cancel of chat %s: %w", cid, translate(err))
+	}
+	return c, nil
+}
+
+// SubmitInput implements chat.Store. One conditional UPDATE both checks and
+// stores, so of two concurrent submissions of one request_id exactly one
+// wins; owner IS NULL keeps an answer from slipping in while a worker
+// (claimed for a cancel or an expired request) is ending the chat.
+func (s *Store) SubmitInput(ctx context.Context, p *chat.SubmitInputParams) (*chat.Chat, error) {
+	cid, ok := param.ChatID(p.ChatID)
+	if !ok {
+		return nil, fmt.Errorf("submit input to chat %q: %w", p.ChatID, chat.ErrNotFound)
+	}
+	c, err := scanChat(s.writer.QueryRowContext(ctx, `UPDATE chats SET input_response = ?
+		WHERE id = ? AND (? = '' OR tenant = ?) AND status = 'awaiting_input' AND input_response IS NULL
+		  AND owner IS NULL AND json_extract(pending_input, '$.request_id') = ?
+		RETURNING `+chatColumns, string(p.Response), cid, p.Tenant, p.Tenant, p.RequestID))
+	if errors.Is(err, sql.ErrNoRows) {
+		if _, err := s.GetChat(ctx, p.Tenant, cid); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("submit input %q to chat %s: %w", p.RequestID, cid, chat.ErrNoPendingInput)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("submit input to chat %s: %w", cid, translate(err))
 	}
 	return c, nil
 }

@@ -29,12 +29,13 @@ func (s *Store) Claim(ctx context.Context, p *chat.ClaimParams) ([]*chat.Chat, e
 		SET owner = ?, lease_expires_at = ?, epoch = epoch + 1
 		WHERE id IN (
 			SELECT id FROM chats
-			WHERE (status IN ('queued', 'running') OR (status = 'awaiting_input' AND cancel_requested = 1))
+			WHERE (status IN ('queued', 'running') OR (status = 'awaiting_input' AND
+			      (cancel_requested = 1 OR input_response IS NOT NULL OR input_expires_at < ?)))
 			  AND (lease_expires_at IS NULL OR lease_expires_at < ?)
 			ORDER BY created_at, id
 			LIMIT ?)
 		RETURNING `+chatColumns,
-		p.Owner, nanos(p.LeaseUntil), nanos(p.Now), min(p.Limit, maxClaim))
+		p.Owner, nanos(p.LeaseUntil), nanos(p.Now), nanos(p.Now), min(p.Limit, maxClaim))
 	if err != nil {
 		return nil, fmt.Errorf("claim chats for %s: %w", p.Owner, translate(err))
 	}

@@ -136,6 +136,7 @@ const appendChatSQL = `UPDATE chats SET
 	status = ?, stop_reason = ?, stop_detail = ?, error = ?,
 	turns = ?, message_count = ?, prompt_tokens = ?, completion_tokens = ?,
 	pending_input = ?, completed_at = ?, updated_at = ?, last_seq = ?,
+	input_expires_at = ?, input_response = NULL,
 	owner = CASE WHEN ? THEN NULL ELSE owner END,
 	lease_expires_at = CASE WHEN ? THEN NULL ELSE lease_expires_at END
 	WHERE id = ? AND epoch = ? AND last_seq = ?`
@@ -169,6 +170,7 @@ func (s *Store) commitBatch(ctx context.Context, batch []*chat.AppendParams, fen
 			string(u.Status), nullString(string(u.StopReason)), nullString(param.Text(u.StopDetail)), nullString(param.Text(u.Error)),
 			u.Turns, u.MessageCount, u.PromptTokens, u.CompletionTokens,
 			nullJSON(u.PendingInput), nullNanos(utcPtr(u.CompletedAt)), nanos(u.UpdatedAt), last,
+			nullNanos(utcPtr(u.InputExpiresAt)),
 			release, release,
 			p.ChatID, p.Epoch, first-1)
 		if err != nil {

@@ -2,10 +2,12 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -254,3 +256,71 @@ func testReleaseLease(t *testing.T, s chat.Store) {
 		t.Fatalf("Claim after release: %+v, %v", again, err)
 	}
 }
+
+// awaitInput moves c to awaiting_input with a pending request, as a worker
+// that pauses for a human does.
+func awaitInput(t *testing.T, s chat.Store, c *chat.Chat, requestID string, expires *time.Time) *chat.Chat {
+	t.Helper()
+	pending := json.RawMessage(fmt.Sprintf(`{"request_id": %q, "kind": "message", "agent": "coder", "reason": "ALWAYS"}`, requestID))
+	return advance(t, s, c, chat.ChatUpdate{Status: chat.StatusAwaitingInput, PendingInput: pending, InputExpiresAt: expires, ReleaseLease: true})
+}
+
+func testSubmitInput(t *testing.T, s chat.Store) {
+	ctx := t.Context()
+	later := at(3 * time.Hour)
+	waiting := awaitInput(t, s, mustCreate(t, s, createParams("acme", at(0))), "r1", &later)
+	if !timeEqual(waiting.InputExpiresAt, &later) || waiting.Owner != "" {
+		t.Fatalf("awaiting chat: expires %v owner %q", waiting.InputExpiresAt, waiting.Owner)
+	}
+	submit := func(tenant, id, req string) (*chat.Chat, error) {
+		return s.SubmitInput(ctx, &chat.SubmitInputParams{Tenant: tenant, ChatID: id, RequestID: req,
+			Response: json.RawMessage(`{"request_id": "` + req + `", "content": "looks good"}`), Now: at(time.Hour)})
+	}
+	if _, err := submit("acme", waiting.ID, "stale"); !errors.Is(err, chat.ErrNoPendingInput) {
+		t.Fatalf("stale request_id: %v", err)
+	}
+	if _, err := submit("globex", waiting.ID, "r1"); !errors.Is(err, chat.ErrNotFound) {
+		t.Fatalf("other tenant: %v", err)
+	}
+	if _, err := submit("acme", uuid.NewString(), "r1"); !errors.Is(err, chat.ErrNotFound) {
+		t.Fatalf("unknown chat: %v", err)
+	}
+	got, err := submit("acme", waiting.ID, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != chat.StatusAwaitingInput || !strings.Contains(string(got.InputResponse), "looks good") {
+		t.Fatalf("after submit: status %s, response %s", got.Status, got.InputResponse)
+	}
+	if _, err := submit("acme", waiting.ID, "r1"); !errors.Is(err, chat.ErrNoPendingInput) {
+		t.Fatalf("the same request_id twice: %v", err)
+	}
+
+	expired := awaitInput(t, s, mustCreate(t, s, createParams("acme", at(time.Second))), "r2", ptr(at(30*time.Minute)))
+	notYet := awaitInput(t, s, mustCreate(t, s, createParams("acme", at(2*time.Second))), "r3", &later)
+	claimed, err := s.Claim(ctx, &chat.ClaimParams{Owner: "w", Now: at(time.Hour), LeaseUntil: at(time.Hour + time.Minute), Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range claimed {
+		ids = append(ids, c.ID)
+	}
+	if want := []string{waiting.ID, expired.ID}; !slices.Equal(ids, want) {
+		t.Fatalf("Claim took %v, want the answered and the expired chat %v (not %s)", ids, want, notYet.ID)
+	}
+	if !strings.Contains(string(claimed[0].InputResponse), "looks good") {
+		t.Fatalf("claimed chat lost its input response: %s", claimed[0].InputResponse)
+	}
+	// A worker holds the expired chat: no answer may slip in now.
+	if _, err := submit("acme", expired.ID, "r2"); !errors.Is(err, chat.ErrNoPendingInput) {
+		t.Fatalf("input to a claimed chat: %v", err)
+	}
+	// The worker's next append consumes the response and clears the request.
+	after := advance(t, s, claimed[0], chat.ChatUpdate{Status: chat.StatusRunning})
+	if after.InputResponse != nil || after.InputExpiresAt != nil || after.PendingInput != nil {
+		t.Fatalf("after the worker's append: response %s, expires %v, pending %s", after.InputResponse, after.InputExpiresAt, after.PendingInput)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -71,6 +71,7 @@ func Run(t *testing.T, newStore func(t *testing.T) chat.Store, opts ...Option) {
 		{"ReleaseLease", testReleaseLease},
 		{"RequestCancel", testRequestCancel},
 		{"CountByStatus", testCountByStatus},
+		{"SubmitInput", testSubmitInput},
 		{"EventsAppendOnly", func(t *testing.T, s chat.Store) { testEventsAppendOnly(t, s, o.exec) }},
 	}
 	for _, tt := range tests {
@@ -236,6 +237,12 @@ func diffChat(got, want *chat.Chat) []string {
 	}
 	if got.CompletionTokens != want.CompletionTokens {
 		add("CompletionTokens", got.CompletionTokens, want.CompletionTokens)
+	}
+	if !jsonEqual(got.InputResponse, want.InputResponse) {
+		add("InputResponse", string(got.InputResponse), string(want.InputResponse))
+	}
+	if !timeEqual(got.InputExpiresAt, want.InputExpiresAt) {
+		add("InputExpiresAt", got.InputExpiresAt, want.InputExpiresAt)
 	}
 	if !jsonEqual(got.PendingInput, want.PendingInput) {
 		add("PendingInput", string(got.PendingInput), string(want.PendingInput))
