@@ -444,15 +444,6 @@ func (r *Runtime) Cancel(ctx context.Context, tenant, id string) (*Chat, bool, e
 	return c, true, nil
 }
 
-// Input answers a chat's pending input request. No chat of this version asks
-// for input, so every request is stale.
-func (r *Runtime) Input(ctx context.Context, tenant, id string, in *Input) error {
-	if _, err := r.store.GetChat(ctx, tenant, id); err != nil {
-		return err
-	}
-	return ErrNoPendingInput
-}
-
 // broker fans "new events" signals out to a chat's local subscribers.
 type broker struct {
 	mu   sync.Mutex

@@ -1,8 +1,12 @@
 package chat
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // selection is the outcome of choosing the next speaker; it becomes the data
@@ -12,46 +16,98 @@ type selection struct {
 	Method     string   `json:"method"`
 	Candidates []string `json:"candidates"`
 	Turn       int      `json:"turn"`
+	// Attempts and Replies record an auto selection's model calls (the
+	// selector's replay position is the sum of Attempts in the log).
+	Attempts int      `json:"attempts,omitempty"`
+	Replies  []string `json:"replies,omitempty"`
+	Fallback bool     `json:"fallback,omitempty"`
+	Usage    *Usage   `json:"usage,omitempty"`
+	// RequestID links a manual selection to the input request it answers.
+	RequestID string `json:"request_id,omitempty"`
 }
 
-// selectSpeaker picks the speaker of turn `turn` (1-based) after lastSpeaker
-// ("" or a non-agent name before the first agent turn). It is a pure function
-// of the spec and the log-derived arguments, so a rebuilt worker chooses as
-// the original one would have (random without a seed excepted, which is why
-// the choice is persisted before the turn runs).
-func selectSpeaker(spec *Spec, lastSpeaker string, turn int) selection {
+// method is the spec's selection method, round_robin when unset.
+func (s *Spec) method() string {
+	if s.SpeakerSelection != nil && s.SpeakerSelection.Method != "" {
+		return s.SpeakerSelection.Method
+	}
+	return SelectRoundRobin
+}
+
+// allowRepeat is allow_repeated_speaker, true by default as in AutoGen's
+// GroupChat.
+func (s *Spec) allowRepeat() bool {
+	sel := s.SpeakerSelection
+	return sel == nil || sel.AllowRepeatedSpeaker == nil || *sel.AllowRepeatedSpeaker
+}
+
+// successors applies `transitions` (AutoGen's allowed_or_disallowed_speaker_
+// transitions) to the agents that may follow last. Before the first agent
+// turn (last is no agent) every agent may speak. With type "allowed", an
+// agent missing from the map has no successor; with "disallowed" it has all.
+func (s *Spec) successors(last string) []string {
+	names := agentNames(s)
+	sel := s.SpeakerSelection
+	if sel == nil || len(sel.Transitions) == 0 || !slices.Contains(names, last) {
+		return names
+	}
+	listed := sel.Transitions[last]
+	if sel.TransitionsType == "disallowed" {
+		return slices.DeleteFunc(names, func(n string) bool { return slices.Contains(listed, n) })
+	}
+	return slices.DeleteFunc(names, func(n string) bool { return !slices.Contains(listed, n) })
+}
+
+// candidates are the agents eligible to speak after last: the successors,
+// without last itself when repeats are not allowed (unless it is the only
+// one left, as AutoGen allows a lone agent to go on).
+func (s *Spec) candidates(last string) []string {
+	succ := s.successors(last)
+	if s.allowRepeat() || len(succ) <= 1 {
+		return succ
+	}
+	if others := slices.DeleteFunc(slices.Clone(succ), func(n string) bool { return n == last }); len(others) > 0 {
+		return others
+	}
+	return succ
+}
+
+// nextInOrder is the first candidate after last in agents order, wrapping:
+// round robin, and the auto selector's fallback. It never returns a name
+// that is not a candidate.
+func nextInOrder(spec *Spec, last string, candidates []string) string {
 	names := agentNames(spec)
-	method := SelectRoundRobin
-	sel := spec.SpeakerSelection
-	if sel != nil && sel.Method != "" {
-		method = sel.Method
+	start := slices.Index(names, last) + 1 // 0 when last is no agent
+	for i := range names {
+		if n := names[(start+i)%len(names)]; slices.Contains(candidates, n) {
+			return n
+		}
 	}
-	switch method {
-	case SelectRandom:
-		candidates := names
-		allowRepeat := sel.AllowRepeatedSpeaker == nil || *sel.AllowRepeatedSpeaker
-		if !allowRepeat && len(names) > 1 {
-			candidates = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == lastSpeaker })
-		}
-		var i int
-		if sel.Seed != nil {
-			// Seeded per turn, not per chat: the choice of turn N depends on
-			// nothing but the seed and N, so it is reproducible after a restart
-			// without storing generator state.
-			i = rand.New(rand.NewPCG(uint64(*sel.Seed), uint64(turn))).IntN(len(candidates))
-		} else {
-			i = rand.IntN(len(candidates))
-		}
-		return selection{Agent: candidates[i], Method: method, Candidates: candidates, Turn: turn}
-	default:
-		// AutoGen's round robin: the agent after the last speaker in agents
-		// order, wrapping; the first agent when the last speaker is no agent.
-		next := 0
-		if i := slices.Index(names, lastSpeaker); i >= 0 {
-			next = (i + 1) % len(names)
-		}
-		return selection{Agent: names[next], Method: SelectRoundRobin, Candidates: []string{names[next]}, Turn: turn}
+	return ""
+}
+
+// pickRandom chooses uniformly among candidates. Seeded per turn, not per
+// chat: the choice of turn N depends on nothing but the seed and N, so it is
+// reproducible after a restart without storing generator state.
+func pickRandom(spec *Spec, candidates []string, turn int) string {
+	if seed := spec.SpeakerSelection.Seed; seed != nil {
+		return candidates[rand.New(rand.NewPCG(uint64(*seed), uint64(turn))).IntN(len(candidates))]
 	}
+	return candidates[rand.IntN(len(candidates))]
+}
+
+// swarmTarget is the Swarm speaker: the target of the latest handoff, else
+// the current speaker, else the first agent.
+func swarmTarget(spec *Spec, msgs []Message, last string) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Handoff != "" {
+			return msgs[i].Handoff
+		}
+	}
+	if slices.Contains(agentNames(spec), last) {
+		return last
+	}
+	return spec.Agents[0].Name
 }
 
 func agentNames(spec *Spec) []string {
@@ -60,4 +116,91 @@ func agentNames(spec *Spec) []string {
 		names[i] = a.Name
 	}
 	return names
+}
+
+// defaultSelectorPrompt is AgentChat SelectorGroupChat's template.
+const defaultSelectorPrompt = `You are in a role play game. The following roles are available:
+{roles}.
+Read the following conversation. Then select the next role from {participants} to play. Only return the role.
+
+{history}
+
+Read the above conversation. Then select the next role from {participants} to play. Only return the role.`
+
+// selectorPrompt renders the auto selector's prompt over the candidates.
+func selectorPrompt(spec *Spec, candidates []string, msgs []Message) string {
+	tmpl := defaultSelectorPrompt
+	if p := spec.SpeakerSelection.SelectorPrompt; p != nil {
+		tmpl = *p
+	}
+	roles := make([]string, 0, len(candidates))
+	for _, a := range spec.Agents {
+		if slices.Contains(candidates, a.Name) {
+			roles = append(roles, a.Name+": "+a.Description)
+		}
+	}
+	history := make([]string, 0, len(msgs))
+	for _, m := range msgs {
+		history = append(history, m.Name+": "+m.Content)
+	}
+	return strings.NewReplacer("{roles}", strings.Join(roles, "\n"), "{participants}", pyList(candidates),
+		"{history}", strings.Join(history, "\n")).Replace(tmpl)
+}
+
+// pyList renders names as Python's str(list) does, which is what AutoGen's
+// prompts show the model.
+func pyList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = "'" + n + "'"
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// mentionedAgents returns the agents a selector reply names, in agents
+// order: a name counts where it stands as a whole word (bounded by non-word
+// characters or the ends), and an underscore in a name also matches a space
+// ("code_writer" in "code writer"), as in AutoGen.
+func mentionedAgents(names []string, reply string) []string {
+	var out []string
+	for _, n := range names {
+		if mentions(reply, n) || strings.Contains(n, "_") && mentions(reply, strings.ReplaceAll(n, "_", " ")) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func mentions(text, word string) bool {
+	for i := 0; ; {
+		j := strings.Index(text[i:], word)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(word)
+		before, _ := utf8.DecodeLastRuneInString(text[:start])
+		after, _ := utf8.DecodeRuneInString(text[end:])
+		if (start == 0 || !isWord(before)) && (end == len(text) || !isWord(after)) {
+			return true
+		}
+		i = start + 1
+	}
+}
+
+func isWord(r rune) bool { return r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) }
+
+// judgeSelectorReply decides one auto-selection attempt: the chosen agent,
+// or the feedback for the next attempt.
+func judgeSelectorReply(names, candidates []string, reply string) (agent, feedback string) {
+	mentioned := mentionedAgents(names, reply)
+	switch {
+	case len(mentioned) == 0:
+		return "", fmt.Sprintf("No valid name was mentioned. Please select exactly one name from: %s.", pyList(candidates))
+	case len(mentioned) > 1:
+		return "", fmt.Sprintf("Expected exactly one name to be mentioned, but got %s. Please select exactly one name from: %s.", pyList(mentioned), pyList(candidates))
+	case !slices.Contains(candidates, mentioned[0]):
+		return "", fmt.Sprintf("'%s' is not allowed to speak next. Please select a different name from: %s.", mentioned[0], pyList(candidates))
+	default:
+		return mentioned[0], ""
+	}
 }

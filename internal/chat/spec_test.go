@@ -75,10 +75,11 @@ func TestValidateAcceptsExampleSpecs(t *testing.T) {
 
 func TestValidateRejectsUnsupportedFeaturesWithPaths(t *testing.T) {
 	body := `{"task": "t", "agents": [{"name": "a", "type": "assistant", "model": {"provider": "nope"}, "tools": ["x"]},
-		{"name": "u", "type": "user_proxy", "code_execution": {}}],
-		"speaker_selection": {"method": "auto"}, "termination": {"handoff": {"target": "a"}}}`
+		{"name": "u", "type": "user_proxy", "code_execution": {}, "human_input_mode": "SOMETIMES"}],
+		"speaker_selection": {"method": "auto", "transitions": {"a": ["zed"]}}, "termination": {"handoff": {"target": "a"}}}`
 	got := paths(problems(t, body))
-	for _, want := range []string{"/agents/0/model/provider", "/agents/0/tools", "/agents/1/code_execution", "/agents/1/human_input_mode", "/speaker_selection/method", "/termination/handoff"} {
+	for _, want := range []string{"/agents/0/model/provider", "/agents/0/tools", "/agents/1/code_execution", "/agents/1/human_input_mode",
+		"/speaker_selection/model", "/speaker_selection/transitions/a/0", "/termination/handoff"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("no problem at %s (got %v)", want, got)
 		}

@@ -94,50 +94,6 @@ func TestTerminatorDeadline(t *testing.T) {
 	}
 }
 
-func TestSelectSpeaker(t *testing.T) {
-	spec := &Spec{Agents: []AgentSpec{{Name: "a"}, {Name: "b"}, {Name: "c"}}}
-	var got []string
-	last := "user"
-	for turn := 1; turn <= 5; turn++ {
-		s := selectSpeaker(spec, last, turn)
-		got = append(got, s.Agent)
-		last = s.Agent
-	}
-	if want := []string{"a", "b", "c", "a", "b"}; !equal(got, want) {
-		t.Fatalf("round robin = %v, want %v", got, want)
-	}
-}
-
-func TestRandomSelectionIsSeededAndNeverRepeatsWhenDisallowed(t *testing.T) {
-	seed, no := int64(42), false
-	spec := &Spec{Agents: []AgentSpec{{Name: "a"}, {Name: "b"}, {Name: "c"}},
-		SpeakerSelection: &SelectionSpec{Method: SelectRandom, Seed: &seed, AllowRepeatedSpeaker: &no}}
-	run := func() []string {
-		var seq []string
-		last := ""
-		for turn := 1; turn <= 200; turn++ {
-			s := selectSpeaker(spec, last, turn)
-			if s.Agent == last {
-				t.Fatalf("turn %d repeated %s", turn, last)
-			}
-			seq = append(seq, s.Agent)
-			last = s.Agent
-		}
-		return seq
-	}
-	first, second := run(), run()
-	if !equal(first, second) {
-		t.Fatal("same seed, different sequence")
-	}
-	seen := map[string]bool{}
-	for _, a := range first {
-		seen[a] = true
-	}
-	if len(seen) != 3 {
-		t.Fatalf("random selection never picked some agents: %v", seen)
-	}
-}
-
 func equal(a, b []string) bool {
 	if len(a) != len(b) {
 		return false

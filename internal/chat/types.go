@@ -61,9 +61,17 @@ const (
 	StopHumanExit         StopReason = "human_exit"
 	StopInputTimeout      StopReason = "input_timeout"
 	StopNoEligibleSpeaker StopReason = "no_eligible_speaker"
-	StopCancelled         StopReason = "cancelled"
-	StopError             StopReason = "error"
+	// StopMaxAutoReply: a user_proxy without a human (NEVER) reached its
+	// max_consecutive_auto_reply, which ends an AutoGen group chat.
+	StopMaxAutoReply StopReason = "max_consecutive_auto_reply"
+	StopCancelled    StopReason = "cancelled"
+	StopError        StopReason = "error"
 )
+
+// AllStopReasons lists every stop reason, in DESIGN §3.9's order.
+var AllStopReasons = []StopReason{StopMaxRound, StopMaxMessages, StopTextMention, StopTextMatch, StopTokenUsage,
+	StopTimeout, StopHandoff, StopSourceMatch, StopFunctionCall, StopHumanExit, StopInputTimeout,
+	StopNoEligibleSpeaker, StopMaxAutoReply, StopCancelled, StopError}
 
 // EventType names an entry of the log (and the SSE event name).
 type EventType string
@@ -165,6 +173,11 @@ type messageData struct {
 	// End marks the last message of its turn: a turn without it was cut by
 	// a crash and is redone by the next worker.
 	End bool `json:"end,omitempty"`
+	// RequestID links a human message to the input request it answers.
+	RequestID string `json:"request_id,omitempty"`
+	// ResetTermination marks a human's decision to go on after the
+	// termination conditions fired: they count afresh from here.
+	ResetTermination bool `json:"reset_termination,omitempty"`
 }
 
 // Event is one entry of a chat's append-only log. Seq is dense per chat
@@ -202,15 +215,15 @@ type Chat struct {
 	PendingInput     json.RawMessage
 	// InputResponse is a client's answer to PendingInput, waiting for the
 	// chat's next worker to append it to the log.
-	InputResponse  json.RawMessage
-	InputExpiresAt *time.Time
-	IdempotencyKey string
-	RequestHash      string
-	CancelRequested  bool
-	Owner            string
-	LeaseExpiresAt   *time.Time
-	Epoch            int64
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
-	CompletedAt      *time.Time
+	InputResponse   json.RawMessage
+	InputExpiresAt  *time.Time
+	IdempotencyKey  string
+	RequestHash     string
+	CancelRequested bool
+	Owner           string
+	LeaseExpiresAt  *time.Time
+	Epoch           int64
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	CompletedAt     *time.Time
 }

@@ -2,7 +2,6 @@ package chat
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -132,8 +131,8 @@ func (v *validator) checkTop() {
 			v.add("/sandbox/timeout_s", "must be between 1 and 3600")
 		}
 	}
-	if s.InputTimeoutS != nil && *s.InputTimeoutS < 1 {
-		v.add("/input_timeout_s", "must be at least 1")
+	if s.InputTimeoutS != nil && (*s.InputTimeoutS < 1 || *s.InputTimeoutS > 7*24*3600) {
+		v.add("/input_timeout_s", "must be between 1 and 604800 (a week)")
 	}
 }
 
@@ -258,14 +257,12 @@ func (v *validator) checkAgents() {
 				v.add(p+"/model", "a user_proxy has no model")
 			}
 			switch a.HumanInputMode {
-			case HumanInputNever:
-			case "", HumanInputAlways, HumanInputTerminate:
-				v.add(p+"/human_input_mode", "human input (%s, the default is ALWAYS as in AutoGen) is not supported by this server version yet; set NEVER", cmp.Or(a.HumanInputMode, "ALWAYS"))
+			case "", HumanInputNever, HumanInputAlways, HumanInputTerminate:
 			default:
-				v.add(p+"/human_input_mode", "must be one of NEVER, ALWAYS, TERMINATE")
+				v.add(p+"/human_input_mode", "must be one of NEVER, ALWAYS (the default, as in AutoGen), TERMINATE")
 			}
-			if a.MaxConsecutiveAutoReply != nil {
-				v.add(p+"/max_consecutive_auto_reply", "is not supported by this server version yet")
+			if n := a.MaxConsecutiveAutoReply; n != nil && (*n < 0 || *n > 10000) {
+				v.add(p+"/max_consecutive_auto_reply", "must be between 0 and 10000")
 			}
 			if a.DefaultAutoReply != nil && len(*a.DefaultAutoReply) > v.limits.MaxPromptBytes {
 				v.add(p+"/default_auto_reply", "must be at most %d bytes", v.limits.MaxPromptBytes)
@@ -283,24 +280,56 @@ func (v *validator) checkSelection() {
 	if sel == nil {
 		return
 	}
+	const p = "/speaker_selection"
 	switch sel.Method {
-	case "", SelectRoundRobin, SelectRandom:
-	case SelectAuto, SelectManual, SelectSwarm:
-		v.add("/speaker_selection/method", "%q is not supported by this server version yet; use round_robin or random", sel.Method)
+	case "", SelectRoundRobin, SelectRandom, SelectManual, SelectSwarm:
+		if sel.Model != nil {
+			v.add(p+"/model", "only the auto method uses a model")
+		}
+		if sel.MaxAttempts != nil {
+			v.add(p+"/max_attempts", "only the auto method makes attempts")
+		}
+		if sel.SelectorPrompt != nil {
+			v.add(p+"/selector_prompt", "only the auto method uses a selector prompt")
+		}
+	case SelectAuto:
+		if sel.Model == nil {
+			v.add(p+"/model", "the auto method needs a model for the selector")
+		} else {
+			v.checkModelRef(p+"/model", sel.Model)
+		}
+		if n := sel.MaxAttempts; n != nil && (*n < 1 || *n > 10) {
+			v.add(p+"/max_attempts", "must be between 1 and 10")
+		}
+		if sp := sel.SelectorPrompt; sp != nil && (len(*sp) > v.limits.MaxPromptBytes || *sp == "") {
+			v.add(p+"/selector_prompt", "must be 1 to %d bytes", v.limits.MaxPromptBytes)
+		}
 	default:
-		v.add("/speaker_selection/method", "must be one of round_robin, random, auto, manual, swarm")
+		v.add(p+"/method", "must be one of round_robin, random, auto, manual, swarm")
 	}
-	if sel.Model != nil {
-		v.add("/speaker_selection/model", "only the auto method uses a model")
+	switch sel.TransitionsType {
+	case "", "allowed", "disallowed":
+		if sel.TransitionsType != "" && len(sel.Transitions) == 0 {
+			v.add(p+"/transitions_type", "is set, but there are no transitions")
+		}
+	default:
+		v.add(p+"/transitions_type", "must be allowed or disallowed")
 	}
-	if sel.MaxAttempts != nil {
-		v.add("/speaker_selection/max_attempts", "only the auto method makes attempts")
+	from := make([]string, 0, len(sel.Transitions))
+	for k := range sel.Transitions {
+		from = append(from, k)
 	}
-	if sel.SelectorPrompt != nil {
-		v.add("/speaker_selection/selector_prompt", "only the auto method uses a selector prompt")
-	}
-	if len(sel.Transitions) > 0 || sel.TransitionsType != "" {
-		v.add("/speaker_selection/transitions", "transitions are not supported by this server version yet")
+	slices.Sort(from)
+	for _, k := range from {
+		tp := p + "/transitions/" + escapePointer(k)
+		if !v.agentNamed(k) {
+			v.add(tp, "names no agent: %q", k)
+		}
+		for i, to := range sel.Transitions[k] {
+			if !v.agentNamed(to) {
+				v.add(tp+"/"+strconv.Itoa(i), "names no agent: %q", to)
+			}
+		}
 	}
 }
 

@@ -18,21 +18,22 @@ var (
 	errTermDeadline    = errors.New("termination deadline")
 )
 
-// defaultSystemMessage is AgentChat's AssistantAgent default.
-const defaultSystemMessage = "You are a helpful AI assistant. Solve tasks using your tools. Reply with TERMINATE when the task has been completed."
-
 // Message kinds recorded in a message event's data.
 const (
 	kindTask    = "task"
 	kindHistory = "history"
 	kindModel   = "model"
 	kindAuto    = "auto"
+	kindHuman   = "human"
 )
 
 // appendTimeout bounds one durable append. Appends do not use the turn's
 // context: a cancel arriving mid-append must not leave the worker unsure
 // whether its events were written.
 const appendTimeout = 30 * time.Second
+
+// defaultMaxConsecutiveAutoReply is AutoGen's MAX_CONSECUTIVE_AUTO_REPLY.
+const defaultMaxConsecutiveAutoReply = 100
 
 // worker drives one chat. All its state is derived from the chat's log
 // (apply), so a worker rebuilt on any replica continues where the last one
@@ -47,25 +48,36 @@ type worker struct {
 	cancelRequested bool
 	maxRound        int
 	specErr         error
+	// inputResponse is a client's answer to the pending input request,
+	// stored by SubmitInput and consumed by this worker's first append.
+	inputResponse  json.RawMessage
+	inputExpiresAt *time.Time
 
 	// Derived from the log.
-	lastSeq     int64
-	status      Status
-	stopReason  StopReason
-	stopDetail  string
-	errText     string
-	completedAt *time.Time
-	msgs        []Message
-	msgCount    int
-	runMsgs     int // task and later messages: what max_messages counts
-	turns       int
-	usage       Usage
-	started     time.Time
-	lastSpeaker string
-	pending     *selection // a selected speaker whose turn has not ended
-	modelCalls  map[string]int
-	term        *terminator
-	termFired   bool
+	lastSeq       int64
+	status        Status
+	stopReason    StopReason
+	stopDetail    string
+	errText       string
+	completedAt   *time.Time
+	msgs          []Message
+	msgCount      int
+	runMsgs       int // task and later messages: what max_messages counts
+	turns         int
+	usage         Usage
+	started       time.Time
+	lastSpeaker   string
+	pending       *selection // a selected speaker whose turn has not ended
+	modelCalls    map[string]int
+	selectorCalls int
+	autoReplies   map[string]int // per user_proxy, since its last human reply
+	pendingInput  *PendingInput  // the open input request, while awaiting input
+	term          *terminator
+	termFired     bool
+	// termBase holds the counts at the last reset of the termination tree
+	// (a human chose to go on after it fired), as AgentChat resets its
+	// conditions: they count from there.
+	termBase termState
 }
 
 func newWorker(rt *Runtime, c *Chat) *worker {
@@ -76,16 +88,16 @@ func newWorker(rt *Runtime, c *Chat) *worker {
 	if specErr != nil {
 		specErr = fmt.Errorf("decode stored spec: %w", specErr)
 	}
-	w := &worker{
-		specErr: specErr,
-		rt:      rt, id: c.ID, spec: &spec, epoch: c.Epoch, cancelRequested: c.CancelRequested,
-		log:        rt.log.With("chat_id", c.ID),
-		maxRound:   min(derefOr(spec.MaxRound, DefaultMaxRound), rt.limits.MaxRound),
-		status:     StatusQueued,
-		modelCalls: map[string]int{},
-		term:       newTerminator(spec.Termination),
+	return &worker{
+		rt: rt, id: c.ID, spec: &spec, epoch: c.Epoch, cancelRequested: c.CancelRequested, specErr: specErr,
+		inputResponse: c.InputResponse, inputExpiresAt: c.InputExpiresAt,
+		log:         rt.log.With("chat_id", c.ID),
+		maxRound:    min(derefOr(spec.MaxRound, DefaultMaxRound), rt.limits.MaxRound),
+		status:      StatusQueued,
+		modelCalls:  map[string]int{},
+		autoReplies: map[string]int{},
+		term:        newTerminator(spec.Termination),
 	}
-	return w
 }
 
 // rebuild reads the whole log and derives the worker's state from it.
@@ -111,48 +123,82 @@ func (w *worker) apply(e Event) {
 	w.lastSeq = e.Seq
 	switch e.Type {
 	case EventChatRunning:
-		w.status = StatusRunning
+		w.status, w.pendingInput = StatusRunning, nil
 		if w.started.IsZero() {
 			w.started = e.CreatedAt
+			w.termBase.start = e.CreatedAt
 		}
 	case EventSpeakerSelected:
 		var s selection
 		_ = json.Unmarshal(e.Data, &s)
 		w.lastSpeaker, w.pending = s.Agent, &s
+		w.selectorCalls += s.Attempts
+		if s.Usage != nil {
+			w.usage = w.usage.Add(*s.Usage)
+		}
+	case EventInputRequested:
+		var p PendingInput
+		_ = json.Unmarshal(e.Data, &p)
+		w.status, w.pendingInput = StatusAwaitingInput, &p
 	case EventMessage:
-		m, _ := MessageFromEvent(e)
-		var d messageData
-		_ = json.Unmarshal(e.Data, &d)
-		w.msgs = append(w.msgs, m)
-		w.msgCount++
-		if m.Usage != nil {
-			w.usage = w.usage.Add(*m.Usage)
-		}
-		if d.Kind == kindModel {
-			w.modelCalls[m.Name]++
-		}
-		if d.Kind == kindHistory {
-			if w.agent(m.Name) != nil {
-				w.lastSpeaker = m.Name
-			}
-			return
-		}
-		w.runMsgs++
-		if d.End && d.Turn > 0 {
-			w.turns, w.pending = d.Turn, nil
-		}
-		st := termState{messages: w.runMsgs, usage: w.usage, start: w.started, now: e.CreatedAt}
-		if d.Kind == kindTask {
-			w.termFired = w.term.observe(nil, st)
-		} else {
-			w.termFired = w.term.observe(&m, st)
-		}
+		w.applyMessage(e)
 	case EventChatCompleted, EventChatFailed, EventChatCancelled:
 		var d terminalData
 		_ = json.Unmarshal(e.Data, &d)
 		w.status, w.stopReason, w.stopDetail, w.errText = d.Status, d.StopReason, d.StopDetail, d.Error
+		w.pendingInput = nil
 		t := e.CreatedAt
 		w.completedAt = &t
+	}
+}
+
+func (w *worker) applyMessage(e Event) {
+	m, _ := MessageFromEvent(e)
+	var d messageData
+	_ = json.Unmarshal(e.Data, &d)
+	w.msgs = append(w.msgs, m)
+	w.msgCount++
+	if m.Usage != nil {
+		w.usage = w.usage.Add(*m.Usage)
+	}
+	switch d.Kind {
+	case kindModel:
+		w.modelCalls[m.Name]++
+	case kindAuto:
+		w.autoReplies[m.Name]++
+	case kindHuman:
+		w.autoReplies[m.Name] = 0
+	case kindHistory:
+		if w.agent(m.Name) != nil {
+			w.lastSpeaker = m.Name
+		}
+		return
+	}
+	w.runMsgs++
+	if d.Turn > 0 && d.End {
+		w.turns, w.pending = d.Turn, nil
+	}
+	if d.ResetTermination {
+		w.term = newTerminator(w.spec.Termination)
+		w.termFired = false
+		w.termBase = termState{messages: w.runMsgs, usage: w.usage, start: e.CreatedAt}
+		return
+	}
+	st := w.termState(e.CreatedAt)
+	if d.Kind == kindTask {
+		w.termFired = w.term.observe(nil, st)
+	} else {
+		w.termFired = w.term.observe(&m, st)
+	}
+}
+
+// termState is what the termination conditions count, since their last reset.
+func (w *worker) termState(now time.Time) termState {
+	return termState{
+		messages: w.runMsgs - w.termBase.messages,
+		usage:    Usage{PromptTokens: w.usage.PromptTokens - w.termBase.usage.PromptTokens, CompletionTokens: w.usage.CompletionTokens - w.termBase.usage.CompletionTokens},
+		start:    w.termBase.start,
+		now:      now,
 	}
 }
 
@@ -170,42 +216,63 @@ func terminalEvent(status Status, reason StopReason, detail, errText string) Eve
 }
 
 // commit applies events to the worker's state and appends them durably in
-// one store append. When a message makes the termination tree fire, or ends
-// the last allowed turn, the terminal event joins the same append, so a chat
-// never stays running after its stop condition was recorded.
+// one store append. When a message makes the chat stop or pause (a fired
+// termination condition, the last allowed turn), that event joins the same
+// append, so a chat never stays running after its stop condition was
+// recorded.
 func (w *worker) commit(ctx context.Context, evs ...Event) error {
 	now := w.rt.now()
 	for i := range evs {
 		evs[i].ChatID, evs[i].Seq, evs[i].CreatedAt = w.id, w.lastSeq+1, now
 		w.apply(evs[i])
 	}
-	if !w.status.Terminal() && w.status != StatusQueued {
-		if fin, ok := w.finishEvent(); ok {
-			fin.ChatID, fin.Seq, fin.CreatedAt = w.id, w.lastSeq+1, now
-			w.apply(fin)
-			evs = append(evs, fin)
+	if w.status == StatusRunning {
+		if next, ok := w.afterMessage(); ok {
+			next.ChatID, next.Seq, next.CreatedAt = w.id, w.lastSeq+1, now
+			w.apply(next)
+			evs = append(evs, next)
 		}
 	}
 	upd := ChatUpdate{
 		Status: w.status, StopReason: w.stopReason, StopDetail: w.stopDetail, Error: w.errText,
 		Turns: w.turns, MessageCount: w.msgCount, PromptTokens: w.usage.PromptTokens, CompletionTokens: w.usage.CompletionTokens,
-		CompletedAt: w.completedAt, UpdatedAt: now, ReleaseLease: w.status.Terminal(),
+		CompletedAt: w.completedAt, UpdatedAt: now,
+		// A chat that ended or waits for a human needs no worker.
+		ReleaseLease: w.status.Terminal() || w.status == StatusAwaitingInput,
+	}
+	if w.status == StatusAwaitingInput && w.pendingInput != nil {
+		upd.PendingInput = mustJSON(w.pendingInput)
+		upd.InputExpiresAt = w.pendingInput.ExpiresAt
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
 	defer cancel()
-	if err := w.rt.store.Append(actx, &AppendParams{ChatID: w.id, Epoch: w.epoch, Events: evs, Update: upd}); err != nil {
+	start := time.Now()
+	err := w.rt.store.Append(actx, &AppendParams{ChatID: w.id, Epoch: w.epoch, Events: evs, Update: upd})
+	w.rt.metrics.appendSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		reason := "error"
+		if errors.Is(err, ErrFenced) {
+			reason = "fenced"
+		}
+		w.rt.metrics.appendErrors.WithLabelValues(reason).Inc()
 		return fmt.Errorf("append to chat %s: %w", w.id, err)
 	}
+	w.inputResponse = nil // the store cleared it with this append
 	w.rt.appended(w.id, evs)
 	return nil
 }
 
-// finishEvent is the terminal event the current state calls for, if any:
-// a fired termination condition first (AgentChat checks it on every
-// message), then max_round once the last allowed turn has ended.
-func (w *worker) finishEvent() (Event, bool) {
+// afterMessage is the event the current state calls for, if any: a fired
+// termination condition completes the chat — or, when a user_proxy asks a
+// human on termination (TERMINATE), pauses it for that human — and
+// max_round ends it once the last allowed turn is over.
+func (w *worker) afterMessage() (Event, bool) {
 	if w.termFired {
 		reason, detail := w.term.result()
+		if a := w.terminateAsker(); a != nil {
+			return w.inputRequest(&PendingInput{Kind: "message", Agent: a.Name,
+				Reason: "termination condition fired: " + detail + ". Send content to go on, or empty content or \"exit\" to end the chat."}), true
+		}
 		return terminalEvent(StatusCompleted, reason, detail, ""), true
 	}
 	if w.turns >= w.maxRound && w.pending == nil {
@@ -214,7 +281,29 @@ func (w *worker) finishEvent() (Event, bool) {
 	return Event{}, false
 }
 
-// run drives the chat until it ends or the worker's context is cut.
+// terminateAsker is the first user_proxy with human_input_mode TERMINATE:
+// the human AutoGen asks before a chat ends.
+func (w *worker) terminateAsker() *AgentSpec {
+	for i := range w.spec.Agents {
+		if a := &w.spec.Agents[i]; a.Type == AgentUserProxy && a.HumanInputMode == HumanInputTerminate {
+			return a
+		}
+	}
+	return nil
+}
+
+// inputRequest makes the input.requested event that pauses the chat.
+func (w *worker) inputRequest(p *PendingInput) Event {
+	p.RequestID = newRequestID()
+	if t := w.spec.InputTimeoutS; t != nil {
+		exp := w.rt.now().Add(time.Duration(*t) * time.Second)
+		p.ExpiresAt = &exp
+	}
+	return Event{Type: EventInputRequested, Data: mustJSON(p)}
+}
+
+// run drives the chat until it ends, pauses for input, or the worker's
+// context is cut.
 func (w *worker) run(ctx context.Context) {
 	if w.status.Terminal() {
 		return
@@ -227,17 +316,22 @@ func (w *worker) run(ctx context.Context) {
 		w.stop(ctx, w.specErr)
 		return
 	}
-	if w.status != StatusRunning {
-		if err := w.commit(ctx, Event{Type: EventChatRunning, Data: mustJSON(map[string]Status{"status": StatusRunning})}); err != nil {
+	if w.status == StatusAwaitingInput {
+		if err := w.resume(ctx); err != nil {
+			w.stop(ctx, err)
+			return
+		}
+	} else if w.status != StatusRunning {
+		if err := w.commit(ctx, runningEvent()); err != nil {
 			w.stop(ctx, err)
 			return
 		}
 	}
-	for !w.status.Terminal() {
-		if fin, ok := w.finishEvent(); ok {
-			// The log ends right after a stop condition (a crash between the
-			// two appends cannot happen, but a spec can stop at the task).
-			if err := w.commit(ctx, fin); err != nil {
+	for w.status == StatusRunning {
+		if next, ok := w.afterMessage(); ok {
+			// The log can end right after a stop condition: a spec that stops
+			// at the task, or a crash between a turn and the next selection.
+			if err := w.commit(ctx, next); err != nil {
 				w.stop(ctx, err)
 			}
 			return
@@ -250,28 +344,36 @@ func (w *worker) run(ctx context.Context) {
 	}
 }
 
+func runningEvent() Event {
+	return Event{Type: EventChatRunning, Data: mustJSON(map[string]Status{"status": StatusRunning})}
+}
+
 // step selects the next speaker (unless a selected turn is being redone) and
 // runs its turn, bounded by the earliest timeout condition.
 func (w *worker) step(ctx context.Context) error {
 	tctx := ctx
-	if d, ok := w.term.deadline(w.started); ok {
+	if d, ok := w.term.deadline(w.termBase.start); ok {
 		var cancel context.CancelFunc
 		tctx, cancel = context.WithDeadlineCause(ctx, d, errTermDeadline)
 		defer cancel()
 	}
-	sel := w.pending
-	if sel == nil {
-		s := selectSpeaker(w.spec, w.lastSpeaker, w.turns+1)
-		if err := w.commit(tctx, Event{Type: EventSpeakerSelected, Data: mustJSON(s)}); err != nil {
-			return err
-		}
-		sel = &s
-	}
-	err := w.runTurn(tctx, *sel)
+	err := w.stepWithin(tctx)
 	if err != nil && context.Cause(tctx) == errTermDeadline && ctx.Err() == nil {
 		return errTermDeadline
 	}
 	return err
+}
+
+func (w *worker) stepWithin(ctx context.Context) error {
+	sel := w.pending
+	if sel == nil {
+		next, err := w.selectNext(ctx)
+		if err != nil || next == nil {
+			return err // paused or stopped, or failed
+		}
+		sel = next
+	}
+	return w.runTurn(ctx, *sel)
 }
 
 // stop handles an error that interrupted the loop and reports whether the
@@ -291,14 +393,15 @@ func (w *worker) stop(ctx context.Context, err error) bool {
 		}
 		return false
 	case errors.Is(err, errTermDeadline):
-		w.termFired = w.term.observe(nil, termState{messages: w.runMsgs, usage: w.usage, start: w.started, now: w.rt.now()})
+		w.termFired = w.term.observe(nil, w.termState(w.rt.now()))
 		if w.termFired {
-			if cerr := w.commit(ctx); cerr != nil {
+			next, _ := w.afterMessage()
+			if cerr := w.commit(ctx, next); cerr != nil {
 				w.log.Error("append timeout completion", "err", cerr)
 				return false
 			}
 		}
-		return true // a timeout inside `all` does not end the chat; the turn is redone
+		return w.status == StatusRunning // a timeout inside `all` does not end the chat; the turn is redone
 	case ctx.Err() != nil:
 		return false
 	default:
@@ -308,72 +411,6 @@ func (w *worker) stop(ctx context.Context, err error) bool {
 		}
 		return false
 	}
-}
-
-// runTurn runs the selected agent's turn and appends its messages.
-func (w *worker) runTurn(ctx context.Context, sel selection) error {
-	a := w.agent(sel.Agent)
-	if a == nil {
-		return fmt.Errorf("selected speaker %q is not an agent of the chat", sel.Agent)
-	}
-	switch a.Type {
-	case AgentAssistant:
-		resp, err := w.callModel(ctx, a)
-		if err != nil {
-			return err
-		}
-		usage := resp.Usage
-		return w.commit(ctx, Event{Type: EventMessage, Role: RoleAssistant, Name: a.Name, Content: resp.Content,
-			ToolCalls: resp.ToolCalls, Data: mustJSON(messageData{Usage: &usage, Kind: kindModel, Turn: sel.Turn, End: true})})
-	default:
-		// A user_proxy with human_input_mode NEVER and nothing to execute
-		// answers with its default auto-reply (AutoGen's default is "").
-		return w.commit(ctx, Event{Type: EventMessage, Role: RoleUser, Name: a.Name, Content: derefOr(a.DefaultAutoReply, ""),
-			Data: mustJSON(messageData{Kind: kindAuto, Turn: sel.Turn, End: true})})
-	}
-}
-
-// callModel makes one model call for an assistant with its system message
-// and its view of the conversation.
-func (w *worker) callModel(ctx context.Context, a *AgentSpec) (*ModelResponse, error) {
-	cfg := w.spec.resolveModel(a.Model)
-	req := &ModelRequest{ChatID: w.id, Caller: a.Name, Config: cfg, CallIndex: w.modelCalls[a.Name], Messages: w.modelContext(a)}
-	start := time.Now()
-	resp, err := w.rt.models.Complete(ctx, req)
-	w.rt.metrics.modelCall(cfg.Provider, err, time.Since(start))
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("model call of agent %s (%s): %w", a.Name, cfg.Provider, err)
-	}
-	return resp, nil
-}
-
-// modelContext is AgentChat's view of the conversation for one assistant:
-// its own replies as assistant messages, everyone else's as user messages
-// with a name, after its system message; context.buffer_size keeps the last
-// N messages.
-func (w *worker) modelContext(a *AgentSpec) []ModelMessage {
-	conv := make([]ModelMessage, 0, len(w.msgs))
-	for _, m := range w.msgs {
-		if m.Name == a.Name && m.Role == RoleAssistant {
-			conv = append(conv, ModelMessage{Role: RoleAssistant, Content: m.Content})
-			continue
-		}
-		conv = append(conv, ModelMessage{Role: RoleUser, Name: m.Name, Content: m.Content})
-	}
-	if a.Context != nil && a.Context.BufferSize != nil && len(conv) > *a.Context.BufferSize {
-		conv = conv[len(conv)-*a.Context.BufferSize:]
-	}
-	sys := defaultSystemMessage
-	if a.SystemMessage != nil {
-		sys = *a.SystemMessage
-	}
-	if sys == "" {
-		return conv
-	}
-	return append([]ModelMessage{{Role: RoleSystem, Content: sys}}, conv...)
 }
 
 func (w *worker) agent(name string) *AgentSpec {

@@ -185,11 +185,8 @@ func TestOpenAPIEnums(t *testing.T) {
 	for _, s := range chat.AllStatuses {
 		statuses = append(statuses, string(s))
 	}
-	stops := []chat.StopReason{chat.StopMaxRound, chat.StopMaxMessages, chat.StopTextMention, chat.StopTextMatch,
-		chat.StopTokenUsage, chat.StopTimeout, chat.StopHandoff, chat.StopSourceMatch, chat.StopFunctionCall,
-		chat.StopHumanExit, chat.StopInputTimeout, chat.StopNoEligibleSpeaker, chat.StopCancelled, chat.StopError}
 	var stopNames []string
-	for _, s := range stops {
+	for _, s := range chat.AllStopReasons {
 		stopNames = append(stopNames, string(s))
 	}
 	events := []chat.EventType{chat.EventChatCreated, chat.EventChatRunning, chat.EventSpeakerSelected, chat.EventMessage,

@@ -27,7 +27,7 @@ type Config struct {
 	// DataDir holds the SQLite file (agentd.db) and is created if missing;
 	// default "agentd-data". Unused with Postgres.
 	DataDir string
-	// Logger receives the store's background failures; default slog.Default().
+	// Logger receives the store's background failures; default: discarded.
 	Logger *slog.Logger
 }
 
@@ -54,7 +54,7 @@ type DB interface {
 // a silent fall-back to SQLite: a typo in the URL must not make a replica run
 // on a private embedded database.
 func Open(ctx context.Context, cfg Config) (DB, error) {
-	logger := cmp.Or(cfg.Logger, slog.Default())
+	logger := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	switch {
 	case isPostgresURL(cfg.DatabaseURL):
 		return postgres.Open(ctx, postgres.Config{URL: cfg.DatabaseURL, Logger: logger})

@@ -25,7 +25,7 @@ import (
 type Config struct {
 	// URL is a postgres:// connection URL (or a libpq key=value string).
 	URL string
-	// Logger receives background failures; default slog.Default().
+	// Logger receives background failures; default: discarded.
 	Logger *slog.Logger
 	// Now is the clock for timestamps a caller left zero; default time.Now.
 	Now func() time.Time
@@ -55,7 +55,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, errors.New("open postgres store: no database URL")
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -34,7 +34,7 @@ import (
 type Config struct {
 	// Path is the database file; it is created if missing, its directory is not.
 	Path string
-	// Logger receives background failures; default slog.Default().
+	// Logger receives background failures; default: discarded.
 	Logger *slog.Logger
 	// Now is the clock for timestamps a caller left zero; default time.Now.
 	Now func() time.Time
@@ -74,7 +74,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite store: path %q must not contain '?'", cfg.Path)
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -1,0 +1,154 @@
+package chat
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func specOf(t *testing.T, s string) *Spec {
+	t.Helper()
+	var spec Spec
+	if err := json.Unmarshal([]byte(s), &spec); err != nil {
+		t.Fatal(err)
+	}
+	return &spec
+}
+
+func TestRoundRobinOrderAndTransitions(t *testing.T) {
+	spec := specOf(t, `{"agents": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}`)
+	var got []string
+	last := "user"
+	for range 5 {
+		last = nextInOrder(spec, last, spec.candidates(last))
+		got = append(got, last)
+	}
+	if want := []string{"a", "b", "c", "a", "b"}; !slices.Equal(got, want) {
+		t.Fatalf("round robin = %v, want %v", got, want)
+	}
+	allowed := specOf(t, `{"agents": [{"name": "a"}, {"name": "b"}, {"name": "c"}],
+		"speaker_selection": {"transitions": {"a": ["c"], "c": ["a", "b"]}, "transitions_type": "allowed"}}`)
+	if got := nextInOrder(allowed, "a", allowed.candidates("a")); got != "c" {
+		t.Fatalf("after a with a→c only: %s", got)
+	}
+	if got := allowed.candidates("b"); len(got) != 0 {
+		t.Fatalf("b is not a key of allowed transitions, so it has no successor; got %v", got)
+	}
+	disallowed := specOf(t, `{"agents": [{"name": "a"}, {"name": "b"}, {"name": "c"}],
+		"speaker_selection": {"transitions": {"a": ["b"]}, "transitions_type": "disallowed"}}`)
+	if got := disallowed.candidates("a"); !slices.Equal(got, []string{"a", "c"}) {
+		t.Fatalf("disallowed a→b: candidates %v", got)
+	}
+	if got := disallowed.candidates("b"); len(got) != 3 {
+		t.Fatalf("b has no disallowed transitions: %v", got)
+	}
+}
+
+// TestRandomSelectionProperty: for random transition graphs and seeds, the
+// seeded random method is reproducible and never picks an agent that the
+// transitions or allow_repeated_speaker exclude.
+func TestRandomSelectionProperty(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	names := []string{"a", "b", "c", "d"}
+	for range 300 {
+		trans := map[string][]string{}
+		for _, n := range names {
+			for _, m := range names {
+				if r.IntN(2) == 0 {
+					trans[n] = append(trans[n], m)
+				}
+			}
+		}
+		seed, repeat := r.Int64(), r.IntN(2) == 0
+		typ := []string{"allowed", "disallowed"}[r.IntN(2)]
+		spec := &Spec{Agents: []AgentSpec{{Name: "a"}, {Name: "b"}, {Name: "c"}, {Name: "d"}},
+			SpeakerSelection: &SelectionSpec{Method: SelectRandom, Seed: &seed, AllowRepeatedSpeaker: &repeat, Transitions: trans, TransitionsType: typ}}
+		run := func() []string {
+			var seq []string
+			last := "user"
+			for turn := 1; turn <= 30; turn++ {
+				c := spec.candidates(last)
+				if len(c) == 0 {
+					break
+				}
+				next := pickRandom(spec, c, turn)
+				if last != "user" {
+					allowed := slices.Contains(trans[last], next)
+					if typ == "disallowed" {
+						allowed = !allowed
+					}
+					if !allowed {
+						t.Fatalf("%s → %s violates %s transitions %v", last, next, typ, trans)
+					}
+					if !repeat && next == last && len(spec.successors(last)) > 1 {
+						t.Fatalf("%s repeated although allow_repeated_speaker is false (successors %v)", last, spec.successors(last))
+					}
+				}
+				seq = append(seq, next)
+				last = next
+			}
+			return seq
+		}
+		if a, b := run(), run(); !slices.Equal(a, b) {
+			t.Fatalf("seed %d: %v then %v", seed, a, b)
+		}
+	}
+}
+
+func TestJudgeSelectorReply(t *testing.T) {
+	names := []string{"planner", "code_writer", "critic"}
+	cands := []string{"code_writer", "critic"}
+	tests := []struct {
+		reply, agent, feedback string
+	}{
+		{"critic", "critic", ""},
+		{"The next role is critic.", "critic", ""},
+		{"code writer", "code_writer", ""},
+		{"`code_writer`", "code_writer", ""},
+		{"critics", "", "No valid name was mentioned"},
+		{"criticize", "", "No valid name was mentioned"},
+		{"critic or code_writer", "", "Expected exactly one name to be mentioned, but got ['code_writer', 'critic']"},
+		{"planner", "", "'planner' is not allowed to speak next"},
+		{"", "", "No valid name was mentioned. Please select exactly one name from: ['code_writer', 'critic']."},
+	}
+	for _, tt := range tests {
+		agent, feedback := judgeSelectorReply(names, cands, tt.reply)
+		if agent != tt.agent || !strings.Contains(feedback, tt.feedback) || (tt.feedback == "") != (feedback == "") {
+			t.Errorf("%q: got %q %q, want %q %q", tt.reply, agent, feedback, tt.agent, tt.feedback)
+		}
+	}
+}
+
+func TestSelectorPrompt(t *testing.T) {
+	spec := specOf(t, `{"agents": [{"name": "a", "description": "Plans."}, {"name": "b", "description": "Codes."}, {"name": "c", "description": "Idle."}],
+		"speaker_selection": {"method": "auto"}}`)
+	got := selectorPrompt(spec, []string{"a", "b"}, []Message{{Name: "user", Content: "task"}, {Name: "a", Content: "plan"}})
+	for _, want := range []string{"a: Plans.\nb: Codes..\nRead", "select the next role from ['a', 'b'] to play", "user: task\na: plan"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("prompt lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "Idle") {
+		t.Error("the prompt lists an agent that is not a candidate")
+	}
+	custom := "Pick from {participants}. Roles: {roles}. History: {history}"
+	spec.SpeakerSelection.SelectorPrompt = &custom
+	if got := selectorPrompt(spec, []string{"a"}, nil); got != "Pick from ['a']. Roles: a: Plans.. History: " {
+		t.Errorf("custom prompt = %q", got)
+	}
+}
+
+func FuzzMentionedAgents(f *testing.F) {
+	f.Add("critic, please")
+	f.Add("code writer\u00e9critic")
+	f.Fuzz(func(t *testing.T, reply string) {
+		got := mentionedAgents([]string{"critic", "code_writer"}, reply)
+		for _, n := range got {
+			if !strings.Contains(reply, n) && !strings.Contains(reply, strings.ReplaceAll(n, "_", " ")) {
+				t.Fatalf("%q mentions %q?", reply, n)
+			}
+		}
+	})
+}
