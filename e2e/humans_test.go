@@ -99,6 +99,11 @@ func TestManualSelectionDrivenOverHTTP(t *testing.T) {
 		if req.Kind != "speaker" || !slices.Equal(req.Candidates, []string{"colours", "fruits"}) {
 			t.Fatalf("pending = %+v", req)
 		}
+		// A long poll on a chat that waits for a person answers at once.
+		start := time.Now()
+		if code, _, b := p.do("GET", "/v1/chats/"+c.ID+"/messages?after=1000&wait_s=20", nil); code != 200 || time.Since(start) > 5*time.Second {
+			t.Fatalf("long poll of a paused chat: %d after %v: %s", code, time.Since(start), b)
+		}
 		if code, b := p.input(c.ID, map[string]any{"request_id": req.RequestID, "speaker": who}); code != http.StatusAccepted {
 			t.Fatalf("select %s: %d %s", who, code, b)
 		}

@@ -84,10 +84,10 @@ func (c *chatsResource) create(w http.ResponseWriter, r *http.Request) {
 	c.writeJSON(w, r, status, newChatResponse(ch))
 }
 
-// waitTerminal waits until the chat is terminal or wait has passed, and
-// returns the chat as it stands then.
+// waitTerminal waits until the chat is settled (see settled) or wait has
+// passed, and returns the chat as it stands then.
 func (c *chatsResource) waitTerminal(ctx context.Context, ch *chat.Chat, wait time.Duration) (*chat.Chat, error) {
-	if ch.Status.Terminal() {
+	if settled(ch) {
 		return ch, nil
 	}
 	tenant := Tenant(ctx)
@@ -102,7 +102,7 @@ func (c *chatsResource) waitTerminal(ctx context.Context, ch *chat.Chat, wait ti
 		if err != nil {
 			return nil, err
 		}
-		if cur.Status.Terminal() {
+		if settled(cur) {
 			return cur, nil
 		}
 		select {
@@ -226,4 +226,11 @@ const writeDeadlineSlack = 10 * time.Second
 // that cannot set deadlines (tests) have none to extend.
 func extendWriteDeadline(w http.ResponseWriter, wait time.Duration) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + writeDeadlineSlack))
+}
+
+// settled reports that nothing will happen to a chat without a client: it
+// ended, or it waits for input that nobody has given yet. Waits (wait_s, the
+// messages long-poll) return then rather than sit out their time.
+func settled(ch *chat.Chat) bool {
+	return ch.Status.Terminal() || ch.Status == chat.StatusAwaitingInput && len(ch.InputResponse) == 0
 }

@@ -63,7 +63,7 @@ func (c *chatsResource) messages(w http.ResponseWriter, r *http.Request) {
 			c.writeError(w, r, err)
 			return
 		}
-		if len(msgs) > 0 || ch.Status.Terminal() || wait == 0 || expired {
+		if len(msgs) > 0 || settled(ch) || wait == 0 || expired {
 			c.writeJSON(w, r, http.StatusOK, messageListResponse{Messages: msgs, LastSeq: lastSeq, Status: ch.Status})
 			return
 		}
