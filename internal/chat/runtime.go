@@ -25,7 +25,11 @@ type RuntimeConfig struct {
 	Store  Store
 	Models ModelClient
 	// Providers are the model providers a spec may name besides "replay".
-	Providers  []string
+	Providers []string
+	// Tools runs the spec's tools; nil rejects specs that define tools.
+	Tools Tools
+	// Sandboxes runs code; nil rejects specs that need code execution.
+	Sandboxes  Sandboxes
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 	Now        func() time.Time
@@ -50,6 +54,8 @@ type Runtime struct {
 	store     Store
 	models    ModelClient
 	providers []string
+	tools     Tools
+	sandboxes Sandboxes
 	log       *slog.Logger
 	now       func() time.Time
 	owner     string
@@ -98,7 +104,7 @@ func NewRuntime(cfg RuntimeConfig) (*Runtime, error) {
 		return nil, fmt.Errorf("register chat metrics: %w", err)
 	}
 	r := &Runtime{
-		store: cfg.Store, models: cfg.Models, providers: cfg.Providers,
+		store: cfg.Store, models: cfg.Models, providers: cfg.Providers, tools: cfg.Tools, sandboxes: cfg.Sandboxes,
 		log:       cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
 		now:       cfg.Now,
 		owner:     owner,
@@ -115,6 +121,15 @@ func NewRuntime(cfg RuntimeConfig) (*Runtime, error) {
 	}
 	r.broker.subs = map[string]map[chan struct{}]struct{}{}
 	return r, nil
+}
+
+// env is what this server offers specs.
+func (r *Runtime) env() Env {
+	e := Env{Providers: r.providers, Tools: r.tools}
+	if r.sandboxes != nil {
+		e.Sandbox = r.sandboxes.Backend()
+	}
+	return e
 }
 
 // Owner is the name this replica holds leases under.
@@ -265,6 +280,15 @@ func (r *Runtime) runWorker(ctx context.Context, c *Chat, lease Lease) {
 		return
 	}
 	w.run(ctx)
+	if w.status.Terminal() && r.sandboxes != nil && w.spec.needsSandbox() {
+		// The chat's sandbox goes with the chat; the reaper catches what a
+		// crash leaves behind.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := r.sandboxes.Release(rctx, c.ID); err != nil {
+			r.log.Warn("release sandbox", "chat_id", c.ID, "err", err)
+		}
+	}
 	if !w.status.Terminal() {
 		// Hand the chat back at once (shutdown, or an error we could not
 		// record) rather than letting its lease run out; a no-op when the
@@ -355,7 +379,7 @@ func (r *Runtime) appended(chatID string, evs []Event) {
 func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, error) {
 	spec, probs := DecodeSpec(p.Body)
 	if len(probs) == 0 {
-		probs = Validate(spec, r.limits, r.providers)
+		probs = Validate(spec, r.limits, r.env())
 	}
 	if len(probs) > 0 {
 		return nil, false, &ValidationError{Problems: probs}

@@ -24,6 +24,9 @@ type selection struct {
 	Usage    *Usage   `json:"usage,omitempty"`
 	// RequestID links a manual selection to the input request it answers.
 	RequestID string `json:"request_id,omitempty"`
+	// Routed marks a user_proxy chosen because it executes the tool calls
+	// of the last message.
+	Routed bool `json:"routed,omitempty"`
 }
 
 // method is the spec's selection method, round_robin when unset.

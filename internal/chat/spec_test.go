@@ -12,7 +12,7 @@ func problems(t *testing.T, body string) []Problem {
 	if len(probs) > 0 {
 		return probs
 	}
-	return Validate(spec, Limits{}, []string{"openai"})
+	return Validate(spec, Limits{}, Env{Providers: []string{"openai"}})
 }
 
 func paths(probs []Problem) []string {
@@ -76,10 +76,10 @@ func TestValidateAcceptsExampleSpecs(t *testing.T) {
 func TestValidateRejectsUnsupportedFeaturesWithPaths(t *testing.T) {
 	body := `{"task": "t", "agents": [{"name": "a", "type": "assistant", "model": {"provider": "nope"}, "tools": ["x"]},
 		{"name": "u", "type": "user_proxy", "code_execution": {}, "human_input_mode": "SOMETIMES"}],
-		"speaker_selection": {"method": "auto", "transitions": {"a": ["zed"]}}, "termination": {"handoff": {"target": "a"}}}`
+		"speaker_selection": {"method": "auto", "transitions": {"a": ["zed"]}}, "termination": {"handoff": {"target": "zed"}}}`
 	got := paths(problems(t, body))
-	for _, want := range []string{"/agents/0/model/provider", "/agents/0/tools", "/agents/1/code_execution", "/agents/1/human_input_mode",
-		"/speaker_selection/model", "/speaker_selection/transitions/a/0", "/termination/handoff"} {
+	for _, want := range []string{"/agents/0/model/provider", "/agents/0/tools/0", "/agents/1/code_execution", "/agents/1/human_input_mode",
+		"/speaker_selection/model", "/speaker_selection/transitions/a/0", "/termination/handoff/target"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("no problem at %s (got %v)", want, got)
 		}
@@ -96,7 +96,7 @@ func FuzzDecodeSpec(f *testing.F) {
 			t.Fatal("no spec and no problems")
 		}
 		if spec != nil {
-			_ = Validate(spec, Limits{}, nil) // must not panic
+			_ = Validate(spec, Limits{}, Env{}) // must not panic
 		}
 	})
 }

@@ -16,6 +16,8 @@ type termState struct {
 	usage    Usage
 	start    time.Time // when the chat first ran; zero before
 	now      time.Time
+	// functions are the calls the observed message answers (a tool message).
+	functions []string
 }
 
 // termNode is one node of a termination tree. A node that fired stays fired,
@@ -137,6 +139,14 @@ func (t *terminator) eval(n *termNode, m *Message, st termState) {
 	case c.TimeoutS != nil:
 		if !st.start.IsZero() && !st.now.Before(st.start.Add(time.Duration(*c.TimeoutS*float64(time.Second)))) {
 			t.fire(n, StopTimeout, fmt.Sprintf("Timeout of %g seconds reached", *c.TimeoutS))
+		}
+	case c.Handoff != nil:
+		if m != nil && m.Handoff == c.Handoff.Target {
+			t.fire(n, StopHandoff, fmt.Sprintf("Handoff to %s from %s detected.", m.Handoff, m.Name))
+		}
+	case c.FunctionCall != nil:
+		if m != nil && slices.Contains(st.functions, c.FunctionCall.Name) {
+			t.fire(n, StopFunctionCall, fmt.Sprintf("Function '%s' was executed.", c.FunctionCall.Name))
 		}
 	case c.SourceMatch != nil:
 		if m != nil && slices.Contains(c.SourceMatch.Sources, m.Name) {

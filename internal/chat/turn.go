@@ -3,6 +3,7 @@ package chat
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -15,6 +16,15 @@ const defaultSystemMessage = "You are a helpful AI assistant. Solve tasks using 
 func (w *worker) selectNext(ctx context.Context) (*selection, error) {
 	turn := w.turns + 1
 	method := w.spec.method()
+	if _, proxy := w.routedCalls(); proxy != "" {
+		// Tool calls wait for the user_proxy that executes them (AutoGen's
+		// func_call_filter): it speaks next, whatever the method says.
+		sel := selection{Agent: proxy, Method: method, Candidates: []string{proxy}, Turn: turn, Routed: true}
+		if err := w.commit(ctx, Event{Type: EventSpeakerSelected, Data: mustJSON(sel)}); err != nil {
+			return nil, err
+		}
+		return &sel, nil
+	}
 	cands := w.spec.candidates(w.lastSpeaker)
 	if len(cands) == 0 {
 		detail := fmt.Sprintf("No eligible speaker after '%s': the transitions allow none.", w.lastSpeaker)
@@ -103,13 +113,10 @@ func (w *worker) runTurn(ctx context.Context, sel selection) error {
 		return fmt.Errorf("selected speaker %q is not an agent of the chat", sel.Agent)
 	}
 	if a.Type == AgentAssistant {
-		resp, err := w.callModel(ctx, a)
-		if err != nil {
-			return err
-		}
-		usage := resp.Usage
-		return w.commit(ctx, Event{Type: EventMessage, Role: RoleAssistant, Name: a.Name, Content: resp.Content,
-			ToolCalls: resp.ToolCalls, Data: mustJSON(messageData{Usage: &usage, Kind: kindModel, Turn: sel.Turn, End: true})})
+		return w.assistantTurn(ctx, a, sel.Turn)
+	}
+	if m, proxy := w.routedCalls(); m != nil && proxy == a.Name {
+		return w.executeRouted(ctx, a, m, sel.Turn)
 	}
 	return w.userProxyTurn(ctx, a, sel.Turn)
 }
@@ -139,11 +146,66 @@ func (w *worker) userProxyTurn(ctx context.Context, a *AgentSpec, turn int) erro
 	return w.autoReply(ctx, a, turn)
 }
 
-// autoReply is a user_proxy's reply without a human: its default auto-reply
-// (AutoGen's default is ""), which counts toward max_consecutive_auto_reply.
+// autoReply is a user_proxy's reply without a human, which counts toward
+// max_consecutive_auto_reply: the result of the code blocks addressed to it
+// when it executes code and there are any, else its default auto-reply
+// (AutoGen's default is "").
 func (w *worker) autoReply(ctx context.Context, a *AgentSpec, turn int) error {
+	if a.CodeExecution != nil {
+		if blocks := runnableBlocks(w.msgs, a.Name, a.CodeExecution.Languages); len(blocks) > 0 {
+			res, err := w.executeBlocks(ctx, a, blocks)
+			if err != nil {
+				return err
+			}
+			outcome := "execution succeeded"
+			if res.ExitCode != 0 {
+				outcome = "execution failed"
+			}
+			return w.commit(ctx, Event{Type: EventMessage, Role: RoleUser, Name: a.Name,
+				Content: fmt.Sprintf("exitcode: %d (%s)\nCode output: %s", res.ExitCode, outcome, res.Output),
+				Data:    mustJSON(messageData{Kind: kindAuto, Turn: turn, End: true, CodeResult: res})})
+		}
+	}
 	return w.commit(ctx, Event{Type: EventMessage, Role: RoleUser, Name: a.Name, Content: derefOr(a.DefaultAutoReply, ""),
 		Data: mustJSON(messageData{Kind: kindAuto, Turn: turn, End: true})})
+}
+
+// defaultCodeTimeout bounds one code block when neither code_execution nor
+// sandbox sets timeout_s (AutoGen's default is 60 s).
+const defaultCodeTimeout = 60
+
+// executeBlocks runs blocks in order in the chat's sandbox and stops at the
+// first that fails, as AutoGen's executors do; the outputs are joined.
+func (w *worker) executeBlocks(ctx context.Context, a *AgentSpec, blocks []codeBlock) (*CodeResult, error) {
+	if w.rt.sandboxes == nil {
+		return nil, fmt.Errorf("agent %s executes code, but this server has no sandbox", a.Name)
+	}
+	timeout := derefOr(a.CodeExecution.TimeoutS, 0)
+	if timeout == 0 && w.spec.Sandbox != nil {
+		timeout = derefOr(w.spec.Sandbox.TimeoutS, 0)
+	}
+	if timeout == 0 {
+		timeout = defaultCodeTimeout
+	}
+	var out strings.Builder
+	res := &CodeResult{}
+	for _, b := range blocks {
+		r, err := w.rt.sandboxes.Exec(ctx, &ExecRequest{ChatID: w.id, Language: b.Language, Code: b.Code,
+			Timeout: time.Duration(timeout) * time.Second, Limits: w.spec.sandboxLimits()})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("run code of %s in the %s sandbox: %w", a.Name, w.rt.sandboxes.Backend(), err)
+		}
+		out.WriteString(r.Output)
+		res.ExitCode = r.ExitCode
+		if r.ExitCode != 0 {
+			break
+		}
+	}
+	res.Output = out.String()
+	return res, nil
 }
 
 func (a *AgentSpec) humanInputMode() string {
@@ -153,11 +215,11 @@ func (a *AgentSpec) humanInputMode() string {
 	return a.HumanInputMode
 }
 
-// callModel makes one model call for an assistant with its system message
-// and its view of the conversation.
-func (w *worker) callModel(ctx context.Context, a *AgentSpec) (*ModelResponse, error) {
+// callModel makes one model call for an assistant with its system message,
+// its view of the conversation and the functions it may call.
+func (w *worker) callModel(ctx context.Context, a *AgentSpec, tools []ToolDef) (*ModelResponse, error) {
 	cfg := w.spec.resolveModel(a.Model)
-	req := &ModelRequest{ChatID: w.id, Caller: a.Name, Config: cfg, CallIndex: w.modelCalls[a.Name], Messages: w.modelContext(a)}
+	req := &ModelRequest{ChatID: w.id, Caller: a.Name, Config: cfg, CallIndex: w.modelCalls[a.Name], Messages: w.modelContext(a), Tools: tools}
 	start := time.Now()
 	resp, err := w.rt.models.Complete(ctx, req)
 	w.rt.metrics.modelCall(cfg.Provider, err, time.Since(start))
@@ -170,21 +232,62 @@ func (w *worker) callModel(ctx context.Context, a *AgentSpec) (*ModelResponse, e
 	return resp, nil
 }
 
-// modelContext is AgentChat's view of the conversation for one assistant:
-// its own replies as assistant messages, everyone else's as user messages
-// with a name, after its system message; context.buffer_size keeps the last
-// N messages.
+// modelContext is an assistant's view of the conversation, built so that
+// the request is valid for the OpenAI chat API whatever the log holds:
+//   - its own replies are assistant messages; each of its tool_calls
+//     messages is followed at once by one tool message per call id (a call
+//     without a recorded response — cut by a crash, say — gets an error
+//     result), wherever the responses stand in the log;
+//   - everyone else's messages are user messages with their name, and their
+//     tool calls and results are shown as text (AgentChat keeps another
+//     agent's tool traffic out of the context; a group chat still needs to
+//     know what happened, e.g. a move on a shared board);
+//   - context.buffer_size keeps the last N, never starting at a tool message.
 func (w *worker) modelContext(a *AgentSpec) []ModelMessage {
+	responses := map[string]ToolResponse{}
+	for _, m := range w.msgs {
+		for _, r := range m.ToolResponses {
+			responses[r.ToolCallID] = r
+		}
+	}
+	placed := map[string]bool{}
 	conv := make([]ModelMessage, 0, len(w.msgs))
 	for _, m := range w.msgs {
-		if m.Name == a.Name && m.Role == RoleAssistant {
+		own := m.Name == a.Name && m.Role == RoleAssistant
+		switch {
+		case own && len(m.ToolCalls) > 0:
+			conv = append(conv, ModelMessage{Role: RoleAssistant, Content: m.Content, ToolCalls: m.ToolCalls})
+			for _, c := range m.ToolCalls {
+				content := "Error: no result was recorded for this call"
+				if r, ok := responses[c.ID]; ok {
+					content = r.Content
+				}
+				conv = append(conv, ModelMessage{Role: RoleTool, ToolCallID: c.ID, Content: content})
+				placed[c.ID] = true
+			}
+		case own:
 			conv = append(conv, ModelMessage{Role: RoleAssistant, Content: m.Content})
-			continue
+		case len(m.ToolResponses) > 0:
+			var parts []string
+			for _, r := range m.ToolResponses {
+				if !placed[r.ToolCallID] {
+					parts = append(parts, r.Content)
+				}
+			}
+			if len(parts) > 0 {
+				conv = append(conv, ModelMessage{Role: RoleUser, Name: m.Name, Content: strings.Join(parts, "\n")})
+			}
+		case len(m.ToolCalls) > 0:
+			conv = append(conv, ModelMessage{Role: RoleUser, Name: m.Name, Content: describeCalls(m)})
+		default:
+			conv = append(conv, ModelMessage{Role: RoleUser, Name: m.Name, Content: m.Content})
 		}
-		conv = append(conv, ModelMessage{Role: RoleUser, Name: m.Name, Content: m.Content})
 	}
 	if a.Context != nil && a.Context.BufferSize != nil && len(conv) > *a.Context.BufferSize {
 		conv = conv[len(conv)-*a.Context.BufferSize:]
+		for len(conv) > 0 && conv[0].Role == RoleTool {
+			conv = conv[1:]
+		}
 	}
 	sys := defaultSystemMessage
 	if a.SystemMessage != nil {
@@ -194,4 +297,16 @@ func (w *worker) modelContext(a *AgentSpec) []ModelMessage {
 		return conv
 	}
 	return append([]ModelMessage{{Role: RoleSystem, Content: sys}}, conv...)
+}
+
+// describeCalls renders another agent's tool calls as text.
+func describeCalls(m Message) string {
+	lines := []string{}
+	if m.Content != "" {
+		lines = append(lines, m.Content)
+	}
+	for _, c := range m.ToolCalls {
+		lines = append(lines, fmt.Sprintf("[%s calls %s(%s)]", m.Name, c.Function.Name, c.Function.Arguments))
+	}
+	return strings.Join(lines, "\n")
 }

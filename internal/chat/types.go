@@ -175,6 +175,9 @@ type messageData struct {
 	End bool `json:"end,omitempty"`
 	// RequestID links a human message to the input request it answers.
 	RequestID string `json:"request_id,omitempty"`
+	// Functions are the names of the calls a tool message answers, in order
+	// (what function_call termination looks for).
+	Functions []string `json:"functions,omitempty"`
 	// ResetTermination marks a human's decision to go on after the
 	// termination conditions fired: they count afresh from here.
 	ResetTermination bool `json:"reset_termination,omitempty"`

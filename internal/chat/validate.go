@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Limits bound everything a client controls in a spec.
@@ -64,11 +65,22 @@ const DefaultMaxRound = 10
 
 var agentNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
 
+// Env is what a server offers the specs it validates.
+type Env struct {
+	// Providers are the model providers besides "replay".
+	Providers []string
+	// Tools checks tool definitions; nil: this server runs no tools.
+	Tools Tools
+	// Sandbox names the code sandbox backend; "": none.
+	Sandbox string
+}
+
 // validator collects every problem of a spec.
 type validator struct {
 	probs     []Problem
 	limits    Limits
 	providers []string
+	env       Env
 	spec      *Spec
 	agents    map[string]bool
 }
@@ -78,10 +90,9 @@ func (v *validator) add(path, format string, args ...any) {
 }
 
 // Validate checks a decoded spec against DESIGN §2 and what this server
-// supports, and returns every problem found. providers are the model
-// providers configured besides "replay".
-func Validate(s *Spec, limits Limits, providers []string) []Problem {
-	v := &validator{limits: limits.withDefaults(), providers: providers, spec: s, agents: map[string]bool{}}
+// offers, and returns every problem found.
+func Validate(s *Spec, limits Limits, env Env) []Problem {
+	v := &validator{limits: limits.withDefaults(), providers: env.Providers, env: env, spec: s, agents: map[string]bool{}}
 	v.checkTop()
 	v.checkModels()
 	v.checkAgents()
@@ -114,12 +125,7 @@ func (v *validator) checkTop() {
 			v.add("/metadata", "must be at most %d bytes", v.limits.MaxMetadataBytes)
 		}
 	}
-	if len(s.Tools) > 0 {
-		if len(s.Tools) > v.limits.MaxTools {
-			v.add("/tools", "at most %d tools are allowed", v.limits.MaxTools)
-		}
-		v.add("/tools", "tools are not supported by this server version yet")
-	}
+	v.checkTools()
 	if s.Sandbox != nil {
 		if s.Sandbox.MemoryMB != nil && (*s.Sandbox.MemoryMB < 16 || *s.Sandbox.MemoryMB > 16384) {
 			v.add("/sandbox/memory_mb", "must be between 16 and 16384")
@@ -159,8 +165,10 @@ func (v *validator) checkModel(path string, m *ModelConfig) {
 			v.add(path+"/responses", "at most %d responses are allowed", v.limits.MaxReplayResponses)
 		}
 		for i, r := range m.Responses {
-			if len(r.ToolCalls) > 0 {
-				v.add(path+"/responses/"+strconv.Itoa(i)+"/tool_calls", "tool calls are not supported by this server version yet")
+			for j, c := range r.ToolCalls {
+				if c.Name == "" {
+					v.add(path+"/responses/"+strconv.Itoa(i)+"/tool_calls/"+strconv.Itoa(j)+"/name", "is required")
+				}
 			}
 			if r.DelayMS < 0 || r.DelayMS > 600_000 {
 				v.add(path+"/responses/"+strconv.Itoa(i)+"/delay_ms", "must be between 0 and 600000")
@@ -224,17 +232,34 @@ func (v *validator) checkAgents() {
 		if a.SystemMessage != nil && len(*a.SystemMessage) > v.limits.MaxPromptBytes {
 			v.add(p+"/system_message", "must be at most %d bytes", v.limits.MaxPromptBytes)
 		}
-		if len(a.Tools) > 0 {
-			v.add(p+"/tools", "tools are not supported by this server version yet")
+		v.checkToolRefs(p+"/tools", a.Tools)
+		v.checkToolRefs(p+"/functions", a.Functions)
+		for j, h := range a.Handoffs {
+			switch {
+			case h == a.Name:
+				v.add(p+"/handoffs/"+strconv.Itoa(j), "an agent cannot hand off to itself")
+			case !v.agentNamed(h):
+				v.add(p+"/handoffs/"+strconv.Itoa(j), "names no agent: %q", h)
+			}
 		}
-		if len(a.Handoffs) > 0 {
-			v.add(p+"/handoffs", "handoffs are not supported by this server version yet")
+		if a.ToolCallSummaryFormat != nil && len(*a.ToolCallSummaryFormat) > v.limits.MaxPromptBytes {
+			v.add(p+"/tool_call_summary_format", "must be at most %d bytes", v.limits.MaxPromptBytes)
 		}
-		if len(a.Functions) > 0 {
-			v.add(p+"/functions", "functions are not supported by this server version yet")
-		}
-		if a.CodeExecution != nil {
-			v.add(p+"/code_execution", "code execution needs a sandbox, and this server version has none yet")
+		if ce := a.CodeExecution; ce != nil {
+			if a.Type != AgentUserProxy {
+				v.add(p+"/code_execution", "only a user_proxy executes code")
+			}
+			if v.env.Sandbox == "" {
+				v.add(p+"/code_execution", "code execution needs a sandbox, and this server has none: run it with AGENTD_SANDBOX=docker and a Docker or Podman engine, or install bubblewrap (AGENTD_SANDBOX=bwrap); code is never run on the host")
+			}
+			for j, l := range ce.Languages {
+				if canonicalLanguage(l) == "" {
+					v.add(p+"/code_execution/languages/"+strconv.Itoa(j), "unknown language %q: use python (py) or sh (bash, shell)", l)
+				}
+			}
+			if ce.TimeoutS != nil && (*ce.TimeoutS < 1 || *ce.TimeoutS > 3600) {
+				v.add(p+"/code_execution/timeout_s", "must be between 1 and 3600")
+			}
 		}
 		if a.Context != nil && a.Context.BufferSize != nil && *a.Context.BufferSize < 1 {
 			v.add(p+"/context/buffer_size", "must be at least 1")
@@ -249,12 +274,18 @@ func (v *validator) checkAgents() {
 			if a.HumanInputMode != "" {
 				v.add(p+"/human_input_mode", "only user_proxy agents take human input")
 			}
-			if a.MaxToolIterations != nil && *a.MaxToolIterations < 1 {
-				v.add(p+"/max_tool_iterations", "must be at least 1")
+			if a.MaxToolIterations != nil && (*a.MaxToolIterations < 1 || *a.MaxToolIterations > 50) {
+				v.add(p+"/max_tool_iterations", "must be between 1 and 50")
+			}
+			if len(a.Functions) > 0 {
+				v.add(p+"/functions", "only a user_proxy executes functions for others; an assistant's own tools go in tools")
 			}
 		case AgentUserProxy:
 			if a.Model != nil {
 				v.add(p+"/model", "a user_proxy has no model")
+			}
+			if len(a.Tools) > 0 || len(a.Handoffs) > 0 {
+				v.add(p+"/tools", "a user_proxy calls no tools: list what it executes for others in functions")
 			}
 			switch a.HumanInputMode {
 			case "", HumanInputNever, HumanInputAlways, HumanInputTerminate:
@@ -384,9 +415,15 @@ func (v *validator) checkCondition(path string, c *Condition, depth int, count *
 			v.add(path+"/timeout_s", "must be greater than 0")
 		}
 	case c.Handoff != nil:
-		v.add(path+"/handoff", "handoffs are not supported by this server version yet")
+		if !v.agentNamed(c.Handoff.Target) {
+			v.add(path+"/handoff/target", "names no agent: %q", c.Handoff.Target)
+		}
 	case c.FunctionCall != nil:
-		v.add(path+"/function_call", "functions are not supported by this server version yet")
+		if c.FunctionCall.Name == "" {
+			v.add(path+"/function_call/name", "is required")
+		} else if v.spec.tool(c.FunctionCall.Name) == nil && !v.hasMCP() {
+			v.add(path+"/function_call/name", "names no tool: %q", c.FunctionCall.Name)
+		}
 	case c.SourceMatch != nil:
 		if len(c.SourceMatch.Sources) == 0 {
 			v.add(path+"/source_match/sources", "at least one source is required")
@@ -433,8 +470,27 @@ func (v *validator) checkHistory() {
 		if len(m.Content) > v.limits.MaxTaskBytes {
 			v.add(p+"/content", "must be at most %d bytes", v.limits.MaxTaskBytes)
 		}
-		if len(m.ToolCalls) > 0 || len(m.ToolResponses) > 0 || m.Role == RoleTool {
-			v.add(p, "tool calls in resumed messages are not supported by this server version yet")
+		if len(m.ToolCalls) > 0 && m.Role != RoleAssistant {
+			v.add(p+"/tool_calls", "only assistant messages carry tool calls")
+		}
+		for j, c := range m.ToolCalls {
+			if c.ID == "" || c.Function.Name == "" {
+				v.add(p+"/tool_calls/"+strconv.Itoa(j), "needs an id and function.name")
+			}
+			if c.Type != "" && c.Type != "function" {
+				v.add(p+"/tool_calls/"+strconv.Itoa(j)+"/type", "must be function")
+			}
+		}
+		if m.Role == RoleTool && len(m.ToolResponses) == 0 {
+			v.add(p+"/tool_responses", "a tool message needs tool_responses")
+		}
+		if len(m.ToolResponses) > 0 && m.Role != RoleTool {
+			v.add(p+"/tool_responses", "only tool messages carry tool_responses")
+		}
+		for j, r := range m.ToolResponses {
+			if r.ToolCallID == "" {
+				v.add(p+"/tool_responses/"+strconv.Itoa(j)+"/tool_call_id", "is required")
+			}
 		}
 		if m.Name != "" && m.Name != UserName && !agentNameRE.MatchString(m.Name) {
 			v.add(p+"/name", "must match %s", agentNameRE)
@@ -445,4 +501,46 @@ func (v *validator) checkHistory() {
 func quoteList(xs []string) string {
 	b, _ := json.Marshal(xs)
 	return string(b)
+}
+
+func (v *validator) checkTools() {
+	tools := v.spec.Tools
+	if len(tools) > v.limits.MaxTools {
+		v.add("/tools", "at most %d tools are allowed", v.limits.MaxTools)
+	}
+	seen := map[string]bool{}
+	for i := range tools {
+		p := "/tools/" + strconv.Itoa(i)
+		if seen[tools[i].Name] {
+			v.add(p+"/name", "duplicate tool name %q", tools[i].Name)
+		}
+		seen[tools[i].Name] = true
+		if strings.HasPrefix(tools[i].Name, handoffPrefix) {
+			v.add(p+"/name", "names starting with %s are reserved for handoffs", handoffPrefix)
+		}
+		if v.env.Tools == nil {
+			v.add(p, "this server runs no tools")
+			continue
+		}
+		for _, pr := range v.env.Tools.CheckTool(&tools[i]) {
+			v.add(p+pr.Path, "%s", pr.Message)
+		}
+	}
+}
+
+func (v *validator) checkToolRefs(path string, names []string) {
+	for i, n := range names {
+		if v.spec.tool(n) == nil {
+			v.add(path+"/"+strconv.Itoa(i), "names no tool: %q", n)
+		}
+	}
+}
+
+func (v *validator) hasMCP() bool {
+	for i := range v.spec.Tools {
+		if v.spec.Tools[i].implementationType() == "mcp" {
+			return true
+		}
+	}
+	return false
 }

@@ -61,6 +61,7 @@ type worker struct {
 	errText       string
 	completedAt   *time.Time
 	msgs          []Message
+	meta          []messageData // msgs[i]'s bookkeeping
 	msgCount      int
 	runMsgs       int // task and later messages: what max_messages counts
 	turns         int
@@ -157,6 +158,7 @@ func (w *worker) applyMessage(e Event) {
 	var d messageData
 	_ = json.Unmarshal(e.Data, &d)
 	w.msgs = append(w.msgs, m)
+	w.meta = append(w.meta, d)
 	w.msgCount++
 	if m.Usage != nil {
 		w.usage = w.usage.Add(*m.Usage)
@@ -185,6 +187,7 @@ func (w *worker) applyMessage(e Event) {
 		return
 	}
 	st := w.termState(e.CreatedAt)
+	st.functions = d.Functions
 	if d.Kind == kindTask {
 		w.termFired = w.term.observe(nil, st)
 	} else {

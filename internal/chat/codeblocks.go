@@ -1,0 +1,69 @@
+package chat
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// codeBlock is one fenced block of a message.
+type codeBlock struct {
+	Language string // canonical: python or sh; "" when untagged
+	Tag      string // as written
+	Code     string
+}
+
+// codeBlockRE is AutoGen's CODE_BLOCK_PATTERN: an opening fence with an
+// optional language tag alone on its line, the code, and a closing fence on
+// a line of its own.
+var codeBlockRE = regexp.MustCompile("(?s)```[ \\t]*([\\w+.-]*)[ \\t]*\\r?\\n(.*?)\\r?\\n[ \\t]*```")
+
+// languageAliases maps the tags AutoGen accepts to the language that runs them.
+var languageAliases = map[string]string{
+	"python": "python", "py": "python", "python3": "python",
+	"sh": "sh", "bash": "sh", "shell": "sh",
+}
+
+// canonicalLanguage returns the language a tag runs as, or "".
+func canonicalLanguage(tag string) string {
+	return languageAliases[strings.ToLower(tag)]
+}
+
+// extractCodeBlocks returns the fenced blocks of text in order.
+func extractCodeBlocks(text string) []codeBlock {
+	var out []codeBlock
+	for _, m := range codeBlockRE.FindAllStringSubmatch(text, -1) {
+		out = append(out, codeBlock{Language: canonicalLanguage(m[1]), Tag: m[1], Code: m[2]})
+	}
+	return out
+}
+
+// runnableBlocks are the blocks a code-executing user_proxy runs: from the
+// messages since its own last message, in order, only those tagged with one
+// of its languages (default python and sh). Untagged blocks and other
+// languages are not executed, as in AutoGen.
+func runnableBlocks(msgs []Message, agent string, languages []string) []codeBlock {
+	allowed := []string{"python", "sh"}
+	if len(languages) > 0 {
+		allowed = allowed[:0]
+		for _, l := range languages {
+			allowed = append(allowed, canonicalLanguage(l))
+		}
+	}
+	start := 0
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Name == agent {
+			start = i + 1
+			break
+		}
+	}
+	var out []codeBlock
+	for _, m := range msgs[start:] {
+		for _, b := range extractCodeBlocks(m.Content) {
+			if b.Language != "" && slices.Contains(allowed, b.Language) {
+				out = append(out, b)
+			}
+		}
+	}
+	return out
+}
