@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/server"
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/tool"
 )
 
 // Main is the whole program: store, models, chat runtime and HTTP server.
@@ -28,6 +30,7 @@ type Main struct {
 
 	db       store.DB
 	models   *llm.Client
+	tools    *tool.Runner
 	runtime  *chat.Runtime
 	server   *server.Server
 	http     *http.Server
@@ -77,8 +80,13 @@ func (m *Main) Run(ctx context.Context) error {
 			providers = append(providers, p)
 		}
 	}
+	m.tools, err = tool.New(tool.Config{HTTPAllowHosts: splitList(cfg.ToolAllowHosts), AllowPrivate: cfg.ToolAllowPrivate,
+		Logger: m.Logger, Registerer: reg})
+	if err != nil {
+		return err
+	}
 	m.runtime, err = chat.NewRuntime(chat.RuntimeConfig{
-		Store: db, Models: m.models, Providers: providers, Logger: m.Logger, Registerer: reg,
+		Store: db, Models: m.models, Providers: providers, Tools: m.tools, Logger: m.Logger, Registerer: reg,
 		MaxActiveChats: cfg.MaxActiveChats, LeaseDuration: cfg.LeaseTTL,
 		Limits: chat.Limits{MaxRound: cfg.MaxRoundLimit},
 	})
@@ -157,6 +165,9 @@ func (m *Main) Close() error {
 		if m.models != nil {
 			_ = m.models.Close()
 		}
+		if m.tools != nil {
+			_ = m.tools.Close()
+		}
 		if m.db != nil {
 			if err := m.db.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close store: %w", err))
@@ -179,4 +190,15 @@ func migrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 	logger.Info("migrations applied", "store", db.Kind())
 	return nil
+}
+
+// splitList splits a comma-separated setting, dropping empty entries.
+func splitList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }

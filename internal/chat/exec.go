@@ -67,6 +67,9 @@ type Tools interface {
 	// errors all come back as a result with IsError set and content
 	// starting "Error: ".
 	Call(ctx context.Context, req *ToolRequest) ToolResult
+	// ReleaseChat drops what the tools keep for a chat that ended (open
+	// MCP sessions).
+	ReleaseChat(chatID string)
 }
 
 // ToolRequest is one call of one function of a tool.

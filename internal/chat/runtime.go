@@ -280,6 +280,9 @@ func (r *Runtime) runWorker(ctx context.Context, c *Chat, lease Lease) {
 		return
 	}
 	w.run(ctx)
+	if w.status.Terminal() && r.tools != nil && len(w.spec.Tools) > 0 {
+		r.tools.ReleaseChat(c.ID)
+	}
 	if w.status.Terminal() && r.sandboxes != nil && w.spec.needsSandbox() {
 		// The chat's sandbox goes with the chat; the reaper catches what a
 		// crash leaves behind.

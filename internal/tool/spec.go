@@ -1,0 +1,319 @@
+package tool
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentd/agentd/internal/chat"
+)
+
+// namePattern is what OpenAI accepts as a function name; a tool a model
+// cannot call is a mistake better reported at create time.
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Sandbox languages a sandbox tool may be written in.
+const (
+	langPython = "python"
+	langShell  = "sh"
+)
+
+// sandboxGrace is added to a sandbox tool's timeout for the call's context:
+// the sandbox enforces the timeout on the program itself and reports it, and
+// the first call of a chat also pays for creating its sandbox. The context
+// deadline is only the backstop for a backend that does not return.
+const sandboxGrace = 15 * time.Second
+
+// fieldsByType lists the fields each implementation type allows; anything
+// else is a problem (strict decoding, as for the rest of the spec).
+var fieldsByType = map[string][]string{
+	TypeHTTP:    {"type", "url", "timeout_s", "headers"},
+	TypeSandbox: {"type", "language", "code", "timeout_s"},
+	TypeMCP:     {"type", "url", "timeout_s", "tools"},
+}
+
+// reservedHeaders are set by the runner or by net/http; a spec may not
+// override them (an Idempotency-Key of its own would defeat deduplication).
+var reservedHeaders = []string{"Connection", "Content-Length", "Content-Type", "Expect", "Host",
+	"Idempotency-Key", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// implementation is a decoded and checked tool implementation object.
+type implementation struct {
+	Type string
+	// URL of http and mcp tools.
+	URL *url.URL
+	// Timeout is timeout_s; zero means the server default.
+	Timeout time.Duration
+	// Headers are extra request headers of http tools.
+	Headers map[string]string
+	// Language and Code of sandbox tools.
+	Language string
+	Code     string
+	// Tools is the mcp allow-list of the server's tool names; nil means all.
+	Tools []string
+}
+
+// grace is the time a call may take beyond its timeout (see sandboxGrace).
+func (impl *implementation) grace() time.Duration {
+	if impl.Type == TypeSandbox {
+		return sandboxGrace
+	}
+	return 0
+}
+
+// CheckTool validates one tool definition at create time and reports every
+// problem, with JSON pointers relative to the tool.
+func (r *Runner) CheckTool(t *chat.ToolSpec) []chat.Problem {
+	if t == nil {
+		return []chat.Problem{{Path: "", Message: "is required"}}
+	}
+	var probs []chat.Problem
+	if !namePattern.MatchString(t.Name) {
+		probs = append(probs, chat.Problem{Path: "/name", Message: "must match ^[A-Za-z0-9_-]{1,64}$"})
+	}
+	impl, implProbs := r.parseImplementation(t.Implementation)
+	probs = append(probs, implProbs...)
+	hasParams := len(bytes.TrimSpace(t.Parameters)) > 0 && string(bytes.TrimSpace(t.Parameters)) != "null"
+	switch {
+	case impl != nil && impl.Type == TypeMCP:
+		if hasParams {
+			probs = append(probs, chat.Problem{Path: "/parameters", Message: "must be omitted for an mcp tool: the server describes its tools' parameters"})
+		}
+	case !hasParams:
+		if impl != nil { // an unknown type is already a problem
+			probs = append(probs, chat.Problem{Path: "/parameters", Message: "is required: a JSON Schema of type object"})
+		}
+	default:
+		probs = append(probs, checkSchema(t.Parameters, "/parameters")...)
+	}
+	return probs
+}
+
+// parseImplementation decodes a tool's implementation strictly and checks it
+// against this server's configuration (allow-list, sandbox backend). The
+// implementation is nil when its type is unknown; it is only usable when
+// there are no problems. Call and Describe run it again, so a spec persisted
+// under an older configuration cannot get around a tightened one.
+func (r *Runner) parseImplementation(raw json.RawMessage) (*implementation, []chat.Problem) {
+	const base = "/implementation"
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, []chat.Problem{{Path: base, Message: "is required: an object with type http, sandbox or mcp"}}
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+		return nil, []chat.Problem{{Path: base, Message: "must be an object with type http, sandbox or mcp"}}
+	}
+	d := decoder{fields: fields, base: base}
+	impl := &implementation{Type: d.str("type", true)}
+	allowed, ok := fieldsByType[impl.Type]
+	if !ok {
+		if _, given := fields["type"]; given && len(d.probs) == 0 {
+			d.add("type", "must be http, sandbox or mcp, not %q", impl.Type)
+		}
+		return nil, d.probs
+	}
+	for _, k := range sortedKeys(fields) {
+		if !slices.Contains(allowed, k) {
+			d.add(k, "unknown field (an %s implementation has %s)", impl.Type, strings.Join(allowed, ", "))
+		}
+	}
+	impl.Timeout = d.seconds("timeout_s")
+	switch impl.Type {
+	case TypeHTTP:
+		impl.URL = r.checkURL(&d, d.str("url", true))
+		impl.Headers = d.headers("headers")
+	case TypeMCP:
+		impl.URL = r.checkURL(&d, d.str("url", true))
+		impl.Tools = d.names("tools")
+	case TypeSandbox:
+		switch impl.Language = d.str("language", true); impl.Language {
+		case langPython, langShell, "":
+		default:
+			d.add("language", "must be python or sh, not %q", impl.Language)
+		}
+		if impl.Code = d.str("code", true); strings.TrimSpace(impl.Code) == "" {
+			if _, given := fields["code"]; given {
+				d.add("code", "must not be empty")
+			}
+		}
+		if r.cfg.Sandboxes == nil {
+			d.add("type", "sandbox tools need a code sandbox and this server has none: "+
+				"the operator enables one with AGENTD_SANDBOX (docker or bwrap)")
+		}
+	}
+	return impl, d.probs
+}
+
+// checkURL parses the url of an http or mcp tool. Only its form and the
+// allow-list are checked here; the address it resolves to is checked when
+// it is dialed (DNS can change between create time and call time).
+func (r *Runner) checkURL(d *decoder, s string) *url.URL {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		d.add("url", "is not a valid URL: %v", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		d.add("url", "must be an absolute http or https URL")
+	case u.Hostname() == "":
+		d.add("url", "has no host")
+	case u.User != nil:
+		// Credentials in a URL end up in logs and error messages; headers
+		// do not.
+		d.add("url", "must not contain credentials: use headers")
+	case !r.allow.allowsURL(u):
+		d.add("url", "host %s is not in this server's allow-list of tool hosts", u.Host)
+	default:
+		u.Fragment, u.RawFragment = "", ""
+		return u
+	}
+	return nil
+}
+
+// decoder reads fields of one JSON object and collects problems with paths.
+type decoder struct {
+	fields map[string]json.RawMessage
+	base   string
+	probs  []chat.Problem
+}
+
+// add records a problem at the field key.
+func (d *decoder) add(key, format string, args ...any) {
+	d.probs = append(d.probs, chat.Problem{Path: d.base + "/" + escapePointer(key), Message: fmt.Sprintf(format, args...)})
+}
+
+// value returns the raw field, or nil when it is absent or null (an
+// explicit null is taken as "not set").
+func (d *decoder) value(key string) json.RawMessage {
+	v, ok := d.fields[key]
+	if !ok || string(bytes.TrimSpace(v)) == "null" {
+		return nil
+	}
+	return v
+}
+
+// str reads a string field.
+func (d *decoder) str(key string, required bool) string {
+	v := d.value(key)
+	if v == nil {
+		if required {
+			d.add(key, "is required")
+		}
+		return ""
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		d.add(key, "must be a string")
+	}
+	return s
+}
+
+// seconds reads a positive number of seconds (fractions allowed). Values
+// above the operator's maximum are capped at call time, not refused: the
+// maximum is server configuration that may change under a persisted spec.
+func (d *decoder) seconds(key string) time.Duration {
+	v := d.value(key)
+	if v == nil {
+		return 0
+	}
+	var f float64
+	if err := json.Unmarshal(v, &f); err != nil || math.IsNaN(f) || f <= 0 {
+		d.add(key, "must be a number of seconds greater than 0")
+		return 0
+	}
+	return time.Duration(min(f, 24*3600) * float64(time.Second))
+}
+
+// headers reads an object of extra request headers.
+func (d *decoder) headers(key string) map[string]string {
+	v := d.value(key)
+	if v == nil {
+		return nil
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(v, &raw); err != nil {
+		d.add(key, "must be an object of header names to string values")
+		return nil
+	}
+	h := make(map[string]string, len(raw))
+	for _, name := range sortedKeys(raw) {
+		path := key + "/" + escapePointer(name)
+		var val string
+		switch {
+		case !isToken(name):
+			d.probs = append(d.probs, chat.Problem{Path: d.base + "/" + path, Message: "is not a valid header name"})
+		case slices.ContainsFunc(reservedHeaders, func(r string) bool { return strings.EqualFold(r, name) }):
+			d.probs = append(d.probs, chat.Problem{Path: d.base + "/" + path, Message: "is set by the server and cannot be configured"})
+		case json.Unmarshal(raw[name], &val) != nil:
+			d.probs = append(d.probs, chat.Problem{Path: d.base + "/" + path, Message: "must be a string"})
+		case strings.ContainsAny(val, "\r\n\x00"):
+			d.probs = append(d.probs, chat.Problem{Path: d.base + "/" + path, Message: "must not contain CR, LF or NUL"})
+		default:
+			h[name] = val
+		}
+	}
+	return h
+}
+
+// names reads a non-empty list of function names (an mcp tool's tools).
+func (d *decoder) names(key string) []string {
+	v := d.value(key)
+	if v == nil {
+		return nil
+	}
+	var names []string
+	if err := json.Unmarshal(v, &names); err != nil {
+		d.add(key, "must be a list of tool names")
+		return nil
+	}
+	if len(names) == 0 {
+		d.add(key, "must name at least one tool, or be omitted to offer all of the server's tools")
+	}
+	for i, n := range names {
+		if !namePattern.MatchString(n) {
+			d.probs = append(d.probs, chat.Problem{Path: fmt.Sprintf("%s/%s/%d", d.base, key, i), Message: "must match ^[A-Za-z0-9_-]{1,64}$"})
+		}
+	}
+	return names
+}
+
+// isToken reports whether s is an HTTP token (RFC 9110 §5.6.2), the syntax
+// of a header name.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// escapePointer escapes one JSON pointer token (RFC 6901).
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// sortedKeys returns m's keys in order, so problems come out stable.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
