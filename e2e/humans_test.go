@@ -133,3 +133,77 @@ func TestAutoTeamExampleEndsOnApproval(t *testing.T) {
 		t.Fatalf("speakers = %v, chat %+v", got, final)
 	}
 }
+
+func TestSwarmTriageExampleHandsOffToBilling(t *testing.T) {
+	t.Parallel()
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir())
+	c := p.create(readExample(t, "swarm-triage.json"))
+	final := p.waitTerminal(c.ID, 30*time.Second)
+	code, _, b := p.do("GET", "/v1/chats/"+c.ID+"/messages", nil)
+	var page struct {
+		Messages []struct {
+			Name      string `json:"name"`
+			Role      string `json:"role"`
+			Handoff   string `json:"handoff"`
+			ToolCalls []struct {
+				ID       string `json:"id"`
+				Type     string `json:"type"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+			ToolResponses []struct {
+				ToolCallID string `json:"tool_call_id"`
+				Role       string `json:"role"`
+				Content    string `json:"content"`
+			} `json:"tool_responses"`
+		} `json:"messages"`
+	}
+	mustUnmarshal(t, b, &page)
+	m := page.Messages
+	if code != 200 || len(m) != 5 || *final.StopReason != "text_mention" {
+		t.Fatalf("messages %s, chat %+v", b, final)
+	}
+	call := m[1].ToolCalls[0]
+	if m[1].Role != "assistant" || call.Type != "function" || call.Function.Name != "transfer_to_billing" || call.Function.Arguments != "{}" {
+		t.Fatalf("tool_calls message = %+v", m[1])
+	}
+	if m[2].Role != "tool" || m[2].ToolResponses[0].ToolCallID != call.ID || m[2].ToolResponses[0].Role != "tool" {
+		t.Fatalf("tool_responses message = %+v", m[2])
+	}
+	if m[3].Handoff != "billing" || m[4].Name != "billing" {
+		t.Fatalf("handoff = %+v, next speaker %s", m[3], m[4].Name)
+	}
+	// The SSE stream carries the same shapes.
+	events, stop := p.stream(c.ID, 0)
+	defer stop()
+	var sawCalls, sawResponses bool
+	for _, e := range collect(t, events, 10*time.Second) {
+		if e.Type != "message" {
+			continue
+		}
+		var msg struct {
+			ToolCalls []struct {
+				ID       string          `json:"id"`
+				Type     string          `json:"type"`
+				Function json.RawMessage `json:"function"`
+			} `json:"tool_calls"`
+			ToolResponses []struct {
+				ToolCallID string `json:"tool_call_id"`
+				Role       string `json:"role"`
+			} `json:"tool_responses"`
+		}
+		mustUnmarshal(t, e.Data, &msg)
+		if len(msg.ToolCalls) > 0 {
+			sawCalls = msg.ToolCalls[0].ID == call.ID && msg.ToolCalls[0].Type == "function" &&
+				string(msg.ToolCalls[0].Function) == `{"name":"transfer_to_billing","arguments":"{}"}`
+		}
+		if len(msg.ToolResponses) > 0 {
+			sawResponses = msg.ToolResponses[0].ToolCallID == call.ID && msg.ToolResponses[0].Role == "tool"
+		}
+	}
+	if !sawCalls || !sawResponses {
+		t.Fatalf("SSE message events lack the seed shapes (calls %v, responses %v)", sawCalls, sawResponses)
+	}
+}
