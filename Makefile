@@ -17,10 +17,11 @@ build:
 test: lint
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
-## bench: throughput and memory figures (messages appended per second, memory per running chat)
+## bench: throughput and memory figures (messages appended per second, memory per running chat), warm sandbox exec latency
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/chat/
 	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 30m ./internal/store/...
+	$(GO) test -run '^$$' -bench WarmExec -benchtime 1x -timeout 10m ./internal/sandbox/
 
 ## lint: formatting and vet
 lint:
