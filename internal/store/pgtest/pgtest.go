@@ -2,6 +2,11 @@
 //
 // Where the database comes from, in order (DESIGN §8):
 //
+//  0. With AGENTD_TEST_POSTGRES=testcontainers: a container started once
+//     per test binary through testcontainers-go from AGENTD_TEST_POSTGRES_IMAGE
+//     (default agentd-postgres-test:latest, built without a registry by
+//     build-image.sh beside this file), on any Docker-API engine (DOCKER_HOST;
+//     Podman's service works). Databases are created per call as in 1.
 //  1. AGENTD_TEST_DATABASE_URL: a postgres:// URL of a server on which the
 //     URL's user may CREATE DATABASE. Each call of URL creates a uniquely
 //     named database there and drops it when the test ends.
@@ -165,21 +170,26 @@ var local struct {
 	srv *server
 }
 
-// Stop stops the throwaway server (if URL started one) and removes its data.
-// It is safe to call when no server was started; after it, URL fails.
+// Stop stops the throwaway server or container (if URL started one) and
+// removes its data. It is safe to call when none was started; after it, URL
+// fails.
 func Stop() error {
+	cerr := stopContainer()
 	local.once.Do(func() { local.err = errors.New("pgtest: server stopped") })
 	local.mu.Lock()
 	srv := local.srv
 	local.srv = nil
 	local.mu.Unlock()
 	if srv == nil {
-		return nil
+		return cerr
 	}
-	return srv.stop()
+	return errors.Join(cerr, srv.stop())
 }
 
 func adminURL() (string, error) {
+	if os.Getenv(EnvSource) == SourceTestcontainers {
+		return containerURL()
+	}
 	if u := os.Getenv(EnvURL); u != "" {
 		return u, nil
 	}

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Builds the default sandbox image without a registry: a Debian rootfs made by
+# mmdebstrap from the host's Debian mirror, imported into Podman (or Docker)
+# with the same user, working directory and environment as the Dockerfile
+# beside this script. CI uses it; see README.md here.
+#
+# usage: deploy/sandbox/build-rootfs.sh [image]   (default agentd-sandbox:latest)
+# env:   MIRROR     Debian mirror (default: the first one apt uses here)
+#        SUITE      Debian suite (default bookworm)
+#        PACKAGES   comma-separated packages on top of the essential set
+#        ENGINE     podman or docker (default: podman when installed)
+set -euo pipefail
+
+image=${1:-agentd-sandbox:latest}
+suite=${SUITE:-bookworm}
+# Keep this list equal to the apt-get line of the Dockerfile.
+packages=${PACKAGES:-python3,python3-numpy,python3-pandas,python3-requests,ca-certificates}
+engine=${ENGINE:-$(command -v podman >/dev/null && echo podman || echo docker)}
+
+if [ -z "${MIRROR:-}" ]; then
+  # The mirror apt already uses: deb822 sources first, then sources.list.
+  MIRROR=$(sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null |
+    grep -v security | head -n 1 || true)
+  if [ -z "$MIRROR" ]; then
+    MIRROR=$(awk '$1 == "deb" && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+  fi
+  MIRROR=${MIRROR:-http://deb.debian.org/debian}
+fi
+
+command -v mmdebstrap >/dev/null || { echo "build-rootfs: mmdebstrap is not installed (apt-get install mmdebstrap)" >&2; exit 1; }
+
+tmp=$(mktemp -d /tmp/agentd-sandbox-rootfs.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+
+# The sandbox user is uid/gid 1000 with no shell and no password, the same as
+# the Dockerfile's. It is written straight into passwd/group because the
+# essential variant has no useradd. /work is the only writable place in a
+# running sandbox (the root filesystem is mounted read-only), so it must
+# exist and belong to that user.
+echo "build-rootfs: $suite from $MIRROR with $packages -> $image ($engine)"
+mmdebstrap --variant=essential --include="$packages" \
+  --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+  --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+  --customize-hook='echo "sandbox:x:1000:1000:agentd sandbox:/work:/usr/sbin/nologin" >> "$1/etc/passwd"' \
+  --customize-hook='echo "sandbox:x:1000:" >> "$1/etc/group"' \
+  --customize-hook='echo "sandbox:!:19000::::::" >> "$1/etc/shadow"' \
+  --customize-hook='mkdir -p "$1/work" && chown 1000:1000 "$1/work" && chmod 0700 "$1/work"' \
+  --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/*' \
+  "$suite" "$tmp/rootfs.tar" "$MIRROR"
+
+"$engine" import \
+  --change 'USER 1000:1000' \
+  --change 'WORKDIR /work' \
+  --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin' \
+  --change 'ENV HOME=/work' \
+  --change 'ENV LANG=C.UTF-8' \
+  --change 'ENV PYTHONDONTWRITEBYTECODE=1' \
+  --change 'LABEL org.opencontainers.image.title=agentd-sandbox' \
+  --change 'CMD ["sleep", "infinity"]' \
+  "$tmp/rootfs.tar" "$image" >/dev/null
+echo "build-rootfs: built $image"
