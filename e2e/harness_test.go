@@ -27,6 +27,9 @@ import (
 
 var binPath string
 
+// ownerSuffix tells this test binary's sandboxes from another run's.
+var ownerSuffix = strconv.Itoa(os.Getpid())
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "agentd-e2e-")
 	if err != nil {
@@ -91,7 +94,11 @@ func startAgentd(t *testing.T, env ...string) *proc {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "AGENTD_ADDR=127.0.0.1:0", "AGENTD_SHUTDOWN_GRACE=10s")
+	// Each test labels its sandboxes with an owner of its own, so that one
+	// test's reaper never takes another's containers (a deployment shares
+	// one owner; these processes are separate deployments).
+	owner := "agentd-test-" + ownerSuffix + "-" + strings.NewReplacer("/", "-", "_", "-").Replace(strings.ToLower(t.Name()))
+	cmd.Env = append(cmd.Env, "AGENTD_ADDR=127.0.0.1:0", "AGENTD_SHUTDOWN_GRACE=10s", "AGENTD_SANDBOX_OWNER="+owner)
 	cmd.Env = append(cmd.Env, env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/sandbox"
 	"github.com/agentd/agentd/internal/server"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tool"
@@ -31,6 +35,8 @@ type Main struct {
 	db       store.DB
 	models   *llm.Client
 	tools    *tool.Runner
+	sandbox  sandbox.Manager
+	reaper   *reaper
 	runtime  *chat.Runtime
 	server   *server.Server
 	http     *http.Server
@@ -80,13 +86,29 @@ func (m *Main) Run(ctx context.Context) error {
 			providers = append(providers, p)
 		}
 	}
+	var sandboxes chat.Sandboxes
+	m.sandbox, err = sandbox.Open(ctx, sandbox.Config{
+		Backend: cfg.Sandbox, DockerHost: sandbox.ResolveDockerHost(cfg.DockerHost), Image: cfg.SandboxImage,
+		WorkRoot: cmp.Or(cfg.SandboxWorkRoot, filepath.Join(os.TempDir(), "agentd-sandbox-"+cfg.SandboxOwner)),
+		Owner:    cfg.SandboxOwner, Logger: m.Logger, Registerer: reg,
+	})
+	switch {
+	case err == nil:
+		sandboxes = m.sandbox
+	case errors.Is(err, sandbox.ErrNoSandbox) && (cfg.Sandbox == "auto" || cfg.Sandbox == "none"):
+		// Specs that need code execution are rejected at create time, with
+		// the reason; code never runs on the host.
+		m.Logger.Warn("no code sandbox: specs with code execution or sandbox tools will be rejected", "reason", err)
+	default:
+		return fmt.Errorf("sandbox: %w", err)
+	}
 	m.tools, err = tool.New(tool.Config{HTTPAllowHosts: splitList(cfg.ToolAllowHosts), AllowPrivate: cfg.ToolAllowPrivate,
-		Logger: m.Logger, Registerer: reg})
+		Sandboxes: sandboxes, Logger: m.Logger, Registerer: reg})
 	if err != nil {
 		return err
 	}
 	m.runtime, err = chat.NewRuntime(chat.RuntimeConfig{
-		Store: db, Models: m.models, Providers: providers, Tools: m.tools, Logger: m.Logger, Registerer: reg,
+		Store: db, Models: m.models, Providers: providers, Tools: m.tools, Sandboxes: sandboxes, Logger: m.Logger, Registerer: reg,
 		MaxActiveChats: cfg.MaxActiveChats, LeaseDuration: cfg.LeaseTTL,
 		Limits: chat.Limits{MaxRound: cfg.MaxRoundLimit},
 	})
@@ -108,6 +130,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.runtime.Start(ctx); err != nil {
 		return err
 	}
+	if m.sandbox != nil {
+		m.reaper = startReaper(m.sandbox, m.runtime.SandboxNeeded, cfg.SandboxReap, m.Logger)
+	}
 	m.streams, m.endStreams = context.WithCancel(context.Background())
 	m.http = &http.Server{
 		Handler:           m.server.Handler(),
@@ -119,7 +144,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.http.Serve(m.listener) }()
 	m.Logger.Info("agentd serving", "addr", m.listener.Addr().String(), "store", db.Kind(), "version", version,
-		"providers", m.models.Providers(), "sandbox", "none", "owner", m.runtime.Owner())
+		"providers", m.models.Providers(), "sandbox", sandboxName(sandboxes), "owner", m.runtime.Owner())
 	return nil
 }
 
@@ -162,11 +187,17 @@ func (m *Main) Close() error {
 		} else if m.listener != nil {
 			_ = m.listener.Close()
 		}
+		if m.reaper != nil {
+			m.reaper.stop()
+		}
 		if m.models != nil {
 			_ = m.models.Close()
 		}
 		if m.tools != nil {
 			_ = m.tools.Close()
+		}
+		if m.sandbox != nil {
+			_ = m.sandbox.Close()
 		}
 		if m.db != nil {
 			if err := m.db.Close(); err != nil {
@@ -201,4 +232,50 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+func sandboxName(s chat.Sandboxes) string {
+	if s == nil {
+		return "none"
+	}
+	return s.Backend()
+}
+
+// reaper removes the sandboxes of chats that ended — those a crash left
+// behind, since a chat that ends normally releases its own — at start and
+// then periodically.
+type reaper struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startReaper(mgr sandbox.Manager, needed func(context.Context, string) bool, every time.Duration, log *slog.Logger) *reaper {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &reaper{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			n, err := mgr.Reap(ctx, func(id string) bool { return needed(ctx, id) })
+			switch {
+			case err != nil && ctx.Err() == nil:
+				log.Error("reap sandboxes", "err", err)
+			case n > 0:
+				log.Info("reaped sandboxes of ended chats", "removed", n)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return r
+}
+
+// stop ends the reaper and waits for it; safe to call twice.
+func (r *reaper) stop() {
+	r.cancel()
+	<-r.done
 }

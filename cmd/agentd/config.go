@@ -38,6 +38,10 @@ type Config struct {
 	ModelCallTimeout time.Duration
 	ToolAllowHosts   string
 	ToolAllowPrivate bool
+	DockerHost       string
+	SandboxOwner     string
+	SandboxWorkRoot  string
+	SandboxReap      time.Duration
 
 	// envErrs are malformed environment values found by RegisterFlags,
 	// reported by Validate with everything else.
@@ -56,6 +60,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	str(&c.DataDir, "data-dir", "AGENTD_DATA_DIR", "./agentd-data", "directory of the embedded SQLite store")
 	str(&c.Sandbox, "sandbox", "AGENTD_SANDBOX", "auto", "code sandbox: auto, docker, bwrap or none")
 	str(&c.SandboxImage, "sandbox-image", "AGENTD_SANDBOX_IMAGE", "agentd-sandbox:latest", "image of the docker sandbox")
+	str(&c.DockerHost, "docker-host", "DOCKER_HOST", "", "Docker Engine API of the docker sandbox (default: Podman's socket if present, else /var/run/docker.sock)")
+	str(&c.SandboxOwner, "sandbox-owner", "AGENTD_SANDBOX_OWNER", "agentd", "label of this deployment's sandboxes: the same for every replica of one deployment")
+	str(&c.SandboxWorkRoot, "sandbox-work-root", "AGENTD_SANDBOX_WORK_ROOT", "", "host dir of the bwrap sandboxes' work dirs (default: agentd-sandbox-<owner> in the temp dir, which the sandbox user can reach)")
+	fs.DurationVar(&c.SandboxReap, "sandbox-reap-interval", env.duration("AGENTD_SANDBOX_REAP_INTERVAL", 5*time.Minute), "how often sandboxes of ended chats are removed (AGENTD_SANDBOX_REAP_INTERVAL)")
 	str(&c.OpenAIAPIKey, "openai-api-key", "OPENAI_API_KEY", "", "API key of the openai provider")
 	str(&c.OpenAIBaseURL, "openai-base-url", "OPENAI_BASE_URL", "", "base URL of the openai provider (any OpenAI-compatible server)")
 	str(&c.ModelsFile, "models-file", "AGENTD_MODELS_FILE", "", "file of named model providers")
@@ -89,11 +97,12 @@ func (c *Config) Validate() error {
 		bad("AGENTD_DATA_DIR must be set when AGENTD_DATABASE_URL is empty")
 	}
 	switch c.Sandbox {
-	case "auto", "none":
-	case "docker", "bwrap":
-		bad("AGENTD_SANDBOX=%s: this version has no %s sandbox yet; use auto or none", c.Sandbox, c.Sandbox)
+	case "auto", "none", "docker", "bwrap":
 	default:
 		bad("AGENTD_SANDBOX must be auto, docker, bwrap or none, not %q", c.Sandbox)
+	}
+	if c.SandboxReap < time.Second {
+		bad("AGENTD_SANDBOX_REAP_INTERVAL must be at least 1s")
 	}
 	if c.ModelsFile != "" {
 		bad("AGENTD_MODELS_FILE: named providers are not supported by this version yet; use OPENAI_API_KEY and OPENAI_BASE_URL")
