@@ -58,28 +58,10 @@ func newRuntime(t testing.TB, db chat.Store, opts ...func(*chat.RuntimeConfig)) 
 	return rt
 }
 
-// waitStatus waits on the runtime's own commit signals until the chat is
-// terminal.
+// waitTerminal waits until the chat is terminal (see waitFor).
 func waitTerminal(t testing.TB, rt *chat.Runtime, id string, within time.Duration) *chat.Chat {
 	t.Helper()
-	sig, done := rt.Subscribe(id)
-	defer done()
-	deadline := time.After(within)
-	for {
-		c, err := rt.Get(context.Background(), "", id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.Status.Terminal() {
-			return c
-		}
-		select {
-		case <-sig:
-		case <-time.After(200 * time.Millisecond): // commits on another runtime do not signal this one
-		case <-deadline:
-			t.Fatalf("chat %s still %s after %v", id, c.Status, within)
-		}
-	}
+	return waitFor(t, rt, id, within, chat.StatusCompleted, chat.StatusFailed, chat.StatusCancelled)
 }
 
 func messages(t testing.TB, db chat.Store, id string) []chat.Message {
