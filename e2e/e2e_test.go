@@ -38,6 +38,7 @@ func collect(t *testing.T, events <-chan sseEvent, within time.Duration) []sseEv
 			if !ok {
 				return got
 			}
+			conformsEvent(t, ev)
 			got = append(got, ev)
 		case <-timeout:
 			t.Fatalf("stream still open after %v; got %d events", within, len(got))
@@ -225,6 +226,7 @@ func TestBadInputIsRejectedAndNothingIsWritten(t *testing.T) {
 		if code != wantStatus || h.Get("Content-Type") != "application/problem+json" {
 			t.Fatalf("%s: %d %s %s, want %d problem+json", name, code, h.Get("Content-Type"), b, wantStatus)
 		}
+		conforms(t, "Problem", b)
 		var pr problem
 		mustUnmarshal(t, b, &pr)
 		if pr.Status != wantStatus || pr.Title == "" {
@@ -324,6 +326,7 @@ func TestKill9MidChatsThenRestartLosesNothing(t *testing.T) {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			code, _, b := p.do("GET", "/v1/chats?limit=100", nil)
+			conforms(t, "ChatList", b)
 			var list struct {
 				Chats []chatView `json:"chats"`
 			}

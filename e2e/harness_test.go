@@ -217,6 +217,7 @@ func (p *proc) create(spec []byte, header ...string) chatView {
 	if code != http.StatusCreated {
 		p.t.Fatalf("create: %d %s", code, body)
 	}
+	conforms(p.t, "Chat", body)
 	var c chatView
 	mustUnmarshal(p.t, body, &c)
 	return c
@@ -228,6 +229,7 @@ func (p *proc) get(id string) chatView {
 	if code != http.StatusOK {
 		p.t.Fatalf("get %s: %d %s", id, code, body)
 	}
+	conforms(p.t, "Chat", body)
 	var c chatView
 	mustUnmarshal(p.t, body, &c)
 	return c
@@ -259,6 +261,7 @@ func (p *proc) messages(id string) []messageView {
 		if code != http.StatusOK {
 			p.t.Fatalf("messages: %d %s", code, body)
 		}
+		conforms(p.t, "MessageList", body)
 		var page struct {
 			Messages []messageView `json:"messages"`
 		}

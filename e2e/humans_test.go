@@ -42,6 +42,11 @@ func (p *proc) input(id string, body any) (int, []byte) {
 	p.t.Helper()
 	b, _ := json.Marshal(body)
 	code, _, resp := p.do("POST", "/v1/chats/"+id+"/input", b)
+	if code == http.StatusAccepted {
+		conforms(p.t, "Chat", resp)
+	} else {
+		conforms(p.t, "Problem", resp)
+	}
 	return code, resp
 }
 

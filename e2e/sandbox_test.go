@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"cmp"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,8 +18,14 @@ import (
 func sandboxes(t *testing.T, f func(t *testing.T, env []string)) {
 	t.Run("docker", func(t *testing.T) {
 		t.Parallel()
+		host := cmp.Or(os.Getenv("DOCKER_HOST"), "unix:///run/podman/podman.sock")
+		if conn, err := net.DialTimeout("unix", strings.TrimPrefix(host, "unix://"), 2*time.Second); err != nil {
+			missing(t, "docker sandbox: no Docker Engine API answers at "+host+" (.ci/run starts Podman's)")
+		} else {
+			conn.Close()
+		}
 		if out, err := exec.Command("podman", "image", "exists", "agentd-sandbox:latest").CombinedOutput(); err != nil {
-			missing(t, "docker sandbox: podman with the agentd-sandbox image is needed ("+strings.TrimSpace(string(out))+"; .ci/run sets it up)")
+			missing(t, "docker sandbox: the agentd-sandbox image is needed ("+strings.TrimSpace(string(out))+"; deploy/sandbox/build-rootfs.sh)")
 		}
 		f(t, []string{"AGENTD_SANDBOX=docker"})
 	})
