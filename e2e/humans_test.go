@@ -212,3 +212,16 @@ func TestSwarmTriageExampleHandsOffToBilling(t *testing.T) {
 		t.Fatalf("SSE message events lack the seed shapes (calls %v, responses %v)", sawCalls, sawResponses)
 	}
 }
+
+func TestTerminationAlgebraExample(t *testing.T) {
+	t.Parallel()
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir())
+	c := p.create(readExample(t, "termination-algebra.json"))
+	final := p.waitTerminal(c.ID, 30*time.Second)
+	// all(text_match, source_match): the reviewer spoke first (turn 2), the
+	// final answer came in turn 3; the chat stops there, on the reason that
+	// fired first.
+	if *final.StopReason != "source_match" || *final.StopDetail != "'reviewer' answered; Text matched pattern 'FINAL ANSWER: \\d+'" || final.Turns != 3 {
+		t.Fatalf("chat = %+v (detail %q)", final, *final.StopDetail)
+	}
+}
