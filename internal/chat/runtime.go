@@ -148,6 +148,17 @@ func (r *Runtime) Start(ctx context.Context) error {
 	r.loops.Add(2)
 	go r.claimLoop()
 	go r.renewLoop()
+	if n, ok := r.store.(Notifier); ok {
+		r.loops.Add(1)
+		go func() {
+			defer r.loops.Done()
+			_ = n.Listen(r.base, NotifyHandler{
+				Appended:        r.broker.publish,
+				CancelRequested: func(id string) { r.cancelLocal(id) },
+				Reconnected:     r.broker.publishAll,
+			})
+		}()
+	}
 	r.kick()
 	return nil
 }
@@ -460,15 +471,21 @@ func (r *Runtime) Cancel(ctx context.Context, tenant, id string) (*Chat, bool, e
 	if c.Status.Terminal() {
 		return c, false, nil
 	}
+	if !r.cancelLocal(id) {
+		r.kick() // unclaimed: claim it so that a worker records the cancel
+	}
+	return c, true, nil
+}
+
+// cancelLocal cuts the chat's worker if it runs on this replica.
+func (r *Runtime) cancelLocal(id string) bool {
 	r.mu.Lock()
 	w, local := r.workers[id]
 	r.mu.Unlock()
 	if local {
 		w.cancel(errCancelRequested)
-	} else {
-		r.kick()
 	}
-	return c, true, nil
+	return local
 }
 
 // broker fans "new events" signals out to a chat's local subscribers.
@@ -495,6 +512,19 @@ func (b *broker) subscribe(id string) (<-chan struct{}, func()) {
 			}
 			b.mu.Unlock()
 		})
+	}
+}
+
+// publishAll wakes every subscriber, which re-reads its chat's log.
+func (b *broker) publishAll() {
+	b.mu.Lock()
+	ids := make([]string, 0, len(b.subs))
+	for id := range b.subs {
+		ids = append(ids, id)
+	}
+	b.mu.Unlock()
+	for _, id := range ids {
+		b.publish(id)
 	}
 }
 

@@ -70,6 +70,26 @@ type Store interface {
 	CountByStatus(ctx context.Context) (map[Status]int64, error)
 }
 
+// Notifier is implemented by stores that several replicas share (Postgres):
+// it tells every replica which chats' logs grew and which chats were asked
+// to cancel, so a replica streams events of chats another one runs and cuts
+// its own turns on a cancel received elsewhere. The embedded SQLite store
+// serves one process and needs none.
+type Notifier interface {
+	// Listen calls the handler's functions as notifications arrive, until
+	// ctx ends; it reconnects by itself.
+	Listen(ctx context.Context, h NotifyHandler) error
+}
+
+// NotifyHandler receives a Notifier's notifications. Every field is optional.
+type NotifyHandler struct {
+	Appended        func(chatID string)
+	CancelRequested func(chatID string)
+	// Reconnected is called after the listener lost its connection: what
+	// was sent meanwhile is lost, so everything should be looked at again.
+	Reconnected func()
+}
+
 // CreateChatParams are the arguments of Store.CreateChat.
 type CreateChatParams struct {
 	ID             string

@@ -232,6 +232,11 @@ func (s *Store) RequestCancel(ctx context.Context, tenant, id string) (*chat.Cha
 	if err != nil {
 		return nil, fmt.Errorf("request cancel of chat %s: %w", cid, translate(err))
 	}
+	// The replica running the chat cuts its turn at once instead of at its
+	// next lease renewal.
+	if _, err := s.pool.Exec(ctx, `SELECT pg_notify('`+channelCancel+`', $1)`, cid); err != nil {
+		s.log.Warn("notify cancel", "chat_id", cid, "err", err)
+	}
 	return c, nil
 }
 

@@ -160,7 +160,9 @@ SELECT u.id, ` + eventSelect(18) + ` CROSS JOIN fenced_update u`
 // whole batch and the committer retries its members one by one.
 func (s *Store) commitBatch(ctx context.Context, batch []*chat.AppendParams, fenced []bool) error {
 	b := &pgx.Batch{}
-	for _, p := range batch {
+	ids := make([]string, len(batch))
+	for i, p := range batch {
+		ids[i] = p.ChatID
 		u := &p.Update
 		evs, err := eventArrays(p.Events, u.UpdatedAt)
 		if err != nil {
@@ -176,6 +178,10 @@ func (s *Store) commitBatch(ctx context.Context, batch []*chat.AppendParams, fen
 		}
 		b.Queue(appendSQL, append(args, evs...)...)
 	}
+	// Tell every replica's listeners which logs grew. NOTIFY is
+	// transactional: it is delivered when the batch commits, never for an
+	// append that rolled back (a fenced one only costs a spurious wake-up).
+	b.Queue(`SELECT count(pg_notify('`+channelAppended+`', id)) FROM unnest($1::text[]) AS id`, ids)
 	br := s.pool.SendBatch(ctx, b)
 	for i := range batch {
 		tag, err := br.Exec()
@@ -184,6 +190,10 @@ func (s *Store) commitBatch(ctx context.Context, batch []*chat.AppendParams, fen
 			return err
 		}
 		fenced[i] = tag.RowsAffected() == 0
+	}
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return err
 	}
 	// Close reads up to the end of the pipeline, which includes the implicit
 	// COMMIT: only now are the appends durable.
