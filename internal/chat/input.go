@@ -43,15 +43,17 @@ func (w *worker) resume(ctx context.Context) error {
 	switch {
 	case strings.TrimSpace(content) == "exit", content == "" && a.humanInputMode() != HumanInputAlways:
 		return w.commit(ctx, terminalEvent(StatusCompleted, StopHumanExit, fmt.Sprintf("The human of '%s' ended the chat.", a.Name), ""))
-	case content == "":
+	case content == "" && w.pending != nil:
 		// ALWAYS with nothing said: AutoGen goes on with the auto-reply.
 		if err := w.commit(ctx, runningEvent()); err != nil {
 			return err
 		}
 		return w.autoReply(ctx, a, w.pending.Turn)
+	case content == "":
+		return w.commit(ctx, runningEvent())
 	}
 	d := messageData{Kind: kindHuman, RequestID: p.RequestID}
-	if w.termFired {
+	if w.termFired || w.pending == nil {
 		// Asked because the chat was about to end: the human goes on, and
 		// the termination conditions start counting afresh (AgentChat resets
 		// them when a run ends).

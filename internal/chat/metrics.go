@@ -21,6 +21,7 @@ type metrics struct {
 	modelSeconds  *prometheus.HistogramVec
 	workers       prometheus.Gauge
 	claimErrors   prometheus.Counter
+	panics        prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, store Store) (*metrics, error) {
@@ -42,9 +43,10 @@ func newMetrics(reg prometheus.Registerer, store Store) (*metrics, error) {
 			Help: "Model call latency, retries included.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"provider"}),
 		workers:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentd_workers_active", Help: "Chats with a running worker on this replica."}),
 		claimErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_claim_errors_total", Help: "Failed attempts to claim runnable chats or renew leases."}),
+		panics:      prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_worker_panics_total", Help: "Workers that panicked; their chats failed with an internal error."}),
 	}
 	for _, c := range []prometheus.Collector{m.created, m.finished, m.turns, m.messages, m.events, m.appendErrors,
-		m.appendSeconds, m.modelCalls, m.modelSeconds, m.workers, m.claimErrors, &statusCollector{store: store}} {
+		m.appendSeconds, m.modelCalls, m.modelSeconds, m.workers, m.claimErrors, m.panics, &statusCollector{store: store}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

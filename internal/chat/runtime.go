@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -285,6 +286,18 @@ func (r *Runtime) startWorker(c *Chat) {
 
 func (r *Runtime) runWorker(ctx context.Context, c *Chat, lease Lease) {
 	w := newWorker(r, c)
+	defer func() {
+		// A bug in one chat must not take the server and every other chat
+		// down: the chat fails with an internal error, which stops it from
+		// being claimed (and crashing a worker) again.
+		if p := recover(); p != nil {
+			r.log.Error("worker panicked", "chat_id", c.ID, "panic", p, "stack", string(debug.Stack()))
+			r.metrics.panics.Inc()
+			if !w.status.Terminal() {
+				w.stop(context.WithoutCancel(ctx), fmt.Errorf("internal error: %v", p))
+			}
+		}
+	}()
 	if err := w.rebuild(ctx); err != nil {
 		r.log.Error("start worker", "chat_id", c.ID, "err", err)
 		_ = r.store.ReleaseLease(context.WithoutCancel(ctx), lease, r.owner)

@@ -279,3 +279,26 @@ agentd_messages_appended_total 2
 		t.Fatal(err)
 	}
 }
+
+// panickingModel is a model client whose every call panics, standing in for
+// a bug anywhere below a worker.
+type panickingModel struct{ chat.ModelClient }
+
+func (panickingModel) Complete(context.Context, *chat.ModelRequest) (*chat.ModelResponse, error) {
+	panic("model client bug")
+}
+
+func TestAPanickingWorkerFailsItsChatNotTheServer(t *testing.T) {
+	db := openStore(t)
+	rt := newRuntime(t, db, func(c *chat.RuntimeConfig) { c.Models = panickingModel{} })
+	c := create(t, rt, string(twoAgentSpec(2, 0, "")))
+	got := waitTerminal(t, rt, c.ID, 5*time.Second)
+	if got.Status != chat.StatusFailed || got.Error != "internal error: model client bug" {
+		t.Fatalf("chat = %+v", got)
+	}
+	// The runtime goes on serving: a chat that needs no model completes.
+	c = create(t, rt, `{"task": "t", "max_round": 1, "agents": [{"name": "p", "type": "user_proxy", "human_input_mode": "NEVER"}]}`)
+	if got := waitTerminal(t, rt, c.ID, 5*time.Second); got.Status != chat.StatusCompleted {
+		t.Fatalf("chat after the panic = %+v", got)
+	}
+}
