@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,6 +82,19 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+var workRoots sync.Map // test name → bwrap work root
+
+// workRoot is a work root for the bwrap sandboxes of one test, reachable by
+// the sandbox user and removed with the test.
+func workRoot(t *testing.T) string {
+	if v, ok := workRoots.Load(t.Name()); ok {
+		return v.(string)
+	}
+	dir := reachableDir(t)
+	workRoots.Store(t.Name(), dir)
+	return dir
+}
+
 var addrRE = regexp.MustCompile(`msg="agentd serving" addr=(\S+)`)
 
 // startAgentd runs the binary with the given environment on a free loopback
@@ -99,6 +113,11 @@ func startAgentd(t *testing.T, env ...string) *proc {
 	// one owner; these processes are separate deployments).
 	owner := "agentd-test-" + ownerSuffix + "-" + strings.NewReplacer("/", "-", "_", "-").Replace(strings.ToLower(t.Name()))
 	cmd.Env = append(cmd.Env, "AGENTD_ADDR=127.0.0.1:0", "AGENTD_SHUTDOWN_GRACE=10s", "AGENTD_SANDBOX_OWNER="+owner)
+	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "AGENTD_SANDBOX_WORK_ROOT=") }) {
+		// Where auto picks bwrap, its work dirs go below the test's own
+		// directory (the same for every process of one test).
+		cmd.Env = append(cmd.Env, "AGENTD_SANDBOX_WORK_ROOT="+workRoot(t))
+	}
 	cmd.Env = append(cmd.Env, env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -125,7 +126,16 @@ func TestSubcommands(t *testing.T) {
 // free port: it serves a chat to completion, answers health for `agentd
 // health`, and on Close turns readiness off and ends open streams.
 func TestMainServesAndShutsDownInOrder(t *testing.T) {
-	cfg := parse(t, envMap("AGENTD_ADDR", "127.0.0.1:0", "AGENTD_DATA_DIR", t.TempDir(), "AGENTD_LOG_LEVEL", "error"))
+	// A sandbox owner of its own: the reaper must not touch the sandboxes
+	// of a real deployment on this machine.
+	root, err := os.MkdirTemp("", "agentd-main-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	_ = os.Chmod(root, 0o711)
+	cfg := parse(t, envMap("AGENTD_ADDR", "127.0.0.1:0", "AGENTD_DATA_DIR", t.TempDir(), "AGENTD_LOG_LEVEL", "error",
+		"AGENTD_SANDBOX_OWNER", "agentd-test-main-"+strconv.Itoa(os.Getpid()), "AGENTD_SANDBOX_WORK_ROOT", filepath.Join(root, "sbx")))
 	cfg.ShutdownGrace = 10 * time.Second
 	m := NewMain(cfg, newTestLogger(t))
 	if err := m.Run(context.Background()); err != nil {
