@@ -382,10 +382,32 @@ func TestOpenAIProviderAgainstWireCompatibleServer(t *testing.T) {
 	t.Parallel()
 	fake := openaitest.New(openaitest.WithAPIKey("sk-test-key"))
 	defer fake.Close()
-	fake.Reply(openaitest.Text("def rev(s): return s[::-1]"), openaitest.Text("APPROVED"))
+	// The first reply comes after a pause, so that the stream below is open
+	// while the model streams it.
+	fake.Reply(openaitest.Reply{Content: "def rev(s): return s[::-1]", Delay: 500 * time.Millisecond}, openaitest.Text("APPROVED"))
 	fake.FailNext(http.StatusTooManyRequests, "0")
 	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "OPENAI_API_KEY=sk-test-key", "OPENAI_BASE_URL="+fake.URL())
 	c := p.create(readExample(t, "openai-review.json"))
+	events, stop := p.stream(c.ID, 0)
+	defer stop()
+	var deltas strings.Builder
+	sawMessage := false
+	for _, e := range collect(t, events, 60*time.Second) {
+		switch {
+		case e.Type == "message.delta" && !sawMessage:
+			if e.ID != 0 {
+				t.Fatalf("a delta has id %d: deltas are ephemeral", e.ID)
+			}
+			var d struct{ Name, Content string }
+			mustUnmarshal(t, e.Data, &d)
+			deltas.WriteString(d.Content)
+		case e.Type == "message" && deltas.Len() > 0:
+			sawMessage = true
+		}
+	}
+	if deltas.String() != "def rev(s): return s[::-1]" {
+		t.Fatalf("streamed deltas add up to %q", deltas.String())
+	}
 	view := p.waitTerminal(c.ID, 60*time.Second)
 	if view.Status != "completed" || *view.StopReason != "text_mention" {
 		t.Fatalf("chat = %+v", view)

@@ -29,6 +29,11 @@ type ModelRequest struct {
 	CallIndex int
 	Messages  []ModelMessage
 	Tools     []ToolDef
+	// OnDelta, when set, receives fragments of the reply's content as the
+	// model streams them (they become ephemeral message.delta events). A
+	// client that does not stream never calls it; the response is complete
+	// either way.
+	OnDelta func(content string)
 }
 
 // ModelMessage is one message of a model request, in OpenAI chat terms.

@@ -472,6 +472,13 @@ func (r *Runtime) Subscribe(chatID string) (<-chan struct{}, func()) {
 	return r.broker.subscribe(chatID)
 }
 
+// SubscribeDeltas returns the fragments of replies being streamed for the
+// chat on this replica, and a function that ends the subscription. A slow
+// reader loses fragments rather than slowing the model call down.
+func (r *Runtime) SubscribeDeltas(chatID string) (<-chan Delta, func()) {
+	return r.broker.subscribeDeltas(chatID)
+}
+
 // Cancel asks a chat to stop; the chat's worker appends chat.cancelled. The
 // request is recorded in the store first, so it reaches the worker wherever
 // it runs (through lease renewal) and survives restarts. changed is false
@@ -501,10 +508,47 @@ func (r *Runtime) cancelLocal(id string) bool {
 	return local
 }
 
-// broker fans "new events" signals out to a chat's local subscribers.
+// broker fans "new events" signals, and streamed deltas, out to a chat's
+// local subscribers.
 type broker struct {
-	mu   sync.Mutex
-	subs map[string]map[chan struct{}]struct{}
+	mu     sync.Mutex
+	subs   map[string]map[chan struct{}]struct{}
+	deltas map[string]map[chan Delta]struct{}
+}
+
+func (b *broker) subscribeDeltas(id string) (<-chan Delta, func()) {
+	ch := make(chan Delta, 64)
+	b.mu.Lock()
+	if b.deltas == nil {
+		b.deltas = map[string]map[chan Delta]struct{}{}
+	}
+	if b.deltas[id] == nil {
+		b.deltas[id] = map[chan Delta]struct{}{}
+	}
+	b.deltas[id][ch] = struct{}{}
+	b.mu.Unlock()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			b.mu.Lock()
+			delete(b.deltas[id], ch)
+			if len(b.deltas[id]) == 0 {
+				delete(b.deltas, id)
+			}
+			b.mu.Unlock()
+		})
+	}
+}
+
+func (b *broker) publishDelta(id string, d Delta) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for ch := range b.deltas[id] {
+		select {
+		case ch <- d:
+		default: // ephemeral: a reader that cannot keep up misses fragments
+		}
+	}
 }
 
 func (b *broker) subscribe(id string) (<-chan struct{}, func()) {

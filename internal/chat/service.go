@@ -54,6 +54,14 @@ type PendingInput struct {
 	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
 }
 
+// Delta is a fragment of a reply being streamed by a model: the data of an
+// ephemeral message.delta event. Deltas are not in the log and are not
+// replayed; the message event that follows holds the whole reply.
+type Delta struct {
+	Name    string `json:"name"`
+	Content string `json:"content"`
+}
+
 // Input is a client's answer to a pending input request.
 type Input struct {
 	RequestID string  `json:"request_id"`

@@ -219,7 +219,8 @@ func (a *AgentSpec) humanInputMode() string {
 // its view of the conversation and the functions it may call.
 func (w *worker) callModel(ctx context.Context, a *AgentSpec, tools []ToolDef) (*ModelResponse, error) {
 	cfg := w.spec.resolveModel(a.Model)
-	req := &ModelRequest{ChatID: w.id, Caller: a.Name, Config: cfg, CallIndex: w.modelCalls[a.Name], Messages: w.modelContext(a), Tools: tools}
+	req := &ModelRequest{ChatID: w.id, Caller: a.Name, Config: cfg, CallIndex: w.modelCalls[a.Name], Messages: w.modelContext(a), Tools: tools,
+		OnDelta: func(content string) { w.rt.broker.publishDelta(w.id, Delta{Name: a.Name, Content: content}) }}
 	start := time.Now()
 	resp, err := w.rt.models.Complete(ctx, req)
 	w.rt.metrics.modelCall(cfg.Provider, err, time.Since(start))

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -92,8 +93,17 @@ func (p *openAIProvider) complete(ctx context.Context, req *chat.ModelRequest) (
 		return nil, fmt.Errorf("openai request for %s: %w", callerName(req.Caller), err)
 	}
 	maxAttempts := p.cfg.MaxRetries + 1
+	streamed := false // deltas already went out: a retry would send them again
 	for n := 1; ; n++ {
-		resp, a, err := p.try(ctx, creq)
+		var (
+			resp openai.ChatCompletionResponse
+			a    *attempt
+		)
+		if req.OnDelta != nil {
+			resp, a, err = p.tryStream(ctx, creq, func(d string) { streamed = true; req.OnDelta(d) })
+		} else {
+			resp, a, err = p.try(ctx, creq)
+		}
 		if err == nil {
 			out, cerr := convertResponse(req, resp)
 			if cerr != nil {
@@ -115,7 +125,7 @@ func (p *openAIProvider) complete(ctx context.Context, req *chat.ModelRequest) (
 			return nil, fail
 		}
 		reason, retry := retryReason(a, err)
-		if !retry || n >= maxAttempts {
+		if !retry || n >= maxAttempts || streamed {
 			return nil, fail
 		}
 		wait := retryWait(a, p.cfg.BackoffBase, p.cfg.BackoffMax, n, p.now())
@@ -146,6 +156,70 @@ func (p *openAIProvider) try(ctx context.Context, creq openai.ChatCompletionRequ
 	resp, err := p.client.CreateChatCompletion(context.WithValue(actx, attemptKey{}, a), creq)
 	a.timedOut = errors.Is(actx.Err(), context.DeadlineExceeded)
 	return resp, a, err
+}
+
+// tryStream makes one streaming attempt: the reply's content goes to onDelta
+// as it arrives, and the chunks are put together into the response a
+// non-streaming call would have returned (content, tool calls by index,
+// finish reason, and the usage of the last chunk).
+func (p *openAIProvider) tryStream(ctx context.Context, creq openai.ChatCompletionRequest, onDelta func(string)) (openai.ChatCompletionResponse, *attempt, error) {
+	a := &attempt{}
+	actx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	creq.Stream = true
+	creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	var out openai.ChatCompletionResponse
+	stream, err := p.client.CreateChatCompletionStream(context.WithValue(actx, attemptKey{}, a), creq)
+	if err != nil {
+		a.timedOut = errors.Is(actx.Err(), context.DeadlineExceeded)
+		return out, a, err
+	}
+	defer stream.Close()
+	var (
+		content strings.Builder
+		calls   []openai.ToolCall
+		finish  openai.FinishReason
+	)
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			a.timedOut = errors.Is(actx.Err(), context.DeadlineExceeded)
+			return out, a, err
+		}
+		out.ID, out.Model, out.Created = chunk.ID, chunk.Model, chunk.Created
+		if chunk.Usage != nil {
+			out.Usage = *chunk.Usage
+		}
+		for _, ch := range chunk.Choices {
+			if d := ch.Delta.Content; d != "" {
+				content.WriteString(d)
+				onDelta(d)
+			}
+			for _, tc := range ch.Delta.ToolCalls {
+				i := len(calls)
+				if tc.Index != nil {
+					i = *tc.Index
+				}
+				for len(calls) <= i {
+					calls = append(calls, openai.ToolCall{Type: openai.ToolTypeFunction})
+				}
+				if tc.ID != "" {
+					calls[i].ID = tc.ID
+				}
+				calls[i].Function.Name += tc.Function.Name
+				calls[i].Function.Arguments += tc.Function.Arguments
+			}
+			if ch.FinishReason != "" {
+				finish = ch.FinishReason
+			}
+		}
+	}
+	out.Choices = []openai.ChatCompletionChoice{{Message: openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant,
+		Content: content.String(), ToolCalls: calls}, FinishReason: finish}}
+	return out, a, nil
 }
 
 // errorMessage is the API's own message when there is one.

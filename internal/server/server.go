@@ -43,6 +43,10 @@ type Chats interface {
 	// Subscribe returns a channel that receives a (coalesced) value whenever
 	// new events of the chat are committed, and a function ending the subscription.
 	Subscribe(chatID string) (<-chan struct{}, func())
+	// SubscribeDeltas returns the fragments of replies a model is streaming
+	// for the chat (ephemeral message.delta events), and a function ending
+	// the subscription.
+	SubscribeDeltas(chatID string) (<-chan chat.Delta, func())
 	// Cancel asks a chat to stop; changed is false when it was already terminal.
 	Cancel(ctx context.Context, tenant, id string) (c *chat.Chat, changed bool, err error)
 	// Input answers a chat's pending input request, or returns chat.ErrNoPendingInput.

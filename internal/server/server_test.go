@@ -70,6 +70,11 @@ func (f *fakeChats) Events(ctx context.Context, tenant, id string, after int64, 
 	return f.events(ctx, tenant, id, after, limit)
 }
 
+// SubscribeDeltas of the fakes streams nothing: no model runs behind them.
+func (f *fakeChats) SubscribeDeltas(string) (<-chan chat.Delta, func()) { return nil, func() {} }
+
+func (l *memLog) SubscribeDeltas(string) (<-chan chat.Delta, func()) { return l.deltas, func() {} }
+
 func (f *fakeChats) Subscribe(chatID string) (<-chan struct{}, func()) {
 	if f.subscribe == nil {
 		return f.Chats.Subscribe(chatID)
@@ -111,6 +116,8 @@ type memLog struct {
 	subscribed chan struct{}
 	// eventCalls counts Events calls.
 	eventCalls int
+	// deltas feeds message.delta events to streams (nil: none).
+	deltas chan chat.Delta
 }
 
 const (

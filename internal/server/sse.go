@@ -57,6 +57,8 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 	// wait still wakes us.
 	signal, unsubscribe := c.chats.Subscribe(id)
 	defer unsubscribe()
+	deltas, unsubscribeDeltas := c.chats.SubscribeDeltas(id)
+	defer unsubscribeDeltas()
 
 	rc := http.NewResponseController(w)
 	// A stream lives far longer than the server's WriteTimeout allows an
@@ -96,6 +98,16 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				// The runtime ended the subscription (shutting down): close
 				// so that the client reconnects, maybe to another replica.
+				return
+			}
+		case d := <-deltas:
+			// Ephemeral: no id, so a reconnecting client resumes after the
+			// last persisted event; the message event holds the whole reply.
+			data, _ := json.Marshal(d)
+			if err := writeSSE(w, 0, string(chat.EventMessageDelta), data); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
 				return
 			}
 		case <-heartbeat.C:

@@ -516,3 +516,25 @@ func TestMessagesLongPollTimesOut(t *testing.T) {
 		t.Errorf("body = %v", body)
 	}
 }
+
+// TestSSEDeltas: fragments of a reply being streamed go out as
+// message.delta events without an id, between the persisted events.
+func TestSSEDeltas(t *testing.T) {
+	t.Parallel()
+	log := newMemLog(chat.StatusRunning)
+	log.deltas = make(chan chat.Delta, 2)
+	log.add(chat.Event{Type: chat.EventChatCreated})
+	_, srv := startServer(t, Config{}, log)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	resp := openStream(t, ctx, srv.URL+"/v1/chats/"+testChatID+"/events")
+	r := &sseReader{bufio.NewReader(resp.Body)}
+	if ev, err := r.next(); err != nil || ev.id != "1" {
+		t.Fatalf("first event %+v, %v", ev, err)
+	}
+	log.deltas <- chat.Delta{Name: "coder", Content: "Hel"}
+	ev, err := r.next()
+	if err != nil || ev.event != "message.delta" || ev.id != "" || ev.data != `{"name":"coder","content":"Hel"}` {
+		t.Fatalf("delta event %+v, %v", ev, err)
+	}
+}
