@@ -60,6 +60,10 @@ type PendingInput struct {
 type Delta struct {
 	Name    string `json:"name"`
 	Content string `json:"content"`
+	// AfterSeq is the chat's last seq when the reply began: the reply's
+	// message will be the next message after it. Streams use it to keep
+	// deltas before their message and drop those that come too late.
+	AfterSeq int64 `json:"-"`
 }
 
 // Input is a client's answer to a pending input request.

@@ -220,7 +220,7 @@ func (a *AgentSpec) humanInputMode() string {
 func (w *worker) callModel(ctx context.Context, a *AgentSpec, tools []ToolDef) (*ModelResponse, error) {
 	cfg := w.spec.resolveModel(a.Model)
 	req := &ModelRequest{ChatID: w.id, Caller: a.Name, Config: cfg, CallIndex: w.modelCalls[a.Name], Messages: w.modelContext(a), Tools: tools,
-		OnDelta: func(content string) { w.rt.broker.publishDelta(w.id, Delta{Name: a.Name, Content: content}) }}
+		OnDelta: w.deltaPublisher(a.Name)}
 	start := time.Now()
 	resp, err := w.rt.models.Complete(ctx, req)
 	w.rt.metrics.modelCall(cfg.Provider, err, time.Since(start))
@@ -231,6 +231,15 @@ func (w *worker) callModel(ctx context.Context, a *AgentSpec, tools []ToolDef) (
 		return nil, fmt.Errorf("model call of agent %s (%s): %w", a.Name, cfg.Provider, err)
 	}
 	return resp, nil
+}
+
+// deltaPublisher sends a streaming reply's fragments to the chat's streams,
+// placed after the last event committed before the call.
+func (w *worker) deltaPublisher(agent string) func(string) {
+	after := w.lastSeq
+	return func(content string) {
+		w.rt.broker.publishDelta(w.id, Delta{Name: agent, Content: content, AfterSeq: after})
+	}
 }
 
 // modelContext is an assistant's view of the conversation, built so that

@@ -77,20 +77,34 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 
 	heartbeat := time.NewTicker(c.cfg.Heartbeat)
 	defer heartbeat.Stop()
+	// Deltas are ordered against the log by the seq they follow: one whose
+	// AfterSeq is the last event sent belongs to the reply in the making and
+	// goes out now; an older one belongs to a message already sent and is
+	// dropped; a newer one waits until the events before it are sent.
+	var pending []chat.Delta
+	read := true
 	for {
-		done, err := c.sendEvents(ctx, w, tenant, id, &after)
-		if err == nil {
-			err = rc.Flush()
-		}
-		if err != nil {
-			// The status line is out, so there is no problem to send: end
-			// the stream and let the client resume from its last event id.
-			if ctx.Err() == nil {
-				c.logger.Warn("sse: stream ended early", "request_id", RequestID(ctx), "chat_id", id, "after", after, "error", err)
+		if read {
+			read = false
+			done, err := c.sendEvents(ctx, w, tenant, id, &after)
+			if err != nil {
+				// The status line is out, so there is no problem to send: end
+				// the stream and let the client resume from its last event id.
+				if ctx.Err() == nil {
+					c.logger.Warn("sse: stream ended early", "request_id", RequestID(ctx), "chat_id", id, "after", after, "error", err)
+				}
+				return
 			}
+			if done {
+				_ = rc.Flush()
+				return
+			}
+		}
+		var err error
+		if pending, err = writeDeltas(w, pending, after); err != nil {
 			return
 		}
-		if done {
+		if err := rc.Flush(); err != nil {
 			return
 		}
 		select {
@@ -100,27 +114,48 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 				// so that the client reconnects, maybe to another replica.
 				return
 			}
+			read = true
 		case d := <-deltas:
-			// Ephemeral: no id, so a reconnecting client resumes after the
-			// last persisted event; the message event holds the whole reply.
-			data, _ := json.Marshal(d)
-			if err := writeSSE(w, 0, string(chat.EventMessageDelta), data); err != nil {
-				return
-			}
-			if err := rc.Flush(); err != nil {
-				return
+			pending = append(pending, d)
+			for more := true; more; {
+				select {
+				case d := <-deltas:
+					pending = append(pending, d)
+				default:
+					more = false
+				}
 			}
 		case <-heartbeat.C:
 			if _, err := io.WriteString(w, heartbeatComment); err != nil {
-				return
-			}
-			if err := rc.Flush(); err != nil {
 				return
 			}
 		case <-ctx.Done():
 			return
 		}
 	}
+}
+
+// writeDeltas writes the pending deltas that follow the last event sent as
+// message.delta events — ephemeral: no id, so a reconnecting client resumes
+// after the last persisted event — drops those of replies already sent, and
+// returns those that must wait for more events.
+func writeDeltas(w io.Writer, pending []chat.Delta, after int64) ([]chat.Delta, error) {
+	var wait []chat.Delta
+	for _, d := range pending {
+		switch {
+		case d.AfterSeq > after:
+			wait = append(wait, d)
+		case d.AfterSeq == after:
+			data, err := json.Marshal(d)
+			if err != nil {
+				return nil, err
+			}
+			if err := writeSSE(w, 0, string(chat.EventMessageDelta), data); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return wait, nil
 }
 
 // sendEvents writes every committed event after *after, advancing *after as

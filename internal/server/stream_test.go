@@ -532,7 +532,8 @@ func TestSSEDeltas(t *testing.T) {
 	if ev, err := r.next(); err != nil || ev.id != "1" {
 		t.Fatalf("first event %+v, %v", ev, err)
 	}
-	log.deltas <- chat.Delta{Name: "coder", Content: "Hel"}
+	log.deltas <- chat.Delta{Name: "coder", Content: "stale", AfterSeq: 0} // its reply was sent already
+	log.deltas <- chat.Delta{Name: "coder", Content: "Hel", AfterSeq: 1}
 	ev, err := r.next()
 	if err != nil || ev.event != "message.delta" || ev.id != "" || ev.data != `{"name":"coder","content":"Hel"}` {
 		t.Fatalf("delta event %+v, %v", ev, err)
