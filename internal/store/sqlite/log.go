@@ -113,16 +113,12 @@ func insertEvents(ctx context.Context, stmt *sql.Stmt, id string, events []chat.
 // Append implements chat.Store. The append joins the group committer's next
 // batch; see commitBatch.
 func (s *Store) Append(ctx context.Context, p *chat.AppendParams) error {
-	id, err := param.CheckAppend(p)
+	q, err := param.PrepareAppend(p, s.now)
 	if err != nil {
-		return fmt.Errorf("append to chat: %w", err)
+		return err
 	}
-	q := *p // the committer sorts by ChatID: give it the canonical form
-	q.ChatID = id
-	q.Update.UpdatedAt = param.Time(p.Update.UpdatedAt, s.now)
-	first := p.Events[0].Seq
-	if err := s.commit.Append(ctx, &q); err != nil {
-		return fmt.Errorf("append seq %d..%d to chat %s at epoch %d: %w", first, first+int64(len(p.Events))-1, id, p.Epoch, translate(err))
+	if err := s.commit.Append(ctx, q); err != nil {
+		return fmt.Errorf("%s: %w", param.DescribeAppend(q), translate(err))
 	}
 	return nil
 }

@@ -224,3 +224,23 @@ func DecodeCursor(s string) (Cursor, error) {
 	}
 	return Cursor{CreatedAt: time.Unix(0, n).UTC(), ID: cid}, nil
 }
+
+// PrepareAppend validates p and returns the copy that goes to a group
+// committer: the canonical chat id (the committer sorts appends by it) and
+// UpdatedAt set.
+func PrepareAppend(p *chat.AppendParams, now func() time.Time) (*chat.AppendParams, error) {
+	id, err := CheckAppend(p)
+	if err != nil {
+		return nil, fmt.Errorf("append to chat: %w", err)
+	}
+	q := *p
+	q.ChatID = id
+	q.Update.UpdatedAt = Time(p.Update.UpdatedAt, now)
+	return &q, nil
+}
+
+// DescribeAppend names an append in error messages.
+func DescribeAppend(p *chat.AppendParams) string {
+	first := p.Events[0].Seq
+	return fmt.Sprintf("append seq %d..%d to chat %s at epoch %d", first, first+int64(len(p.Events))-1, p.ChatID, p.Epoch)
+}
