@@ -17,15 +17,9 @@ suite=${SUITE:-bookworm}
 packages=${PACKAGES:-python3,python3-numpy,python3-pandas,python3-requests,ca-certificates}
 engine=${ENGINE:-$(command -v podman >/dev/null && echo podman || echo docker)}
 
-if [ -z "${MIRROR:-}" ]; then
-  # The mirror apt already uses: deb822 sources first, then sources.list.
-  MIRROR=$(sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null |
-    grep -v security | head -n 1 || true)
-  if [ -z "$MIRROR" ]; then
-    MIRROR=$(awk '$1 == "deb" && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
-  fi
-  MIRROR=${MIRROR:-http://deb.debian.org/debian}
-fi
+# shellcheck source=/dev/null
+. "$(dirname "$0")/../lib/debian-mirror.sh"
+MIRROR=$(debian_mirror)
 
 command -v mmdebstrap >/dev/null || { echo "build-rootfs: mmdebstrap is not installed (apt-get install mmdebstrap)" >&2; exit 1; }
 

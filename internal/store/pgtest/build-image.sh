@@ -14,14 +14,9 @@ image=${1:-agentd-postgres-test:latest}
 suite=${SUITE:-bookworm}
 engine=${ENGINE:-$(command -v podman >/dev/null && echo podman || echo docker)}
 
-if [ -z "${MIRROR:-}" ]; then
-  MIRROR=$(sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null |
-    grep -v security | head -n 1 || true)
-  if [ -z "$MIRROR" ]; then
-    MIRROR=$(awk '$1 == "deb" && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
-  fi
-  MIRROR=${MIRROR:-http://deb.debian.org/debian}
-fi
+# shellcheck source=/dev/null
+. "$(dirname "$0")/../../../deploy/lib/debian-mirror.sh"
+MIRROR=$(debian_mirror)
 command -v mmdebstrap >/dev/null || { echo "build-image: mmdebstrap is not installed (apt-get install mmdebstrap)" >&2; exit 1; }
 
 tmp=$(mktemp -d /tmp/agentd-postgres-rootfs.XXXXXX)
