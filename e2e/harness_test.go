@@ -112,7 +112,7 @@ func startAgentd(t *testing.T, env ...string) *proc {
 	// test's reaper never takes another's containers (a deployment shares
 	// one owner; these processes are separate deployments).
 	owner := "agentd-test-" + ownerSuffix + "-" + strings.NewReplacer("/", "-", "_", "-").Replace(strings.ToLower(t.Name()))
-	cmd.Env = append(cmd.Env, "AGENTD_ADDR=127.0.0.1:0", "AGENTD_SHUTDOWN_GRACE=10s", "AGENTD_SANDBOX_OWNER="+owner)
+	cmd.Env = append(cmd.Env, "AGENTD_ADDR=127.0.0.1:0", "AGENTD_SHUTDOWN_GRACE=10s", "AGENTD_SHUTDOWN_DRAIN=0s", "AGENTD_SANDBOX_OWNER="+owner)
 	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "AGENTD_SANDBOX_WORK_ROOT=") }) {
 		// Where auto picks bwrap, its work dirs go below the test's own
 		// directory (the same for every process of one test).

@@ -33,6 +33,7 @@ type Main struct {
 	Logger *slog.Logger
 
 	db       store.DB
+	probe    *store.Probe
 	models   *llm.Client
 	tools    *tool.Runner
 	sandbox  sandbox.Manager
@@ -60,7 +61,7 @@ func NewMain(cfg Config, logger *slog.Logger) *Main {
 // begins serving. It returns once the server listens; Close stops it.
 func (m *Main) Run(ctx context.Context) error {
 	cfg := m.Config
-	db, err := store.Open(ctx, store.Config{DatabaseURL: cfg.DatabaseURL, DataDir: cfg.DataDir, Logger: m.Logger})
+	db, err := store.Open(ctx, store.Config{DatabaseURL: cfg.DatabaseURL, DataDir: cfg.DataDir, Logger: m.Logger, ConnectWait: cfg.DatabaseWait})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -119,7 +120,14 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.server, err = server.New(server.Config{MaxBodyBytes: cfg.MaxBodyBytes, APIKeys: keys}, m.runtime, m.Logger, reg, reg)
+	m.probe, err = store.NewProbe(store.ProbeConfig{Ping: db.Ping, Registerer: reg, Logger: m.Logger})
+	if err != nil {
+		return err
+	}
+	if err := m.probe.Start(ctx); err != nil {
+		return err
+	}
+	m.server, err = server.New(server.Config{MaxBodyBytes: cfg.MaxBodyBytes, APIKeys: keys, Ready: m.probe.Err}, m.runtime, m.Logger, reg, reg)
 	if err != nil {
 		return fmt.Errorf("http server: %w", err)
 	}
@@ -156,19 +164,27 @@ func (m *Main) Addr() string {
 	return m.listener.Addr().String()
 }
 
-// Close shuts down in the order that loses nothing: readiness turns 503 so
-// load balancers stop sending new work, the runtime stops claiming and hands
-// its chats back (their logs are durable; another replica, or this one after
-// a restart, continues them), streams end, the HTTP server drains, and the
-// store closes last. Safe to call twice, or after a failed Run.
+// Close shuts down in the order that loses nothing: readiness turns 503 and
+// for the drain delay requests are still served, so load balancers see the
+// 503 and stop sending new work before anything is refused; then the runtime
+// stops claiming and hands its chats back (their logs are durable; another
+// replica, or this one after a restart, continues them), SSE streams are
+// aborted so clients reconnect elsewhere from their last event id, the HTTP
+// server drains, and the store closes last. Safe to call twice, or after a
+// failed Run.
 func (m *Main) Close() error {
 	m.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), m.Config.ShutdownGrace)
-		defer cancel()
 		var errs []error
 		if m.server != nil {
 			m.server.SetReady(false)
+			if m.Config.ShutdownDrain > 0 {
+				m.Logger.Info("draining: /readyz answers 503, requests are still served", "drain", m.Config.ShutdownDrain)
+				time.Sleep(m.Config.ShutdownDrain)
+			}
 		}
+		// The grace period starts after the drain delay.
+		ctx, cancel := context.WithTimeout(context.Background(), m.Config.ShutdownGrace)
+		defer cancel()
 		if m.runtime != nil {
 			if err := m.runtime.Stop(ctx); err != nil {
 				errs = append(errs, err)
@@ -189,6 +205,9 @@ func (m *Main) Close() error {
 		}
 		if m.reaper != nil {
 			m.reaper.stop()
+		}
+		if m.probe != nil {
+			_ = m.probe.Stop(ctx)
 		}
 		if m.models != nil {
 			_ = m.models.Close()

@@ -42,6 +42,8 @@ type Config struct {
 	SandboxOwner     string
 	SandboxWorkRoot  string
 	SandboxReap      time.Duration
+	DatabaseWait     time.Duration
+	ShutdownDrain    time.Duration
 
 	// envErrs are malformed environment values found by RegisterFlags,
 	// reported by Validate with everything else.
@@ -79,6 +81,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", int64(env.int("AGENTD_MAX_BODY_BYTES", 1<<20)), "largest request body (AGENTD_MAX_BODY_BYTES)")
 	str(&c.ToolAllowHosts, "tool-allow-hosts", "AGENTD_TOOL_ALLOW_HOSTS", "", "comma-separated hosts, host:port, IPs or CIDRs that http and mcp tools may reach (empty: any public host)")
 	fs.BoolVar(&c.ToolAllowPrivate, "tool-allow-private", env.bool("AGENTD_TOOL_ALLOW_PRIVATE", false), "let tools reach loopback and private addresses (AGENTD_TOOL_ALLOW_PRIVATE)")
+	fs.DurationVar(&c.DatabaseWait, "database-wait", env.duration("AGENTD_DATABASE_WAIT", 60*time.Second), "how long to retry an unreachable database at start before giving up (AGENTD_DATABASE_WAIT)")
+	fs.DurationVar(&c.ShutdownDrain, "shutdown-drain", env.duration("AGENTD_SHUTDOWN_DRAIN", 5*time.Second), "on SIGTERM, time between /readyz turning 503 and stopping, while requests are still served, so load balancers see the 503 first (AGENTD_SHUTDOWN_DRAIN)")
 	fs.BoolVar(&c.Migrate, "migrate", env.bool("AGENTD_MIGRATE", true), "run migrations at start (AGENTD_MIGRATE)")
 }
 
@@ -115,6 +119,12 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownGrace <= 0 {
 		bad("AGENTD_SHUTDOWN_GRACE must be positive")
+	}
+	if c.DatabaseWait < 0 {
+		bad("AGENTD_DATABASE_WAIT must not be negative")
+	}
+	if c.ShutdownDrain < 0 {
+		bad("AGENTD_SHUTDOWN_DRAIN must not be negative")
 	}
 	if c.LeaseTTL < 300*time.Millisecond {
 		bad("AGENTD_LEASE_TTL must be at least 300ms")

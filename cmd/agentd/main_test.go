@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"io"
 	"log/slog"
@@ -135,7 +136,8 @@ func TestMainServesAndShutsDownInOrder(t *testing.T) {
 	defer os.RemoveAll(root)
 	_ = os.Chmod(root, 0o711)
 	cfg := parse(t, envMap("AGENTD_ADDR", "127.0.0.1:0", "AGENTD_DATA_DIR", t.TempDir(), "AGENTD_LOG_LEVEL", "error",
-		"AGENTD_SANDBOX_OWNER", "agentd-test-main-"+strconv.Itoa(os.Getpid()), "AGENTD_SANDBOX_WORK_ROOT", filepath.Join(root, "sbx")))
+		"AGENTD_SANDBOX_OWNER", "agentd-test-main-"+strconv.Itoa(os.Getpid()), "AGENTD_SANDBOX_WORK_ROOT", filepath.Join(root, "sbx"),
+		"AGENTD_SHUTDOWN_DRAIN", "1s"))
 	cfg.ShutdownGrace = 10 * time.Second
 	m := NewMain(cfg, newTestLogger(t))
 	if err := m.Run(context.Background()); err != nil {
@@ -181,6 +183,22 @@ func TestMainServesAndShutsDownInOrder(t *testing.T) {
 
 	closed := make(chan error, 1)
 	go func() { closed <- m.Close() }()
+	// During the drain delay readiness is 503 while requests are served.
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			t.Fatalf("readyz during drain: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			break
+		}
+	}
+	if resp, err := http.Get(base + "/v1/chats/" + c.ID); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("API during drain: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	select {
 	case err := <-closed:
 		if err != nil {
@@ -189,8 +207,12 @@ func TestMainServesAndShutsDownInOrder(t *testing.T) {
 	case <-time.After(8 * time.Second):
 		t.Fatal("Close did not end an open SSE stream and a running chat promptly")
 	}
-	if _, err := io.ReadAll(stream.Body); err != nil && !strings.Contains(err.Error(), "EOF") {
-		t.Logf("stream ended with %v", err)
+	// The stream was cut short: it must read as aborted (no final chunk),
+	// which makes clients reconnect, not as a cleanly finished stream.
+	if b, err := io.ReadAll(stream.Body); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("stream ended with %v, want an aborted stream (unexpected EOF); body %q", err, b)
+	} else if !strings.HasPrefix(string(b), "retry: ") {
+		t.Fatalf("stream does not start with a retry hint: %q", b)
 	}
 	if err := m.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)

@@ -20,6 +20,10 @@ var (
 	ErrFenced = errors.New("fenced: chat is owned by another worker")
 	// ErrInvalidCursor: a list cursor the store did not issue.
 	ErrInvalidCursor = errors.New("invalid cursor")
+	// ErrUnavailable: the database could not be reached (down, restarting,
+	// out of connections, network). The operation may succeed if retried
+	// later; callers wait or answer 503, never treat it as the request's fault.
+	ErrUnavailable = errors.New("store unavailable")
 )
 
 // Store is the durable log and the chat records. Implementations live in

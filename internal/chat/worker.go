@@ -247,22 +247,55 @@ func (w *worker) commit(ctx context.Context, evs ...Event) error {
 		upd.PendingInput = mustJSON(w.pendingInput)
 		upd.InputExpiresAt = w.pendingInput.ExpiresAt
 	}
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
-	defer cancel()
-	start := time.Now()
-	err := w.rt.store.Append(actx, &AppendParams{ChatID: w.id, Epoch: w.epoch, Events: evs, Update: upd})
-	w.rt.metrics.appendSeconds.Observe(time.Since(start).Seconds())
-	if err != nil {
-		reason := "error"
-		if errors.Is(err, ErrFenced) {
-			reason = "fenced"
-		}
-		w.rt.metrics.appendErrors.WithLabelValues(reason).Inc()
+	if err := w.append(ctx, &AppendParams{ChatID: w.id, Epoch: w.epoch, Events: evs, Update: upd}); err != nil {
 		return fmt.Errorf("append to chat %s: %w", w.id, err)
 	}
 	w.inputResponse = nil // the store cleared it with this append
 	w.rt.appended(w.id, evs)
 	return nil
+}
+
+// append writes one append durably. While the store is unreachable it
+// waits and tries again (0.25 s doubling up to 5 s) until the worker's
+// context ends: a database outage pauses running chats, it does not fail
+// them. Retrying is safe because the append is fenced by epoch and seq: if
+// an attempt did commit before the connection broke, the retry is fenced,
+// the worker stops, and the chat is continued from its log.
+func (w *worker) append(ctx context.Context, p *AppendParams) error {
+	backoff := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
+		start := time.Now()
+		err := w.rt.store.Append(actx, p)
+		cancel()
+		w.rt.metrics.appendSeconds.Observe(time.Since(start).Seconds())
+		if err == nil {
+			if attempt > 1 {
+				w.log.Info("store reachable again; append done", "attempts", attempt)
+			}
+			return nil
+		}
+		reason := "error"
+		switch {
+		case errors.Is(err, ErrFenced):
+			reason = "fenced"
+		case errors.Is(err, ErrUnavailable):
+			reason = "unavailable"
+		}
+		w.rt.metrics.appendErrors.WithLabelValues(reason).Inc()
+		if reason != "unavailable" {
+			return err
+		}
+		if attempt == 1 {
+			w.log.Warn("store unavailable; the chat waits for it", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
 }
 
 // afterMessage is the event the current state calls for, if any: a fired
@@ -389,6 +422,12 @@ func (w *worker) stop(ctx context.Context, err error) bool {
 		return false
 	case errors.Is(cause, errShutdown):
 		w.log.Info("worker stopped for shutdown; the chat will be continued from its log")
+		return false
+	case errors.Is(err, ErrUnavailable):
+		// A read failed while the database was unreachable: nothing to
+		// record, and no way to. Hand the chat back; it is claimed again,
+		// here or elsewhere, once the database answers.
+		w.log.Warn("store unavailable; the chat will be continued from its log", "err", err)
 		return false
 	case errors.Is(err, errCancelRequested) || errors.Is(cause, errCancelRequested):
 		if cerr := w.commit(ctx, terminalEvent(StatusCancelled, StopCancelled, "External termination requested", "")); cerr != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/agentd/agentd/internal/chat"
 )
@@ -30,6 +31,7 @@ const (
 	kindBodyTooLarge     = "body-too-large"
 	kindValidation       = "validation-failed"
 	kindNotReady         = "not-ready"
+	kindUnavailable      = "unavailable"
 	kindInternal         = "internal"
 )
 
@@ -42,7 +44,14 @@ type problem struct {
 	// Errors is always present (possibly empty) so that clients can range
 	// over it without a presence check.
 	Errors []fieldError `json:"errors"`
+	// retryAfter, when positive, is sent as the Retry-After header (seconds).
+	retryAfter int
 }
+
+// unavailableRetryAfter is the Retry-After of answers given while the
+// database is unreachable: long enough not to hammer a recovering database,
+// short enough that clients notice it is back soon after it is.
+const unavailableRetryAfter = 5
 
 // fieldError is one entry of a problem's errors: a JSON pointer into the
 // request body (/agents/1/model), or the name of a query parameter or header,
@@ -114,6 +123,13 @@ func problemFor(err error) problem {
 	case errors.Is(err, chat.ErrNoPendingInput):
 		return newProblem(http.StatusConflict, kindNoPendingInput,
 			"the chat is not waiting for input, or the request_id is not the pending one", nil)
+	case errors.Is(err, chat.ErrUnavailable):
+		// The store's error names the database host, port and user: it goes
+		// to the log, the client learns only that it may retry.
+		p := newProblem(http.StatusServiceUnavailable, kindUnavailable,
+			"the service is temporarily unavailable; retry after the Retry-After seconds", nil)
+		p.retryAfter = unavailableRetryAfter
+		return p
 	case errors.Is(err, chat.ErrConflict):
 		return newProblem(http.StatusConflict, kindConflict,
 			"the request conflicts with an earlier one: the Idempotency-Key was used with a different body", nil)
@@ -149,6 +165,9 @@ func (rs responder) writeError(w http.ResponseWriter, r *http.Request, err error
 	} else if p.Status >= http.StatusInternalServerError && p.Status != http.StatusServiceUnavailable {
 		rs.logger.Error("request failed", "request_id", RequestID(r.Context()),
 			"method", r.Method, "path", r.URL.Path, "error", err)
+	} else if p.retryAfter > 0 {
+		rs.logger.Warn("request failed: store unavailable", "request_id", RequestID(r.Context()),
+			"method", r.Method, "path", r.URL.Path, "error", err)
 	}
 	b, mErr := json.Marshal(p)
 	if mErr != nil {
@@ -156,6 +175,9 @@ func (rs responder) writeError(w http.ResponseWriter, r *http.Request, err error
 		panic(fmt.Sprintf("encode problem: %v", mErr))
 	}
 	w.Header().Set("Content-Type", problemContentType)
+	if p.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(p.retryAfter))
+	}
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(append(b, '\n'))
 }

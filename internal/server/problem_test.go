@@ -43,6 +43,8 @@ func TestProblemFor(t *testing.T) {
 			http.StatusBadRequest, kindMalformedRequest, "query", []fieldError{{Path: "limit", Message: "must be an integer"}}},
 		{"unauthorized", &requestError{status: http.StatusUnauthorized, kind: kindUnauthorized, detail: "no key"}, http.StatusUnauthorized, kindUnauthorized, "no key", nil},
 		{"not ready", errNotReady, http.StatusServiceUnavailable, kindNotReady, "not ready", nil},
+		{"store unavailable", fmt.Errorf("get chat x: %w: dial tcp 10.0.0.7:5432 user=agentd: connection refused", chat.ErrUnavailable),
+			http.StatusServiceUnavailable, kindUnavailable, "temporarily unavailable", nil},
 		{"fenced is internal", chat.ErrFenced, http.StatusInternalServerError, kindInternal, "internal error", nil},
 		{"anything else", errors.New("pq: relation chats does not exist"), http.StatusInternalServerError, kindInternal, "internal error", nil},
 		{"cancelled", context.Canceled, http.StatusInternalServerError, kindInternal, "internal error", nil},
@@ -70,6 +72,12 @@ func TestProblemFor(t *testing.T) {
 			if !reflect.DeepEqual(p.Errors, want) {
 				t.Errorf("errors = %+v, want %+v", p.Errors, want)
 			}
+			if strings.Contains(p.Detail, "10.0.0.7") || strings.Contains(p.Detail, "user=") {
+				t.Errorf("detail %q names the database", p.Detail)
+			}
+			if (p.retryAfter > 0) != (tt.kind == kindUnavailable) {
+				t.Errorf("retryAfter = %d for %s", p.retryAfter, tt.kind)
+			}
 			if tt.status == http.StatusInternalServerError && p.Detail != "internal error" {
 				t.Errorf("a 500 leaks detail %q", p.Detail)
 			}
@@ -82,7 +90,7 @@ func TestProblemKindsDocumented(t *testing.T) {
 	t.Parallel()
 	doc := string(openAPIDoc(t))
 	for _, kind := range []string{kindMalformedRequest, kindUnauthorized, kindNotFound, kindMethodNotAllowed, kindConflict,
-		kindNoPendingInput, kindBodyTooLarge, kindValidation, kindNotReady, kindInternal} {
+		kindNoPendingInput, kindBodyTooLarge, kindValidation, kindNotReady, kindUnavailable, kindInternal} {
 		if !strings.Contains(doc, "- "+problemTypePrefix+kind+"\n") {
 			t.Errorf("problem type %s%s is not in the Problem.type enum of api/openapi.yaml", problemTypePrefix, kind)
 		}

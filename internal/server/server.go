@@ -80,13 +80,23 @@ type Config struct {
 	// MaxWait caps the wait_s parameter of create and long-poll requests;
 	// larger values are clamped. Default DefaultMaxWait (60 s).
 	MaxWait time.Duration
+	// Ready, if set, is asked by /readyz besides Chats.Ready: it returns why
+	// the replica cannot take work (the database is unreachable), or nil.
+	Ready func() error
+	// StreamRetry is the reconnection delay SSE streams advise clients
+	// (the retry: field). Default DefaultStreamRetry.
+	StreamRetry time.Duration
 }
+
+// DefaultStreamRetry is the reconnection delay SSE streams advise.
+const DefaultStreamRetry = 2 * time.Second
 
 // withDefaults returns c with zero fields set to their defaults.
 func (c Config) withDefaults() Config {
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
 	c.Heartbeat = cmp.Or(c.Heartbeat, DefaultHeartbeat)
 	c.MaxWait = cmp.Or(c.MaxWait, DefaultMaxWait)
+	c.StreamRetry = cmp.Or(c.StreamRetry, DefaultStreamRetry)
 	return c
 }
 
@@ -186,7 +196,7 @@ func (s *Server) SetReady(ready bool) { s.notReady.Store(!ready) }
 // that a panic is logged and counted as the 500 it is turned into.
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.requestID, s.observe, s.recoverer)
+	r.Use(s.requestID, s.observe, s.recoverer, s.options)
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)
 
@@ -194,6 +204,11 @@ func (s *Server) routes() chi.Router {
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{
 		ErrorLog: promLogger{s.logger},
+		// A collector that cannot reach the database (agentd_chats) must
+		// not take every other series down with it: during an outage is
+		// when the metrics matter most. Its series are left out and the
+		// error is logged; agentd_store_up says why.
+		ErrorHandling: promhttp.ContinueOnError,
 	}))
 	r.Get("/openapi.yaml", s.openAPI)
 
@@ -216,6 +231,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if s.notReady.Load() || !s.chats.Ready() {
 		s.writeError(w, r, errNotReady)
 		return
+	}
+	if s.cfg.Ready != nil {
+		if err := s.cfg.Ready(); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 	}
 	s.writeJSON(w, r, http.StatusOK, statusResponse{Status: "ready"})
 }

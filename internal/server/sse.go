@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -70,6 +71,13 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 	// Tells nginx-style proxies not to buffer the stream.
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	// From here on, a stream that ends before the terminal event is aborted
+	// (see abortUnfinished), and the retry field says how soon to come back.
+	finished := false
+	defer abortUnfinished(&finished)
+	if _, err := fmt.Fprintf(w, "retry: %d\n\n", c.cfg.StreamRetry.Milliseconds()); err != nil {
+		return
+	}
 	if err := rc.Flush(); err != nil {
 		c.logger.Error("sse: response cannot be flushed", "request_id", RequestID(ctx), "error", err)
 		return
@@ -82,20 +90,29 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 	// goes out now; an older one belongs to a message already sent and is
 	// dropped; a newer one waits until the events before it are sent.
 	var pending []chat.Delta
+	// retryRead fires while the store is unreachable: the stream stays open
+	// (heartbeats go on) and reads again, so clients ride out a database
+	// outage instead of reconnecting into 503s.
+	var retryRead <-chan time.Time
 	read := true
 	for {
 		if read {
 			read = false
 			done, err := c.sendEvents(ctx, w, tenant, id, &after)
-			if err != nil {
-				// The status line is out, so there is no problem to send: end
-				// the stream and let the client resume from its last event id.
+			if err != nil && errors.Is(err, chat.ErrUnavailable) && ctx.Err() == nil {
+				c.logger.Warn("sse: store unavailable; the stream waits", "request_id", RequestID(ctx), "chat_id", id, "after", after, "error", err)
+				retryRead = time.After(time.Second)
+			} else if err != nil {
+				// The status line is out, so there is no problem to send:
+				// abort the stream and let the client resume from its last
+				// event id.
 				if ctx.Err() == nil {
 					c.logger.Warn("sse: stream ended early", "request_id", RequestID(ctx), "chat_id", id, "after", after, "error", err)
 				}
 				return
 			}
 			if done {
+				finished = true
 				_ = rc.Flush()
 				return
 			}
@@ -110,11 +127,13 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 		select {
 		case _, ok := <-signal:
 			if !ok {
-				// The runtime ended the subscription (shutting down): close
+				// The runtime ended the subscription (shutting down): abort
 				// so that the client reconnects, maybe to another replica.
 				return
 			}
 			read = true
+		case <-retryRead:
+			retryRead, read = nil, true
 		case d := <-deltas:
 			pending = append(pending, d)
 			for more := true; more; {
@@ -130,8 +149,24 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-ctx.Done():
+			// The client went away, or the server is shutting down and
+			// ends every stream: abort it (below) so the client reconnects.
 			return
 		}
+	}
+}
+
+// abortUnfinished aborts a stream that ends before its chat's terminal
+// event. A cleanly ended chunked response reads as "the stream is over" to
+// common clients — Go's r3labs/sse and @microsoft/fetch-event-source stop
+// instead of reconnecting — so a stream the server cuts short (shutdown,
+// a failed read) must not look finished: net/http's ErrAbortHandler closes
+// the connection without the final chunk (HTTP/1.1) or resets the stream
+// (HTTP/2), which every client treats as an error and reconnects from its
+// Last-Event-ID. A stream that ends after the terminal event ends cleanly.
+func abortUnfinished(finished *bool) {
+	if !*finished {
+		panic(http.ErrAbortHandler)
 	}
 }
 

@@ -27,7 +27,12 @@ type sseEvent struct {
 
 // sseReader parses an event stream the way an EventSource does (for the
 // line endings this server writes).
-type sseReader struct{ r *bufio.Reader }
+type sseReader struct {
+	r *bufio.Reader
+	// retry is the last retry field seen; a block that holds only it is
+	// not returned as an event.
+	retry string
+}
 
 // next returns the next event or comment block; io.EOF when the stream ended.
 func (s *sseReader) next() (sseEvent, error) {
@@ -66,6 +71,9 @@ func (s *sseReader) next() (sseEvent, error) {
 			ev.event = value
 		case "data":
 			data = append(data, value)
+		case "retry":
+			s.retry = value
+			seen = ev.id != "" || ev.event != "" || len(data) > 0 || ev.comment != ""
 		default:
 			return ev, fmt.Errorf("unexpected field %q", field)
 		}
@@ -174,7 +182,8 @@ func TestSSEFraming(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "id: 1\nevent: chat.created\ndata: {}\n\n" +
+	want := "retry: 2000\n\n" +
+		"id: 1\nevent: chat.created\ndata: {}\n\n" +
 		"id: 2\nevent: chat.running\ndata: {}\n\n" +
 		"id: 3\nevent: speaker.selected\ndata: {\"agent\":\"coder\",\"method\":\"round_robin\",\"candidates\":[\"coder\"]}\n\n" +
 		"id: 4\nevent: message\ndata: {\"seq\":4,\"role\":\"assistant\",\"name\":\"coder\",\"content\":\"hello\\nworld\",\"created_at\":\"2025-01-02T03:04:05Z\"}\n\n" +
@@ -207,7 +216,7 @@ func TestSSEResumeLive(t *testing.T) {
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("status = %d", resp.StatusCode)
 			}
-			r := &sseReader{bufio.NewReader(resp.Body)}
+			r := &sseReader{r: bufio.NewReader(resp.Body)}
 			var got []sseEvent
 			for len(got) < 2 {
 				ev, err := r.next()
@@ -251,7 +260,7 @@ func TestSSEResumeFinished(t *testing.T) {
 	t.Parallel()
 	_, srv := startServer(t, Config{}, finishedLog())
 	resp := openStream(t, t.Context(), srv.URL+"/v1/chats/"+testChatID+"/events", "Last-Event-ID", "3")
-	got := readUntilEOF(t, &sseReader{bufio.NewReader(resp.Body)})
+	got := readUntilEOF(t, &sseReader{r: bufio.NewReader(resp.Body)})
 	if s := seqs(t, got); !reflect.DeepEqual(s, []int64{4, 5}) {
 		t.Fatalf("seqs = %v, want [4 5]", s)
 	}
@@ -273,7 +282,7 @@ func TestSSEPages(t *testing.T) {
 	log.add(terminalEvent())
 	_, srv := startServer(t, Config{}, log)
 	resp := openStream(t, t.Context(), srv.URL+"/v1/chats/"+testChatID+"/events")
-	got := readUntilEOF(t, &sseReader{bufio.NewReader(resp.Body)})
+	got := readUntilEOF(t, &sseReader{r: bufio.NewReader(resp.Body)})
 	if s := seqs(t, got); !reflect.DeepEqual(s, seqRange(1, int64(n)+1)) {
 		t.Fatalf("got %d events, want %d in order", len(s), n+1)
 	}
@@ -293,7 +302,7 @@ func TestSSENoDuplicates(t *testing.T) {
 	}
 	_, srv := startServer(t, Config{}, chats)
 	resp := openStream(t, t.Context(), srv.URL+"/v1/chats/"+testChatID+"/events?after=2")
-	got := readUntilEOF(t, &sseReader{bufio.NewReader(resp.Body)})
+	got := readUntilEOF(t, &sseReader{r: bufio.NewReader(resp.Body)})
 	if s := seqs(t, got); !reflect.DeepEqual(s, []int64{3, 4, 5}) {
 		t.Fatalf("seqs = %v, want [3 4 5]", s)
 	}
@@ -307,7 +316,7 @@ func TestSSEHeartbeat(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	resp := openStream(t, ctx, srv.URL+"/v1/chats/"+testChatID+"/events")
-	r := &sseReader{bufio.NewReader(resp.Body)}
+	r := &sseReader{r: bufio.NewReader(resp.Body)}
 	if ev, err := r.next(); err != nil || ev.id != "1" {
 		t.Fatalf("first event %+v, %v", ev, err)
 	}
@@ -528,7 +537,7 @@ func TestSSEDeltas(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	resp := openStream(t, ctx, srv.URL+"/v1/chats/"+testChatID+"/events")
-	r := &sseReader{bufio.NewReader(resp.Body)}
+	r := &sseReader{r: bufio.NewReader(resp.Body)}
 	if ev, err := r.next(); err != nil || ev.id != "1" {
 		t.Fatalf("first event %+v, %v", ev, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/store/postgres"
@@ -29,6 +30,9 @@ type Config struct {
 	DataDir string
 	// Logger receives the store's background failures; default: discarded.
 	Logger *slog.Logger
+	// ConnectWait is how long Open retries an unreachable Postgres before
+	// giving up; zero tries once. Unused with SQLite.
+	ConnectWait time.Duration
 }
 
 // SQLiteFile is the name of the SQLite database file in Config.DataDir.
@@ -57,7 +61,7 @@ func Open(ctx context.Context, cfg Config) (DB, error) {
 	logger := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	switch {
 	case isPostgresURL(cfg.DatabaseURL):
-		return postgres.Open(ctx, postgres.Config{URL: cfg.DatabaseURL, Logger: logger})
+		return postgres.Open(ctx, postgres.Config{URL: cfg.DatabaseURL, Logger: logger, ConnectWait: cfg.ConnectWait})
 	case cfg.DatabaseURL != "":
 		return nil, errors.New("open store: the database URL must start with postgres:// or postgresql:// (leave it empty for the embedded SQLite store)")
 	}

@@ -239,38 +239,56 @@ func startServer() (*server, error) {
 }
 
 func startOnce(bin string, cred *syscall.Credential) (*server, error) {
-	dir, err := os.MkdirTemp("", "agentd-pgtest-")
+	dir, err := initCluster(bin, cred)
 	if err != nil {
 		return nil, err
 	}
-	fail := func(err error) (*server, error) {
+	port, err := freePort()
+	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
+	}
+	srv, err := runServer(bin, cred, dir, port)
+	if err != nil {
+		os.RemoveAll(dir)
+	}
+	return srv, err
+}
+
+// initCluster creates a temporary directory with a new cluster in data/.
+func initCluster(bin string, cred *syscall.Credential) (string, error) {
+	dir, err := os.MkdirTemp("", "agentd-pgtest-")
+	if err != nil {
+		return "", err
+	}
+	fail := func(err error) (string, error) {
+		os.RemoveAll(dir)
+		return "", err
 	}
 	if cred != nil {
 		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			return fail(err)
 		}
 	}
-	data := filepath.Join(dir, "data")
-
 	// --no-sync: a throwaway cluster need not be flushed to disk at creation.
-	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust",
+	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", filepath.Join(dir, "data"), "-U", "postgres", "-A", "trust",
 		"-E", "UTF8", "--locale=C", "--no-sync")
 	initdb.Dir = dir
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return fail(fmt.Errorf("initdb: %v\n%s", err, out))
 	}
+	return dir, nil
+}
 
-	port, err := freePort()
-	if err != nil {
-		return fail(err)
-	}
+// runServer starts postgres on the cluster in dir and waits until it
+// accepts connections. On failure the server is stopped; dir is kept.
+func runServer(bin string, cred *syscall.Credential, dir string, port int) (*server, error) {
+	data := filepath.Join(dir, "data")
 	logPath := filepath.Join(dir, "postgres.log")
-	logFile, err := os.Create(logPath)
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	defer logFile.Close() // the child has its own descriptor
 
@@ -306,10 +324,10 @@ func startOnce(bin string, cred *syscall.Credential) (*server, error) {
 		close(srv.exited)
 	}()
 	if err := <-started; err != nil {
-		return fail(fmt.Errorf("start postgres: %w", err))
+		return nil, fmt.Errorf("start postgres: %w", err)
 	}
 	if err := srv.waitReady(logPath); err != nil {
-		srv.stop()
+		_ = srv.halt()
 		return nil, err
 	}
 	return srv, nil
@@ -344,19 +362,23 @@ func (s *server) waitReady(logPath string) error {
 }
 
 func (s *server) stop() error {
+	return errors.Join(s.halt(), os.RemoveAll(s.dir))
+}
+
+// halt stops the server and keeps its data.
+func (s *server) halt() error {
 	// SIGINT is Postgres' "fast" shutdown: disconnect clients, checkpoint, exit.
 	if s.cmd.Process != nil {
 		_ = s.cmd.Process.Signal(syscall.SIGINT)
 	}
-	var err error
 	select {
 	case <-s.exited:
+		return nil
 	case <-time.After(30 * time.Second):
 		_ = s.cmd.Process.Kill()
 		<-s.exited
-		err = errors.New("postgres did not shut down in 30s; killed")
+		return errors.New("postgres did not shut down in 30s; killed")
 	}
-	return errors.Join(err, os.RemoveAll(s.dir))
 }
 
 func freePort() (int, error) {

@@ -108,7 +108,7 @@ func (s *Store) CreateChat(ctx context.Context, p *chat.CreateChatParams) (*chat
 
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return nil, false, fmt.Errorf("create chat %s: %w", id, err)
+		return nil, false, fmt.Errorf("create chat %s: %w", id, translate(err))
 	}
 	defer tx.Rollback(ctx) // a no-op after Commit
 

@@ -8,7 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +35,11 @@ type Config struct {
 	// MaxConns caps the pool; 0 keeps pgxpool's default (or the URL's
 	// pool_max_conns).
 	MaxConns int32
+	// ConnectWait is how long Open keeps retrying, with backoff, a database
+	// that cannot be reached (not yet started, restarting) before it gives
+	// up. Zero tries once. Errors the database answers with (a wrong
+	// password, an unknown database) end the wait at once.
+	ConnectWait time.Duration
 }
 
 // Store is a chat.Store on Postgres. Create it with Open; it is safe for
@@ -68,11 +76,17 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.MaxConns > 0 {
 		pc.MaxConns = cfg.MaxConns
 	}
+	if pc.ConnConfig.ConnectTimeout == 0 {
+		// Without a timeout a dial to a host that drops packets hangs for
+		// as long as the caller's context allows; with one, an unreachable
+		// database is reported (and requests answered 503) in seconds.
+		pc.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
-	if err := pool.Ping(ctx); err != nil {
+	if err := waitReachable(ctx, pool, cfg.ConnectWait, cfg.Logger); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
@@ -89,13 +103,42 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// waitReachable pings the database until it answers, retrying unreachable
+// errors with exponential backoff (0.25 s doubling up to 5 s) for up to
+// wait, so that replicas started together with their database (compose,
+// a rolling restart of both) come up instead of crash-looping.
+func waitReachable(ctx context.Context, pool *pgxpool.Pool, wait time.Duration, log *slog.Logger) error {
+	deadline := time.Now().Add(wait)
+	backoff := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := translate(pool.Ping(pctx))
+		cancel()
+		if err == nil || !errors.Is(err, chat.ErrUnavailable) {
+			return err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("database still unreachable after %s (%d attempts; raise the connect wait to wait longer): %w", wait, attempt, err)
+		}
+		sleep := min(backoff, left)
+		log.Warn("database unreachable; retrying", "store", "postgres", "attempt", attempt, "retry_in", sleep, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the database: %w (last error: %v)", ctx.Err(), err)
+		case <-time.After(sleep):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
 // Kind returns "postgres".
 func (s *Store) Kind() string { return "postgres" }
 
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("ping postgres: %w", err)
+		return fmt.Errorf("ping postgres: %w", translate(err))
 	}
 	return nil
 }
@@ -180,12 +223,50 @@ func translate(err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return chat.ErrNotFound
 	}
+	if unreachable(err) {
+		// %v, not %w: the text (host, port, user) is for the log; callers
+		// match chat.ErrUnavailable and answer without it.
+		return fmt.Errorf("%w: %v", chat.ErrUnavailable, err)
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
 		// %v, not %w: callers match chat.ErrConflict, never driver types.
 		return fmt.Errorf("%w: %v", chat.ErrConflict, err)
 	}
 	return err
+}
+
+// unreachable reports whether err means the database could not be reached
+// or went away, rather than that it rejected the statement: a failed dial,
+// a connection lost mid-query, or the server refusing work while it starts,
+// stops or is out of connections. Context errors of the caller are not: the
+// caller gave up, the database did not.
+func unreachable(err error) bool {
+	if errors.Is(err, chat.ErrUnavailable) {
+		return true
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "08"), // connection exception
+			pe.Code == "57P01", // admin_shutdown
+			pe.Code == "57P02", // crash_shutdown
+			pe.Code == "57P03", // cannot_connect_now (starting up, recovering)
+			pe.Code == "53300": // too_many_connections
+			return true
+		}
+		return false
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		pgconn.SafeToRetry(err)
 }
 
 // isolate reports whether a failed batch is worth retrying append by append:
