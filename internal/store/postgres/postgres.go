@@ -245,10 +245,8 @@ func unreachable(err error) bool {
 	if errors.Is(err, chat.ErrUnavailable) {
 		return true
 	}
-	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) {
-		return true
-	}
+	// The server's own answer first: a failed connect may wrap one (a
+	// wrong password, an unknown database), and that is no outage.
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch {
@@ -260,6 +258,10 @@ func unreachable(err error) bool {
 			return true
 		}
 		return false
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
