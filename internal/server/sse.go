@@ -165,6 +165,9 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 // (HTTP/2), which every client treats as an error and reconnects from its
 // Last-Event-ID. A stream that ends after the terminal event ends cleanly.
 func abortUnfinished(finished *bool) {
+	if v := recover(); v != nil {
+		panic(v) // a real panic goes on as it was, for the recoverer to log
+	}
 	if !*finished {
 		panic(http.ErrAbortHandler)
 	}
