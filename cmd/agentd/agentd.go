@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -71,7 +72,7 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	m.models, err = llm.New(llm.Config{
 		OpenAI:     llm.OpenAIConfig{APIKey: cfg.OpenAIAPIKey, BaseURL: cfg.OpenAIBaseURL, Timeout: cfg.ModelCallTimeout},
 		Logger:     m.Logger,
@@ -207,6 +208,18 @@ func (m *Main) Close() error {
 		m.closeErr = errors.Join(errs...)
 	})
 	return m.closeErr
+}
+
+// buildInfo is agentd_build_info, the usual constant 1 whose labels say
+// which build runs, so dashboards can show versions and mark rollouts.
+func buildInfo() prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "agentd_build_info",
+		Help:        "The agentd build that runs: always 1, labelled with its version and Go version.",
+		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
+	})
+	g.Set(1)
+	return g
 }
 
 // migrate applies the migrations and exits (agentd migrate).

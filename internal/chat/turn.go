@@ -76,7 +76,7 @@ func (w *worker) selectAuto(ctx context.Context, sel *selection) error {
 		req := &ModelRequest{ChatID: w.id, Config: cfg, CallIndex: w.selectorCalls + attempt, Messages: msgs}
 		start := time.Now()
 		resp, err := w.rt.models.Complete(ctx, req)
-		w.rt.metrics.modelCall(cfg.Provider, err, time.Since(start))
+		w.rt.metrics.modelCall(cfg.Provider, resp, err, time.Since(start))
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -223,7 +223,7 @@ func (w *worker) callModel(ctx context.Context, a *AgentSpec, tools []ToolDef) (
 		OnDelta: w.deltaPublisher(a.Name)}
 	start := time.Now()
 	resp, err := w.rt.models.Complete(ctx, req)
-	w.rt.metrics.modelCall(cfg.Provider, err, time.Since(start))
+	w.rt.metrics.modelCall(cfg.Provider, resp, err, time.Since(start))
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -408,9 +408,9 @@ func (w *worker) stop(ctx context.Context, err error) bool {
 	case ctx.Err() != nil:
 		return false
 	default:
-		w.log.Error("chat failed", "err", err)
+		// The runtime logs the failure once chat.failed is durable.
 		if cerr := w.commit(ctx, terminalEvent(StatusFailed, StopError, err.Error(), err.Error())); cerr != nil {
-			w.log.Error("append chat.failed", "err", cerr)
+			w.log.Error("append chat.failed", "err", cerr, "chat_error", err)
 		}
 		return false
 	}

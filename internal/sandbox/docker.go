@@ -233,7 +233,7 @@ func (d *dockerManager) Exec(ctx context.Context, req *chat.ExecRequest) (*chat.
 	res, err := d.exec(ctx, req)
 	d.met.observe(BackendDocker, req.Language, res, err, time.Since(start))
 	if err != nil {
-		d.log.Warn("sandbox exec failed", "chat", req.ChatID, "language", req.Language, "err", err)
+		d.log.Warn("sandbox exec failed", "chat_id", req.ChatID, "language", req.Language, "err", err)
 	}
 	return res, err
 }
@@ -259,7 +259,7 @@ func (d *dockerManager) exec(ctx context.Context, req *chat.ExecRequest) (*chat.
 			// an operator's prune): forget it and create a fresh one. The
 			// work dir's files are lost with it, which the next program
 			// will notice; that beats failing the chat.
-			d.log.Warn("sandbox container gone, recreating", "chat", req.ChatID, "container", shortID(id), "err", err)
+			d.log.Warn("sandbox container gone, recreating", "chat_id", req.ChatID, "container", shortID(id), "err", err)
 			b.mu.Lock()
 			if b.id == id {
 				b.id = ""
@@ -308,7 +308,7 @@ func (d *dockerManager) findOrCreate(ctx context.Context, chatID string, lim lim
 				return "", fmt.Errorf("start sandbox container of chat %s: %w", chatID, err)
 			}
 		}
-		d.log.Info("sandbox reused", "chat", chatID, "container", shortID(c.ID))
+		d.log.Info("sandbox reused", "chat_id", chatID, "container", shortID(c.ID))
 		return c.ID, nil
 	}
 	return d.create(ctx, chatID, lim)
@@ -400,7 +400,7 @@ func (d *dockerManager) create(ctx context.Context, chatID string, lim limits) (
 		return "", fmt.Errorf("start sandbox container of chat %s: %w", chatID, err)
 	}
 	d.met.alive.WithLabelValues(BackendDocker).Inc()
-	d.log.Info("sandbox created", "chat", chatID, "container", shortID(created.ID),
+	d.log.Info("sandbox created", "chat_id", chatID, "container", shortID(created.ID),
 		"memory_mb", lim.memoryMB, "cpus", lim.cpus, "pids", pids)
 	return created.ID, nil
 }
@@ -600,7 +600,7 @@ func (d *dockerManager) remove(ctx context.Context, chatID string) (removed bool
 		}
 		removed = true
 		d.met.alive.WithLabelValues(BackendDocker).Dec()
-		d.log.Info("sandbox removed", "chat", chatID, "container", shortID(c.ID))
+		d.log.Info("sandbox removed", "chat_id", chatID, "container", shortID(c.ID))
 	}
 	err = d.cli.VolumeRemove(ctx, d.name(chatID), true)
 	switch {
@@ -644,7 +644,7 @@ func (d *dockerManager) Reap(ctx context.Context, keep func(chatID string) bool)
 		}
 		if ok {
 			removed++
-			d.log.Info("sandbox reaped", "chat", chatID)
+			d.log.Info("sandbox reaped", "chat_id", chatID)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -199,7 +199,7 @@ func (s *Server) routes() chi.Router {
 
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.authenticate)
-		r.Mount("/chats", (&chatsResource{responder: s.responder, cfg: s.cfg, chats: s.chats}).Routes())
+		r.Mount("/chats", (&chatsResource{responder: s.responder, cfg: s.cfg, chats: s.chats, metrics: s.metrics}).Routes())
 	})
 	return r
 }
