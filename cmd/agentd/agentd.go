@@ -42,6 +42,7 @@ type Main struct {
 	server   *server.Server
 	http     *http.Server
 	listener net.Listener
+	admin    *adminServer
 	// streams is the base context of every request; cancelling it ends
 	// long-lived SSE streams and long polls, which http.Server.Shutdown
 	// would otherwise wait for until the grace period ran out.
@@ -134,6 +135,11 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.sandbox != nil {
 		m.reaper = startReaper(m.sandbox, m.runtime.SandboxNeeded, cfg.SandboxReap, m.Logger)
 	}
+	if cfg.AdminAddr != "" {
+		if m.admin, err = startAdmin(cfg.AdminAddr, server.AdminHandler(reg), m.Logger); err != nil {
+			return err
+		}
+	}
 	m.streams, m.endStreams = context.WithCancel(context.Background())
 	m.http = &http.Server{
 		Handler:           m.server.Handler(),
@@ -155,6 +161,14 @@ func (m *Main) Addr() string {
 		return ""
 	}
 	return m.listener.Addr().String()
+}
+
+// AdminAddr is the address of the admin listener, "" without one.
+func (m *Main) AdminAddr() string {
+	if m.admin == nil {
+		return ""
+	}
+	return m.admin.addr
 }
 
 // Close shuts down in the order that loses nothing: readiness turns 503 so
@@ -186,19 +200,31 @@ func (m *Main) Close() error {
 				errs = append(errs, err)
 			}
 		} else if m.listener != nil {
-			_ = m.listener.Close()
+			if err := m.listener.Close(); err != nil {
+				m.Logger.Warn("close listener", "err", err)
+			}
+		}
+		if m.admin != nil {
+			m.admin.stop(ctx)
 		}
 		if m.reaper != nil {
 			m.reaper.stop()
 		}
+		// Errors closing these lose nothing durable, but say what leaked.
 		if m.models != nil {
-			_ = m.models.Close()
+			if err := m.models.Close(); err != nil {
+				m.Logger.Warn("close model clients", "err", err)
+			}
 		}
 		if m.tools != nil {
-			_ = m.tools.Close()
+			if err := m.tools.Close(); err != nil {
+				m.Logger.Warn("close tool runner", "err", err)
+			}
 		}
 		if m.sandbox != nil {
-			_ = m.sandbox.Close()
+			if err := m.sandbox.Close(); err != nil {
+				m.Logger.Warn("close sandbox manager", "err", err)
+			}
 		}
 		if m.db != nil {
 			if err := m.db.Close(); err != nil {
@@ -252,6 +278,44 @@ func sandboxName(s chat.Sandboxes) string {
 		return "none"
 	}
 	return s.Backend()
+}
+
+// adminServer is the opt-in admin listener (AGENTD_ADMIN_ADDR): pprof and
+// metrics, apart from the API so that neither is reachable by API clients.
+type adminServer struct {
+	addr   string
+	srv    *http.Server
+	served chan error
+	log    *slog.Logger
+}
+
+func startAdmin(addr string, h http.Handler, log *slog.Logger) (*adminServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin listen: %w", err)
+	}
+	a := &adminServer{
+		addr: ln.Addr().String(),
+		// No WriteTimeout: a CPU profile or trace takes as long as asked.
+		srv:    &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)},
+		served: make(chan error, 1),
+		log:    log,
+	}
+	go func() { a.served <- a.srv.Serve(ln) }()
+	log.Info("admin listener serving pprof and metrics", "addr", ln.Addr().String())
+	return a, nil
+}
+
+// stop shuts the admin listener down, cutting a profile still running when
+// ctx ends.
+func (a *adminServer) stop(ctx context.Context) {
+	if err := a.srv.Shutdown(ctx); err != nil {
+		a.log.Warn("admin listener shutdown", "err", err)
+		_ = a.srv.Close()
+	}
+	if err := <-a.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		a.log.Warn("admin listener", "err", err)
+	}
 }
 
 // reaper removes the sandboxes of chats that ended — those a crash left

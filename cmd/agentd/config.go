@@ -42,6 +42,7 @@ type Config struct {
 	SandboxOwner     string
 	SandboxWorkRoot  string
 	SandboxReap      time.Duration
+	AdminAddr        string
 
 	// envErrs are malformed environment values found by RegisterFlags,
 	// reported by Validate with everything else.
@@ -56,6 +57,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 		fs.StringVar(p, name, env.str(key, def), usage+" ("+key+")")
 	}
 	str(&c.Addr, "addr", "AGENTD_ADDR", "127.0.0.1:8080", "listen address")
+	str(&c.AdminAddr, "admin-addr", "AGENTD_ADMIN_ADDR", "", "listen address of the admin listener (pprof, metrics; no authentication); empty: none")
 	str(&c.DatabaseURL, "database-url", "AGENTD_DATABASE_URL", "", "postgres:// URL; empty: embedded SQLite in the data dir")
 	str(&c.DataDir, "data-dir", "AGENTD_DATA_DIR", "./agentd-data", "directory of the embedded SQLite store")
 	str(&c.Sandbox, "sandbox", "AGENTD_SANDBOX", "auto", "code sandbox: auto, docker, bwrap or none")
@@ -89,6 +91,11 @@ func (c *Config) Validate() error {
 	host, _, err := net.SplitHostPort(c.Addr)
 	if err != nil {
 		bad("AGENTD_ADDR %q: %v", c.Addr, err)
+	}
+	if c.AdminAddr != "" {
+		if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
+			bad("AGENTD_ADMIN_ADDR %q: %v", c.AdminAddr, err)
+		}
 	}
 	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
 		bad("AGENTD_DATABASE_URL must be a postgres:// URL (or empty for embedded SQLite)")
