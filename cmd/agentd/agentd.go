@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/llm"
@@ -24,6 +25,7 @@ import (
 	"github.com/agentd/agentd/internal/server"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tool"
+	"github.com/agentd/agentd/internal/tracing"
 )
 
 // Main is the whole program: store, models, chat runtime and HTTP server.
@@ -34,6 +36,7 @@ type Main struct {
 	Logger *slog.Logger
 
 	db       store.DB
+	tracing  *tracing.Provider
 	models   *llm.Client
 	tools    *tool.Runner
 	sandbox  sandbox.Manager
@@ -72,12 +75,24 @@ func (m *Main) Run(ctx context.Context) error {
 			return fmt.Errorf("migrate %s store: %w", db.Kind(), err)
 		}
 	}
+	m.tracing, err = tracing.New(ctx, tracing.Config{Enabled: cfg.Traces, ServiceVersion: version})
+	if err != nil {
+		return err
+	}
+	// Components take no provider at all when tracing is off, so they skip
+	// even the propagation work.
+	var tp trace.TracerProvider
+	if m.tracing.Enabled() {
+		tp = m.tracing.TracerProvider()
+		m.Logger.Info("exporting OpenTelemetry traces over OTLP/HTTP")
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	m.models, err = llm.New(llm.Config{
-		OpenAI:     llm.OpenAIConfig{APIKey: cfg.OpenAIAPIKey, BaseURL: cfg.OpenAIBaseURL, Timeout: cfg.ModelCallTimeout},
-		Logger:     m.Logger,
-		Registerer: reg,
+		OpenAI:         llm.OpenAIConfig{APIKey: cfg.OpenAIAPIKey, BaseURL: cfg.OpenAIBaseURL, Timeout: cfg.ModelCallTimeout},
+		Logger:         m.Logger,
+		Registerer:     reg,
+		TracerProvider: tp,
 	})
 	if err != nil {
 		return fmt.Errorf("models: %w", err)
@@ -92,7 +107,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.sandbox, err = sandbox.Open(ctx, sandbox.Config{
 		Backend: cfg.Sandbox, DockerHost: sandbox.ResolveDockerHost(cfg.DockerHost), Image: cfg.SandboxImage,
 		WorkRoot: cmp.Or(cfg.SandboxWorkRoot, filepath.Join(os.TempDir(), "agentd-sandbox-"+cfg.SandboxOwner)),
-		Owner:    cfg.SandboxOwner, Logger: m.Logger, Registerer: reg,
+		Owner:    cfg.SandboxOwner, Logger: m.Logger, Registerer: reg, TracerProvider: tp,
 	})
 	switch {
 	case err == nil:
@@ -105,14 +120,14 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("sandbox: %w", err)
 	}
 	m.tools, err = tool.New(tool.Config{HTTPAllowHosts: splitList(cfg.ToolAllowHosts), AllowPrivate: cfg.ToolAllowPrivate,
-		Sandboxes: sandboxes, Logger: m.Logger, Registerer: reg})
+		Sandboxes: sandboxes, Logger: m.Logger, Registerer: reg, TracerProvider: tp})
 	if err != nil {
 		return err
 	}
 	m.runtime, err = chat.NewRuntime(chat.RuntimeConfig{
 		Store: db, Models: m.models, Providers: providers, Tools: m.tools, Sandboxes: sandboxes, Logger: m.Logger, Registerer: reg,
 		MaxActiveChats: cfg.MaxActiveChats, LeaseDuration: cfg.LeaseTTL,
-		Limits: chat.Limits{MaxRound: cfg.MaxRoundLimit},
+		Limits: chat.Limits{MaxRound: cfg.MaxRoundLimit}, TracerProvider: tp,
 	})
 	if err != nil {
 		return err
@@ -121,7 +136,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.server, err = server.New(server.Config{MaxBodyBytes: cfg.MaxBodyBytes, APIKeys: keys}, m.runtime, m.Logger, reg, reg)
+	m.server, err = server.New(server.Config{MaxBodyBytes: cfg.MaxBodyBytes, APIKeys: keys, TracerProvider: tp}, m.runtime, m.Logger, reg, reg)
 	if err != nil {
 		return fmt.Errorf("http server: %w", err)
 	}
@@ -230,6 +245,11 @@ func (m *Main) Close() error {
 			if err := m.db.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close store: %w", err))
 			}
+		}
+		// Last: everything that makes spans has stopped; this exports the
+		// spans still buffered.
+		if err := m.tracing.Shutdown(ctx); err != nil {
+			m.Logger.Warn("export the last traces", "err", err)
 		}
 		m.closeErr = errors.Join(errs...)
 	})

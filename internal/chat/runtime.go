@@ -19,6 +19,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // RuntimeConfig configures a Runtime.
@@ -47,6 +49,8 @@ type RuntimeConfig struct {
 	// immediate wake-up on create (default 1s).
 	PollInterval time.Duration
 	Limits       Limits
+	// TracerProvider traces chat runs, turns and appends; nil: no spans.
+	TracerProvider trace.TracerProvider
 	// StatusCountsTTL is how long the counts of agentd_chats are reused
 	// between scrapes (default DefaultStatusCountsTTL).
 	StatusCountsTTL time.Duration
@@ -69,6 +73,8 @@ type Runtime struct {
 	limits    Limits
 	metrics   *metrics
 	broker    broker
+	tracer    trace.Tracer
+	parents   *traceParents
 
 	mu       sync.Mutex
 	workers  map[string]*runningWorker
@@ -124,6 +130,7 @@ func NewRuntime(cfg RuntimeConfig) (*Runtime, error) {
 		workers:   map[string]*runningWorker{},
 		wake:      make(chan struct{}, 1),
 	}
+	r.tracer, r.parents = newTraceParents(cfg.TracerProvider)
 	r.broker.subs = map[string]map[chan struct{}]struct{}{}
 	return r, nil
 }
@@ -289,7 +296,9 @@ func (r *Runtime) startWorker(c *Chat) {
 }
 
 func (r *Runtime) runWorker(ctx context.Context, c *Chat, lease Lease) {
+	ctx, span := r.tracer.Start(r.parents.take(ctx, c.ID), "chat.run", trace.WithAttributes(chatAttr(c.ID)))
 	w := newWorker(r, c)
+	defer func() { span.SetAttributes(attribute.String("agentd.chat.status", string(w.status))); span.End() }()
 	defer func() {
 		// A bug in one chat must not take the server and every other chat
 		// down: the chat fails with an internal error, which stops it from
@@ -461,6 +470,7 @@ func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, err
 		return nil, false, err
 	}
 	if created {
+		r.parents.remember(ctx, c.ID, r.now())
 		r.metrics.created.Inc()
 		r.log.Info("chat created", "chat_id", c.ID, "tenant", c.Tenant, "name", c.Name)
 		r.kick()

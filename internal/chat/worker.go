@@ -8,6 +8,9 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Causes with which the runtime cuts a worker's context.
@@ -249,9 +252,12 @@ func (w *worker) commit(ctx context.Context, evs ...Event) error {
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
 	defer cancel()
+	actx, span := w.rt.tracer.Start(actx, "chat.append", trace.WithAttributes(chatAttr(w.id),
+		attribute.Int("agentd.events", len(evs)), attribute.Int64("agentd.first_seq", evs[0].Seq)))
 	start := time.Now()
 	err := w.rt.store.Append(actx, &AppendParams{ChatID: w.id, Epoch: w.epoch, Events: evs, Update: upd})
 	w.rt.metrics.appendSeconds.Observe(time.Since(start).Seconds())
+	endSpan(span, err)
 	if err != nil {
 		reason := "error"
 		if errors.Is(err, ErrFenced) {

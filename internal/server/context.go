@@ -54,6 +54,14 @@ type requestInfo struct {
 	// chatID is the chat a request created (POST /v1/chats), for the access
 	// log; routes with {id} name theirs in the path.
 	chatID string
+	// traceID is the request's trace, when tracing is on, for the access log.
+	traceID string
+}
+
+// infoOf returns the request's requestInfo, nil outside observe.
+func infoOf(ctx context.Context) *requestInfo {
+	info, _ := ctx.Value(requestInfoKey).(*requestInfo)
+	return info
 }
 
 // markLongLived records that the request is an SSE stream or a long poll.

@@ -88,6 +88,9 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			if id := cmp.Or(info.chatID, chatIDOf(r)); id != "" {
 				attrs = append(attrs, slog.String("chat_id", id))
 			}
+			if info.traceID != "" {
+				attrs = append(attrs, slog.String("trace_id", info.traceID))
+			}
 			s.logger.LogAttrs(r.Context(), accessLevel(route), "http request", attrs...)
 		}()
 		next.ServeHTTP(rec, r)

@@ -21,6 +21,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/chat"
@@ -80,6 +81,9 @@ type Config struct {
 	// MaxWait caps the wait_s parameter of create and long-poll requests;
 	// larger values are clamped. Default DefaultMaxWait (60 s).
 	MaxWait time.Duration
+	// TracerProvider, when set, traces every request (continuing a
+	// caller's W3C traceparent). Nil: no request spans.
+	TracerProvider trace.TracerProvider
 }
 
 // withDefaults returns c with zero fields set to their defaults.
@@ -186,7 +190,11 @@ func (s *Server) SetReady(ready bool) { s.notReady.Store(!ready) }
 // that a panic is logged and counted as the 500 it is turned into.
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.requestID, s.observe, s.recoverer)
+	r.Use(s.requestID, s.observe)
+	if s.cfg.TracerProvider != nil {
+		r.Use(s.traced)
+	}
+	r.Use(s.recoverer)
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)
 
