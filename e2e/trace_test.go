@@ -246,4 +246,3 @@ func names(byName map[string][]span) map[string]int {
 	}
 	return out
 }
-
