@@ -166,7 +166,7 @@ func TestTraceOfOneChat(t *testing.T) {
 	// whole trace is in.
 	want := []string{"POST /v1/chats", "chat.run", "chat.turn", "model.call", "tool.call", "sandbox.exec", "chat.append"}
 	var spans []span
-	byName := map[string][]span{}
+	var byName map[string][]span
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		byName = map[string][]span{}

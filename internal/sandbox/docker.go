@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/mount"
@@ -124,7 +125,7 @@ func openDocker(ctx context.Context, cfg Config, met *metrics) (*dockerManager, 
 	}
 	if _, err := cli.ImageInspect(pctx, cfg.Image); err != nil {
 		cli.Close()
-		if client.IsErrNotFound(err) {
+		if cerrdefs.IsNotFound(err) {
 			return nil, fmt.Errorf("the engine at %s has no image %s: build it with deploy/sandbox/build-rootfs.sh "+
 				"(no registry needed) or `docker build -t %s deploy/sandbox`", cfg.DockerHost, cfg.Image, cfg.Image)
 		}
@@ -275,7 +276,7 @@ func (d *dockerManager) exec(ctx context.Context, req *chat.ExecRequest) (*chat.
 func (d *dockerManager) gone(ctx context.Context, id string) bool {
 	info, err := d.cli.ContainerInspect(ctx, id)
 	if err != nil {
-		return client.IsErrNotFound(err)
+		return cerrdefs.IsNotFound(err)
 	}
 	return info.State == nil || !info.State.Running
 }
@@ -324,7 +325,7 @@ func (d *dockerManager) create(ctx context.Context, chatID string, lim limits) (
 	// chat, and its pages are charged to the container's memory cgroup, so
 	// a program cannot fill the host's disk through it. (Podman rejects a
 	// size option on tmpfs volumes; the memory limit bounds it instead.)
-	if _, err := d.cli.VolumeInspect(ctx, name); client.IsErrNotFound(err) {
+	if _, err := d.cli.VolumeInspect(ctx, name); cerrdefs.IsNotFound(err) {
 		_, err = d.cli.VolumeCreate(ctx, volume.CreateOptions{
 			Name:   name,
 			Driver: "local",
@@ -594,7 +595,7 @@ func (d *dockerManager) remove(ctx context.Context, chatID string) (removed bool
 	var errs []error
 	for _, c := range found {
 		err := d.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		if err != nil && !client.IsErrNotFound(err) {
+		if err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove sandbox container %s of chat %s: %w", shortID(c.ID), chatID, err))
 			continue
 		}
@@ -606,7 +607,7 @@ func (d *dockerManager) remove(ctx context.Context, chatID string) (removed bool
 	switch {
 	case err == nil:
 		removed = true
-	case !client.IsErrNotFound(err):
+	case !cerrdefs.IsNotFound(err):
 		errs = append(errs, fmt.Errorf("remove work volume of chat %s: %w", chatID, err))
 	}
 	return removed, errors.Join(errs...)
