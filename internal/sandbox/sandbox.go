@@ -255,7 +255,10 @@ func openBackend(ctx context.Context, cfg Config) (Manager, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	met := newMetrics(cfg.Registerer)
+	met, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	switch cfg.Backend {
 	case BackendNone:
 		return nil, fmt.Errorf("%w: code execution is disabled (sandbox backend \"none\"); %s", ErrNoSandbox, howToEnable)
