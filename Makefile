@@ -2,6 +2,8 @@
 GO      ?= go
 PKGS    ?= ./...
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+# staticcheck, pinned; `go run pkg@version` fetches it from the module proxy once.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: run build test bench lint fmt
 
@@ -13,9 +15,10 @@ run:
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/agentd ./cmd/agentd
 
-## test: lint, then every test with the race detector (end-to-end tests build and run the real binary)
+## test: lint, then every test with the race detector (end-to-end tests build and run the real binary);
+## ends with the list of skipped tests and why (internal/testsummary reads go test -json)
 test: lint
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	bash -o pipefail -c '$(GO) test -race -count=1 -timeout 20m -json $(PKGS) | $(GO) run ./internal/testsummary'
 
 ## bench: throughput and memory figures (messages appended per second, memory per running chat), warm sandbox exec latency
 bench:
@@ -23,10 +26,11 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 30m ./internal/store/...
 	$(GO) test -run '^$$' -bench WarmExec -benchtime 1x -timeout 10m ./internal/sandbox/
 
-## lint: formatting and vet
+## lint: formatting, vet and staticcheck
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) run $(STATICCHECK) $(PKGS)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

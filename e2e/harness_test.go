@@ -95,7 +95,8 @@ func workRoot(t *testing.T) string {
 	return dir
 }
 
-var addrRE = regexp.MustCompile(`msg="agentd serving" addr=(\S+)`)
+// addrRE finds the listen address in the text or the JSON log format.
+var addrRE = regexp.MustCompile(`msg="agentd serving" addr=(\S+)|"msg":"agentd serving","addr":"([^"]+)"`)
 
 // startAgentd runs the binary with the given environment on a free loopback
 // port and returns once it serves. Variables of the test's own environment
@@ -136,7 +137,7 @@ func startAgentd(t *testing.T, env ...string) *proc {
 			p.logs.Write([]byte(line + "\n"))
 			if m := addrRE.FindStringSubmatch(line); m != nil {
 				select {
-				case addr <- m[1]:
+				case addr <- m[1] + m[2]:
 				default:
 				}
 			}

@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/llm"
@@ -23,6 +25,7 @@ import (
 	"github.com/agentd/agentd/internal/server"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tool"
+	"github.com/agentd/agentd/internal/tracing"
 )
 
 // Main is the whole program: store, models, chat runtime and HTTP server.
@@ -34,6 +37,7 @@ type Main struct {
 
 	db       store.DB
 	probe    *store.Probe
+	tracing  *tracing.Provider
 	models   *llm.Client
 	tools    *tool.Runner
 	sandbox  sandbox.Manager
@@ -42,6 +46,7 @@ type Main struct {
 	server   *server.Server
 	http     *http.Server
 	listener net.Listener
+	admin    *adminServer
 	// streams is the base context of every request; cancelling it ends
 	// long-lived SSE streams and long polls, which http.Server.Shutdown
 	// would otherwise wait for until the grace period ran out.
@@ -71,12 +76,28 @@ func (m *Main) Run(ctx context.Context) error {
 			return fmt.Errorf("migrate %s store: %w", db.Kind(), err)
 		}
 	}
+	m.tracing, err = tracing.New(ctx, tracing.Config{Enabled: cfg.Traces, ServiceVersion: version})
+	if err != nil {
+		return err
+	}
+	// Components take no provider at all when tracing is off, so they skip
+	// even the propagation work.
+	var tp trace.TracerProvider
+	if m.tracing.Enabled() {
+		tp = m.tracing.TracerProvider()
+		m.Logger.Info("exporting OpenTelemetry traces over OTLP/HTTP")
+	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo()} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register metrics: %w", err)
+		}
+	}
 	m.models, err = llm.New(llm.Config{
-		OpenAI:     llm.OpenAIConfig{APIKey: cfg.OpenAIAPIKey, BaseURL: cfg.OpenAIBaseURL, Timeout: cfg.ModelCallTimeout},
-		Logger:     m.Logger,
-		Registerer: reg,
+		OpenAI:         llm.OpenAIConfig{APIKey: cfg.OpenAIAPIKey, BaseURL: cfg.OpenAIBaseURL, Timeout: cfg.ModelCallTimeout},
+		Logger:         m.Logger,
+		Registerer:     reg,
+		TracerProvider: tp,
 	})
 	if err != nil {
 		return fmt.Errorf("models: %w", err)
@@ -91,7 +112,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.sandbox, err = sandbox.Open(ctx, sandbox.Config{
 		Backend: cfg.Sandbox, DockerHost: sandbox.ResolveDockerHost(cfg.DockerHost), Image: cfg.SandboxImage,
 		WorkRoot: cmp.Or(cfg.SandboxWorkRoot, filepath.Join(os.TempDir(), "agentd-sandbox-"+cfg.SandboxOwner)),
-		Owner:    cfg.SandboxOwner, Logger: m.Logger, Registerer: reg,
+		Owner:    cfg.SandboxOwner, Logger: m.Logger, Registerer: reg, TracerProvider: tp,
 	})
 	switch {
 	case err == nil:
@@ -104,14 +125,14 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("sandbox: %w", err)
 	}
 	m.tools, err = tool.New(tool.Config{HTTPAllowHosts: splitList(cfg.ToolAllowHosts), AllowPrivate: cfg.ToolAllowPrivate,
-		Sandboxes: sandboxes, Logger: m.Logger, Registerer: reg})
+		Sandboxes: sandboxes, Logger: m.Logger, Registerer: reg, TracerProvider: tp})
 	if err != nil {
 		return err
 	}
 	m.runtime, err = chat.NewRuntime(chat.RuntimeConfig{
 		Store: db, Models: m.models, Providers: providers, Tools: m.tools, Sandboxes: sandboxes, Logger: m.Logger, Registerer: reg,
 		MaxActiveChats: cfg.MaxActiveChats, LeaseDuration: cfg.LeaseTTL,
-		Limits: chat.Limits{MaxRound: cfg.MaxRoundLimit},
+		Limits: chat.Limits{MaxRound: cfg.MaxRoundLimit}, TracerProvider: tp,
 	})
 	if err != nil {
 		return err
@@ -127,7 +148,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.probe.Start(ctx); err != nil {
 		return err
 	}
-	m.server, err = server.New(server.Config{MaxBodyBytes: cfg.MaxBodyBytes, APIKeys: keys, Ready: m.probe.Err}, m.runtime, m.Logger, reg, reg)
+	m.server, err = server.New(server.Config{MaxBodyBytes: cfg.MaxBodyBytes, APIKeys: keys, Ready: m.probe.Err, TracerProvider: tp}, m.runtime, m.Logger, reg, reg)
 	if err != nil {
 		return fmt.Errorf("http server: %w", err)
 	}
@@ -140,6 +161,11 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	if m.sandbox != nil {
 		m.reaper = startReaper(m.sandbox, m.runtime.SandboxNeeded, cfg.SandboxReap, m.Logger)
+	}
+	if cfg.AdminAddr != "" {
+		if m.admin, err = startAdmin(cfg.AdminAddr, server.AdminHandler(reg), m.Logger); err != nil {
+			return err
+		}
 	}
 	m.streams, m.endStreams = context.WithCancel(context.Background())
 	m.http = &http.Server{
@@ -162,6 +188,14 @@ func (m *Main) Addr() string {
 		return ""
 	}
 	return m.listener.Addr().String()
+}
+
+// AdminAddr is the address of the admin listener, "" without one.
+func (m *Main) AdminAddr() string {
+	if m.admin == nil {
+		return ""
+	}
+	return m.admin.addr
 }
 
 // Close shuts down in the order that loses nothing: readiness turns 503 and
@@ -201,7 +235,12 @@ func (m *Main) Close() error {
 				errs = append(errs, err)
 			}
 		} else if m.listener != nil {
-			_ = m.listener.Close()
+			if err := m.listener.Close(); err != nil {
+				m.Logger.Warn("close listener", "err", err)
+			}
+		}
+		if m.admin != nil {
+			m.admin.stop(ctx)
 		}
 		if m.reaper != nil {
 			m.reaper.stop()
@@ -209,23 +248,47 @@ func (m *Main) Close() error {
 		if m.probe != nil {
 			_ = m.probe.Stop(ctx)
 		}
+		// Errors closing these lose nothing durable, but say what leaked.
 		if m.models != nil {
-			_ = m.models.Close()
+			if err := m.models.Close(); err != nil {
+				m.Logger.Warn("close model clients", "err", err)
+			}
 		}
 		if m.tools != nil {
-			_ = m.tools.Close()
+			if err := m.tools.Close(); err != nil {
+				m.Logger.Warn("close tool runner", "err", err)
+			}
 		}
 		if m.sandbox != nil {
-			_ = m.sandbox.Close()
+			if err := m.sandbox.Close(); err != nil {
+				m.Logger.Warn("close sandbox manager", "err", err)
+			}
 		}
 		if m.db != nil {
 			if err := m.db.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close store: %w", err))
 			}
 		}
+		// Last: everything that makes spans has stopped; this exports the
+		// spans still buffered.
+		if err := m.tracing.Shutdown(ctx); err != nil {
+			m.Logger.Warn("export the last traces", "err", err)
+		}
 		m.closeErr = errors.Join(errs...)
 	})
 	return m.closeErr
+}
+
+// buildInfo is agentd_build_info, the usual constant 1 whose labels say
+// which build runs, so dashboards can show versions and mark rollouts.
+func buildInfo() prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "agentd_build_info",
+		Help:        "The agentd build that runs: always 1, labelled with its version and Go version.",
+		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
+	})
+	g.Set(1)
+	return g
 }
 
 // migrate applies the migrations and exits (agentd migrate).
@@ -258,6 +321,44 @@ func sandboxName(s chat.Sandboxes) string {
 		return "none"
 	}
 	return s.Backend()
+}
+
+// adminServer is the opt-in admin listener (AGENTD_ADMIN_ADDR): pprof and
+// metrics, apart from the API so that neither is reachable by API clients.
+type adminServer struct {
+	addr   string
+	srv    *http.Server
+	served chan error
+	log    *slog.Logger
+}
+
+func startAdmin(addr string, h http.Handler, log *slog.Logger) (*adminServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin listen: %w", err)
+	}
+	a := &adminServer{
+		addr: ln.Addr().String(),
+		// No WriteTimeout: a CPU profile or trace takes as long as asked.
+		srv:    &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)},
+		served: make(chan error, 1),
+		log:    log,
+	}
+	go func() { a.served <- a.srv.Serve(ln) }()
+	log.Info("admin listener serving pprof and metrics", "addr", ln.Addr().String())
+	return a, nil
+}
+
+// stop shuts the admin listener down, cutting a profile still running when
+// ctx ends.
+func (a *adminServer) stop(ctx context.Context) {
+	if err := a.srv.Shutdown(ctx); err != nil {
+		a.log.Warn("admin listener shutdown", "err", err)
+		_ = a.srv.Close()
+	}
+	if err := <-a.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		a.log.Warn("admin listener", "err", err)
+	}
 }
 
 // reaper removes the sandboxes of chats that ended — those a crash left

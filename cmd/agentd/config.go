@@ -44,6 +44,10 @@ type Config struct {
 	SandboxReap      time.Duration
 	DatabaseWait     time.Duration
 	ShutdownDrain    time.Duration
+	AdminAddr        string
+	// Traces is whether OpenTelemetry traces are exported, decided from the
+	// standard variables by tracesEnabled; the exporter reads the rest.
+	Traces bool
 
 	// envErrs are malformed environment values found by RegisterFlags,
 	// reported by Validate with everything else.
@@ -58,6 +62,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 		fs.StringVar(p, name, env.str(key, def), usage+" ("+key+")")
 	}
 	str(&c.Addr, "addr", "AGENTD_ADDR", "127.0.0.1:8080", "listen address")
+	c.Traces = env.traces()
+	str(&c.AdminAddr, "admin-addr", "AGENTD_ADMIN_ADDR", "", "listen address of the admin listener (pprof, metrics; no authentication); empty: none")
 	str(&c.DatabaseURL, "database-url", "AGENTD_DATABASE_URL", "", "postgres:// URL; empty: embedded SQLite in the data dir")
 	str(&c.DataDir, "data-dir", "AGENTD_DATA_DIR", "./agentd-data", "directory of the embedded SQLite store")
 	str(&c.Sandbox, "sandbox", "AGENTD_SANDBOX", "auto", "code sandbox: auto, docker, bwrap or none")
@@ -93,6 +99,11 @@ func (c *Config) Validate() error {
 	host, _, err := net.SplitHostPort(c.Addr)
 	if err != nil {
 		bad("AGENTD_ADDR %q: %v", c.Addr, err)
+	}
+	if c.AdminAddr != "" {
+		if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
+			bad("AGENTD_ADMIN_ADDR %q: %v", c.AdminAddr, err)
+		}
 	}
 	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
 		bad("AGENTD_DATABASE_URL must be a postgres:// URL (or empty for embedded SQLite)")
@@ -239,6 +250,34 @@ func (e *envReader) duration(key string, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+// traces decides whether OpenTelemetry traces are exported. Off by default:
+// on with OTEL_TRACES_EXPORTER=otlp, or with an OTLP endpoint set
+// (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) and no
+// exporter named; OTEL_SDK_DISABLED=true and OTEL_TRACES_EXPORTER=none turn
+// it off. Only OTLP over HTTP with protobuf is built in.
+func (e *envReader) traces() bool {
+	if e.bool("OTEL_SDK_DISABLED", false) {
+		return false
+	}
+	on := false
+	switch exp := e.getenv("OTEL_TRACES_EXPORTER"); exp {
+	case "otlp":
+		on = true
+	case "", "none":
+		on = exp == "" && (e.getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || e.getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "")
+	default:
+		e.errs = append(e.errs, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: only otlp (or none) is supported", exp))
+	}
+	if on {
+		for _, key := range []string{"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"} {
+			if p := e.getenv(key); p != "" && p != "http/protobuf" {
+				e.errs = append(e.errs, fmt.Errorf("%s=%q: only http/protobuf is supported", key, p))
+			}
+		}
+	}
+	return on
 }
 
 func (e *envReader) bool(key string, def bool) bool {

@@ -222,3 +222,28 @@ func TestMainServesAndShutsDownInOrder(t *testing.T) {
 func newTestLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
+
+// TestConfigTracesFromOTELVariables: traces are off by default and follow
+// the standard OpenTelemetry variables.
+func TestConfigTracesFromOTELVariables(t *testing.T) {
+	for _, tc := range []struct {
+		env     []string
+		on      bool
+		problem string
+	}{
+		{nil, false, ""},
+		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"}, true, ""},
+		{[]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://collector:4318/v1/traces"}, true, ""},
+		{[]string{"OTEL_TRACES_EXPORTER", "otlp"}, true, ""},
+		{[]string{"OTEL_TRACES_EXPORTER", "none", "OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"}, false, ""},
+		{[]string{"OTEL_SDK_DISABLED", "true", "OTEL_TRACES_EXPORTER", "otlp"}, false, ""},
+		{[]string{"OTEL_TRACES_EXPORTER", "zipkin"}, false, "OTEL_TRACES_EXPORTER"},
+		{[]string{"OTEL_TRACES_EXPORTER", "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"}, true, "http/protobuf"},
+	} {
+		c := parse(t, envMap(tc.env...))
+		err := c.Validate()
+		if c.Traces != tc.on || (tc.problem == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.problem)) {
+			t.Errorf("%v: traces %v, error %v; want %v, %q", tc.env, c.Traces, err, tc.on, tc.problem)
+		}
+	}
+}

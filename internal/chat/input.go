@@ -111,7 +111,8 @@ func (r *Runtime) Input(ctx context.Context, tenant, id string, in *Input) error
 	if _, err := r.store.SubmitInput(ctx, &SubmitInputParams{Tenant: tenant, ChatID: id, RequestID: in.RequestID, Response: mustJSON(in), Now: r.now()}); err != nil {
 		return err
 	}
-	r.log.Info("input received", "chat_id", id, "request_id", in.RequestID, "kind", p.Kind)
+	r.parents.remember(ctx, id, r.now())
+	r.log.Info("input received", "chat_id", id, "input_request_id", in.RequestID, "kind", p.Kind)
 	r.kick()
 	return nil
 }

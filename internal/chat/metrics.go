@@ -2,6 +2,7 @@ package chat
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,12 +20,22 @@ type metrics struct {
 	appendSeconds prometheus.Histogram
 	modelCalls    *prometheus.CounterVec
 	modelSeconds  *prometheus.HistogramVec
+	tokens        *prometheus.CounterVec
 	workers       prometheus.Gauge
 	claimErrors   prometheus.Counter
 	panics        prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer, store Store) (*metrics, error) {
+// modelBuckets are the model latency buckets (seconds): from a fast local
+// model to the default per-call timeout of 120 s, so that slow calls still
+// land in a bucket of their own instead of all in +Inf.
+var modelBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 45, 60, 90, 120}
+
+// DefaultStatusCountsTTL is how long agentd_chats counts are reused between
+// scrapes.
+const DefaultStatusCountsTTL = 15 * time.Second
+
+func newMetrics(reg prometheus.Registerer, store Store, statusTTL time.Duration, now func() time.Time) (*metrics, error) {
 	m := &metrics{
 		created: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_chats_created_total", Help: "Chats created (idempotent repeats excluded)."}),
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_chats_finished_total",
@@ -40,13 +51,15 @@ func newMetrics(reg prometheus.Registerer, store Store) (*metrics, error) {
 		modelCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_model_calls_total",
 			Help: "Model calls, by provider and outcome (ok, error, cancelled)."}, []string{"provider", "outcome"}),
 		modelSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "agentd_model_call_duration_seconds",
-			Help: "Model call latency, retries included.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"provider"}),
+			Help: "Model call latency, retries included.", Buckets: modelBuckets}, []string{"provider"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_tokens_total",
+			Help: "Tokens the models reported using, by kind (prompt, completion); speaker selection included."}, []string{"kind"}),
 		workers:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentd_workers_active", Help: "Chats with a running worker on this replica."}),
 		claimErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_claim_errors_total", Help: "Failed attempts to claim runnable chats or renew leases."}),
 		panics:      prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_worker_panics_total", Help: "Workers that panicked; their chats failed with an internal error."}),
 	}
 	for _, c := range []prometheus.Collector{m.created, m.finished, m.turns, m.messages, m.events, m.appendErrors,
-		m.appendSeconds, m.modelCalls, m.modelSeconds, m.workers, m.claimErrors, m.panics, &statusCollector{store: store}} {
+		m.appendSeconds, m.modelCalls, m.modelSeconds, m.tokens, m.workers, m.claimErrors, m.panics, &statusCollector{store: store, ttl: statusTTL, now: now}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -54,7 +67,9 @@ func newMetrics(reg prometheus.Registerer, store Store) (*metrics, error) {
 	return m, nil
 }
 
-func (m *metrics) modelCall(provider string, err error, d time.Duration) {
+// modelCall records one model call: its outcome, its latency and the tokens
+// it used (resp is nil when it failed).
+func (m *metrics) modelCall(provider string, resp *ModelResponse, err error, d time.Duration) {
 	outcome := "ok"
 	switch {
 	case err != nil && (err == context.Canceled || err == context.DeadlineExceeded):
@@ -64,23 +79,35 @@ func (m *metrics) modelCall(provider string, err error, d time.Duration) {
 	}
 	m.modelCalls.WithLabelValues(provider, outcome).Inc()
 	m.modelSeconds.WithLabelValues(provider).Observe(d.Seconds())
+	if resp != nil {
+		m.tokens.WithLabelValues("prompt").Add(float64(resp.Usage.PromptTokens))
+		m.tokens.WithLabelValues("completion").Add(float64(resp.Usage.CompletionTokens))
+	}
 }
 
-// statusCollector reports agentd_chats{status} from the store at scrape time:
-// the store is the truth shared by all replicas, so every replica reports the
-// same numbers and a restart loses nothing.
+// statusCollector reports agentd_chats{status} from the store: the store is
+// the truth shared by all replicas, so every replica reports the same numbers
+// and a restart loses nothing. Counting means a GROUP BY over every chat, so
+// the counts are cached for ttl: however many scrapers ask, a replica runs
+// at most one count per ttl, and concurrent scrapes share it. Counts kept
+// incrementally in memory would be cheaper but wrong: a chat created on one
+// replica finishes on another, and a restart would start from zero.
 type statusCollector struct {
 	store Store
+	ttl   time.Duration
+	now   func() time.Time
+
+	mu     sync.Mutex
+	at     time.Time
+	counts map[Status]int64
 }
 
-var chatsDesc = prometheus.NewDesc("agentd_chats", "Chats in the store, by status.", []string{"status"}, nil)
+var chatsDesc = prometheus.NewDesc("agentd_chats", "Chats in the store, by status (refreshed at most every 15 s by default).", []string{"status"}, nil)
 
 func (s *statusCollector) Describe(ch chan<- *prometheus.Desc) { ch <- chatsDesc }
 
 func (s *statusCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	counts, err := s.store.CountByStatus(ctx)
+	counts, err := s.get()
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(chatsDesc, err)
 		return
@@ -88,4 +115,22 @@ func (s *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range AllStatuses {
 		ch <- prometheus.MustNewConstMetric(chatsDesc, prometheus.GaugeValue, float64(counts[st]), string(st))
 	}
+}
+
+// get returns the cached counts, refreshing them when older than ttl. The
+// lock is held during the query so that scrapes arriving together run one.
+func (s *statusCollector) get() (map[Status]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.counts != nil && s.now().Sub(s.at) < s.ttl {
+		return s.counts, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	counts, err := s.store.CountByStatus(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.counts, s.at = counts, s.now()
+	return counts, nil
 }

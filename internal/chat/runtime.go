@@ -19,6 +19,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // RuntimeConfig configures a Runtime.
@@ -47,6 +49,11 @@ type RuntimeConfig struct {
 	// immediate wake-up on create (default 1s).
 	PollInterval time.Duration
 	Limits       Limits
+	// TracerProvider traces chat runs, turns and appends; nil: no spans.
+	TracerProvider trace.TracerProvider
+	// StatusCountsTTL is how long the counts of agentd_chats are reused
+	// between scrapes (default DefaultStatusCountsTTL).
+	StatusCountsTTL time.Duration
 }
 
 // Runtime runs chats: it validates and creates them, claims runnable chats
@@ -66,6 +73,8 @@ type Runtime struct {
 	limits    Limits
 	metrics   *metrics
 	broker    broker
+	tracer    trace.Tracer
+	parents   *traceParents
 
 	mu       sync.Mutex
 	workers  map[string]*runningWorker
@@ -100,14 +109,18 @@ func NewRuntime(cfg RuntimeConfig) (*Runtime, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	m, err := newMetrics(reg, cfg.Store)
+	now := cfg.Now
+	if now == nil {
+		now = func() time.Time { return time.Now().UTC() }
+	}
+	m, err := newMetrics(reg, cfg.Store, cmp.Or(cfg.StatusCountsTTL, DefaultStatusCountsTTL), now)
 	if err != nil {
 		return nil, fmt.Errorf("register chat metrics: %w", err)
 	}
 	r := &Runtime{
 		store: cfg.Store, models: cfg.Models, providers: cfg.Providers, tools: cfg.Tools, sandboxes: cfg.Sandboxes,
 		log:       cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
-		now:       cfg.Now,
+		now:       now,
 		owner:     owner,
 		maxActive: cmp.Or(cfg.MaxActiveChats, 1000),
 		leaseDur:  cmp.Or(cfg.LeaseDuration, 15*time.Second),
@@ -117,9 +130,7 @@ func NewRuntime(cfg RuntimeConfig) (*Runtime, error) {
 		workers:   map[string]*runningWorker{},
 		wake:      make(chan struct{}, 1),
 	}
-	if r.now == nil {
-		r.now = func() time.Time { return time.Now().UTC() }
-	}
+	r.tracer, r.parents = newTraceParents(cfg.TracerProvider)
 	r.broker.subs = map[string]map[chan struct{}]struct{}{}
 	return r, nil
 }
@@ -285,7 +296,9 @@ func (r *Runtime) startWorker(c *Chat) {
 }
 
 func (r *Runtime) runWorker(ctx context.Context, c *Chat, lease Lease) {
+	ctx, span := r.tracer.Start(r.parents.take(ctx, c.ID), "chat.run", trace.WithAttributes(chatAttr(c.ID)))
 	w := newWorker(r, c)
+	defer func() { span.SetAttributes(attribute.String("agentd.chat.status", string(w.status))); span.End() }()
 	defer func() {
 		// A bug in one chat must not take the server and every other chat
 		// down: the chat fails with an internal error, which stops it from
@@ -300,8 +313,17 @@ func (r *Runtime) runWorker(ctx context.Context, c *Chat, lease Lease) {
 	}()
 	if err := w.rebuild(ctx); err != nil {
 		r.log.Error("start worker", "chat_id", c.ID, "err", err)
-		_ = r.store.ReleaseLease(context.WithoutCancel(ctx), lease, r.owner)
+		if rerr := r.store.ReleaseLease(context.WithoutCancel(ctx), lease, r.owner); rerr != nil {
+			r.log.Warn("release lease", "chat_id", c.ID, "err", rerr)
+		}
 		return
+	}
+	if w.status == StatusQueued {
+		w.log.Info("chat claimed", "owner", r.owner, "epoch", lease.Epoch)
+	} else {
+		// Continued from its log: after a human answered or an input timed
+		// out, or after another worker stopped (shutdown, crash, lost lease).
+		w.log.Info("chat resumed", "owner", r.owner, "epoch", lease.Epoch, "status", w.status, "turns", w.turns, "last_seq", w.lastSeq)
 	}
 	w.run(ctx)
 	if w.status.Terminal() && r.tools != nil && len(w.spec.Tools) > 0 {
@@ -395,6 +417,15 @@ func (r *Runtime) appended(chatID string, evs []Event) {
 			var d terminalData
 			_ = json.Unmarshal(e.Data, &d)
 			r.metrics.finished.WithLabelValues(string(d.Status), string(d.StopReason)).Inc()
+			level := slog.LevelInfo
+			if d.Status == StatusFailed {
+				level = slog.LevelError
+			}
+			attrs := []any{"chat_id", chatID, "stop_reason", d.StopReason, "stop_detail", d.StopDetail}
+			if d.Error != "" {
+				attrs = append(attrs, "error", d.Error)
+			}
+			r.log.Log(context.Background(), level, "chat "+string(d.Status), attrs...)
 		}
 	}
 	r.broker.publish(chatID)
@@ -439,6 +470,7 @@ func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, err
 		return nil, false, err
 	}
 	if created {
+		r.parents.remember(ctx, c.ID, r.now())
 		r.metrics.created.Inc()
 		r.log.Info("chat created", "chat_id", c.ID, "tenant", c.Tenant, "name", c.Name)
 		r.kick()

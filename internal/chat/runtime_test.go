@@ -260,7 +260,7 @@ func TestMetricsCountTurnsAndReportStatusesFromTheStore(t *testing.T) {
 	c, _, _ := rt.Create(context.Background(), &chat.CreateParams{Body: twoAgentSpec(2, 0, "")})
 	waitTerminal(t, rt, c.ID, 5*time.Second)
 	want := `
-# HELP agentd_chats Chats in the store, by status.
+# HELP agentd_chats Chats in the store, by status (refreshed at most every 15 s by default).
 # TYPE agentd_chats gauge
 agentd_chats{status="awaiting_input"} 0
 agentd_chats{status="cancelled"} 0

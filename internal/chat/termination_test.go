@@ -93,15 +93,3 @@ func TestTerminatorDeadline(t *testing.T) {
 		t.Fatal("no conditions, but a deadline")
 	}
 }
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}

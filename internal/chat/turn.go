@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // defaultSystemMessage is AgentChat's AssistantAgent default.
@@ -76,7 +79,7 @@ func (w *worker) selectAuto(ctx context.Context, sel *selection) error {
 		req := &ModelRequest{ChatID: w.id, Config: cfg, CallIndex: w.selectorCalls + attempt, Messages: msgs}
 		start := time.Now()
 		resp, err := w.rt.models.Complete(ctx, req)
-		w.rt.metrics.modelCall(cfg.Provider, err, time.Since(start))
+		w.rt.metrics.modelCall(cfg.Provider, resp, err, time.Since(start))
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -107,7 +110,10 @@ func containsName(names []string, n string) bool {
 }
 
 // runTurn runs the selected agent's turn and appends its messages.
-func (w *worker) runTurn(ctx context.Context, sel selection) error {
+func (w *worker) runTurn(ctx context.Context, sel selection) (err error) {
+	ctx, span := w.rt.tracer.Start(ctx, "chat.turn", trace.WithAttributes(chatAttr(w.id),
+		attribute.String("agentd.agent", sel.Agent), attribute.Int("agentd.turn", sel.Turn)))
+	defer func() { endSpan(span, err) }()
 	a := w.agent(sel.Agent)
 	if a == nil {
 		return fmt.Errorf("selected speaker %q is not an agent of the chat", sel.Agent)
@@ -223,7 +229,7 @@ func (w *worker) callModel(ctx context.Context, a *AgentSpec, tools []ToolDef) (
 		OnDelta: w.deltaPublisher(a.Name)}
 	start := time.Now()
 	resp, err := w.rt.models.Complete(ctx, req)
-	w.rt.metrics.modelCall(cfg.Provider, err, time.Since(start))
+	w.rt.metrics.modelCall(cfg.Provider, resp, err, time.Since(start))
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -8,6 +8,9 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Causes with which the runtime cuts a worker's context.
@@ -265,10 +268,13 @@ func (w *worker) append(ctx context.Context, p *AppendParams) error {
 	backoff := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
+		actx, span := w.rt.tracer.Start(actx, "chat.append", trace.WithAttributes(chatAttr(w.id),
+			attribute.Int("agentd.events", len(p.Events)), attribute.Int64("agentd.first_seq", p.Events[0].Seq)))
 		start := time.Now()
 		err := w.rt.store.Append(actx, p)
-		cancel()
 		w.rt.metrics.appendSeconds.Observe(time.Since(start).Seconds())
+		endSpan(span, err)
+		cancel()
 		if err == nil {
 			if attempt > 1 {
 				w.log.Info("store reachable again; append done", "attempts", attempt)
@@ -447,9 +453,9 @@ func (w *worker) stop(ctx context.Context, err error) bool {
 	case ctx.Err() != nil:
 		return false
 	default:
-		w.log.Error("chat failed", "err", err)
+		// The runtime logs the failure once chat.failed is durable.
 		if cerr := w.commit(ctx, terminalEvent(StatusFailed, StopError, err.Error(), err.Error())); cerr != nil {
-			w.log.Error("append chat.failed", "err", cerr)
+			w.log.Error("append chat.failed", "err", cerr, "chat_error", err)
 		}
 		return false
 	}

@@ -18,6 +18,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agentd/agentd/internal/chat"
 )
@@ -44,6 +48,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer is where the client's metrics go; nil registers nothing.
 	Registerer prometheus.Registerer
+	// TracerProvider traces model calls; nil: no spans.
+	TracerProvider trace.TracerProvider
 }
 
 // OpenAIConfig configures the "openai" provider. The provider is offered only
@@ -123,6 +129,7 @@ func (c Config) Validate() error {
 // Client is the chat.ModelClient of agentd: it dispatches each call on the
 // model config's provider. It is safe for concurrent use.
 type Client struct {
+	tracer trace.Tracer
 	replay replayProvider
 	openai *openAIProvider // nil when not configured
 }
@@ -138,7 +145,11 @@ func New(cfg Config) (*Client, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Client{}
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	c := &Client{tracer: tp.Tracer("github.com/agentd/agentd/internal/llm")}
 	if cfg.OpenAI.configured() {
 		m, err := newMetrics(cfg.Registerer)
 		if err != nil {
@@ -162,10 +173,23 @@ func (c *Client) Providers() []string {
 
 // Complete makes one model call. Errors are final: retries have already
 // happened inside.
-func (c *Client) Complete(ctx context.Context, req *chat.ModelRequest) (*chat.ModelResponse, error) {
+func (c *Client) Complete(ctx context.Context, req *chat.ModelRequest) (resp *chat.ModelResponse, err error) {
 	if req == nil {
 		return nil, errors.New("model request is nil")
 	}
+	ctx, span := c.tracer.Start(ctx, "model.call", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("chat_id", req.ChatID), attribute.String("gen_ai.provider.name", req.Config.Provider),
+		attribute.String("gen_ai.request.model", req.Config.Model), attribute.String("agentd.caller", callerName(req.Caller))))
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		} else if resp != nil {
+			span.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", resp.Usage.PromptTokens),
+				attribute.Int64("gen_ai.usage.output_tokens", resp.Usage.CompletionTokens))
+		}
+		span.End()
+	}()
 	switch p := req.Config.Provider; p {
 	case ProviderReplay:
 		return c.replay.complete(ctx, req)

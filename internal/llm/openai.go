@@ -267,12 +267,9 @@ func buildRequest(req *chat.ModelRequest) (openai.ChatCompletionRequest, error) 
 	}
 	var errs []error
 	if mc.MaxTokens != nil {
-		creq.MaxTokens = *mc.MaxTokens
-		// Reasoning models reject max_tokens and want max_completion_tokens;
-		// go-openai knows which models those are, so ask it.
-		if errors.Is(openai.NewReasoningValidator().Validate(creq), openai.ErrReasoningModelMaxTokensDeprecated) {
-			creq.MaxCompletionTokens, creq.MaxTokens = creq.MaxTokens, 0
-		}
+		// The spec's max_tokens goes out as max_completion_tokens: OpenAI
+		// deprecated max_tokens, and reasoning models reject it.
+		creq.MaxCompletionTokens = *mc.MaxTokens
 	}
 	if len(mc.ResponseFormat) > 0 && string(mc.ResponseFormat) != "null" {
 		rf, err := responseFormat(mc.ResponseFormat)

@@ -89,10 +89,10 @@ func TestOpenAIPlainTextAndUsage(t *testing.T) {
 	if got.Temperature == nil || *got.Temperature > 1e-6 {
 		t.Errorf("temperature = %v, want ~0", got.Temperature)
 	}
-	if got.TopP == nil || *got.TopP != 0.5 || got.MaxTokens == nil || *got.MaxTokens != 256 ||
+	if got.TopP == nil || *got.TopP != 0.5 || got.MaxTokens != nil || got.MaxCompletionTokens == nil || *got.MaxCompletionTokens != 256 ||
 		got.Seed == nil || *got.Seed != 7 || got.ParallelToolCalls != nil || string(got.ResponseFormat) != `{"type":"text"}` {
-		t.Errorf("options = top_p %v max_tokens %v seed %v parallel %v format %s",
-			got.TopP, got.MaxTokens, got.Seed, got.ParallelToolCalls, got.ResponseFormat)
+		t.Errorf("options = top_p %v max_tokens %v max_completion_tokens %v seed %v parallel %v format %s",
+			got.TopP, got.MaxTokens, got.MaxCompletionTokens, got.Seed, got.ParallelToolCalls, got.ResponseFormat)
 	}
 }
 
@@ -407,7 +407,10 @@ func TestOpenAIRejectsBadRequestsBeforeSending(t *testing.T) {
 	}
 }
 
-func TestOpenAIReasoningModelsGetMaxCompletionTokens(t *testing.T) {
+// TestOpenAIMaxTokensGoOutAsMaxCompletionTokens: OpenAI deprecated
+// max_tokens and reasoning models reject it, so every model gets
+// max_completion_tokens.
+func TestOpenAIMaxTokensGoOutAsMaxCompletionTokens(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
 	f.srv.Reply(openaitest.Text("a"), openaitest.Text("b"))
@@ -423,8 +426,8 @@ func TestOpenAIReasoningModelsGetMaxCompletionTokens(t *testing.T) {
 	if r := reqs[0].Chat; r.MaxTokens != nil || r.MaxCompletionTokens == nil || *r.MaxCompletionTokens != 50 {
 		t.Errorf("o3-mini: max_tokens %v max_completion_tokens %v, want only max_completion_tokens", r.MaxTokens, r.MaxCompletionTokens)
 	}
-	if r := reqs[1].Chat; r.MaxTokens == nil || *r.MaxTokens != 50 || r.MaxCompletionTokens != nil {
-		t.Errorf("gpt-4o-mini: max_tokens %v max_completion_tokens %v, want only max_tokens", r.MaxTokens, r.MaxCompletionTokens)
+	if r := reqs[1].Chat; r.MaxTokens != nil || r.MaxCompletionTokens == nil || *r.MaxCompletionTokens != 50 {
+		t.Errorf("gpt-4o-mini: max_tokens %v max_completion_tokens %v, want only max_completion_tokens", r.MaxTokens, r.MaxCompletionTokens)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	openai "github.com/sashabaranov/go-openai"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // Retry reasons, the values of the reason label of agentd_model_retries_total.
@@ -72,8 +73,10 @@ type attemptKey struct{}
 // each response's status and retry headers in the request's attempt.
 type headerDoer struct{ client *http.Client }
 
-// Do sends r and notes what came back.
+// Do sends r and notes what came back. The W3C traceparent of the model
+// call's span goes with it, so a traced model server joins the chat's trace.
 func (d headerDoer) Do(r *http.Request) (*http.Response, error) {
+	propagation.TraceContext{}.Inject(r.Context(), propagation.HeaderCarrier(r.Header))
 	resp, err := d.client.Do(r)
 	if a, ok := r.Context().Value(attemptKey{}).(*attempt); ok {
 		a.sent = true

@@ -293,7 +293,7 @@ func (b *bwrapManager) Exec(ctx context.Context, req *chat.ExecRequest) (*chat.E
 	res, err := b.exec(ctx, req)
 	b.met.observe(BackendBwrap, req.Language, res, err, time.Since(start))
 	if err != nil {
-		b.log.Warn("sandbox exec failed", "chat", req.ChatID, "language", req.Language, "err", err)
+		b.log.Warn("sandbox exec failed", "chat_id", req.ChatID, "language", req.Language, "err", err)
 	}
 	return res, err
 }
@@ -318,7 +318,7 @@ func (b *bwrapManager) exec(ctx context.Context, req *chat.ExecRequest) (*chat.E
 		if !b.dirs[req.ChatID] {
 			b.dirs[req.ChatID] = true
 			b.met.alive.WithLabelValues(BackendBwrap).Inc()
-			b.log.Info("sandbox created", "chat", req.ChatID, "dir", dir)
+			b.log.Info("sandbox created", "chat_id", req.ChatID, "dir", dir)
 		}
 		b.mu.Unlock()
 	}
@@ -548,7 +548,7 @@ func (b *bwrapManager) remove(chatID string) (bool, error) {
 	if statErr != nil {
 		return false, nil
 	}
-	b.log.Info("sandbox removed", "chat", chatID, "dir", dir)
+	b.log.Info("sandbox removed", "chat_id", chatID, "dir", dir)
 	return true, nil
 }
 
@@ -576,7 +576,7 @@ func (b *bwrapManager) Reap(ctx context.Context, keep func(chatID string) bool) 
 		}
 		if ok {
 			removed++
-			b.log.Info("sandbox reaped", "chat", name)
+			b.log.Info("sandbox reaped", "chat_id", name)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/mount"
@@ -124,7 +125,7 @@ func openDocker(ctx context.Context, cfg Config, met *metrics) (*dockerManager, 
 	}
 	if _, err := cli.ImageInspect(pctx, cfg.Image); err != nil {
 		cli.Close()
-		if client.IsErrNotFound(err) {
+		if cerrdefs.IsNotFound(err) {
 			return nil, fmt.Errorf("the engine at %s has no image %s: build it with deploy/sandbox/build-rootfs.sh "+
 				"(no registry needed) or `docker build -t %s deploy/sandbox`", cfg.DockerHost, cfg.Image, cfg.Image)
 		}
@@ -233,7 +234,7 @@ func (d *dockerManager) Exec(ctx context.Context, req *chat.ExecRequest) (*chat.
 	res, err := d.exec(ctx, req)
 	d.met.observe(BackendDocker, req.Language, res, err, time.Since(start))
 	if err != nil {
-		d.log.Warn("sandbox exec failed", "chat", req.ChatID, "language", req.Language, "err", err)
+		d.log.Warn("sandbox exec failed", "chat_id", req.ChatID, "language", req.Language, "err", err)
 	}
 	return res, err
 }
@@ -259,7 +260,7 @@ func (d *dockerManager) exec(ctx context.Context, req *chat.ExecRequest) (*chat.
 			// an operator's prune): forget it and create a fresh one. The
 			// work dir's files are lost with it, which the next program
 			// will notice; that beats failing the chat.
-			d.log.Warn("sandbox container gone, recreating", "chat", req.ChatID, "container", shortID(id), "err", err)
+			d.log.Warn("sandbox container gone, recreating", "chat_id", req.ChatID, "container", shortID(id), "err", err)
 			b.mu.Lock()
 			if b.id == id {
 				b.id = ""
@@ -275,7 +276,7 @@ func (d *dockerManager) exec(ctx context.Context, req *chat.ExecRequest) (*chat.
 func (d *dockerManager) gone(ctx context.Context, id string) bool {
 	info, err := d.cli.ContainerInspect(ctx, id)
 	if err != nil {
-		return client.IsErrNotFound(err)
+		return cerrdefs.IsNotFound(err)
 	}
 	return info.State == nil || !info.State.Running
 }
@@ -308,7 +309,7 @@ func (d *dockerManager) findOrCreate(ctx context.Context, chatID string, lim lim
 				return "", fmt.Errorf("start sandbox container of chat %s: %w", chatID, err)
 			}
 		}
-		d.log.Info("sandbox reused", "chat", chatID, "container", shortID(c.ID))
+		d.log.Info("sandbox reused", "chat_id", chatID, "container", shortID(c.ID))
 		return c.ID, nil
 	}
 	return d.create(ctx, chatID, lim)
@@ -324,7 +325,7 @@ func (d *dockerManager) create(ctx context.Context, chatID string, lim limits) (
 	// chat, and its pages are charged to the container's memory cgroup, so
 	// a program cannot fill the host's disk through it. (Podman rejects a
 	// size option on tmpfs volumes; the memory limit bounds it instead.)
-	if _, err := d.cli.VolumeInspect(ctx, name); client.IsErrNotFound(err) {
+	if _, err := d.cli.VolumeInspect(ctx, name); cerrdefs.IsNotFound(err) {
 		_, err = d.cli.VolumeCreate(ctx, volume.CreateOptions{
 			Name:   name,
 			Driver: "local",
@@ -400,7 +401,7 @@ func (d *dockerManager) create(ctx context.Context, chatID string, lim limits) (
 		return "", fmt.Errorf("start sandbox container of chat %s: %w", chatID, err)
 	}
 	d.met.alive.WithLabelValues(BackendDocker).Inc()
-	d.log.Info("sandbox created", "chat", chatID, "container", shortID(created.ID),
+	d.log.Info("sandbox created", "chat_id", chatID, "container", shortID(created.ID),
 		"memory_mb", lim.memoryMB, "cpus", lim.cpus, "pids", pids)
 	return created.ID, nil
 }
@@ -594,19 +595,19 @@ func (d *dockerManager) remove(ctx context.Context, chatID string) (removed bool
 	var errs []error
 	for _, c := range found {
 		err := d.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		if err != nil && !client.IsErrNotFound(err) {
+		if err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove sandbox container %s of chat %s: %w", shortID(c.ID), chatID, err))
 			continue
 		}
 		removed = true
 		d.met.alive.WithLabelValues(BackendDocker).Dec()
-		d.log.Info("sandbox removed", "chat", chatID, "container", shortID(c.ID))
+		d.log.Info("sandbox removed", "chat_id", chatID, "container", shortID(c.ID))
 	}
 	err = d.cli.VolumeRemove(ctx, d.name(chatID), true)
 	switch {
 	case err == nil:
 		removed = true
-	case !client.IsErrNotFound(err):
+	case !cerrdefs.IsNotFound(err):
 		errs = append(errs, fmt.Errorf("remove work volume of chat %s: %w", chatID, err))
 	}
 	return removed, errors.Join(errs...)
@@ -644,7 +645,7 @@ func (d *dockerManager) Reap(ctx context.Context, keep func(chatID string) bool)
 		}
 		if ok {
 			removed++
-			d.log.Info("sandbox reaped", "chat", chatID)
+			d.log.Info("sandbox reaped", "chat_id", chatID)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

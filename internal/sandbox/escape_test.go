@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/client"
+	cerrdefs "github.com/containerd/errdefs"
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd/agentd/internal/chat"
@@ -343,7 +343,7 @@ func testPersistence(t *testing.T, m Manager) {
 		t.Errorf("read in the same chat: exit %d, output %q; want 3, %q", res.ExitCode, res.Output, token)
 	}
 	// A module written to the work dir can be imported, as with AutoGen.
-	res = run(t, m, &chat.ExecRequest{ChatID: a, Language: "python",
+	run(t, m, &chat.ExecRequest{ChatID: a, Language: "python",
 		Code: "open('helper.py', 'w').write('def f(): return 42\\n')"})
 	res = run(t, m, &chat.ExecRequest{ChatID: a, Language: "python", Code: "import helper\nprint(helper.f())"})
 	if strings.TrimSpace(res.Output) != "42" {
@@ -440,7 +440,7 @@ func sandboxExists(t *testing.T, m Manager, chatID string) bool {
 			t.Fatal(err)
 		}
 		_, err = m.cli.VolumeInspect(ctx, m.name(chatID))
-		if err != nil && !client.IsErrNotFound(err) {
+		if err != nil && !cerrdefs.IsNotFound(err) {
 			t.Fatal(err)
 		}
 		return len(found) > 0 || err == nil

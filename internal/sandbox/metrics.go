@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,8 +28,9 @@ type metrics struct {
 
 // newMetrics creates the collectors and registers them on reg (when not
 // nil). A collector that reg already has (a second Manager on the same
-// registry, as in tests) is shared rather than an error.
-func newMetrics(reg prometheus.Registerer) *metrics {
+// registry, as in tests) is shared rather than an error; as in every package
+// here, any other registration failure is returned.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		executions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentd_sandbox_executions_total",
@@ -44,26 +46,38 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Chat sandboxes (containers or work dirs) that exist now.",
 		}, []string{"backend"}),
 	}
-	if reg != nil {
-		m.executions = register(reg, m.executions)
-		m.duration = register(reg, m.duration)
-		m.alive = register(reg, m.alive)
+	if reg == nil {
+		return m, nil
 	}
-	return m
+	var err error
+	if m.executions, err = register(reg, m.executions); err != nil {
+		return nil, err
+	}
+	if m.duration, err = register(reg, m.duration); err != nil {
+		return nil, err
+	}
+	if m.alive, err = register(reg, m.alive); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		// A name clash with a different collector is a programming error.
-		panic(err)
+// register registers c, or returns the collector of the same description
+// that is already registered.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
 	}
-	return c
+	are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err)
+	if !ok {
+		return c, fmt.Errorf("register sandbox metrics: %w", err)
+	}
+	existing, ok := are.ExistingCollector.(C)
+	if !ok {
+		return c, fmt.Errorf("register sandbox metrics: %w", err)
+	}
+	return existing, nil
 }
 
 // observe records one execution: its outcome (a sandbox failure counts as

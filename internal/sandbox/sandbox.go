@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/internal/chat"
 )
@@ -150,6 +151,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the sandbox metrics; nil registers none.
 	Registerer prometheus.Registerer
+	// TracerProvider traces each execution; nil: no spans.
+	TracerProvider trace.TracerProvider
 }
 
 // withDefaults fills zero fields.
@@ -240,11 +243,22 @@ type Manager interface {
 // how to enable one. An explicit backend that does not work is an error
 // (wrapping ErrNoSandbox). "none" always returns ErrNoSandbox.
 func Open(ctx context.Context, cfg Config) (Manager, error) {
+	m, err := openBackend(ctx, cfg)
+	if err != nil || cfg.TracerProvider == nil {
+		return m, err
+	}
+	return &tracedManager{Manager: m, tracer: cfg.TracerProvider.Tracer(tracerName)}, nil
+}
+
+func openBackend(ctx context.Context, cfg Config) (Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	met := newMetrics(cfg.Registerer)
+	met, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	switch cfg.Backend {
 	case BackendNone:
 		return nil, fmt.Errorf("%w: code execution is disabled (sandbox backend \"none\"); %s", ErrNoSandbox, howToEnable)

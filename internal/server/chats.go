@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentd/agentd/internal/chat"
 )
@@ -20,8 +21,18 @@ const (
 // chatsResource serves /v1/chats and everything below it.
 type chatsResource struct {
 	responder
-	cfg   Config
-	chats Chats
+	cfg     Config
+	chats   Chats
+	metrics *httpMetrics
+}
+
+// waiting marks a request that waits on purpose (a long poll or an SSE
+// stream) and counts it in gauge while it waits; call the returned function
+// when the wait is over.
+func (c *chatsResource) waiting(r *http.Request, gauge prometheus.Gauge) func() {
+	markLongLived(r.Context())
+	gauge.Inc()
+	return gauge.Dec
 }
 
 // Routes returns the router of the chats resource, to be mounted at /v1/chats
@@ -69,9 +80,13 @@ func (c *chatsResource) create(w http.ResponseWriter, r *http.Request) {
 		c.writeError(w, r, err)
 		return
 	}
+	noteChat(r.Context(), ch.ID)
 	if wait > 0 {
 		extendWriteDeadline(w, wait)
-		if ch, err = c.waitTerminal(r.Context(), ch, wait); err != nil {
+		done := c.waiting(r, c.metrics.pollsOpen)
+		ch, err = c.waitTerminal(r.Context(), ch, wait)
+		done()
+		if err != nil {
 			c.writeError(w, r, err)
 			return
 		}

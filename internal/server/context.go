@@ -47,6 +47,35 @@ type requestInfo struct {
 	// the metrics then use one route label for all of them, so that scanners
 	// probing random paths cannot grow the label set.
 	unmatched bool
+	// longLived is set by SSE streams and long polls: their duration is how
+	// long a client chose to wait, not how fast the server answered, so they
+	// stay out of the request duration histogram.
+	longLived bool
+	// chatID is the chat a request created (POST /v1/chats), for the access
+	// log; routes with {id} name theirs in the path.
+	chatID string
+	// traceID is the request's trace, when tracing is on, for the access log.
+	traceID string
+}
+
+// infoOf returns the request's requestInfo, nil outside observe.
+func infoOf(ctx context.Context) *requestInfo {
+	info, _ := ctx.Value(requestInfoKey).(*requestInfo)
+	return info
+}
+
+// markLongLived records that the request is an SSE stream or a long poll.
+func markLongLived(ctx context.Context) {
+	if info, ok := ctx.Value(requestInfoKey).(*requestInfo); ok {
+		info.longLived = true
+	}
+}
+
+// noteChat records the chat a request created, for the access log.
+func noteChat(ctx context.Context, id string) {
+	if info, ok := ctx.Value(requestInfoKey).(*requestInfo); ok {
+		info.chatID = id
+	}
 }
 
 // markUnmatched records that the router found no route for the request.

@@ -39,6 +39,7 @@ func (c *chatsResource) messages(w http.ResponseWriter, r *http.Request) {
 	)
 	if wait > 0 {
 		extendWriteDeadline(w, wait)
+		defer c.waiting(r, c.metrics.pollsOpen)()
 		// Subscribe before the first read, so that a message committed
 		// between that read and the wait still wakes us.
 		var unsubscribe func()

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -70,8 +71,10 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			status := rec.statusCode()
 			elapsed := time.Since(start)
 			s.metrics.requests.WithLabelValues(r.Method, route, strconv.Itoa(status)).Inc()
-			s.metrics.duration.WithLabelValues(r.Method, route).Observe(elapsed.Seconds())
-			s.logger.LogAttrs(r.Context(), slog.LevelInfo, "http request",
+			if !info.longLived {
+				s.metrics.duration.WithLabelValues(r.Method, route).Observe(elapsed.Seconds())
+			}
+			attrs := []slog.Attr{
 				slog.String("request_id", RequestID(r.Context())),
 				slog.String("method", r.Method),
 				slog.String("path", r.URL.Path),
@@ -81,10 +84,47 @@ func (s *Server) observe(next http.Handler) http.Handler {
 				slog.Duration("duration", elapsed),
 				slog.String("tenant", info.tenant),
 				slog.String("remote", r.RemoteAddr),
-			)
+			}
+			if id := cmp.Or(info.chatID, chatIDOf(r)); id != "" {
+				attrs = append(attrs, slog.String("chat_id", id))
+			}
+			if info.traceID != "" {
+				attrs = append(attrs, slog.String("trace_id", info.traceID))
+			}
+			s.logger.LogAttrs(r.Context(), accessLevel(route), "http request", attrs...)
 		}()
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// accessLevel is the level of a request's access line: probes and scrapes
+// arrive every few seconds from machines, and would drown the requests of
+// people at INFO.
+func accessLevel(route string) slog.Level {
+	switch route {
+	case "/healthz", "/readyz", "/metrics":
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
+}
+
+// chatIDOf is the chat a request's path names ({id} of the /v1/chats
+// routes), or "". Read after routing, when chi has filled the parameters in.
+func chatIDOf(r *http.Request) string {
+	rctx := chi.RouteContext(r.Context())
+	if rctx == nil {
+		return ""
+	}
+	return rctx.URLParam("id")
+}
+
+// chatAttr is the chat_id attribute of a log line about a request for a
+// chat; an empty Attr, which slog leaves out, for other requests.
+func chatAttr(r *http.Request) slog.Attr {
+	if id := chatIDOf(r); id != "" {
+		return slog.String("chat_id", id)
+	}
+	return slog.Attr{}
 }
 
 // recoverer turns a panicking handler into a 500 problem and a log line with
@@ -104,7 +144,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 			err := fmt.Errorf("panic: %v\n%s", v, debug.Stack())
 			if rec, ok := w.(*responseRecorder); ok && rec.wroteHeader {
 				// Too late for a problem: the status line is out.
-				s.logger.Error("handler panicked after writing its response", "request_id", RequestID(r.Context()), "error", err)
+				s.logger.Error("handler panicked after writing its response", "request_id", RequestID(r.Context()), chatAttr(r), "error", err)
 				return
 			}
 			s.writeError(w, r, err)
@@ -185,8 +225,10 @@ func (rec *responseRecorder) statusCode() int {
 
 // httpMetrics are the server's Prometheus metrics.
 type httpMetrics struct {
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	requests  *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	sseOpen   prometheus.Gauge
+	pollsOpen prometheus.Gauge
 }
 
 // newHTTPMetrics registers the HTTP metrics on reg. Labels use the route
@@ -198,14 +240,20 @@ func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 			Help: "HTTP requests served, by method, route pattern and status code.",
 		}, []string{"method", "route", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "agentd_http_request_duration_seconds",
-			Help: "Time to serve an HTTP request, by method and route pattern (SSE streams and long polls included).",
-			// Beyond the default buckets: long polls and wait_s run up to a
-			// minute and SSE streams much longer.
-			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900},
+			Name:    "agentd_http_request_duration_seconds",
+			Help:    "Time to serve an HTTP request, by method and route pattern; SSE streams and long polls (wait_s) are not included, see agentd_sse_streams_open and agentd_long_polls_open.",
+			Buckets: prometheus.DefBuckets,
 		}, []string{"method", "route"}),
+		sseOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "agentd_sse_streams_open",
+			Help: "SSE event streams open now.",
+		}),
+		pollsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "agentd_long_polls_open",
+			Help: "Requests waiting now with wait_s (long polls of messages, creates waiting for the end).",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.sseOpen, m.pollsOpen} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register http metrics: %w", err)
 		}

@@ -161,9 +161,9 @@ func (rs responder) writeError(w http.ResponseWriter, r *http.Request, err error
 	if r.Context().Err() != nil {
 		// The client is gone (or the server is shutting down): the error is
 		// most likely the cancelled context itself and nobody reads the answer.
-		rs.logger.Debug("request ended before a response", "request_id", RequestID(r.Context()), "error", err)
+		rs.logger.Debug("request ended before a response", "request_id", RequestID(r.Context()), chatAttr(r), "error", err)
 	} else if p.Status >= http.StatusInternalServerError && p.Status != http.StatusServiceUnavailable {
-		rs.logger.Error("request failed", "request_id", RequestID(r.Context()),
+		rs.logger.Error("request failed", "request_id", RequestID(r.Context()), chatAttr(r),
 			"method", r.Method, "path", r.URL.Path, "error", err)
 	} else if p.retryAfter > 0 {
 		rs.logger.Warn("request failed: store unavailable", "request_id", RequestID(r.Context()),

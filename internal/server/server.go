@@ -21,6 +21,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/chat"
@@ -86,6 +87,9 @@ type Config struct {
 	// StreamRetry is the reconnection delay SSE streams advise clients
 	// (the retry: field). Default DefaultStreamRetry.
 	StreamRetry time.Duration
+	// TracerProvider, when set, traces every request (continuing a
+	// caller's W3C traceparent). Nil: no request spans.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultStreamRetry is the reconnection delay SSE streams advise.
@@ -196,7 +200,11 @@ func (s *Server) SetReady(ready bool) { s.notReady.Store(!ready) }
 // that a panic is logged and counted as the 500 it is turned into.
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.requestID, s.observe, s.recoverer, s.options)
+	r.Use(s.requestID, s.observe)
+	if s.cfg.TracerProvider != nil {
+		r.Use(s.traced)
+	}
+	r.Use(s.recoverer, s.options)
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)
 
@@ -214,7 +222,7 @@ func (s *Server) routes() chi.Router {
 
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.authenticate)
-		r.Mount("/chats", (&chatsResource{responder: s.responder, cfg: s.cfg, chats: s.chats}).Routes())
+		r.Mount("/chats", (&chatsResource{responder: s.responder, cfg: s.cfg, chats: s.chats, metrics: s.metrics}).Routes())
 	})
 	return r
 }

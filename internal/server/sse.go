@@ -54,6 +54,7 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	defer c.waiting(r, c.metrics.sseOpen)()
 	// Subscribe before the first read, so a commit between the read and the
 	// wait still wakes us.
 	signal, unsubscribe := c.chats.Subscribe(id)

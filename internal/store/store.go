@@ -38,6 +38,14 @@ type Config struct {
 // SQLiteFile is the name of the SQLite database file in Config.DataDir.
 const SQLiteFile = "agentd.db"
 
+// LockFile is the name of the lock file in Config.DataDir that one process at
+// a time holds while it has the embedded store open.
+const LockFile = "agentd.lock"
+
+// ErrDataDirLocked is returned by Open when another process has the embedded
+// store of the same data directory open.
+var ErrDataDirLocked = errors.New("another agentd process is using this data directory (the embedded SQLite store is single-node: run one process per data directory, or use Postgres for several replicas)")
+
 // DB is an open store: chat.Store plus what the program needs to run it.
 type DB interface {
 	chat.Store
@@ -70,7 +78,38 @@ func Open(ctx context.Context, cfg Config) (DB, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open store: create data directory: %w", err)
 	}
-	return sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(dir, SQLiteFile), Logger: logger})
+	lock, err := lockDataDir(filepath.Join(dir, LockFile))
+	if err != nil {
+		return nil, fmt.Errorf("open store in %s: %w", dir, err)
+	}
+	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(dir, SQLiteFile), Logger: logger})
+	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		return nil, err
+	}
+	return &lockedDB{Store: db, lock: lock}, nil
+}
+
+// lockedDB is the SQLite store together with its data directory's lock,
+// released when the store is closed.
+type lockedDB struct {
+	*sqlite.Store
+	lock *os.File
+}
+
+// Close closes the store, then releases the lock. Safe to call twice.
+func (l *lockedDB) Close() error {
+	err := l.Store.Close()
+	if l.lock != nil {
+		// Closing the file releases the flock; a second Close reports
+		// os.ErrClosed, which is not news.
+		if cerr := l.lock.Close(); cerr != nil && !errors.Is(cerr, os.ErrClosed) {
+			err = errors.Join(err, fmt.Errorf("release data directory lock: %w", cerr))
+		}
+	}
+	return err
 }
 
 func isPostgresURL(u string) bool {

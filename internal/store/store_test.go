@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -66,4 +67,32 @@ func TestOpenRejectsOtherURLs(t *testing.T) {
 			t.Errorf("Open(%q) succeeded; want an error, not a silent SQLite store", u)
 		}
 	}
+}
+
+// TestOpenSQLiteLocksTheDataDir checks that a second store on the same data
+// directory is refused while the first is open, and allowed once it closed.
+func TestOpenSQLiteLocksTheDataDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first, err := Open(t.Context(), Config{DataDir: dir, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second, err := Open(t.Context(), Config{DataDir: dir, Logger: quiet}); !errors.Is(err, ErrDataDirLocked) {
+		if err == nil {
+			second.Close()
+		}
+		t.Fatalf("second Open = %v, want ErrDataDirLocked", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	again, err := Open(t.Context(), Config{DataDir: dir, Logger: quiet})
+	if err != nil {
+		t.Fatalf("Open after Close: %v", err)
+	}
+	again.Close()
 }

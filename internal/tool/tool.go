@@ -24,6 +24,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agentd/agentd/internal/chat"
 )
@@ -92,6 +96,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer is where the metrics go; nil registers nothing.
 	Registerer prometheus.Registerer
+	// TracerProvider traces tool calls; nil: no spans.
+	TracerProvider trace.TracerProvider
 }
 
 // withDefaults returns c with zero values replaced by the defaults.
@@ -136,6 +142,7 @@ type Runner struct {
 	allow   *allowList
 	log     *slog.Logger
 	metrics *metrics
+	tracer  trace.Tracer
 	schemas *schemaCache
 
 	// transport is shared by http and mcp tools. Its dialer refuses
@@ -172,11 +179,16 @@ func New(cfg Config) (*Runner, error) {
 		metrics: m,
 		schemas: newSchemaCache(schemaCacheSize),
 	}
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	r.tracer = tp.Tracer(tracerName)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.transport = newTransport(dialPolicy{allowPrivate: cfg.AllowPrivate, allow: allow})
-	r.httpClient = &http.Client{Transport: r.transport, CheckRedirect: r.checkRedirect}
+	r.httpClient = &http.Client{Transport: traceparent{next: r.transport}, CheckRedirect: r.checkRedirect}
 	r.mcpClient = &http.Client{
-		Transport:     capBodies{next: r.transport, max: mcpMaxBody(cfg.MaxResponseBytes)},
+		Transport:     capBodies{next: traceparent{next: r.transport}, max: mcpMaxBody(cfg.MaxResponseBytes)},
 		CheckRedirect: r.checkRedirect,
 	}
 	r.mcp.init(r)
@@ -226,11 +238,13 @@ func (r *Runner) Call(ctx context.Context, req *chat.ToolRequest) (res chat.Tool
 	start := time.Now()
 	typ := "unknown"
 	var o outcome
+	ctx, span := r.tracer.Start(ctx, "tool.call", trace.WithSpanKind(trace.SpanKindClient))
 	defer func() {
 		if p := recover(); p != nil {
 			o = failed(outcomeFailed, fmt.Errorf("panic: %v\n%s", p, debug.Stack()), "internal error in the tool runner")
 		}
 		r.metrics.observe(typ, o.kind, time.Since(start))
+		endSpan(span, req, typ, o)
 		if o.kind != outcomeOK {
 			r.logFailure(req, typ, o)
 		}
@@ -278,6 +292,22 @@ func (r *Runner) Call(ctx context.Context, req *chat.ToolRequest) (res chat.Tool
 		}
 	}
 	return
+}
+
+// endSpan ends a tool call's span with what the call was and how it went.
+func endSpan(span trace.Span, req *chat.ToolRequest, typ string, o outcome) {
+	span.SetAttributes(attribute.String("agentd.tool.type", typ), attribute.String("agentd.tool.outcome", o.kind))
+	if req != nil {
+		span.SetAttributes(attribute.String("chat_id", req.ChatID), attribute.String("gen_ai.tool.name", req.Function.Name),
+			attribute.String("gen_ai.tool.call.id", req.CallID))
+	}
+	if o.kind != outcomeOK {
+		span.SetStatus(codes.Error, o.kind)
+		if o.err != nil {
+			span.RecordError(o.err)
+		}
+	}
+	span.End()
 }
 
 // timeout is the time a call of impl may take: its timeout_s or the

@@ -108,7 +108,7 @@ func startContainer() (testcontainers.Container, string, error) {
 	// server answers for real.
 	if err := waitConnect(url, time.Minute); err != nil {
 		_ = c.Terminate(context.Background(), testcontainers.StopTimeout(time.Second))
-		return nil, "", fmt.Errorf("Postgres container: %w", err)
+		return nil, "", fmt.Errorf("the Postgres container: %w", err)
 	}
 	return c, url, nil
 }

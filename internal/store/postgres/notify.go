@@ -21,13 +21,20 @@ var _ chat.Notifier = (*Store)(nil)
 // Listen implements chat.Notifier with LISTEN on a dedicated connection (a
 // pooled one would be handed to others between waits). It reconnects with
 // backoff when the connection drops and then calls h.Reconnected, since
-// notifications sent meanwhile are lost. It returns when ctx ends.
+// notifications sent meanwhile are lost. It returns when ctx ends. The
+// backoff starts afresh after every connection that got to listen, so a
+// connection lost once a day is retried at once, not after the longest wait
+// an outage months ago reached.
 func (s *Store) Listen(ctx context.Context, h chat.NotifyHandler) error {
-	backoff := 100 * time.Millisecond
+	const firstBackoff = 100 * time.Millisecond
+	backoff := firstBackoff
 	for first := true; ; first = false {
-		err := s.listenOnce(ctx, h, !first)
+		listened, err := s.listenOnce(ctx, h, !first)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if listened {
+			backoff = firstBackoff
 		}
 		s.log.Warn("notification listener lost its connection; reconnecting", "err", err, "in", backoff)
 		select {
@@ -39,14 +46,20 @@ func (s *Store) Listen(ctx context.Context, h chat.NotifyHandler) error {
 	}
 }
 
-func (s *Store) listenOnce(ctx context.Context, h chat.NotifyHandler, reconnected bool) error {
+// listenOnce listens on one connection until it fails; listened reports
+// whether it got as far as listening.
+func (s *Store) listenOnce(ctx context.Context, h chat.NotifyHandler, reconnected bool) (listened bool, err error) {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
-		return fmt.Errorf("connect: %w", err)
+		return false, fmt.Errorf("connect: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() {
+		if cerr := conn.Close(context.WithoutCancel(ctx)); cerr != nil && ctx.Err() == nil {
+			s.log.Warn("close notification listener connection", "err", cerr)
+		}
+	}()
 	if _, err := conn.Exec(ctx, "LISTEN "+channelAppended+"; LISTEN "+channelCancel); err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return false, fmt.Errorf("listen: %w", err)
 	}
 	if reconnected && h.Reconnected != nil {
 		h.Reconnected()
@@ -54,7 +67,7 @@ func (s *Store) listenOnce(ctx context.Context, h chat.NotifyHandler, reconnecte
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
-			return fmt.Errorf("wait for notification: %w", err)
+			return true, fmt.Errorf("wait for notification: %w", err)
 		}
 		switch n.Channel {
 		case channelAppended:

@@ -117,6 +117,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		writer.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", cfg.Path, err)
 	}
+	if err := probeWrite(ctx, writer); err != nil {
+		writer.Close()
+		return nil, fmt.Errorf("open sqlite store %s: the database cannot be written (check the permissions of the file and its directory, which holds the -wal and -shm files): %w", cfg.Path, err)
+	}
 
 	r := url.Values{}
 	for k, v := range common {
@@ -147,6 +151,20 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// probeWrite writes to the database and rolls the write back. SQLite opens a
+// file it may not write read-only without a word, so without this a
+// read-only file (or a directory where the WAL cannot be created) would give
+// a server that starts, reports ready and fails every write.
+func probeWrite(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // the point is to undo the probe
+	_, err = tx.ExecContext(ctx, `CREATE TABLE agentd_write_probe (x INTEGER)`)
+	return err
 }
 
 // Kind returns "sqlite".

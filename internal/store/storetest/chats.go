@@ -285,7 +285,7 @@ func testListChats(t *testing.T, s chat.Store) {
 
 func testRequestCancel(t *testing.T, s chat.Store) {
 	queued := mustCreate(t, s, createParams("acme", base))
-	running := mustCreate(t, s, createParams("acme", at(time.Second)))
+	mustCreate(t, s, createParams("acme", at(time.Second)))
 	// Claim both (oldest first), then hand the first back: one queued chat
 	// without a lease, one running chat with one.
 	cs, err := s.Claim(t.Context(), &chat.ClaimParams{Owner: "a", Now: base, LeaseUntil: at(time.Hour), Limit: 2})
@@ -295,7 +295,7 @@ func testRequestCancel(t *testing.T, s chat.Store) {
 	if err := s.ReleaseLease(t.Context(), chat.Lease{ChatID: queued.ID, Epoch: cs[0].Epoch}, "a"); err != nil {
 		t.Fatal(err)
 	}
-	running = advance(t, s, cs[1], chat.ChatUpdate{Status: chat.StatusRunning, UpdatedAt: at(2 * time.Second)})
+	running := advance(t, s, cs[1], chat.ChatUpdate{Status: chat.StatusRunning, UpdatedAt: at(2 * time.Second)})
 	queued = mustGet(t, s, queued.ID)
 	done := finish(t, s, mustCreate(t, s, createParams("acme", at(2*time.Second))))
 

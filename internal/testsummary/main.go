@@ -1,0 +1,146 @@
+// Command testsummary reads `go test -json` on stdin, prints what a person
+// needs from it — one line per package, the output of failed tests — and
+// ends with the list of skipped tests and why they were skipped, so that a
+// run without Postgres or a container engine says what it did not test
+// instead of a column of "ok". It exits 1 when a test or a package failed
+// (or the input held no result at all), so `make test` fails with it.
+//
+//	go test -json ./... | go run ./internal/testsummary
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// event is one line of `go test -json` (cmd/test2json).
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Elapsed float64
+	Output  string
+}
+
+// skip is one skipped test and the reason it gave.
+type skip struct {
+	pkg, test, reason string
+}
+
+// summary accumulates a run.
+type summary struct {
+	out     io.Writer
+	output  map[string][]string // package/test → its output lines so far
+	skipped []skip
+	failed  []string
+	results int
+}
+
+func main() {
+	s := &summary{out: os.Stdout, output: map[string][]string{}}
+	if err := s.read(os.Stdin); err != nil {
+		fmt.Fprintln(os.Stderr, "testsummary:", err)
+		os.Exit(1)
+	}
+	os.Exit(s.finish())
+}
+
+// read consumes the event stream. Lines that are not JSON (go vet or build
+// errors printed before the tests run) are passed through.
+func (s *summary) read(r io.Reader) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.Action == "" {
+			fmt.Fprintln(s.out, sc.Text())
+			continue
+		}
+		s.handle(e)
+	}
+	return sc.Err()
+}
+
+func (s *summary) handle(e event) {
+	key := e.Package + " " + e.Test
+	switch e.Action {
+	case "output", "build-output":
+		s.output[key] = append(s.output[key], e.Output)
+	case "skip":
+		s.results++
+		if e.Test == "" {
+			// A package without test files; nothing was skipped in it.
+			delete(s.output, key)
+			return
+		}
+		s.skipped = append(s.skipped, skip{pkg: e.Package, test: e.Test, reason: skipReason(s.output[key])})
+		delete(s.output, key)
+	case "pass":
+		s.results++
+		if e.Test == "" {
+			fmt.Fprintf(s.out, "ok   %s %.1fs\n", e.Package, e.Elapsed)
+		}
+		delete(s.output, key)
+	case "fail", "build-fail":
+		s.results++
+		name := strings.TrimSpace(e.Package + " " + e.Test)
+		s.failed = append(s.failed, name)
+		for _, l := range s.output[key] {
+			fmt.Fprint(s.out, l)
+		}
+		if e.Test == "" {
+			fmt.Fprintf(s.out, "FAIL %s %.1fs\n", e.Package, e.Elapsed)
+		}
+		delete(s.output, key)
+	}
+}
+
+// skipReason is what a skipped test printed, without the framing lines.
+func skipReason(lines []string) string {
+	var parts []string
+	for _, l := range lines {
+		t := strings.TrimSpace(l)
+		if t == "" || strings.HasPrefix(t, "=== ") || strings.HasPrefix(t, "--- SKIP") {
+			continue
+		}
+		parts = append(parts, t)
+	}
+	if len(parts) == 0 {
+		return "(no reason given)"
+	}
+	return strings.Join(parts, " ")
+}
+
+// finish prints the skipped and failed tests and returns the exit code.
+func (s *summary) finish() int {
+	fmt.Fprintln(s.out)
+	if len(s.skipped) == 0 {
+		fmt.Fprintln(s.out, "Skipped tests: none")
+	} else {
+		sort.Slice(s.skipped, func(i, j int) bool {
+			a, b := s.skipped[i], s.skipped[j]
+			return a.pkg < b.pkg || a.pkg == b.pkg && a.test < b.test
+		})
+		fmt.Fprintf(s.out, "Skipped tests (%d):\n", len(s.skipped))
+		for _, k := range s.skipped {
+			fmt.Fprintf(s.out, "  %s %s: %s\n", k.pkg, k.test, k.reason)
+		}
+	}
+	switch {
+	case len(s.failed) > 0:
+		fmt.Fprintf(s.out, "FAILED (%d):\n", len(s.failed))
+		for _, f := range s.failed {
+			fmt.Fprintf(s.out, "  %s\n", f)
+		}
+		return 1
+	case s.results == 0:
+		fmt.Fprintln(s.out, "FAILED: no test results (did go test run?)")
+		return 1
+	}
+	return 0
+}
