@@ -17,11 +17,12 @@ build:
 test: lint
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
-## bench: throughput and memory figures (messages appended per second, memory per running chat), warm sandbox exec latency
+## bench: throughput and memory figures (messages appended per second, memory per running chat), warm sandbox exec latency, worst-case text_match cost per message
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/chat/
 	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 30m ./internal/store/...
 	$(GO) test -run '^$$' -bench WarmExec -benchtime 1x -timeout 10m ./internal/sandbox/
+	$(GO) test -run '^$$' -bench TextMatchWorstCase -benchtime 1x ./internal/chat/
 
 ## lint: formatting and vet
 lint:

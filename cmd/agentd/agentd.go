@@ -119,7 +119,8 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.server, err = server.New(server.Config{MaxBodyBytes: cfg.MaxBodyBytes, APIKeys: keys}, m.runtime, m.Logger, reg, reg)
+	m.server, err = server.New(server.Config{MaxBodyBytes: cfg.MaxBodyBytes, APIKeys: keys,
+		Guard: cfg.GuardConfig.serverGuard(len(keys) > 0)}, m.runtime, m.Logger, reg, reg)
 	if err != nil {
 		return fmt.Errorf("http server: %w", err)
 	}
@@ -137,9 +138,14 @@ func (m *Main) Run(ctx context.Context) error {
 	m.http = &http.Server{
 		Handler:           m.server.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return m.streams },
-		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn),
+		// Every request is read and answered within these, so a client
+		// trickling its body or never reading the answer does not hold a
+		// connection; event streams and long polls extend their own.
+		ReadTimeout:  cfg.ReadTimeout,
+		WriteTimeout: cfg.WriteTimeout,
+		IdleTimeout:  2 * time.Minute,
+		BaseContext:  func(net.Listener) context.Context { return m.streams },
+		ErrorLog:     slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn),
 	}
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.http.Serve(m.listener) }()

@@ -42,6 +42,7 @@ type Config struct {
 	SandboxOwner     string
 	SandboxWorkRoot  string
 	SandboxReap      time.Duration
+	GuardConfig
 
 	// envErrs are malformed environment values found by RegisterFlags,
 	// reported by Validate with everything else.
@@ -80,15 +81,16 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	str(&c.ToolAllowHosts, "tool-allow-hosts", "AGENTD_TOOL_ALLOW_HOSTS", "", "comma-separated hosts, host:port, IPs or CIDRs that http and mcp tools may reach (empty: any public host)")
 	fs.BoolVar(&c.ToolAllowPrivate, "tool-allow-private", env.bool("AGENTD_TOOL_ALLOW_PRIVATE", false), "let tools reach loopback and private addresses (AGENTD_TOOL_ALLOW_PRIVATE)")
 	fs.BoolVar(&c.Migrate, "migrate", env.bool("AGENTD_MIGRATE", true), "run migrations at start (AGENTD_MIGRATE)")
+	c.GuardConfig.registerFlags(fs, env)
 }
 
 // Validate reports every problem of the configuration at once.
 func (c *Config) Validate() error {
 	errs := append([]error(nil), c.envErrs...)
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	host, _, err := net.SplitHostPort(c.Addr)
-	if err != nil {
-		bad("AGENTD_ADDR %q: %v", c.Addr, err)
+	host, _, addrErr := net.SplitHostPort(c.Addr)
+	if addrErr != nil {
+		bad("AGENTD_ADDR %q: %v", c.Addr, addrErr)
 	}
 	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
 		bad("AGENTD_DATABASE_URL must be a postgres:// URL (or empty for embedded SQLite)")
@@ -134,11 +136,13 @@ func (c *Config) Validate() error {
 	if err := (tool.Config{HTTPAllowHosts: splitList(c.ToolAllowHosts)}).Validate(); err != nil {
 		bad("AGENTD_TOOL_ALLOW_HOSTS: %v", err)
 	}
+	c.GuardConfig.validate(bad)
 	keys, err := c.apiKeys()
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if len(keys) == 0 && err == nil && host != "" {
+	// An empty host (":8080") listens on every interface, like 0.0.0.0.
+	if len(keys) == 0 && err == nil && addrErr == nil {
 		// Without keys anyone who can reach the port owns every chat, so
 		// only the local machine may reach it.
 		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {

@@ -397,8 +397,8 @@ func (v *validator) checkCondition(path string, c *Condition, depth int, count *
 	case c.TextMatch != nil:
 		if c.TextMatch.Pattern == "" {
 			v.add(path+"/text_match/pattern", "is required")
-		} else if _, err := regexp.Compile(c.TextMatch.Pattern); err != nil {
-			v.add(path+"/text_match/pattern", "is not a valid RE2 pattern: %v", err)
+		} else if msg := checkTextMatchPattern(c.TextMatch.Pattern); msg != "" {
+			v.add(path+"/text_match/pattern", "%s", msg)
 		}
 	case c.TokenUsage != nil:
 		t := c.TokenUsage

@@ -80,6 +80,9 @@ type Config struct {
 	// MaxWait caps the wait_s parameter of create and long-poll requests;
 	// larger values are clamped. Default DefaultMaxWait (60 s).
 	MaxWait time.Duration
+	// Protection from browsers and from clients that take too much; see
+	// guard.go and ratelimit.go.
+	Guard
 }
 
 // withDefaults returns c with zero fields set to their defaults.
@@ -87,6 +90,7 @@ func (c Config) withDefaults() Config {
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
 	c.Heartbeat = cmp.Or(c.Heartbeat, DefaultHeartbeat)
 	c.MaxWait = cmp.Or(c.MaxWait, DefaultMaxWait)
+	c.Guard = c.Guard.withDefaults()
 	return c
 }
 
@@ -102,6 +106,7 @@ func (c Config) Validate() error {
 	if c.MaxWait < 0 {
 		errs = append(errs, fmt.Errorf("max wait must not be negative, got %s", c.MaxWait))
 	}
+	errs = append(errs, c.Guard.validate()...)
 	for key, tenant := range c.APIKeys {
 		// The key itself is a secret: never put it in an error message.
 		switch {
@@ -132,6 +137,7 @@ type Server struct {
 	notReady atomic.Bool
 	router   chi.Router
 	allow    allowTable
+	limits   *limits
 }
 
 // New returns a Server that serves chats. Its HTTP metrics are registered on
@@ -159,7 +165,7 @@ func New(cfg Config, chats Chats, logger *slog.Logger, reg prometheus.Registerer
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{responder: responder{logger}, cfg: cfg, chats: chats, metrics: metrics, gatherer: gatherer}
+	s := &Server{responder: responder{logger}, cfg: cfg, chats: chats, metrics: metrics, gatherer: gatherer, limits: newLimits(cfg)}
 	if len(cfg.APIKeys) > 0 {
 		s.keys = make(map[[sha256.Size]byte]string, len(cfg.APIKeys))
 		for key, tenant := range cfg.APIKeys {
@@ -186,19 +192,19 @@ func (s *Server) SetReady(ready bool) { s.notReady.Store(!ready) }
 // that a panic is logged and counted as the 500 it is turned into.
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.requestID, s.observe, s.recoverer)
+	r.Use(s.requestID, s.observe, s.recoverer, s.guard)
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)
 
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{
+	r.Method(http.MethodGet, "/metrics", s.metricsAuth(promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{
 		ErrorLog: promLogger{s.logger},
-	}))
+	})))
 	r.Get("/openapi.yaml", s.openAPI)
 
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(s.authenticate)
+		r.Use(s.limit, s.authenticate)
 		r.Mount("/chats", (&chatsResource{responder: s.responder, cfg: s.cfg, chats: s.chats}).Routes())
 	})
 	return r
