@@ -22,7 +22,6 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/chat/
 	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 30m ./internal/store/...
 	$(GO) test -run '^$$' -bench WarmExec -benchtime 1x -timeout 10m ./internal/sandbox/
-	$(GO) test -run '^$$' -bench TextMatchWorstCase -benchtime 1x ./internal/chat/
 
 ## lint: formatting and vet
 lint:

@@ -110,7 +110,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.runtime, err = chat.NewRuntime(chat.RuntimeConfig{
 		Store: db, Models: m.models, Providers: providers, Tools: m.tools, Sandboxes: sandboxes, Logger: m.Logger, Registerer: reg,
 		MaxActiveChats: cfg.MaxActiveChats, LeaseDuration: cfg.LeaseTTL,
-		Limits: chat.Limits{MaxRound: cfg.MaxRoundLimit},
+		Limits: chat.Limits{MaxRound: cfg.MaxRoundLimit, MaxSandboxDiskMB: cfg.SandboxMaxDiskMB},
 	})
 	if err != nil {
 		return err
