@@ -386,7 +386,7 @@ func (d *dockerManager) create(ctx context.Context, chatID string, lim limits) (
 		// Nothing but /work (and a small /tmp) is writable, so nothing a
 		// program leaves outside the work dir survives it.
 		ReadonlyRootfs: true,
-		Tmpfs: map[string]string{"/tmp": "rw,nosuid,nodev,size=" + tmpSize, "/work": workTmpfs},
+		Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,size=" + tmpSize, "/work": workTmpfs},
 		// /dev/shm as small as /tmp; it counts against memory too.
 		ShmSize: shmSize,
 		// No capabilities and no setuid escalation: the sandbox user stays
