@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -89,8 +87,9 @@ func (m *Main) Run(ctx context.Context) error {
 	var sandboxes chat.Sandboxes
 	m.sandbox, err = sandbox.Open(ctx, sandbox.Config{
 		Backend: cfg.Sandbox, DockerHost: sandbox.ResolveDockerHost(cfg.DockerHost), Image: cfg.SandboxImage,
-		WorkRoot: cmp.Or(cfg.SandboxWorkRoot, filepath.Join(os.TempDir(), "agentd-sandbox-"+cfg.SandboxOwner)),
+		WorkRoot: cmp.Or(cfg.SandboxWorkRoot, defaultWorkRoot(cfg.DataDir)),
 		Owner:    cfg.SandboxOwner, Logger: m.Logger, Registerer: reg,
+		DefaultDiskMB: cfg.SandboxDiskMB,
 	})
 	switch {
 	case err == nil:

@@ -63,7 +63,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	str(&c.SandboxImage, "sandbox-image", "AGENTD_SANDBOX_IMAGE", "agentd-sandbox:latest", "image of the docker sandbox")
 	str(&c.DockerHost, "docker-host", "DOCKER_HOST", "", "Docker Engine API of the docker sandbox (default: Podman's socket if present, else /var/run/docker.sock)")
 	str(&c.SandboxOwner, "sandbox-owner", "AGENTD_SANDBOX_OWNER", "agentd", "label of this deployment's sandboxes: the same for every replica of one deployment")
-	str(&c.SandboxWorkRoot, "sandbox-work-root", "AGENTD_SANDBOX_WORK_ROOT", "", "host dir of the bwrap sandboxes' work dirs (default: agentd-sandbox-<owner> in the temp dir, which the sandbox user can reach)")
+	str(&c.SandboxWorkRoot, "sandbox-work-root", "AGENTD_SANDBOX_WORK_ROOT", "", "host dir of the bwrap sandboxes' work dirs (default: sandboxes in the data dir, which the sandbox user can reach)")
 	fs.DurationVar(&c.SandboxReap, "sandbox-reap-interval", env.duration("AGENTD_SANDBOX_REAP_INTERVAL", 5*time.Minute), "how often sandboxes of ended chats are removed (AGENTD_SANDBOX_REAP_INTERVAL)")
 	str(&c.OpenAIAPIKey, "openai-api-key", "OPENAI_API_KEY", "", "API key of the openai provider")
 	str(&c.OpenAIBaseURL, "openai-base-url", "OPENAI_BASE_URL", "", "base URL of the openai provider (any OpenAI-compatible server)")

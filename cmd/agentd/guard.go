@@ -1,8 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -103,4 +106,19 @@ func (e *envReader) float(key string, def float64) float64 {
 		return def
 	}
 	return f
+}
+
+// defaultWorkRoot is where bwrap work dirs go unless configured: a
+// directory of this deployment, in its data dir (never one shared path per
+// host, which a second deployment or user could not use). The sandbox user
+// must be able to pass through the data dir to reach it, so the data dir
+// gets o+x (search, not listing; its files keep their own modes).
+func defaultWorkRoot(dataDir string) string {
+	dir := cmp.Or(dataDir, "agentd-data")
+	if err := os.MkdirAll(dir, 0o700); err == nil {
+		if fi, err := os.Stat(dir); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			_ = os.Chmod(dir, fi.Mode().Perm()|0o001)
+		}
+	}
+	return filepath.Join(dir, "sandboxes")
 }
