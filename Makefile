@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: run build test bench lint fmt
+.PHONY: run build test bench fuzz lint fmt
 
 ## run: serve on 127.0.0.1:8080 with the embedded SQLite store in ./agentd-data
 run:
@@ -22,6 +22,23 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/chat/
 	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 30m ./internal/store/...
 	$(GO) test -run '^$$' -bench WarmExec -benchtime 1x -timeout 10m ./internal/sandbox/
+
+## fuzz: every fuzz target for FUZZTIME each (seed corpora in testdata/fuzz; what they find is kept there as a regression test)
+FUZZTIME ?= 10s
+FUZZ_TARGETS = \
+	./internal/chat:FuzzDecodeSpec \
+	./internal/chat:FuzzTermination \
+	./internal/chat:FuzzTextMatchPattern \
+	./internal/chat:FuzzExtractCodeBlocks \
+	./internal/tool:FuzzArguments \
+	./internal/store/internal/param:FuzzDecodeCursor \
+	./internal/server:FuzzResumePoint \
+	./internal/server:FuzzWriteSSE
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t#*:}; echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 ## lint: formatting and vet
 lint:

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // worstPatterns are patterns at the text_match limits that make RE2 do the
@@ -90,4 +91,70 @@ func BenchmarkTextMatchWorstCase(b *testing.B) {
 	b.ReportMetric(float64(worst.Microseconds())/1000, "worst-ms/message")
 	b.Logf("worst-case text_match cost per message: %s (%s; pattern ≤ %d bytes, repeat ≤ %d, program ≤ %d instructions, scan ≤ %d bytes)",
 		worst, worstDesc, MaxTextMatchPattern, MaxTextMatchRepeat, MaxTextMatchProgram, MaxTextMatchScan)
+}
+
+// FuzzTermination decodes and validates a termination tree and feeds an
+// accepted one a message: nothing may panic, and an accepted text_match
+// pattern is within the limits.
+func FuzzTermination(f *testing.F) {
+	f.Add(`{"text_match": {"pattern": "(?i)terminate"}}`, "Please TERMINATE now", "a")
+	f.Add(`{"any": [{"max_messages": 3}, {"text_mention": {"text": "DONE", "sources": ["a"]}}]}`, "DONE", "a")
+	f.Add(`{"all": [{"text_match": {"pattern": "^ok$"}}, {"token_usage": {"max_total_tokens": 10}}]}`, "ok", "b")
+	f.Add(`{"timeout_s": 0.5}`, "", "a")
+	f.Add(`{"text_match": {"pattern": "(a{50}){2}"}}`, strings.Repeat("a", 5000), "a")
+	f.Fuzz(func(t *testing.T, cond, content, name string) {
+		body := `{"task": "t", "agents": [{"name": "a", "type": "assistant", "model": "m"}], ` +
+			`"models": {"m": {"provider": "replay", "responses": ["x"]}}, "termination": ` + cond + `}`
+		spec, probs := DecodeSpec([]byte(body))
+		if spec == nil || len(probs) > 0 || len(Validate(spec, Limits{}, Env{})) > 0 || spec.Termination == nil {
+			return
+		}
+		var walk func(c *Condition)
+		walk = func(c *Condition) {
+			if c.TextMatch != nil && checkTextMatchPattern(c.TextMatch.Pattern) != "" {
+				t.Fatalf("an accepted spec has a text_match pattern beyond the limits: %q", c.TextMatch.Pattern)
+			}
+			for i := range c.Any {
+				walk(&c.Any[i])
+			}
+			for i := range c.All {
+				walk(&c.All[i])
+			}
+		}
+		walk(spec.Termination)
+		term := newTerminator(spec.Termination)
+		now := time.Now()
+		st := termState{messages: 1, start: now.Add(-time.Second), now: now}
+		term.observe(nil, st)
+		st.messages++
+		if term.observe(&Message{Role: "assistant", Name: name, Content: content}, st) {
+			if reason, _ := term.result(); reason == "" {
+				t.Fatal("a fired tree has no stop reason")
+			}
+		}
+	})
+}
+
+// FuzzTextMatchPattern checks the pattern limits against the parser:
+// whatever passes compiles, and the scope of any text stays valid UTF-8
+// when the text is.
+func FuzzTextMatchPattern(f *testing.F) {
+	for _, p := range worstPatterns() {
+		f.Add(p, "abc")
+	}
+	f.Add(`[`, "é"+strings.Repeat("x", MaxTextMatchScan))
+	f.Fuzz(func(t *testing.T, pattern, text string) {
+		if checkTextMatchPattern(pattern) == "" {
+			if _, err := regexp.Compile(pattern); err != nil {
+				t.Fatalf("accepted %q, which does not compile: %v", pattern, err)
+			}
+		}
+		s := textMatchScope(text)
+		if len(s) > MaxTextMatchScan || !strings.HasSuffix(text, s) {
+			t.Fatalf("scope of %d bytes: %d bytes, not a suffix", len(text), len(s))
+		}
+		if utf8.ValidString(text) && !utf8.ValidString(s) {
+			t.Fatalf("the scope of valid UTF-8 is not valid UTF-8")
+		}
+	})
 }
