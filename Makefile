@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # staticcheck, pinned; `go run pkg@version` fetches it from the module proxy once.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run build test bench lint fmt
+.PHONY: run build test bench fuzz lint fmt
 
 ## run: serve on 127.0.0.1:8080 with the embedded SQLite store in ./agentd-data
 run:
@@ -20,11 +20,28 @@ build:
 test: lint
 	bash -o pipefail -c '$(GO) test -race -count=1 -timeout 20m -json $(PKGS) | $(GO) run ./internal/testsummary'
 
-## bench: throughput and memory figures (messages appended per second, memory per running chat), warm sandbox exec latency
+## bench: throughput and memory figures (messages appended per second, memory per running chat), warm sandbox exec latency, worst-case text_match cost per message
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/chat/
 	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 30m ./internal/store/...
 	$(GO) test -run '^$$' -bench WarmExec -benchtime 1x -timeout 10m ./internal/sandbox/
+
+## fuzz: every fuzz target for FUZZTIME each (seed corpora in testdata/fuzz; what they find is kept there as a regression test)
+FUZZTIME ?= 10s
+FUZZ_TARGETS = \
+	./internal/chat:FuzzDecodeSpec \
+	./internal/chat:FuzzTermination \
+	./internal/chat:FuzzTextMatchPattern \
+	./internal/chat:FuzzExtractCodeBlocks \
+	./internal/tool:FuzzArguments \
+	./internal/store/internal/param:FuzzDecodeCursor \
+	./internal/server:FuzzResumePoint \
+	./internal/server:FuzzWriteSSE
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t#*:}; echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 ## lint: formatting, vet and staticcheck
 lint:

@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -111,8 +109,9 @@ func (m *Main) Run(ctx context.Context) error {
 	var sandboxes chat.Sandboxes
 	m.sandbox, err = sandbox.Open(ctx, sandbox.Config{
 		Backend: cfg.Sandbox, DockerHost: sandbox.ResolveDockerHost(cfg.DockerHost), Image: cfg.SandboxImage,
-		WorkRoot: cmp.Or(cfg.SandboxWorkRoot, filepath.Join(os.TempDir(), "agentd-sandbox-"+cfg.SandboxOwner)),
+		WorkRoot: cmp.Or(cfg.SandboxWorkRoot, defaultWorkRoot(cfg.DataDir)),
 		Owner:    cfg.SandboxOwner, Logger: m.Logger, Registerer: reg, TracerProvider: tp,
+		DefaultDiskMB: cfg.SandboxDiskMB,
 	})
 	switch {
 	case err == nil:
@@ -132,7 +131,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.runtime, err = chat.NewRuntime(chat.RuntimeConfig{
 		Store: db, Models: m.models, Providers: providers, Tools: m.tools, Sandboxes: sandboxes, Logger: m.Logger, Registerer: reg,
 		MaxActiveChats: cfg.MaxActiveChats, LeaseDuration: cfg.LeaseTTL,
-		Limits: chat.Limits{MaxRound: cfg.MaxRoundLimit}, TracerProvider: tp,
+		Limits: chat.Limits{MaxRound: cfg.MaxRoundLimit, MaxSandboxDiskMB: cfg.SandboxMaxDiskMB}, TracerProvider: tp,
 	})
 	if err != nil {
 		return err
@@ -148,7 +147,8 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.probe.Start(ctx); err != nil {
 		return err
 	}
-	m.server, err = server.New(server.Config{MaxBodyBytes: cfg.MaxBodyBytes, APIKeys: keys, Ready: m.probe.Err, TracerProvider: tp}, m.runtime, m.Logger, reg, reg)
+	m.server, err = server.New(server.Config{MaxBodyBytes: cfg.MaxBodyBytes, APIKeys: keys, Ready: m.probe.Err, TracerProvider: tp,
+		Guard: cfg.GuardConfig.serverGuard(len(keys) > 0)}, m.runtime, m.Logger, reg, reg)
 	if err != nil {
 		return fmt.Errorf("http server: %w", err)
 	}
@@ -171,9 +171,14 @@ func (m *Main) Run(ctx context.Context) error {
 	m.http = &http.Server{
 		Handler:           m.server.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return m.streams },
-		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn),
+		// Every request is read and answered within these, so a client
+		// trickling its body or never reading the answer does not hold a
+		// connection; event streams and long polls extend their own.
+		ReadTimeout:  cfg.ReadTimeout,
+		WriteTimeout: cfg.WriteTimeout,
+		IdleTimeout:  2 * time.Minute,
+		BaseContext:  func(net.Listener) context.Context { return m.streams },
+		ErrorLog:     slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn),
 	}
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.http.Serve(m.listener) }()

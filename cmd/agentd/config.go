@@ -48,6 +48,7 @@ type Config struct {
 	// Traces is whether OpenTelemetry traces are exported, decided from the
 	// standard variables by tracesEnabled; the exporter reads the rest.
 	Traces bool
+	GuardConfig
 
 	// envErrs are malformed environment values found by RegisterFlags,
 	// reported by Validate with everything else.
@@ -70,7 +71,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	str(&c.SandboxImage, "sandbox-image", "AGENTD_SANDBOX_IMAGE", "agentd-sandbox:latest", "image of the docker sandbox")
 	str(&c.DockerHost, "docker-host", "DOCKER_HOST", "", "Docker Engine API of the docker sandbox (default: Podman's socket if present, else /var/run/docker.sock)")
 	str(&c.SandboxOwner, "sandbox-owner", "AGENTD_SANDBOX_OWNER", "agentd", "label of this deployment's sandboxes: the same for every replica of one deployment")
-	str(&c.SandboxWorkRoot, "sandbox-work-root", "AGENTD_SANDBOX_WORK_ROOT", "", "host dir of the bwrap sandboxes' work dirs (default: agentd-sandbox-<owner> in the temp dir, which the sandbox user can reach)")
+	str(&c.SandboxWorkRoot, "sandbox-work-root", "AGENTD_SANDBOX_WORK_ROOT", "", "host dir of the bwrap sandboxes' work dirs (default: sandboxes in the data dir, which the sandbox user can reach)")
 	fs.DurationVar(&c.SandboxReap, "sandbox-reap-interval", env.duration("AGENTD_SANDBOX_REAP_INTERVAL", 5*time.Minute), "how often sandboxes of ended chats are removed (AGENTD_SANDBOX_REAP_INTERVAL)")
 	str(&c.OpenAIAPIKey, "openai-api-key", "OPENAI_API_KEY", "", "API key of the openai provider")
 	str(&c.OpenAIBaseURL, "openai-base-url", "OPENAI_BASE_URL", "", "base URL of the openai provider (any OpenAI-compatible server)")
@@ -90,15 +91,16 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&c.DatabaseWait, "database-wait", env.duration("AGENTD_DATABASE_WAIT", 60*time.Second), "how long to retry an unreachable database at start before giving up (AGENTD_DATABASE_WAIT)")
 	fs.DurationVar(&c.ShutdownDrain, "shutdown-drain", env.duration("AGENTD_SHUTDOWN_DRAIN", 5*time.Second), "on SIGTERM, time between /readyz turning 503 and stopping, while requests are still served, so load balancers see the 503 first (AGENTD_SHUTDOWN_DRAIN)")
 	fs.BoolVar(&c.Migrate, "migrate", env.bool("AGENTD_MIGRATE", true), "run migrations at start (AGENTD_MIGRATE)")
+	c.GuardConfig.registerFlags(fs, env)
 }
 
 // Validate reports every problem of the configuration at once.
 func (c *Config) Validate() error {
 	errs := append([]error(nil), c.envErrs...)
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	host, _, err := net.SplitHostPort(c.Addr)
-	if err != nil {
-		bad("AGENTD_ADDR %q: %v", c.Addr, err)
+	host, _, addrErr := net.SplitHostPort(c.Addr)
+	if addrErr != nil {
+		bad("AGENTD_ADDR %q: %v", c.Addr, addrErr)
 	}
 	if c.AdminAddr != "" {
 		if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
@@ -155,11 +157,13 @@ func (c *Config) Validate() error {
 	if err := (tool.Config{HTTPAllowHosts: splitList(c.ToolAllowHosts)}).Validate(); err != nil {
 		bad("AGENTD_TOOL_ALLOW_HOSTS: %v", err)
 	}
+	c.GuardConfig.validate(bad)
 	keys, err := c.apiKeys()
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if len(keys) == 0 && err == nil && host != "" {
+	// An empty host (":8080") listens on every interface, like 0.0.0.0.
+	if len(keys) == 0 && err == nil && addrErr == nil {
 		// Without keys anyone who can reach the port owns every chat, so
 		// only the local machine may reach it.
 		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {

@@ -39,6 +39,7 @@ type ExecRequest struct {
 type SandboxLimits struct {
 	MemoryMB int
 	CPUs     float64
+	DiskMB   int
 }
 
 // ExecResult is what a program did: AutoGen's CodeExecutionResult plus

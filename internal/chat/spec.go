@@ -124,6 +124,8 @@ type SandboxSpec struct {
 	MemoryMB *int     `json:"memory_mb,omitempty"`
 	CPUs     *float64 `json:"cpus,omitempty"`
 	TimeoutS *int     `json:"timeout_s,omitempty"`
+	// DiskMB bounds the chat's work dir (default and maximum: the server's).
+	DiskMB *int `json:"disk_mb,omitempty"`
 }
 
 // HistoryMessage is a message of a prior conversation to resume from.

@@ -124,7 +124,7 @@ func (t *terminator) eval(n *termNode, m *Message, st termState) {
 			t.fire(n, StopTextMention, fmt.Sprintf("Text '%s' mentioned", c.TextMention.Text))
 		}
 	case c.TextMatch != nil:
-		if m != nil && n.re.MatchString(m.Content) {
+		if m != nil && n.re.MatchString(textMatchScope(m.Content)) {
 			t.fire(n, StopTextMatch, fmt.Sprintf("Text matched pattern '%s'", c.TextMatch.Pattern))
 		}
 	case c.TokenUsage != nil:

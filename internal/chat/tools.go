@@ -348,7 +348,8 @@ func (s *Spec) sandboxLimits() SandboxLimits {
 	if s.Sandbox == nil {
 		return SandboxLimits{}
 	}
-	return SandboxLimits{MemoryMB: derefOr(s.Sandbox.MemoryMB, 0), CPUs: derefOr(s.Sandbox.CPUs, 0)}
+	return SandboxLimits{MemoryMB: derefOr(s.Sandbox.MemoryMB, 0), CPUs: derefOr(s.Sandbox.CPUs, 0),
+		DiskMB: derefOr(s.Sandbox.DiskMB, 0)}
 }
 
 // needsSandbox reports whether the chat runs code: a code-executing

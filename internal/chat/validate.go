@@ -22,6 +22,7 @@ type Limits struct {
 	MaxMetadataBytes   int
 	MaxConditions      int // nodes in the termination tree
 	MaxConditionDepth  int
+	MaxSandboxDiskMB   int // the server's cap on sandbox.disk_mb
 }
 
 // DefaultLimits are used for every zero field of a Limits.
@@ -36,6 +37,7 @@ var DefaultLimits = Limits{
 	MaxMetadataBytes:   16 << 10,
 	MaxConditions:      64,
 	MaxConditionDepth:  8,
+	MaxSandboxDiskMB:   4096,
 }
 
 func (l Limits) withDefaults() Limits {
@@ -57,6 +59,7 @@ func (l Limits) withDefaults() Limits {
 		MaxMetadataBytes:   or(l.MaxMetadataBytes, d.MaxMetadataBytes),
 		MaxConditions:      or(l.MaxConditions, d.MaxConditions),
 		MaxConditionDepth:  or(l.MaxConditionDepth, d.MaxConditionDepth),
+		MaxSandboxDiskMB:   or(l.MaxSandboxDiskMB, d.MaxSandboxDiskMB),
 	}
 }
 
@@ -132,6 +135,9 @@ func (v *validator) checkTop() {
 		}
 		if s.Sandbox.CPUs != nil && (*s.Sandbox.CPUs <= 0 || *s.Sandbox.CPUs > 16) {
 			v.add("/sandbox/cpus", "must be greater than 0 and at most 16")
+		}
+		if s.Sandbox.DiskMB != nil && (*s.Sandbox.DiskMB < 1 || *s.Sandbox.DiskMB > v.limits.MaxSandboxDiskMB) {
+			v.add("/sandbox/disk_mb", "must be between 1 and %d", v.limits.MaxSandboxDiskMB)
 		}
 		if s.Sandbox.TimeoutS != nil && (*s.Sandbox.TimeoutS < 1 || *s.Sandbox.TimeoutS > 3600) {
 			v.add("/sandbox/timeout_s", "must be between 1 and 3600")
@@ -397,8 +403,8 @@ func (v *validator) checkCondition(path string, c *Condition, depth int, count *
 	case c.TextMatch != nil:
 		if c.TextMatch.Pattern == "" {
 			v.add(path+"/text_match/pattern", "is required")
-		} else if _, err := regexp.Compile(c.TextMatch.Pattern); err != nil {
-			v.add(path+"/text_match/pattern", "is not a valid RE2 pattern: %v", err)
+		} else if msg := checkTextMatchPattern(c.TextMatch.Pattern); msg != "" {
+			v.add(path+"/text_match/pattern", "%s", msg)
 		}
 	case c.TokenUsage != nil:
 		t := c.TokenUsage

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,6 +88,14 @@ type bwrapManager struct {
 	seccomp    []byte
 	seccompOpt string
 
+	// cg gives each sandbox a cgroup with the memory, pids and CPU
+	// limits; nil when agentd cannot manage cgroups (only rlimits then).
+	cg *cgroups
+	// diskQuota: work dirs are size-limited tmpfs mounts (agentd is root).
+	diskQuota bool
+	// onStats, when set (tests), receives each run's cgroup figures.
+	onStats func(chatID string, st runStats)
+
 	mu   sync.Mutex
 	dirs map[string]bool // chats that have a work dir
 }
@@ -146,6 +156,17 @@ func openBwrap(ctx context.Context, cfg Config, met *metrics) (*bwrapManager, er
 	}
 	if err := cloexecInherited(); err != nil {
 		return nil, err
+	}
+	sum := sha256.Sum256([]byte(cfg.Owner))
+	if cg, err := openCgroups(hex.EncodeToString(sum[:4])); err != nil {
+		b.log.Warn("bwrap sandboxes get no cgroup: memory_mb and pids are per-process rlimits that tmpfs writes escape, "+
+			"and cpus is not enforced; use the docker backend or run agentd as root with cgroups available", "err", err)
+	} else {
+		b.cg = cg
+	}
+	b.diskQuota = b.cred != nil
+	if !b.diskQuota {
+		b.log.Warn("bwrap work dirs are not size-limited (disk_mb needs agentd to run as root to mount a tmpfs); only a per-file size limit applies")
 	}
 	b.base = b.baseArgs(bytes.Contains(help, []byte("--disable-userns")))
 	if b.seccomp = seccompFilter(); b.seccomp != nil {
@@ -223,9 +244,16 @@ func (b *bwrapManager) baseArgs(disableUserns bool) []string {
 		"--ro-bind-data", strconv.Itoa(fdGroup), "/etc/group",
 		"--proc", "/proc",
 		"--dev", "/dev",
+		// /dev/shm is a tmpfs of its own, as small as /tmp; both count
+		// against the memory limit too (the cgroup charges tmpfs pages).
+		"--size", strconv.Itoa(bwrapTmpSize), "--tmpfs", "/dev/shm",
 		"--size", strconv.Itoa(bwrapTmpSize), "--tmpfs", "/tmp",
 		"--bind-fd", strconv.Itoa(fdWork), "/work",
 		"--chdir", "/work",
+		// The sandbox's root and /dev are tmpfs that bwrap made: nothing
+		// may be written there (only /work, /tmp and /dev/shm).
+		"--remount-ro", "/dev",
+		"--remount-ro", "/",
 		// Nothing of agentd's environment; only what is set here.
 		"--clearenv",
 	)
@@ -251,7 +279,7 @@ func (b *bwrapManager) probe(ctx context.Context) error {
 	}
 	defer os.RemoveAll(dir)
 	out := newCappedBuffer(4096)
-	r, err := b.sandbox(ctx, dir, "sh", "true", nil, limits{memoryMB: DefaultMemoryMB, timeout: probeTimeout}, out)
+	r, err := b.sandbox(ctx, dir, "sh", "true", nil, limits{memoryMB: DefaultMemoryMB, cpus: DefaultCPUs, timeout: probeTimeout}, out)
 	if err != nil {
 		return fmt.Errorf("probe sandbox: %w", err)
 	}
@@ -314,6 +342,7 @@ func (b *bwrapManager) exec(ctx context.Context, req *chat.ExecRequest) (*chat.E
 		if err := b.makeDir(dir); err != nil {
 			return nil, fmt.Errorf("sandbox of chat %s: %w", req.ChatID, err)
 		}
+
 		b.mu.Lock()
 		if !b.dirs[req.ChatID] {
 			b.dirs[req.ChatID] = true
@@ -321,6 +350,11 @@ func (b *bwrapManager) exec(ctx context.Context, req *chat.ExecRequest) (*chat.E
 			b.log.Info("sandbox created", "chat_id", req.ChatID, "dir", dir)
 		}
 		b.mu.Unlock()
+	}
+	// Every time, not only at creation: a work dir from before a reboot
+	// has lost its mount.
+	if err := b.limitDisk(dir, b.cfg.limitsFor(req).diskMB); err != nil {
+		return nil, fmt.Errorf("sandbox of chat %s: %w", req.ChatID, err)
 	}
 	out := newCappedBuffer(b.cfg.OutputLimit)
 	r, err := b.sandbox(ctx, dir, interp, req.Code, req.Stdin, b.cfg.limitsFor(req), out)
@@ -333,7 +367,14 @@ func (b *bwrapManager) exec(ctx context.Context, req *chat.ExecRequest) (*chat.E
 		return nil, fmt.Errorf("sandbox of chat %s: bwrap failed (exit %d): %s",
 			req.ChatID, r.exitCode, strings.TrimSpace(out.String()))
 	}
-	return finish(out, r.exitCode, r.timedOut), nil
+	res := finish(out, r.exitCode, r.timedOut)
+	if r.oom {
+		res.Output += oomMarker(b.cfg.limitsFor(req).memoryMB)
+		if res.ExitCode == 0 {
+			res.ExitCode = 128 + 9
+		}
+	}
+	return res, nil
 }
 
 // runResult is what one bwrap run did.
@@ -341,6 +382,7 @@ type runResult struct {
 	finished bool // the program exited on its own (exitCode is its code)
 	timedOut bool
 	exitCode int
+	oom      bool // the kernel killed a process for the memory limit
 }
 
 // sandbox runs one program in a new sandbox around work dir dir.
@@ -427,7 +469,18 @@ func (b *bwrapManager) sandbox(ctx context.Context, dir, interp, code string, st
 	}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = killGrace
-	err = cmd.Start()
+	var cg *cgroup
+	if b.cg != nil {
+		cg, err = b.cg.create("run-"+randomHex(8), int64(lim.memoryMB)<<20, b.cfg.PidsLimit, lim.cpus)
+		if err != nil {
+			statusW.Close()
+			return runResult{}, fmt.Errorf("sandbox cgroup: %w", err)
+		}
+		defer cg.remove()
+		err = cg.start(cmd)
+	} else {
+		err = cmd.Start()
+	}
 	// Only bwrap may hold the status pipe's write end, so that reading it
 	// ends when bwrap does.
 	statusW.Close()
@@ -436,6 +489,13 @@ func (b *bwrapManager) sandbox(ctx context.Context, dir, interp, code string, st
 	}
 	werr := cmd.Wait()
 	var r runResult
+	if cg != nil {
+		st := cg.stats()
+		r.oom = st.oomKills > 0
+		if b.onStats != nil {
+			b.onStats(filepath.Base(dir), st)
+		}
+	}
 	if ctx.Err() != nil {
 		return r, ctx.Err()
 	}
@@ -536,6 +596,9 @@ func (b *bwrapManager) Release(ctx context.Context, chatID string) error {
 func (b *bwrapManager) remove(chatID string) (bool, error) {
 	dir := b.dir(chatID)
 	_, statErr := os.Lstat(dir)
+	if err := unmountWork(dir); err != nil {
+		return false, fmt.Errorf("unmount work dir of chat %s: %w", chatID, err)
+	}
 	if err := removeAll(dir); err != nil {
 		return false, fmt.Errorf("remove work dir of chat %s: %w", chatID, err)
 	}
@@ -601,4 +664,48 @@ func removeAll(dir string) error {
 		return nil
 	})
 	return os.RemoveAll(dir)
+}
+
+// limitDisk makes the work dir a tmpfs of diskMB (when agentd is root and
+// it is not one already): what a chat keeps between programs is bounded,
+// and its pages count against the memory limit of the program writing
+// them. A work dir left by an earlier agentd keeps its mount.
+func (b *bwrapManager) limitDisk(dir string, diskMB int) error {
+	if !b.diskQuota {
+		return nil
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err == nil && st.Type == unix.TMPFS_MAGIC {
+		return nil
+	}
+	opts := fmt.Sprintf("size=%dm,nr_inodes=%d,mode=0700,uid=%d,gid=%d", diskMB, max(diskMB*64, 4096), b.uid, b.uid)
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount work dir (disk_mb %d): %w", diskMB, err)
+	}
+	return nil
+}
+
+// unmountWork unmounts a work dir's tmpfs, if it has one.
+func unmountWork(dir string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil || st.Type != unix.TMPFS_MAGIC {
+		return nil
+	}
+	var parent unix.Statfs_t
+	if err := unix.Statfs(filepath.Dir(dir), &parent); err == nil && parent.Type == unix.TMPFS_MAGIC {
+		// The work root itself is on tmpfs: only unmount a mount point.
+		var a, p unix.Stat_t
+		if unix.Stat(dir, &a) != nil || unix.Stat(filepath.Dir(dir), &p) != nil || a.Dev == p.Dev {
+			return nil
+		}
+	}
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	return nil
+}
+
+// oomMarker ends the output of a program the kernel killed for memory.
+func oomMarker(memoryMB int) string {
+	return fmt.Sprintf("\nKilled: the sandbox reached its memory limit (memory_mb %d)", memoryMB)
 }

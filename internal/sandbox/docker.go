@@ -9,13 +9,13 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
@@ -45,6 +45,7 @@ const (
 	// tmpSize is the size of the container's /tmp (a tmpfs, so it counts
 	// against the memory limit too).
 	tmpSize = "64m"
+	shmSize = 64 << 20
 )
 
 // containerInit is PID 1 of a sandbox container. A shell loop rather than
@@ -96,6 +97,8 @@ type dockerManager struct {
 	met  *metrics
 	log  *slog.Logger
 	slug string // short hash of the owner, part of container names
+	// podman: the engine is Podman, whose tmpfs options differ.
+	podman bool
 
 	mu    sync.Mutex
 	boxes map[string]*dockerBox
@@ -140,10 +143,41 @@ func openDocker(ctx context.Context, cfg Config, met *metrics) (*dockerManager, 
 		slug:  hex.EncodeToString(sum[:4]),
 		boxes: make(map[string]*dockerBox),
 	}
+	if v, err := cli.ServerVersion(pctx); err == nil {
+		for _, c := range v.Components {
+			d.podman = d.podman || strings.Contains(strings.ToLower(c.Name), "podman")
+		}
+		d.podman = d.podman || strings.Contains(strings.ToLower(v.Platform.Name), "podman")
+	}
 	if list, err := d.list(pctx, ""); err == nil {
 		met.alive.WithLabelValues(BackendDocker).Add(float64(len(list)))
 	}
+	// An engine that answers is not enough: its runtime may refuse the
+	// sandbox's settings (crun cannot set rlimits on some hosts), and
+	// then every code chat would fail. Start one sandbox and run a
+	// program in it before taking this backend.
+	if err := d.probe(ctx); err != nil {
+		cli.Close()
+		return nil, err
+	}
 	return d, nil
+}
+
+// probe runs `true` in a sandbox of its own and removes it. Its chat id
+// starts with "probe-": should agentd die meanwhile, Reap removes it.
+func (d *dockerManager) probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	id := "probe-" + randomHex(6)
+	defer func() { _ = d.Release(context.WithoutCancel(ctx), id) }()
+	res, err := d.exec(ctx, &chat.ExecRequest{ChatID: id, Language: "sh", Code: "true", Timeout: probeTimeout})
+	if err != nil {
+		return fmt.Errorf("probe sandbox at %s: %w", d.cfg.DockerHost, err)
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("probe sandbox at %s failed (exit %d): %s", d.cfg.DockerHost, res.ExitCode, strings.TrimSpace(res.Output))
+	}
+	return nil
 }
 
 // Backend implements chat.Sandboxes.
@@ -320,28 +354,17 @@ func (d *dockerManager) findOrCreate(ctx context.Context, chatID string, lim lim
 func (d *dockerManager) create(ctx context.Context, chatID string, lim limits) (string, error) {
 	name := d.name(chatID)
 	labels := d.labels(chatID)
-	// The work dir is a volume on tmpfs, owned by the sandbox user: it
-	// lives as long as the volume (the chat), is never shared with another
-	// chat, and its pages are charged to the container's memory cgroup, so
-	// a program cannot fill the host's disk through it. (Podman rejects a
-	// size option on tmpfs volumes; the memory limit bounds it instead.)
-	if _, err := d.cli.VolumeInspect(ctx, name); cerrdefs.IsNotFound(err) {
-		_, err = d.cli.VolumeCreate(ctx, volume.CreateOptions{
-			Name:   name,
-			Driver: "local",
-			DriverOpts: map[string]string{
-				"type":   "tmpfs",
-				"device": "tmpfs",
-				"o":      fmt.Sprintf("uid=%d,gid=%d,mode=0700", sandboxUID, sandboxUID),
-			},
-			Labels: labels,
-		})
-		if err != nil {
-			return "", fmt.Errorf("create work volume of chat %s: %w", chatID, err)
-		}
-	} else if err != nil {
-		return "", fmt.Errorf("inspect work volume of chat %s: %w", chatID, err)
+	// The work dir is a tmpfs of disk_mb owned by the sandbox user: it
+	// lives as long as the container (the chat), is never shared with
+	// another chat, and its pages are charged to the container's memory
+	// cgroup, so a program can fill neither the host's disk nor, beyond
+	// its limits, its memory through it. Podman refuses uid= on a tmpfs
+	// and chowns it to the container's user with U; Docker takes uid=.
+	owner := fmt.Sprintf("uid=%d,gid=%d", sandboxUID, sandboxUID)
+	if d.podman {
+		owner = "U"
 	}
+	workTmpfs := fmt.Sprintf("rw,nosuid,nodev,size=%dm,mode=0700,%s", lim.diskMB, owner)
 
 	memory := int64(lim.memoryMB) << 20
 	pids := int64(d.cfg.PidsLimit)
@@ -364,12 +387,9 @@ func (d *dockerManager) create(ctx context.Context, chatID string, lim limits) (
 		// Nothing but /work (and a small /tmp) is writable, so nothing a
 		// program leaves outside the work dir survives it.
 		ReadonlyRootfs: true,
-		Mounts: []mount.Mount{{
-			Type:   mount.TypeVolume,
-			Source: name,
-			Target: "/work",
-		}},
-		Tmpfs: map[string]string{"/tmp": "rw,nosuid,nodev,size=" + tmpSize},
+		Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,size=" + tmpSize, "/work": workTmpfs},
+		// /dev/shm as small as /tmp; it counts against memory too.
+		ShmSize: shmSize,
 		// No capabilities and no setuid escalation: the sandbox user stays
 		// an ordinary user even if the image has setuid binaries.
 		CapDrop:     []string{"ALL"},
@@ -402,7 +422,7 @@ func (d *dockerManager) create(ctx context.Context, chatID string, lim limits) (
 	}
 	d.met.alive.WithLabelValues(BackendDocker).Inc()
 	d.log.Info("sandbox created", "chat_id", chatID, "container", shortID(created.ID),
-		"memory_mb", lim.memoryMB, "cpus", lim.cpus, "pids", pids)
+		"memory_mb", lim.memoryMB, "cpus", lim.cpus, "pids", pids, "disk_mb", lim.diskMB)
 	return created.ID, nil
 }
 

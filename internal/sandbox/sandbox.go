@@ -57,6 +57,8 @@ const (
 	// server configuration sets a limit.
 	DefaultMemoryMB = 512
 	DefaultCPUs     = 1.0
+	// DefaultDiskMB is the size of a chat's work dir.
+	DefaultDiskMB = 256
 	// DefaultPidsLimit bounds the processes (and threads) of one sandbox;
 	// it is what stops a fork bomb.
 	DefaultPidsLimit = 128
@@ -131,6 +133,10 @@ type Config struct {
 	// zero.
 	DefaultMemoryMB int
 	DefaultCPUs     float64
+	// DefaultDiskMB bounds a chat's work dir when its ExecRequest sets no
+	// disk limit (docker: a tmpfs of that size; bwrap: the same when
+	// agentd runs as root).
+	DefaultDiskMB int
 	// DefaultTimeout applies when an ExecRequest's Timeout is zero.
 	DefaultTimeout time.Duration
 	// PidsLimit is the most processes/threads one sandbox may have.
@@ -165,6 +171,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DefaultCPUs <= 0 {
 		c.DefaultCPUs = DefaultCPUs
+	}
+	if c.DefaultDiskMB <= 0 {
+		c.DefaultDiskMB = DefaultDiskMB
 	}
 	if c.DefaultTimeout <= 0 {
 		c.DefaultTimeout = DefaultTimeout
@@ -327,12 +336,16 @@ func interpreter(language string) (string, error) {
 // limits are one execution's effective settings.
 type limits struct {
 	memoryMB int
+	diskMB   int
 	cpus     float64
 	timeout  time.Duration
 }
 
 func (c *Config) limitsFor(req *chat.ExecRequest) limits {
-	l := limits{memoryMB: req.Limits.MemoryMB, cpus: req.Limits.CPUs, timeout: req.Timeout}
+	l := limits{memoryMB: req.Limits.MemoryMB, cpus: req.Limits.CPUs, diskMB: req.Limits.DiskMB, timeout: req.Timeout}
+	if l.diskMB <= 0 {
+		l.diskMB = c.DefaultDiskMB
+	}
 	if l.memoryMB <= 0 {
 		l.memoryMB = c.DefaultMemoryMB
 	}

@@ -240,7 +240,11 @@ const writeDeadlineSlack = 10 * time.Second
 // http.Server's WriteTimeout, which is sized for ordinary requests. Writers
 // that cannot set deadlines (tests) have none to extend.
 func extendWriteDeadline(w http.ResponseWriter, wait time.Duration) {
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + writeDeadlineSlack))
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Now().Add(wait + writeDeadlineSlack))
+	// The body (if any) has been read; the read deadline would otherwise
+	// end the wait by cancelling the request.
+	_ = rc.SetReadDeadline(time.Now().Add(wait + writeDeadlineSlack))
 }
 
 // settled reports that nothing will happen to a chat without a client: it

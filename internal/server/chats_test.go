@@ -110,6 +110,7 @@ func TestCreate(t *testing.T) {
 		ts := newTestServer(t, Config{MaxBodyBytes: 64}, &fakeChats{})
 		req := httptest.NewRequest(http.MethodPost, "/v1/chats", strings.NewReader(`{"task":"`+strings.Repeat("x", 100)+`"}`))
 		req.ContentLength = -1 // unknown length: the limit must hold while reading
+		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		ts.Handler().ServeHTTP(rec, req)
 		decodeProblem(t, rec, http.StatusRequestEntityTooLarge)

@@ -90,6 +90,9 @@ type Config struct {
 	// TracerProvider, when set, traces every request (continuing a
 	// caller's W3C traceparent). Nil: no request spans.
 	TracerProvider trace.TracerProvider
+	// Protection from browsers and from clients that take too much; see
+	// guard.go and ratelimit.go.
+	Guard
 }
 
 // DefaultStreamRetry is the reconnection delay SSE streams advise.
@@ -101,6 +104,7 @@ func (c Config) withDefaults() Config {
 	c.Heartbeat = cmp.Or(c.Heartbeat, DefaultHeartbeat)
 	c.MaxWait = cmp.Or(c.MaxWait, DefaultMaxWait)
 	c.StreamRetry = cmp.Or(c.StreamRetry, DefaultStreamRetry)
+	c.Guard = c.Guard.withDefaults()
 	return c
 }
 
@@ -116,6 +120,7 @@ func (c Config) Validate() error {
 	if c.MaxWait < 0 {
 		errs = append(errs, fmt.Errorf("max wait must not be negative, got %s", c.MaxWait))
 	}
+	errs = append(errs, c.Guard.validate()...)
 	for key, tenant := range c.APIKeys {
 		// The key itself is a secret: never put it in an error message.
 		switch {
@@ -146,6 +151,7 @@ type Server struct {
 	notReady atomic.Bool
 	router   chi.Router
 	allow    allowTable
+	limits   *limits
 }
 
 // New returns a Server that serves chats. Its HTTP metrics are registered on
@@ -173,7 +179,7 @@ func New(cfg Config, chats Chats, logger *slog.Logger, reg prometheus.Registerer
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{responder: responder{logger}, cfg: cfg, chats: chats, metrics: metrics, gatherer: gatherer}
+	s := &Server{responder: responder{logger}, cfg: cfg, chats: chats, metrics: metrics, gatherer: gatherer, limits: newLimits(cfg)}
 	if len(cfg.APIKeys) > 0 {
 		s.keys = make(map[[sha256.Size]byte]string, len(cfg.APIKeys))
 		for key, tenant := range cfg.APIKeys {
@@ -204,24 +210,24 @@ func (s *Server) routes() chi.Router {
 	if s.cfg.TracerProvider != nil {
 		r.Use(s.traced)
 	}
-	r.Use(s.recoverer, s.options)
+	r.Use(s.recoverer, s.guard, s.options)
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)
 
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{
+	r.Method(http.MethodGet, "/metrics", s.metricsAuth(promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{
 		ErrorLog: promLogger{s.logger},
 		// A collector that cannot reach the database (agentd_chats) must
 		// not take every other series down with it: during an outage is
 		// when the metrics matter most. Its series are left out and the
 		// error is logged; agentd_store_up says why.
 		ErrorHandling: promhttp.ContinueOnError,
-	}))
+	})))
 	r.Get("/openapi.yaml", s.openAPI)
 
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(s.authenticate)
+		r.Use(s.limit, s.authenticate)
 		r.Mount("/chats", (&chatsResource{responder: s.responder, cfg: s.cfg, chats: s.chats, metrics: s.metrics}).Routes())
 	})
 	return r

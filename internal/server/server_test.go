@@ -276,6 +276,10 @@ func (ts *testServer) do(t *testing.T, method, target string, body string, heade
 		rd = strings.NewReader(body)
 	}
 	req := httptest.NewRequest(method, target, rd)
+	if body != "" {
+		// What every client of the API sends; tests of the check override it.
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}

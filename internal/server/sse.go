@@ -63,9 +63,15 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 	defer unsubscribeDeltas()
 
 	rc := http.NewResponseController(w)
-	// A stream lives far longer than the server's WriteTimeout allows an
-	// ordinary response; writers without deadlines have nothing to clear.
-	_ = rc.SetWriteDeadline(time.Time{})
+	// A stream lives far longer than the server's timeouts allow an
+	// ordinary request: nothing more is read (the read deadline would end
+	// the stream), and each write gets a deadline of its own, so a client
+	// that stops reading is cut off once its buffers are full.
+	// Writers without deadlines have nothing to set.
+	_ = rc.SetReadDeadline(time.Time{})
+	writeTimeout := c.cfg.StreamWriteTimeout
+	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(writeTimeout)) }
+	deadline()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -99,6 +105,7 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 	for {
 		if read {
 			read = false
+			deadline()
 			done, err := c.sendEvents(ctx, w, tenant, id, &after)
 			if err != nil && errors.Is(err, chat.ErrUnavailable) && ctx.Err() == nil {
 				c.logger.Warn("sse: store unavailable; the stream waits", "request_id", RequestID(ctx), "chat_id", id, "after", after, "error", err)
@@ -118,6 +125,7 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+		deadline()
 		var err error
 		if pending, err = writeDeltas(w, pending, after); err != nil {
 			return
@@ -146,6 +154,7 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		case <-heartbeat.C:
+			deadline()
 			if _, err := io.WriteString(w, heartbeatComment); err != nil {
 				return
 			}
