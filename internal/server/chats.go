@@ -42,6 +42,7 @@ func (c *chatsResource) Routes() chi.Router {
 func (c *chatsResource) create(w http.ResponseWriter, r *http.Request) {
 	q := newQueryParser(r)
 	wait := q.wait(c.cfg.MaxWait)
+	withSpec := q.includeSpec()
 	if err := q.err(); err != nil {
 		c.writeError(w, r, err)
 		return
@@ -81,7 +82,7 @@ func (c *chatsResource) create(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 		w.Header().Set("Location", "/v1/chats/"+ch.ID)
 	}
-	c.writeJSON(w, r, status, newChatResponse(ch))
+	c.writeJSON(w, r, status, newChatResponse(ch, withSpec))
 }
 
 // waitTerminal waits until the chat is settled (see settled) or wait has
@@ -128,6 +129,7 @@ func (c *chatsResource) list(w http.ResponseWriter, r *http.Request) {
 		q.problem("status", "must be one of queued, running, awaiting_input, completed, failed, cancelled")
 	}
 	limit := q.int("limit", defaultChatLimit, 1, maxListLimit)
+	withSpec := q.includeSpec()
 	if err := q.err(); err != nil {
 		c.writeError(w, r, err)
 		return
@@ -141,7 +143,7 @@ func (c *chatsResource) list(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := chatListResponse{Chats: make([]chatResponse, len(chats)), NextCursor: nullable(next)}
 	for i, ch := range chats {
-		resp.Chats[i] = newChatResponse(ch)
+		resp.Chats[i] = newChatResponse(ch, withSpec)
 	}
 	c.writeJSON(w, r, http.StatusOK, resp)
 }
@@ -153,18 +155,28 @@ func (c *chatsResource) get(w http.ResponseWriter, r *http.Request) {
 		c.writeError(w, r, err)
 		return
 	}
+	withSpec, err := includeSpec(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
 	ch, err := c.chats.Get(r.Context(), Tenant(r.Context()), id)
 	if err != nil {
 		c.writeError(w, r, err)
 		return
 	}
-	c.writeJSON(w, r, http.StatusOK, newChatResponse(ch))
+	c.writeJSON(w, r, http.StatusOK, newChatResponse(ch, withSpec))
 }
 
 // input handles POST /v1/chats/{id}/input: 202 with the chat, since the
 // worker resumes the chat asynchronously.
 func (c *chatsResource) input(w http.ResponseWriter, r *http.Request) {
 	id, err := chatIDParam(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	withSpec, err := includeSpec(r)
 	if err != nil {
 		c.writeError(w, r, err)
 		return
@@ -193,7 +205,7 @@ func (c *chatsResource) input(w http.ResponseWriter, r *http.Request) {
 		c.writeError(w, r, err)
 		return
 	}
-	c.writeJSON(w, r, http.StatusAccepted, newChatResponse(ch))
+	c.writeJSON(w, r, http.StatusAccepted, newChatResponse(ch, withSpec))
 }
 
 // cancel handles POST /v1/chats/{id}/cancel: 202 when the cancel was
@@ -201,6 +213,11 @@ func (c *chatsResource) input(w http.ResponseWriter, r *http.Request) {
 // ended and is returned unchanged. Repeating it is harmless.
 func (c *chatsResource) cancel(w http.ResponseWriter, r *http.Request) {
 	id, err := chatIDParam(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	withSpec, err := includeSpec(r)
 	if err != nil {
 		c.writeError(w, r, err)
 		return
@@ -214,7 +231,7 @@ func (c *chatsResource) cancel(w http.ResponseWriter, r *http.Request) {
 	if changed {
 		status = http.StatusAccepted
 	}
-	c.writeJSON(w, r, status, newChatResponse(ch))
+	c.writeJSON(w, r, status, newChatResponse(ch, withSpec))
 }
 
 // writeDeadlineSlack is added to a long poll's wait for the time it takes to

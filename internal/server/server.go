@@ -19,11 +19,13 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/console"
 )
 
 // Chats is what the HTTP layer needs from the chat runtime. It is declared by
@@ -132,6 +134,7 @@ type Server struct {
 	notReady atomic.Bool
 	router   chi.Router
 	allow    allowTable
+	console  *console.Console
 }
 
 // New returns a Server that serves chats. Its HTTP metrics are registered on
@@ -166,6 +169,9 @@ func New(cfg Config, chats Chats, logger *slog.Logger, reg prometheus.Registerer
 			s.keys[sha256.Sum256([]byte(key))] = tenant
 		}
 	}
+	if s.console, err = newConsole(); err != nil {
+		return nil, err
+	}
 	s.router = s.routes()
 	if s.allow, err = newAllowTable(s.router); err != nil {
 		return nil, err
@@ -187,6 +193,9 @@ func (s *Server) SetReady(ready bool) { s.notReady.Store(!ready) }
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
 	r.Use(s.requestID, s.observe, s.recoverer)
+	// HEAD is served wherever GET is (RFC 9110 §9.3.2), by the GET handler;
+	// net/http drops the body.
+	r.Use(middleware.GetHead)
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)
 
@@ -196,6 +205,7 @@ func (s *Server) routes() chi.Router {
 		ErrorLog: promLogger{s.logger},
 	}))
 	r.Get("/openapi.yaml", s.openAPI)
+	s.consoleRoutes(r)
 
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.authenticate)

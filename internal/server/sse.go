@@ -60,15 +60,18 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 	deltas, unsubscribeDeltas := c.chats.SubscribeDeltas(id)
 	defer unsubscribeDeltas()
 
+	if r.Method == http.MethodHead {
+		// The headers of the stream, without waiting for its events.
+		setStreamHeaders(w.Header())
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+
 	rc := http.NewResponseController(w)
 	// A stream lives far longer than the server's WriteTimeout allows an
 	// ordinary response; writers without deadlines have nothing to clear.
 	_ = rc.SetWriteDeadline(time.Time{})
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	// Tells nginx-style proxies not to buffer the stream.
-	h.Set("X-Accel-Buffering", "no")
+	setStreamHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
 	if err := rc.Flush(); err != nil {
 		c.logger.Error("sse: response cannot be flushed", "request_id", RequestID(ctx), "error", err)
@@ -133,6 +136,14 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// setStreamHeaders sets the headers of an event stream.
+func setStreamHeaders(h http.Header) {
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	// Tells nginx-style proxies not to buffer the stream.
+	h.Set("X-Accel-Buffering", "no")
 }
 
 // writeDeltas writes the pending deltas that follow the last event sent as
