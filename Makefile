@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: run build test bench lint fmt
+.PHONY: run build test bench lint fmt clients
 
 ## run: serve on 127.0.0.1:8080 with the embedded SQLite store in ./agentd-data
 run:
@@ -22,6 +22,10 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/chat/
 	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 30m ./internal/store/...
 	$(GO) test -run '^$$' -bench WarmExec -benchtime 1x -timeout 10m ./internal/sandbox/
+
+## clients: generate the TypeScript and Go clients from api/openapi.yaml with default flags, compile them and run them against agentd (needs npm)
+clients: build
+	api/clients/check.sh bin/agentd
 
 ## lint: formatting and vet
 lint:

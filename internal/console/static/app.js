@@ -503,10 +503,10 @@ class ChatView {
     const box = $('#chat-end', this.root);
     box.hidden = false;
     box.className = 'chat-end ' + d.status;
-    box.replaceChildren(
+    box.replaceChildren(...[
       el('strong', { 'data-stop-reason': d.stop_reason }, `${d.status}: ${d.stop_reason}`),
       d.stop_detail ? el('div', {}, d.stop_detail) : null,
-      d.error ? el('div', { class: 'error' }, d.error) : null);
+      d.error ? el('div', { class: 'error' }, d.error) : null].filter(Boolean));
     $('#cancel', this.root).disabled = true;
   }
 
