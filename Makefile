@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # staticcheck, pinned; `go run pkg@version` fetches it from the module proxy once.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run build test bench fuzz lint fmt
+.PHONY: run build test bench fuzz lint fmt clients
 
 ## run: serve on 127.0.0.1:8080 with the embedded SQLite store in ./agentd-data
 run:
@@ -42,6 +42,10 @@ fuzz:
 		pkg=$${t%%:*}; name=$${t#*:}; echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	done
+
+## clients: generate the TypeScript and Go clients from api/openapi.yaml with default flags, compile them and run them against agentd (needs npm)
+clients: build
+	api/clients/check.sh bin/agentd
 
 ## lint: formatting, vet and staticcheck
 lint:

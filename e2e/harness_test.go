@@ -62,6 +62,9 @@ type proc struct {
 	logs    *syncBuffer
 	exited  chan struct{}
 	waitErr error
+	// auth, when set, is the Authorization header of requests that do
+	// not give their own (a server with API keys).
+	auth string
 }
 
 // syncBuffer collects a process's log lines for failure messages.
@@ -194,6 +197,9 @@ func (p *proc) do(method, path string, body []byte, header ...string) (int, http
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if p.auth != "" {
+		req.Header.Set("Authorization", p.auth)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])

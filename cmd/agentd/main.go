@@ -4,10 +4,13 @@
 //	agentd migrate   apply database migrations and exit
 //	agentd health    exit 0 if the server at -addr answers /healthz (for HEALTHCHECK)
 //	agentd version   print the version
+//	agentd chat …    a client: run, ls, show, follow, answer, cancel chats
+//	agentd help      list the commands
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -35,12 +38,35 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cmd := "serve"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
+	} else if len(args) == 1 {
+		// No command: the top-level help and version flags.
+		switch args[0] {
+		case "-h", "-help", "--help":
+			fmt.Fprint(stdout, usage)
+			fmt.Fprintln(stdout, "\nflags of serve (and migrate, health):")
+			// Defaults without the environment: it may hold secrets.
+			printFlags(stdout, func(string) string { return "" })
+			return 0
+		case "-version", "--version":
+			cmd, args = "version", nil
+		}
+	}
+	switch cmd {
+	case "chat":
+		return chatCommand(ctx, args, getenv, stdout, stderr)
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return 0
 	}
 	fs := flag.NewFlagSet("agentd "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg Config
 	cfg.RegisterFlags(fs, getenv)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			// Asked for: the flags are printed, and that is success.
+			return 0
+		}
 		return 2
 	}
 	if fs.NArg() > 0 {
@@ -55,7 +81,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return health(ctx, cfg.Addr, stderr)
 	case "serve", "migrate":
 	default:
-		fmt.Fprintf(stderr, "agentd: unknown command %q (serve, migrate, health, version)\n", cmd)
+		fmt.Fprintf(stderr, "agentd: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
 	if err := cfg.Validate(); err != nil {
@@ -87,6 +113,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 1
 	}
 	return 0
+}
+
+// usage is the top-level help (agentd help, agentd --help).
+const usage = `usage: agentd [command] [flags]
+
+commands:
+  serve     run the server (the default)
+  migrate   apply the database migrations and exit
+  health    exit 0 if the server at -addr answers /healthz (for HEALTHCHECK)
+  version   print the version (also --version)
+  chat      a client of a running server: run, ls, show, follow, answer, cancel
+            (agentd chat --help)
+  help      this text
+
+Every flag of serve has an environment variable (AGENTD_…); see agentd serve -h.
+`
+
+// printFlags lists the server's flags with their defaults from getenv.
+func printFlags(w io.Writer, getenv func(string) string) {
+	fs := flag.NewFlagSet("agentd", flag.ContinueOnError)
+	var cfg Config
+	cfg.RegisterFlags(fs, getenv)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
 }
 
 func indent(s string) string {

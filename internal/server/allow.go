@@ -26,6 +26,10 @@ func newAllowTable(r chi.Routes) (allowTable, error) {
 	err := chi.Walk(r, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		p := normalizeRoute(route)
 		byPattern[p] = append(byPattern[p], method)
+		if method == http.MethodGet {
+			// Served by the GET handler, see routes.
+			byPattern[p] = append(byPattern[p], http.MethodHead)
+		}
 		return nil
 	})
 	if err != nil {

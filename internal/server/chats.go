@@ -53,6 +53,7 @@ func (c *chatsResource) Routes() chi.Router {
 func (c *chatsResource) create(w http.ResponseWriter, r *http.Request) {
 	q := newQueryParser(r)
 	wait := q.wait(c.cfg.MaxWait)
+	withSpec := q.includeSpec()
 	if err := q.err(); err != nil {
 		c.writeError(w, r, err)
 		return
@@ -96,7 +97,7 @@ func (c *chatsResource) create(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 		w.Header().Set("Location", "/v1/chats/"+ch.ID)
 	}
-	c.writeJSON(w, r, status, newChatResponse(ch))
+	c.writeJSON(w, r, status, newChatResponse(ch, withSpec))
 }
 
 // waitTerminal waits until the chat is settled (see settled) or wait has
@@ -143,6 +144,7 @@ func (c *chatsResource) list(w http.ResponseWriter, r *http.Request) {
 		q.problem("status", "must be one of queued, running, awaiting_input, completed, failed, cancelled")
 	}
 	limit := q.int("limit", defaultChatLimit, 1, maxListLimit)
+	withSpec := q.includeSpec()
 	if err := q.err(); err != nil {
 		c.writeError(w, r, err)
 		return
@@ -156,7 +158,7 @@ func (c *chatsResource) list(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := chatListResponse{Chats: make([]chatResponse, len(chats)), NextCursor: nullable(next)}
 	for i, ch := range chats {
-		resp.Chats[i] = newChatResponse(ch)
+		resp.Chats[i] = newChatResponse(ch, withSpec)
 	}
 	c.writeJSON(w, r, http.StatusOK, resp)
 }
@@ -168,18 +170,28 @@ func (c *chatsResource) get(w http.ResponseWriter, r *http.Request) {
 		c.writeError(w, r, err)
 		return
 	}
+	withSpec, err := includeSpec(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
 	ch, err := c.chats.Get(r.Context(), Tenant(r.Context()), id)
 	if err != nil {
 		c.writeError(w, r, err)
 		return
 	}
-	c.writeJSON(w, r, http.StatusOK, newChatResponse(ch))
+	c.writeJSON(w, r, http.StatusOK, newChatResponse(ch, withSpec))
 }
 
 // input handles POST /v1/chats/{id}/input: 202 with the chat, since the
 // worker resumes the chat asynchronously.
 func (c *chatsResource) input(w http.ResponseWriter, r *http.Request) {
 	id, err := chatIDParam(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	withSpec, err := includeSpec(r)
 	if err != nil {
 		c.writeError(w, r, err)
 		return
@@ -208,7 +220,7 @@ func (c *chatsResource) input(w http.ResponseWriter, r *http.Request) {
 		c.writeError(w, r, err)
 		return
 	}
-	c.writeJSON(w, r, http.StatusAccepted, newChatResponse(ch))
+	c.writeJSON(w, r, http.StatusAccepted, newChatResponse(ch, withSpec))
 }
 
 // cancel handles POST /v1/chats/{id}/cancel: 202 when the cancel was
@@ -216,6 +228,11 @@ func (c *chatsResource) input(w http.ResponseWriter, r *http.Request) {
 // ended and is returned unchanged. Repeating it is harmless.
 func (c *chatsResource) cancel(w http.ResponseWriter, r *http.Request) {
 	id, err := chatIDParam(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	withSpec, err := includeSpec(r)
 	if err != nil {
 		c.writeError(w, r, err)
 		return
@@ -229,7 +246,7 @@ func (c *chatsResource) cancel(w http.ResponseWriter, r *http.Request) {
 	if changed {
 		status = http.StatusAccepted
 	}
-	c.writeJSON(w, r, status, newChatResponse(ch))
+	c.writeJSON(w, r, status, newChatResponse(ch, withSpec))
 }
 
 // writeDeadlineSlack is added to a long poll's wait for the time it takes to

@@ -232,10 +232,17 @@ func TestChatObject(t *testing.T) {
 			ts := newTestServer(t, Config{}, &fakeChats{get: func(_ context.Context, tenant, id string) (*chat.Chat, error) {
 				return tt.chat, nil
 			}})
-			rec := ts.do(t, http.MethodGet, "/v1/chats/"+testChatID, "")
+			rec := ts.do(t, http.MethodGet, "/v1/chats/"+testChatID+"?include=spec", "")
 			decodeJSON(t, rec, http.StatusOK)
 			if got := strings.TrimSpace(rec.Body.String()); got != tt.want {
 				t.Errorf("body\n got %s\nwant %s", got, tt.want)
+			}
+			// Without ?include=spec, the same object without its spec.
+			rec = ts.do(t, http.MethodGet, "/v1/chats/"+testChatID, "")
+			decodeJSON(t, rec, http.StatusOK)
+			withoutSpec := strings.Replace(tt.want, `,"spec":`+validSpec, "", 1)
+			if got := strings.TrimSpace(rec.Body.String()); got != withoutSpec {
+				t.Errorf("body without include\n got %s\nwant %s", got, withoutSpec)
 			}
 		})
 	}
@@ -476,10 +483,11 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 		}
 	}
 	for _, tt := range []struct{ method, path, allow string }{
-		{http.MethodDelete, "/v1/chats/" + testChatID, "GET"},
-		{http.MethodPut, "/v1/chats", "GET, POST"},
+		{http.MethodDelete, "/v1/chats/" + testChatID, "GET, HEAD"},
+		{http.MethodPut, "/v1/chats", "GET, HEAD, POST"},
 		{http.MethodGet, "/v1/chats/" + testChatID + "/cancel", "POST"},
-		{http.MethodPost, "/healthz", "GET"},
+		{http.MethodHead, "/v1/chats/" + testChatID + "/cancel", "POST"},
+		{http.MethodPost, "/healthz", "GET, HEAD"},
 	} {
 		rec := ts.do(t, tt.method, tt.path, "")
 		p := decodeProblem(t, rec, http.StatusMethodNotAllowed)

@@ -33,7 +33,9 @@ type chatResponse struct {
 	UpdatedAt    time.Time       `json:"updated_at"`
 	CompletedAt  *time.Time      `json:"completed_at"`
 	Metadata     json.RawMessage `json:"metadata"`
-	Spec         json.RawMessage `json:"spec"`
+	// Spec is the spec the chat was created from, only with ?include=spec:
+	// it can be large, and most clients (lists, polls) never look at it.
+	Spec json.RawMessage `json:"spec,omitempty"`
 }
 
 // usageResponse is a chat's token usage, summed over its model calls.
@@ -44,7 +46,8 @@ type usageResponse struct {
 
 // newChatResponse converts a chat record into the chat object. Optional
 // fields are null, not "", so that clients can tell "not set" from a value.
-func newChatResponse(c *chat.Chat) chatResponse {
+// The spec is included only when withSpec is set (?include=spec).
+func newChatResponse(c *chat.Chat, withSpec bool) chatResponse {
 	resp := chatResponse{
 		ID:           c.ID,
 		Name:         nullable(c.Name),
@@ -60,7 +63,9 @@ func newChatResponse(c *chat.Chat) chatResponse {
 		UpdatedAt:    c.UpdatedAt,
 		CompletedAt:  c.CompletedAt,
 		Metadata:     rawOrNull(c.Metadata),
-		Spec:         rawOrNull(c.Spec),
+	}
+	if withSpec {
+		resp.Spec = rawOrNull(c.Spec)
 	}
 	// The contract says pending_input is null unless the chat is
 	// awaiting_input; don't rely on the record being cleared on resume.

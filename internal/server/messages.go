@@ -65,7 +65,14 @@ func (c *chatsResource) messages(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if len(msgs) > 0 || settled(ch) || wait == 0 || expired {
-			c.writeJSON(w, r, http.StatusOK, messageListResponse{Messages: msgs, LastSeq: lastSeq, Status: ch.Status})
+			reported := lastSeq
+			if reported == after && reported > ch.LastSeq {
+				// Nothing was examined because the client asked for
+				// messages after the end of the log: last_seq is the
+				// log's, never an echo of a seq that does not exist.
+				reported = ch.LastSeq
+			}
+			c.writeJSON(w, r, http.StatusOK, messageListResponse{Messages: msgs, LastSeq: reported, Status: ch.Status})
 			return
 		}
 		// Events that are not messages were examined: don't read them again.

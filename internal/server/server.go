@@ -19,12 +19,14 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/console"
 )
 
 // Chats is what the HTTP layer needs from the chat runtime. It is declared by
@@ -152,6 +154,7 @@ type Server struct {
 	router   chi.Router
 	allow    allowTable
 	limits   *limits
+	console  *console.Console
 }
 
 // New returns a Server that serves chats. Its HTTP metrics are registered on
@@ -186,6 +189,9 @@ func New(cfg Config, chats Chats, logger *slog.Logger, reg prometheus.Registerer
 			s.keys[sha256.Sum256([]byte(key))] = tenant
 		}
 	}
+	if s.console, err = newConsole(); err != nil {
+		return nil, err
+	}
 	s.router = s.routes()
 	if s.allow, err = newAllowTable(s.router); err != nil {
 		return nil, err
@@ -211,6 +217,9 @@ func (s *Server) routes() chi.Router {
 		r.Use(s.traced)
 	}
 	r.Use(s.recoverer, s.guard, s.options)
+	// HEAD is served wherever GET is (RFC 9110 §9.3.2), by the GET handler;
+	// net/http drops the body.
+	r.Use(middleware.GetHead)
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)
 
@@ -225,6 +234,7 @@ func (s *Server) routes() chi.Router {
 		ErrorHandling: promhttp.ContinueOnError,
 	})))
 	r.Get("/openapi.yaml", s.openAPI)
+	s.consoleRoutes(r)
 
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.limit, s.authenticate)

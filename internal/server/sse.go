@@ -62,6 +62,13 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 	deltas, unsubscribeDeltas := c.chats.SubscribeDeltas(id)
 	defer unsubscribeDeltas()
 
+	if r.Method == http.MethodHead {
+		// The headers of the stream, without waiting for its events.
+		setStreamHeaders(w.Header())
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+
 	rc := http.NewResponseController(w)
 	// A stream lives far longer than the server's timeouts allow an
 	// ordinary request: nothing more is read (the read deadline would end
@@ -72,11 +79,7 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 	writeTimeout := c.cfg.StreamWriteTimeout
 	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(writeTimeout)) }
 	deadline()
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	// Tells nginx-style proxies not to buffer the stream.
-	h.Set("X-Accel-Buffering", "no")
+	setStreamHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
 	// From here on, a stream that ends before the terminal event is aborted
 	// (see abortUnfinished), and the retry field says how soon to come back.
@@ -181,6 +184,14 @@ func abortUnfinished(finished *bool) {
 	if !*finished {
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// setStreamHeaders sets the headers of an event stream.
+func setStreamHeaders(h http.Header) {
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	// Tells nginx-style proxies not to buffer the stream.
+	h.Set("X-Accel-Buffering", "no")
 }
 
 // writeDeltas writes the pending deltas that follow the last event sent as

@@ -1,0 +1,291 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cli runs `agentd chat …` of the binary under test against p.
+func (p *proc) cli(env []string, args ...string) (stdout, stderr string, code int) {
+	p.t.Helper()
+	cmd := exec.Command(binPath, append([]string{"chat"}, args...)...)
+	cmd.Env = append(cliEnv(), "AGENTD_URL="+p.base)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Dir = ".."
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	default:
+		p.t.Fatalf("agentd chat %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// cliEnv is the test's environment without agentd's variables.
+func cliEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AGENTD_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func writeSpec(t *testing.T, spec string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "spec.json")
+	if err := os.WriteFile(f, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// Every `agentd chat` subcommand against the real server, with the exit
+// statuses of completed (0), failed (3) and cancelled (4) chats.
+func TestChatCommand(t *testing.T) {
+	t.Parallel()
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none")
+
+	// run: a completed chat, every message in order, exit 0.
+	out, errOut, code := p.cli(nil, "run", "examples/debate.json")
+	if code != 0 {
+		t.Fatalf("run debate: exit %d\n%s%s", code, out, errOut)
+	}
+	var spec struct {
+		Models map[string]struct {
+			Responses []json.RawMessage `json:"responses"`
+		} `json:"models"`
+	}
+	mustUnmarshal(t, readExample(t, "debate.json"), &spec)
+	// The debate's replies, in the order the round robin speaks them.
+	var want []string
+	for i := range 2 {
+		for _, m := range []string{"proponent_script", "opponent_script", "judge_script"} {
+			var s string
+			if json.Unmarshal(spec.Models[m].Responses[i], &s) != nil {
+				var o struct{ Content string }
+				mustUnmarshal(t, spec.Models[m].Responses[i], &o)
+				s = o.Content
+			}
+			want = append(want, s)
+		}
+	}
+	at := 0
+	for _, w := range want {
+		i := strings.Index(out[at:], w)
+		if i < 0 {
+			t.Fatalf("run output lacks %q (in order):\n%s", w, out)
+		}
+		at += i + len(w)
+	}
+	if !strings.Contains(out, "== completed: text_mention") {
+		t.Errorf("run output does not say how the chat ended:\n%s", out)
+	}
+	created := strings.Fields(strings.SplitN(out, "\n", 2)[0])
+	if len(created) < 2 || created[0] != "chat" {
+		t.Fatalf("first line %q does not name the chat", created)
+	}
+	debateID := created[1]
+
+	// run --json: one event per line, each as the contract describes.
+	failing := writeSpec(t, `{"task": "t", "max_round": 3, "agents": [{"name": "a", "type": "assistant",
+		"model": {"provider": "replay", "responses": ["only one"]}}]}`)
+	out, _, code = p.cli(nil, "run", "--json", failing)
+	if code != 3 {
+		t.Fatalf("run of a failing chat: exit %d, want 3\n%s", code, out)
+	}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	n, last := 0, sseEvent{}
+	for sc.Scan() {
+		var e struct {
+			ID    int64           `json:"id"`
+			Event string          `json:"event"`
+			Data  json.RawMessage `json:"data"`
+		}
+		mustUnmarshal(t, sc.Bytes(), &e)
+		last = sseEvent{ID: e.ID, Type: e.Event, Data: e.Data}
+		conformsEvent(t, last)
+		n++
+	}
+	if n < 4 || last.Type != "chat.failed" {
+		t.Errorf("run --json: %d events, last %s", n, last.Type)
+	}
+
+	// follow: a chat that ended replays and exits with its end.
+	out, _, code = p.cli(nil, "follow", debateID)
+	if code != 0 || !strings.Contains(out, want[len(want)-1]) {
+		t.Errorf("follow of a completed chat: exit %d\n%s", code, out)
+	}
+
+	// cancelled: run a slow chat, cancel it from another process, exit 4.
+	slow := writeSpec(t, string(slowSpec(6, 10000)))
+	run := exec.Command(binPath, "chat", "run", slow)
+	run.Env = append(cliEnv(), "AGENTD_URL="+p.base)
+	runOut := &syncBuffer{}
+	run.Stdout, run.Stderr = runOut, runOut
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var slowID string
+	for deadline := time.Now().Add(20 * time.Second); slowID == ""; {
+		if f := strings.Fields(runOut.String()); len(f) > 1 && f[0] == "chat" {
+			slowID = f[1]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run printed no chat id: %s", runOut.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out, errOut, code = p.cli(nil, "cancel", slowID)
+	if code != 0 || !strings.Contains(out, slowID) {
+		t.Errorf("cancel: exit %d\n%s%s", code, out, errOut)
+	}
+	err := run.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 4 {
+		t.Errorf("run of a cancelled chat: %v, want exit status 4\n%s", err, runOut.String())
+	}
+	if c := p.get(slowID); c.Status != "cancelled" {
+		t.Errorf("status %s after cancel", c.Status)
+	}
+
+	// ls: text and JSON, filtered by status.
+	out, _, code = p.cli(nil, "ls")
+	if code != 0 || !strings.Contains(out, debateID) || !strings.Contains(out, slowID) || !strings.HasPrefix(out, "ID") {
+		t.Errorf("ls: exit %d\n%s", code, out)
+	}
+	out, _, code = p.cli(nil, "ls", "--status", "cancelled", "--json")
+	conforms(t, "ChatList", []byte(out))
+	var list struct {
+		Chats []chatView `json:"chats"`
+	}
+	mustUnmarshal(t, []byte(out), &list)
+	if code != 0 || len(list.Chats) != 1 || list.Chats[0].ID != slowID {
+		t.Errorf("ls --status cancelled: exit %d, %+v", code, list.Chats)
+	}
+
+	// show: the chat and its messages.
+	out, _, code = p.cli(nil, "show", debateID)
+	if code != 0 || !strings.Contains(out, "status     completed") || !strings.Contains(out, want[0]) {
+		t.Errorf("show: exit %d\n%s", code, out)
+	}
+	out, _, _ = p.cli(nil, "show", "--json", debateID)
+	var shown struct {
+		Chat     json.RawMessage   `json:"chat"`
+		Messages []json.RawMessage `json:"messages"`
+	}
+	mustUnmarshal(t, []byte(out), &shown)
+	conforms(t, "Chat", shown.Chat)
+	if len(shown.Messages) != 7 {
+		t.Errorf("show --json: %d messages, want 7 (task and 6 replies)", len(shown.Messages))
+	}
+
+	// answer --speaker: a manual selection, then a human message.
+	manual := p.create(readExample(t, "manual-selection.json"))
+	prev := ""
+	for _, speaker := range []string{"colours", "fruits", "colours", "fruits"} {
+		_, pending := p.waitPause(manual.ID, prev)
+		prev = pending.RequestID
+		out, errOut, code = p.cli(nil, "answer", manual.ID, "--speaker", speaker)
+		if code != 0 {
+			t.Fatalf("answer --speaker %s: exit %d\n%s%s", speaker, code, out, errOut)
+		}
+	}
+	out, _, code = p.cli(nil, "follow", manual.ID)
+	if code != 0 || !strings.Contains(out, "A plum.") {
+		t.Errorf("follow of the manual chat: exit %d\n%s", code, out)
+	}
+	human := p.create(readExample(t, "human-review.json"))
+	_, first := p.waitPause(human.ID, "")
+	if out, errOut, code = p.cli(nil, "answer", human.ID, "Mention Last-Event-ID."); code != 0 {
+		t.Fatalf("answer: exit %d\n%s%s", code, out, errOut)
+	}
+	p.waitPause(human.ID, first.RequestID)
+	if _, _, code = p.cli(nil, "answer", human.ID, "exit"); code != 0 {
+		t.Fatalf("answer exit: exit %d", code)
+	}
+	if c := p.waitTerminal(human.ID, 20*time.Second); c.Status != "completed" || *c.StopReason != "human_exit" {
+		t.Errorf("human chat ended %s %v", c.Status, c.StopReason)
+	}
+	msgs := p.messages(human.ID)
+	if !containsMessage(msgs, "editor", "Mention Last-Event-ID.") {
+		t.Errorf("the answer is not in the log: %+v", msgs)
+	}
+	// Answering a chat that waits for nothing fails (exit 1) and says why.
+	if _, errOut, code = p.cli(nil, "answer", human.ID, "late"); code != 1 || !strings.Contains(errOut, "waits for no input") {
+		t.Errorf("answer of an ended chat: exit %d: %s", code, errOut)
+	}
+
+	// Usage errors exit 2; help exits 0.
+	if _, _, code = p.cli(nil, "show"); code != 2 {
+		t.Errorf("show without an id: exit %d, want 2", code)
+	}
+	if _, _, code = p.cli(nil, "frobnicate"); code != 2 {
+		t.Errorf("unknown command: exit %d, want 2", code)
+	}
+	if out, _, code = p.cli(nil, "--help"); code != 0 || !strings.Contains(out, "follow ID") {
+		t.Errorf("chat --help: exit %d\n%s", code, out)
+	}
+	// A 422 is shown with its JSON pointers, exit 1.
+	bad := writeSpec(t, `{"task": "", "agents": [{"name": "1x", "type": "robot"}]}`)
+	if _, errOut, code = p.cli(nil, "run", bad); code != 1 || !strings.Contains(errOut, "/agents/0/name") {
+		t.Errorf("run of an invalid spec: exit %d: %s", code, errOut)
+	}
+}
+
+func containsMessage(msgs []messageView, name, content string) bool {
+	for _, m := range msgs {
+		if m.Name == name && m.Content == content {
+			return true
+		}
+	}
+	return false
+}
+
+// With API keys, the client sends AGENTD_API_KEY; without it every command fails.
+func TestChatCommandAPIKey(t *testing.T) {
+	t.Parallel()
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none", "AGENTD_API_KEYS=sekrit-0123456789abcdef:team")
+	if _, errOut, code := p.cli(nil, "ls"); code != 1 || !strings.Contains(errOut, "401") {
+		t.Errorf("ls without a key: exit %d: %s", code, errOut)
+	}
+	out, errOut, code := p.cli([]string{"AGENTD_API_KEY=sekrit-0123456789abcdef"}, "run", "examples/debate.json")
+	if code != 0 {
+		t.Fatalf("run with the key: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, _, code := p.cli([]string{"AGENTD_API_KEY=sekrit-0123456789abcdef"}, "ls"); code != 0 || !strings.Contains(out, "tabs-vs-spaces-debate") {
+		t.Errorf("ls with the key: exit %d\n%s", code, out)
+	}
+}
+
+// agentd --help lists the subcommands and exits 0; --version and help work.
+func TestTopLevelHelp(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
+		out, err := exec.Command(binPath, args...).Output()
+		if err != nil || !strings.Contains(string(out), "chat") || !strings.Contains(string(out), "migrate") {
+			t.Errorf("agentd %v: %v\n%s", args, err, out)
+		}
+	}
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		out, err := exec.Command(binPath, args...).Output()
+		if err != nil || !strings.HasPrefix(string(out), "agentd ") {
+			t.Errorf("agentd %v: %v\n%s", args, err, out)
+		}
+	}
+}

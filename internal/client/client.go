@@ -1,0 +1,396 @@
+// Package client is a small Go client of agentd's HTTP API: chats, messages,
+// input, cancel and the server-sent event stream (with resume after a
+// drop). The command's `agentd chat` subcommands are built on it.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Client talks to one agentd server.
+type Client struct {
+	base   string
+	apiKey string
+	http   *http.Client
+}
+
+// New returns a client of the server at baseURL (e.g. http://127.0.0.1:8080)
+// that sends apiKey, when not empty, as a bearer key. A nil httpClient
+// means http.DefaultClient.
+func New(baseURL, apiKey string, httpClient *http.Client) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("server URL %q: want http(s)://host[:port]", baseURL)
+	}
+	if httpClient == nil {
+		httpClient = http.DefaultClient
+	}
+	return &Client{base: strings.TrimSuffix(baseURL, "/"), apiKey: apiKey, http: httpClient}, nil
+}
+
+// Chat is the chat object. Raw is the JSON the server sent.
+type Chat struct {
+	ID           string          `json:"id"`
+	Name         *string         `json:"name"`
+	Status       string          `json:"status"`
+	StopReason   *string         `json:"stop_reason"`
+	StopDetail   *string         `json:"stop_detail"`
+	Error        *string         `json:"error"`
+	Turns        int             `json:"turns"`
+	MessageCount int             `json:"message_count"`
+	LastSeq      int64           `json:"last_seq"`
+	Usage        Usage           `json:"usage"`
+	PendingInput *PendingInput   `json:"pending_input"`
+	CreatedAt    time.Time       `json:"created_at"`
+	UpdatedAt    time.Time       `json:"updated_at"`
+	CompletedAt  *time.Time      `json:"completed_at"`
+	Metadata     json.RawMessage `json:"metadata"`
+	Raw          json.RawMessage `json:"-"`
+}
+
+// Terminal reports whether the chat has ended.
+func (c *Chat) Terminal() bool {
+	return c.Status == "completed" || c.Status == "failed" || c.Status == "cancelled"
+}
+
+// Usage is a token count.
+type Usage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+}
+
+// PendingInput is what a chat in awaiting_input waits for.
+type PendingInput struct {
+	RequestID  string   `json:"request_id"`
+	Kind       string   `json:"kind"`
+	Agent      string   `json:"agent,omitempty"`
+	Candidates []string `json:"candidates,omitempty"`
+	Reason     string   `json:"reason"`
+}
+
+// ChatList is a page of chats.
+type ChatList struct {
+	Chats      []Chat          `json:"chats"`
+	NextCursor *string         `json:"next_cursor"`
+	Raw        json.RawMessage `json:"-"`
+}
+
+// Message is a message of a chat's log.
+type Message struct {
+	Seq           int64           `json:"seq"`
+	Role          string          `json:"role"`
+	Name          string          `json:"name"`
+	Content       string          `json:"content"`
+	ToolCalls     []ToolCall      `json:"tool_calls,omitempty"`
+	ToolResponses []ToolResponse  `json:"tool_responses,omitempty"`
+	CodeResult    *CodeResult     `json:"code_result,omitempty"`
+	Handoff       string          `json:"handoff,omitempty"`
+	Usage         *Usage          `json:"usage,omitempty"`
+	CreatedAt     time.Time       `json:"created_at"`
+	Raw           json.RawMessage `json:"-"`
+}
+
+// ToolCall is a function call a model asked for.
+type ToolCall struct {
+	ID       string `json:"id"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// ToolResponse answers one tool call.
+type ToolResponse struct {
+	ToolCallID string `json:"tool_call_id"`
+	Content    string `json:"content"`
+	IsError    bool   `json:"is_error,omitempty"`
+}
+
+// CodeResult is the result of a code execution.
+type CodeResult struct {
+	ExitCode int    `json:"exit_code"`
+	Output   string `json:"output"`
+}
+
+// Problem is an error answer of the API (RFC 9457 problem details).
+type Problem struct {
+	Type   string         `json:"type"`
+	Title  string         `json:"title"`
+	Status int            `json:"status"`
+	Detail string         `json:"detail"`
+	Errors []ProblemField `json:"errors"`
+}
+
+// ProblemField is one problem, at a JSON pointer or parameter name.
+type ProblemField struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+func (p *Problem) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d %s: %s", p.Status, p.Title, p.Detail)
+	for _, e := range p.Errors {
+		fmt.Fprintf(&b, "\n  %s: %s", e.Path, e.Message)
+	}
+	return b.String()
+}
+
+// Create creates a chat from a spec (JSON).
+func (c *Client) Create(ctx context.Context, spec []byte) (*Chat, error) {
+	var ch Chat
+	return &ch, c.do(ctx, http.MethodPost, "/v1/chats", spec, &ch, &ch.Raw)
+}
+
+// Get returns a chat.
+func (c *Client) Get(ctx context.Context, id string) (*Chat, error) {
+	var ch Chat
+	return &ch, c.do(ctx, http.MethodGet, "/v1/chats/"+url.PathEscape(id), nil, &ch, &ch.Raw)
+}
+
+// ListParams selects a page of chats; zero values mean the server's defaults.
+type ListParams struct {
+	Status string
+	Limit  int
+	Cursor string
+}
+
+// List returns a page of chats, newest first.
+func (c *Client) List(ctx context.Context, p ListParams) (*ChatList, error) {
+	q := url.Values{}
+	if p.Status != "" {
+		q.Set("status", p.Status)
+	}
+	if p.Limit > 0 {
+		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	if p.Cursor != "" {
+		q.Set("cursor", p.Cursor)
+	}
+	var l ChatList
+	path := "/v1/chats"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	return &l, c.do(ctx, http.MethodGet, path, nil, &l, &l.Raw)
+}
+
+// Messages returns every message of a chat, reading page after page.
+func (c *Client) Messages(ctx context.Context, id string) ([]Message, error) {
+	var all []Message
+	after := int64(0)
+	for {
+		var page struct {
+			Messages []json.RawMessage `json:"messages"`
+			LastSeq  int64             `json:"last_seq"`
+		}
+		path := fmt.Sprintf("/v1/chats/%s/messages?after=%d&limit=1000", url.PathEscape(id), after)
+		if err := c.do(ctx, http.MethodGet, path, nil, &page, nil); err != nil {
+			return nil, err
+		}
+		for _, raw := range page.Messages {
+			var m Message
+			if err := json.Unmarshal(raw, &m); err != nil {
+				return nil, fmt.Errorf("decode message: %w", err)
+			}
+			m.Raw = raw
+			all = append(all, m)
+		}
+		if len(page.Messages) == 0 || page.LastSeq <= after {
+			return all, nil
+		}
+		after = page.LastSeq
+	}
+}
+
+// Input answers a chat's pending input: content for a human message, or
+// speaker for a manual selection (exactly one is non-nil).
+func (c *Client) Input(ctx context.Context, id, requestID string, content, speaker *string) (*Chat, error) {
+	body, err := json.Marshal(struct {
+		RequestID string  `json:"request_id"`
+		Content   *string `json:"content,omitempty"`
+		Speaker   *string `json:"speaker,omitempty"`
+	}{requestID, content, speaker})
+	if err != nil {
+		return nil, err
+	}
+	var ch Chat
+	return &ch, c.do(ctx, http.MethodPost, "/v1/chats/"+url.PathEscape(id)+"/input", body, &ch, &ch.Raw)
+}
+
+// Cancel asks a chat to stop.
+func (c *Client) Cancel(ctx context.Context, id string) (*Chat, error) {
+	var ch Chat
+	// An empty JSON object: the body is not read, but a server may require
+	// state-changing requests to be JSON.
+	return &ch, c.do(ctx, http.MethodPost, "/v1/chats/"+url.PathEscape(id)+"/cancel", []byte("{}"), &ch, &ch.Raw)
+}
+
+func (c *Client) newRequest(ctx context.Context, method, path string, body []byte) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.apiKey)
+	}
+	return req, nil
+}
+
+// do sends a request and decodes a 2xx answer into out (and its bytes into
+// raw); other answers become a *Problem.
+func (c *Client) do(ctx context.Context, method, path string, body []byte, out any, raw *json.RawMessage) error {
+	req, err := c.newRequest(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return problemOf(resp, b)
+	}
+	if raw != nil {
+		*raw = b
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+	}
+	return nil
+}
+
+func problemOf(resp *http.Response, b []byte) error {
+	p := &Problem{}
+	if err := json.Unmarshal(b, p); err != nil || p.Status == 0 {
+		return &Problem{Status: resp.StatusCode, Title: http.StatusText(resp.StatusCode), Detail: strings.TrimSpace(string(b))}
+	}
+	return p
+}
+
+// Event is one server-sent event. ID is 0 for ephemeral events (message.delta).
+type Event struct {
+	ID    int64           `json:"id,omitempty"`
+	Event string          `json:"event"`
+	Data  json.RawMessage `json:"data"`
+}
+
+// Terminal reports whether the event ends the stream.
+func (e Event) Terminal() bool {
+	return e.Event == "chat.completed" || e.Event == "chat.failed" || e.Event == "chat.cancelled"
+}
+
+// Follow streams a chat's events after seq `after` to fn until the terminal
+// event, the server's 204 (the client has seen the end), an error of fn or
+// of the API, or ctx ends. A dropped connection is resumed with
+// Last-Event-ID after retryDelay, so fn sees every event once, in order.
+func (c *Client) Follow(ctx context.Context, id string, after int64, retryDelay time.Duration, fn func(Event) error) error {
+	for {
+		done, err := c.followOnce(ctx, id, &after, fn)
+		if done || ctx.Err() != nil {
+			return err
+		}
+		var p *Problem
+		var fnErr callbackError
+		if errors.As(err, &p) || errors.As(err, &fnErr) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(retryDelay):
+		}
+	}
+}
+
+type callbackError struct{ error }
+
+func (e callbackError) Unwrap() error { return e.error }
+
+func (c *Client) followOnce(ctx context.Context, id string, after *int64, fn func(Event) error) (done bool, err error) {
+	req, err := c.newRequest(ctx, http.MethodGet, "/v1/chats/"+url.PathEscape(id)+"/events", nil)
+	if err != nil {
+		return true, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Last-Event-ID", strconv.FormatInt(*after, 10))
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNoContent:
+		return true, nil
+	case resp.StatusCode != http.StatusOK:
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode < 500, problemOf(resp, b)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var ev Event
+	var data []string
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			if ev.Event != "" || len(data) > 0 {
+				ev.Data = json.RawMessage(strings.Join(data, "\n"))
+				if ev.Event == "" {
+					ev.Event = "message"
+				}
+				if err := fn(ev); err != nil {
+					return true, callbackError{err}
+				}
+				if ev.ID > 0 {
+					*after = ev.ID
+				}
+				if ev.Terminal() {
+					return true, nil
+				}
+			}
+			ev, data = Event{}, nil
+			continue
+		}
+		if strings.HasPrefix(line, ":") {
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "id":
+			ev.ID, _ = strconv.ParseInt(value, 10, 64)
+		case "event":
+			ev.Event = value
+		case "data":
+			data = append(data, value)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return false, err
+	}
+	return false, io.ErrUnexpectedEOF
+}
