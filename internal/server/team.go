@@ -79,7 +79,7 @@ func (c *chatsResource) team(w http.ResponseWriter, r *http.Request) {
 	team, probs := component.ToTeam(spec)
 	if len(probs) > 0 {
 		c.writeError(w, r, &requestError{status: http.StatusUnprocessableEntity, kind: kindNotExpressible,
-			detail: fmt.Sprintf("the chat's team cannot be written as an AgentChat component: %d problem(s), see errors", len(probs)),
+			detail:   fmt.Sprintf("the chat's team cannot be written as an AgentChat component: %d problem(s), see errors", len(probs)),
 			problems: fieldErrors(probs)})
 		return
 	}

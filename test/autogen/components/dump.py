@@ -190,6 +190,19 @@ def assistant_options():
     return RoundRobinGroupChat([analyst, writer], termination_condition=TextMentionTermination("TERMINATE"), max_turns=4), None
 
 
+def openai_client():
+    """An OpenAI client with a key and endpoint in the file: agentd ignores
+    both and calls its own configured endpoint with its own key."""
+    reviewer = AssistantAgent(
+        "reviewer",
+        model_client=OpenAIChatCompletionClient(
+            model="gpt-4o-mini", api_key="sk-in-the-file", base_url="https://models.example.invalid/v1", temperature=0
+        ),
+        system_message="You review code. Say APPROVED when it is right.",
+    )
+    return RoundRobinGroupChat([reviewer], termination_condition=TextMentionTermination("APPROVED"), max_turns=3), None
+
+
 def human():
     assistant = AssistantAgent("assistant", model_client=replay("Here is a draft.", "Revised. APPROVE"))
     user = UserProxyAgent("reviewer", description="A human who approves drafts.")
@@ -256,6 +269,7 @@ TEAMS = {
     "selector": selector,
     "swarm": swarm,
     "assistant_options": assistant_options,
+    "openai_client": openai_client,
     "human": human,
     "code_executor": code_executor,
     "terminations": terminations,
