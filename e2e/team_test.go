@@ -90,7 +90,8 @@ func TestAgentChatTeamsRunLikeAgentChat(t *testing.T) {
 	t.Parallel()
 	backends(t, func(t *testing.T, env []string) {
 		p := startAgentd(t, env...)
-		for _, name := range []string{"round_robin", "selector", "swarm"} {
+		// "example" is examples/agentchat-team.json, the README's example.
+		for _, name := range []string{"round_robin", "selector", "swarm", "example"} {
 			t.Run(name, func(t *testing.T) {
 				b, err := os.ReadFile(filepath.Join("..", "internal", "component", "testdata", "runs", name+".json"))
 				if err != nil {
@@ -98,7 +99,11 @@ func TestAgentChatTeamsRunLikeAgentChat(t *testing.T) {
 				}
 				var want agentChatRun
 				mustUnmarshal(t, b, &want)
-				c := p.createTeam(teamBody(t, want.Task, teamFixture(t, name), ""))
+				team := teamFixture(t, name)
+				if name == "example" {
+					team = readExample(t, "agentchat-team.json")
+				}
+				c := p.createTeam(teamBody(t, want.Task, team, ""))
 				final := p.waitTerminal(c.ID, 30*time.Second)
 				if final.Status != "completed" || final.StopDetail == nil || *final.StopDetail != want.StopReason {
 					t.Fatalf("chat = %+v, want completed with %q", final, want.StopReason)

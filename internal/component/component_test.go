@@ -439,3 +439,44 @@ func TestExportNative(t *testing.T) {
 		t.Errorf("invalid: %v", probs)
 	}
 }
+
+// FuzzFromTeam: no file makes the translation panic, and whatever it
+// accepts exports and translates back to the same spec.
+func FuzzFromTeam(f *testing.F) {
+	for _, name := range append(accepted, "refused_five") {
+		b, err := os.ReadFile(filepath.Join("testdata", "agentchat", name+".json"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"provider": "autogen_agentchat.teams.RoundRobinGroupChat", "config": {"participants": [1, null, "x"]}}`))
+	f.Fuzz(func(t *testing.T, team []byte) {
+		if !json.Valid(team) {
+			return
+		}
+		req, err := ParseRequest([]byte(`{"task": "x", "team": ` + string(team) + `}`))
+		if err != nil || req == nil {
+			return
+		}
+		spec, probs := chat.DecodeSpec(req.Spec)
+		if len(probs) > 0 || len(chat.Validate(spec, chat.Limits{}, env)) > 0 {
+			return // the spec's own validation reports it
+		}
+		exported, probs := ToTeam(spec)
+		if len(probs) > 0 {
+			return
+		}
+		raw, err := marshal(exported)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := ParseRequest([]byte(`{"task": "x", "team": ` + string(raw) + `}`))
+		if err != nil {
+			t.Fatalf("the export of an accepted team is refused: %v\n%s", err, raw)
+		}
+		if !bytes.Equal(req.Spec, again.Spec) {
+			t.Fatalf("round trip changed the spec:\n%s\n%s", req.Spec, again.Spec)
+		}
+	})
+}

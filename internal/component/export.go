@@ -156,12 +156,8 @@ func (e *exporter) agent(path string, a *chat.AgentSpec) Component {
 		if a.DefaultAutoReply != nil {
 			e.r.problem(path+"/default_auto_reply", "AgentChat's UserProxyAgent has no auto-reply")
 		}
-		desc := a.Description
-		if desc == "" {
-			desc = defaultUserDescription
-		}
 		return newComponent(provUserProxy, "An agent that can represent a human user through an input function.",
-			map[string]any{"name": a.Name, "description": desc})
+			map[string]any{"name": a.Name, "description": a.Description})
 	default:
 		e.r.problem(path+"/type", "unknown agent type %q", a.Type)
 		return Component{}
@@ -175,10 +171,9 @@ func (e *exporter) assistant(path string, a *chat.AgentSpec) Component {
 			cfg["model_client"] = *m
 		}
 	}
-	cfg["description"] = defaultAssistantDescription
-	if a.Description != "" {
-		cfg["description"] = a.Description
-	}
+	// A spec's description is written as it is, also when empty: both sides
+	// show it to the selector as the agent's role.
+	cfg["description"] = a.Description
 	sys := defaultSystemMessage
 	if a.SystemMessage != nil {
 		sys = *a.SystemMessage
@@ -270,11 +265,7 @@ func (e *exporter) codeExecutor(path string, a *chat.AgentSpec) Component {
 	if t := a.CodeExecution.TimeoutS; t != nil {
 		exec["timeout"] = *t
 	}
-	desc := a.Description
-	if desc == "" {
-		desc = defaultTerminalDescription
-	}
-	cfg := map[string]any{"name": a.Name, "description": desc, "model_client_stream": false,
+	cfg := map[string]any{"name": a.Name, "description": a.Description, "model_client_stream": false,
 		"code_executor": newComponent(provDockerExecutor, "Executes code through a command line environment in a Docker container.", exec),
 		"model_context": newComponent(provUnbounded, "An unbounded chat completion context that keeps a view of the all the messages.", map[string]any{}),
 	}

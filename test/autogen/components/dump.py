@@ -3,11 +3,11 @@ fixtures of agentd's team-component translation (internal/component/testdata).
 
 Run it from the repository root in the AgentChat environment (see README.md):
 
-    /work/autogen-env/python.sh test/autogen/components/dump.py internal/component/testdata
+    /work/autogen-env/python.sh test/autogen/components/dump.py internal/component/testdata examples/agentchat-team.json
 
-It writes testdata/agentchat/<name>.json for every team below, and
+It writes testdata/agentchat/<name>.json for every team below,
 testdata/runs/<name>.json with the messages and stop reason of a real
-AgentChat run of the replay-driven teams. Nothing here talks to a network,
+AgentChat run of the replay-driven teams, and the README's example team. Nothing here talks to a network,
 a container engine or a model: model clients are ReplayChatCompletionClient
 or never called, and executors are never started.
 """
@@ -190,6 +190,31 @@ def assistant_options():
     return RoundRobinGroupChat([analyst, writer], termination_condition=TextMentionTermination("TERMINATE"), max_turns=4), None
 
 
+def example():
+    """examples/agentchat-team.json: a coder and a reviewer taking turns."""
+    coder = AssistantAgent(
+        "coder",
+        model_client=replay(
+            "```python\ndef reverse(s):\n    return s[::-1]\n```",
+            "```python\ndef reverse(s):\n    return s[::-1]\n\nassert reverse(\"abc\") == \"cba\"\n```",
+        ),
+        description="Writes Python code.",
+        system_message="You write Python in ```python blocks.",
+    )
+    reviewer = AssistantAgent(
+        "reviewer",
+        model_client=replay("Add a test.", "Looks good. APPROVE"),
+        description="Reviews code.",
+        system_message="You review code. Reply APPROVE when it is good.",
+    )
+    return RoundRobinGroupChat(
+        [coder, reviewer],
+        name="code-review",
+        termination_condition=TextMentionTermination("APPROVE") | MaxMessageTermination(10),
+        max_turns=6,
+    ), "Write a function that reverses a string, with a test."
+
+
 def openai_client():
     """An OpenAI client with a key and endpoint in the file: agentd ignores
     both and calls its own configured endpoint with its own key."""
@@ -298,6 +323,11 @@ async def run(team, task):
 
 def main():
     warnings.simplefilter("ignore")
+    if len(sys.argv) > 2:
+        team, task = example()
+        write(sys.argv[2], team.dump_component().model_dump(mode="json"))
+        write(os.path.join(OUT, "runs", "example.json"), asyncio.run(run(team, task)))
+        print("dumped the example")
     for name, build in TEAMS.items():
         team, task = build()
         write(os.path.join(OUT, "agentchat", name + ".json"), team.dump_component().model_dump(mode="json"))
