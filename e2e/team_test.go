@@ -99,9 +99,11 @@ func TestAgentChatTeamsRunLikeAgentChat(t *testing.T) {
 				}
 				var want agentChatRun
 				mustUnmarshal(t, b, &want)
-				team := teamFixture(t, name)
+				var team []byte
 				if name == "example" {
 					team = readExample(t, "agentchat-team.json")
+				} else {
+					team = teamFixture(t, name)
 				}
 				c := p.createTeam(teamBody(t, want.Task, team, ""))
 				final := p.waitTerminal(c.ID, 30*time.Second)
