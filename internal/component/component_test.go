@@ -480,3 +480,52 @@ func FuzzFromTeam(f *testing.F) {
 		}
 	})
 }
+
+// TestHugeFilesAreRefusedInOneProblem: thousands of nested conditions, or
+// of components side by side, end in one problem (reading them all would
+// cost depth times size, or more).
+func TestHugeFilesAreRefusedInOneProblem(t *testing.T) {
+	t.Parallel()
+	cond := mk(provMaxMessage, `{"max_messages": 5}`)
+	for range 3000 {
+		cond = mk(provOr, `{"conditions": [`+cond+`, `+mk(provTextMention, `{"text": "X"}`)+`]}`)
+	}
+	_, probs := FromTeam("/team", []byte(rr(assistant("a", ""), `, "termination_condition": `+cond)))
+	if len(probs) != 1 || !strings.Contains(probs[0].Message, "nested at most 128 levels") {
+		t.Fatalf("deep: problems = %v", probs)
+	}
+	wide := strings.Repeat(mk(provTextMention, `{"text": "X"}`)+",", 3000)
+	cond = mk(provOr, `{"conditions": [`+wide+mk(provTextMention, `{"text": "X"}`)+`]}`)
+	_, probs = FromTeam("/team", []byte(rr(assistant("a", ""), `, "termination_condition": `+cond)))
+	if len(probs) != 1 || !strings.Contains(probs[0].Message, "more than 1000 components") {
+		t.Fatalf("wide: problems = %v", probs)
+	}
+}
+
+// BenchmarkFromTeam prints the cost of translating the largest fixture and
+// of refusing a file at the body limit nested as deep as allowed.
+func BenchmarkFromTeam(b *testing.B) {
+	fixture, err := os.ReadFile(filepath.Join("testdata", "agentchat", "terminations.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("terminations", func(b *testing.B) {
+		for b.Loop() {
+			if _, probs := FromTeam("/team", fixture); len(probs) > 0 {
+				b.Fatal(probs)
+			}
+		}
+	})
+	// 40 nested | (120 levels) around 1 MiB of text.
+	cond := mk(provTextMention, `{"text": "`+strings.Repeat("x", 1<<20)+`"}`)
+	for range 40 {
+		cond = mk(provOr, `{"conditions": [`+cond+`]}`)
+	}
+	deep := []byte(rr(assistant("a", ""), `, "termination_condition": `+cond))
+	b.Run("deep-1MiB", func(b *testing.B) {
+		b.SetBytes(int64(len(deep)))
+		for b.Loop() {
+			FromTeam("/team", deep)
+		}
+	})
+}

@@ -16,7 +16,15 @@ import (
 type report struct {
 	probs []chat.Problem
 	warns []Warning
+	// components counts the components read; past maxComponents the file
+	// is refused as a whole, so that a hostile file (say, thousands of
+	// nested | conditions) costs little to refuse.
+	components int
 }
+
+// maxComponents bounds the components of one file: far more than a team
+// within the spec's limits (agents, tools, conditions) can hold.
+const maxComponents = 1000
 
 func (r *report) problem(path, format string, args ...any) {
 	r.probs = append(r.probs, chat.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
@@ -29,17 +37,33 @@ func (r *report) warn(path, format string, args ...any) {
 // object is a JSON object being read field by field. Fields nobody read are
 // reported by done: AgentChat's pydantic models ignore unknown fields, and
 // so does agentd, but it says so.
+//
+// The file is decoded once into a tree of generic JSON values (objects are
+// map[string]any, numbers json.Number), and objects are read from that
+// tree: reading each level from raw bytes would scan every subtree once per
+// level above it.
 type object struct {
 	r    *report
 	path string
-	m    map[string]json.RawMessage
+	m    map[string]any
 	used map[string]bool
 }
 
-// newObject reads raw as an object; a problem and nil when it is not one.
-func newObject(r *report, path string, raw json.RawMessage) *object {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+// decodeTree decodes one JSON value into the generic tree objects read.
+func decodeTree(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// newObject reads v as an object; a problem and nil when it is not one.
+func newObject(r *report, path string, v any) *object {
+	m, ok := v.(map[string]any)
+	if !ok {
 		r.problem(path, "must be an object")
 		return nil
 	}
@@ -49,12 +73,7 @@ func newObject(r *report, path string, raw json.RawMessage) *object {
 // has reports whether key is present and not null.
 func (o *object) has(key string) bool {
 	v, ok := o.m[key]
-	return ok && !isNull(v)
-}
-
-func isNull(raw json.RawMessage) bool {
-	b := bytes.TrimSpace(raw)
-	return len(b) == 0 || string(b) == "null"
+	return ok && v != nil
 }
 
 func (o *object) at(key string) string { return o.path + "/" + key }
@@ -66,7 +85,12 @@ func (o *object) get(key string, v any, want string) bool {
 	if !o.has(key) {
 		return false
 	}
-	if err := json.Unmarshal(o.m[key], v); err != nil {
+	// Only small values (scalars, short lists, usage) are read this way.
+	b, err := json.Marshal(o.m[key])
+	if err == nil {
+		err = json.Unmarshal(b, v)
+	}
+	if err != nil {
 		o.r.problem(o.at(key), "must be %s", want)
 		return false
 	}
@@ -127,19 +151,35 @@ func (o *object) strings(key string) []string {
 	return s
 }
 
-func (o *object) list(key string) []json.RawMessage {
-	var l []json.RawMessage
-	o.get(key, &l, "an array")
-	return l
-}
-
-// raw returns key's value, nil when absent or null.
-func (o *object) raw(key string) json.RawMessage {
+func (o *object) list(key string) []any {
 	o.used[key] = true
 	if !o.has(key) {
 		return nil
 	}
+	l, ok := o.m[key].([]any)
+	if !ok {
+		o.r.problem(o.at(key), "must be an array")
+	}
+	return l
+}
+
+// raw returns key's value, nil when absent or null.
+func (o *object) raw(key string) any {
+	o.used[key] = true
 	return o.m[key]
+}
+
+// rawJSON returns key's value as JSON, nil when absent or null.
+func (o *object) rawJSON(key string) json.RawMessage {
+	v := o.raw(key)
+	if v == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil // a decoded tree always encodes
+	}
+	return b
 }
 
 // ignore marks keys as read without using them.
@@ -170,9 +210,14 @@ func (o *object) refuse(why string, keys ...string) {
 }
 
 // isEmpty reports an empty array or object.
-func isEmpty(raw json.RawMessage) bool {
-	b := bytes.TrimSpace(raw)
-	return string(b) == "[]" || string(b) == "{}"
+func isEmpty(v any) bool {
+	switch v := v.(type) {
+	case []any:
+		return len(v) == 0
+	case map[string]any:
+		return len(v) == 0
+	}
+	return false
 }
 
 // done warns about every field nobody read.
@@ -201,7 +246,15 @@ type comp struct {
 
 // readComponent reads a component at path. It reports a component that is
 // not an object or has no provider, and returns nil then.
-func readComponent(r *report, path string, raw json.RawMessage) *comp {
+func readComponent(r *report, path string, raw any) *comp {
+	r.components++
+	switch {
+	case r.components == maxComponents+1:
+		r.problem(path, "the file holds more than %d components; agentd translates no more", maxComponents)
+		return nil
+	case r.components > maxComponents:
+		return nil
+	}
 	o := newObject(r, path, raw)
 	if o == nil {
 		return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -43,8 +44,15 @@ const (
 // FromTeam translates a team component found at path (a JSON pointer into
 // the request, such as /team) and returns every problem of it at once.
 func FromTeam(path string, raw json.RawMessage) (*Translation, []chat.Problem) {
+	if d, err := depth(raw); err != nil || d > maxDepth {
+		return nil, []chat.Problem{{Path: path, Message: fmt.Sprintf("must be a JSON object nested at most %d levels deep", maxDepth)}}
+	}
+	tree, err := decodeTree(raw)
+	if err != nil {
+		return nil, []chat.Problem{{Path: path, Message: "is not valid JSON: " + err.Error()}}
+	}
 	tr := &translator{t: &Translation{paths: map[string]string{}}}
-	tr.team(path, raw)
+	tr.team(path, tree)
 	tr.t.Warnings = tr.r.warns
 	if len(tr.r.probs) > 0 {
 		return nil, tr.r.probs
@@ -96,7 +104,7 @@ func (tr *translator) remapPrefix(from, to string) {
 
 var teamProviders = []string{provRoundRobin, provSelector, provSwarm}
 
-func (tr *translator) team(path string, raw json.RawMessage) {
+func (tr *translator) team(path string, raw any) {
 	c := readComponent(&tr.r, path, raw)
 	if c == nil {
 		return
@@ -180,7 +188,7 @@ func (tr *translator) selector(c *comp) {
 
 var agentProviders = []string{provAssistant, provUserProxy, provCodeExecutor}
 
-func (tr *translator) agent(path string, raw json.RawMessage) {
+func (tr *translator) agent(path string, raw any) {
 	c := readComponent(&tr.r, path, raw)
 	if c == nil {
 		tr.t.Agents = append(tr.t.Agents, chat.AgentSpec{})
@@ -262,16 +270,15 @@ func (tr *translator) assistant(c *comp) chat.AgentSpec {
 // handoff reads a handoff (a target name or a Handoff object) and returns
 // its target. agentd generates AgentChat's default handoff tool; a custom
 // tool name would change what the model calls, so it is refused.
-func (tr *translator) handoff(path string, raw json.RawMessage) string {
-	var target string
-	if json.Unmarshal(raw, &target) == nil {
+func (tr *translator) handoff(path string, raw any) string {
+	if target, ok := raw.(string); ok {
 		return target
 	}
 	o := newObject(&tr.r, path, raw)
 	if o == nil {
 		return ""
 	}
-	target = o.required("target")
+	target := o.required("target")
 	if n := o.str("name"); n != nil && *n != "" && *n != strings.ToLower("transfer_to_"+target) {
 		tr.r.problem(o.at("name"), "a custom handoff tool name is not supported: agentd names it transfer_to_<target>")
 	}
@@ -339,7 +346,7 @@ func (tr *translator) codeExecutor(c *comp) chat.AgentSpec {
 	return a
 }
 
-func (tr *translator) context(path string, raw json.RawMessage) *chat.ContextSpec {
+func (tr *translator) context(path string, raw any) *chat.ContextSpec {
 	c := readComponent(&tr.r, path, raw)
 	if c == nil {
 		return nil
@@ -366,7 +373,7 @@ var modelProviders = []string{provOpenAI, provAzure, provReplay}
 // model translates a model client. Keys, endpoints and client options of
 // the file are never used: the server's configuration decides where a
 // model is called and with which credentials.
-func (tr *translator) model(path string, raw json.RawMessage) *chat.ModelConfig {
+func (tr *translator) model(path string, raw any) *chat.ModelConfig {
 	c := readComponent(&tr.r, path, raw)
 	if c == nil {
 		return nil
@@ -387,7 +394,7 @@ func (tr *translator) model(path string, raw json.RawMessage) *chat.ModelConfig 
 	m.MaxTokens = cfg.integer("max_tokens")
 	m.Seed = cfg.integer("seed")
 	m.ParallelToolCalls = cfg.boolean("parallel_tool_calls")
-	m.ResponseFormat = cfg.raw("response_format")
+	m.ResponseFormat = cfg.rawJSON("response_format")
 	var server []string
 	for _, k := range []string{"api_key", "base_url", "organization", "azure_endpoint", "azure_deployment", "api_version",
 		"azure_ad_token", "azure_ad_token_provider", "default_headers", "timeout", "max_retries"} {
@@ -418,8 +425,7 @@ func (tr *translator) replay(c *comp) *chat.ModelConfig {
 	}
 	for i, it := range items {
 		p := idx(cfg.at("chat_completions"), i)
-		var s string
-		if json.Unmarshal(it, &s) == nil {
+		if s, ok := it.(string); ok {
 			m.Responses = append(m.Responses, chat.ReplayResponse{Content: s})
 			continue
 		}
@@ -428,16 +434,19 @@ func (tr *translator) replay(c *comp) *chat.ModelConfig {
 			continue
 		}
 		var r chat.ReplayResponse
-		content := o.raw("content")
-		if json.Unmarshal(content, &r.Content) != nil {
+		switch content := o.raw("content").(type) {
+		case string:
+			r.Content = content
+			o.ignore("thought")
+		case nil:
+			tr.r.problem(o.at("content"), "is required")
+		default:
 			var calls []struct {
 				ID        string `json:"id"`
 				Arguments string `json:"arguments"`
 				Name      string `json:"name"`
 			}
-			if err := json.Unmarshal(content, &calls); err != nil {
-				tr.r.problem(o.at("content"), "must be a string or a list of function calls {id, arguments, name}")
-			}
+			o.get("content", &calls, "a string or a list of function calls {id, arguments, name}")
 			for _, fc := range calls {
 				args, _ := json.Marshal(fc.Arguments)
 				r.ToolCalls = append(r.ToolCalls, chat.ReplayToolCall{Name: fc.Name, Arguments: args})
@@ -445,8 +454,6 @@ func (tr *translator) replay(c *comp) *chat.ModelConfig {
 			if t := o.str("thought"); t != nil {
 				r.Content = *t
 			}
-		} else {
-			o.ignore("thought")
 		}
 		var u struct {
 			PromptTokens     int64 `json:"prompt_tokens"`
@@ -464,7 +471,7 @@ func (tr *translator) replay(c *comp) *chat.ModelConfig {
 
 var workbenchProviders = []string{provStaticWorkbench, provStaticStreamWorkbench, provMcpWorkbench}
 
-func (tr *translator) workbench(path string, raw json.RawMessage, a *chat.AgentSpec) {
+func (tr *translator) workbench(path string, raw any, a *chat.AgentSpec) {
 	c := readComponent(&tr.r, path, raw)
 	if c == nil {
 		return
@@ -489,7 +496,7 @@ func (tr *translator) workbench(path string, raw json.RawMessage, a *chat.AgentS
 	}
 }
 
-func (tr *translator) tool(path string, raw json.RawMessage, a *chat.AgentSpec) {
+func (tr *translator) tool(path string, raw any, a *chat.AgentSpec) {
 	c := readComponent(&tr.r, path, raw)
 	if c == nil {
 		return
@@ -511,7 +518,7 @@ func (tr *translator) tool(path string, raw json.RawMessage, a *chat.AgentSpec) 
 }
 
 // mcp adds an agentd mcp tool for MCP server parameters.
-func (tr *translator) mcp(path string, raw json.RawMessage, provider string, only []string, a *chat.AgentSpec) {
+func (tr *translator) mcp(path string, raw any, provider string, only []string, a *chat.AgentSpec) {
 	o := newObject(&tr.r, path, raw)
 	if o == nil {
 		return
@@ -556,7 +563,7 @@ var conditionProviders = []string{provMaxMessage, provTextMention, provTokenUsag
 // condition translates a termination condition. never reports a condition
 // that cannot fire in agentd (StopMessageTermination: no agentd agent sends
 // a StopMessage; ExternalTermination: POST /cancel is the external stop).
-func (tr *translator) condition(path string, raw json.RawMessage, specPath string) (*chat.Condition, bool) {
+func (tr *translator) condition(path string, raw any, specPath string) (*chat.Condition, bool) {
 	c := readComponent(&tr.r, path, raw)
 	if c == nil {
 		return nil, false
@@ -648,6 +655,40 @@ func (tr *translator) condition(path string, raw json.RawMessage, specPath strin
 		return nil, false
 	}
 	return &cond, false
+}
+
+// maxDepth bounds how deeply a team file nests (objects and arrays). A team
+// needs about 12 levels, and each | or & of a dumped condition chain three
+// more; the bound keeps the translation, which reads each level's subtree,
+// from costing depth times size on a hostile file.
+const maxDepth = 128
+
+// depth is the deepest nesting of objects and arrays in raw, found in one
+// pass without building anything.
+func depth(raw json.RawMessage) (int, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	cur, deepest := 0, 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return deepest, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			cur++
+			if cur > deepest {
+				deepest = cur
+			}
+			if cur > maxDepth {
+				return cur, nil
+			}
+		case json.Delim('}'), json.Delim(']'):
+			cur--
+		}
+	}
 }
 
 // jsonString reports whether raw is a JSON string.
