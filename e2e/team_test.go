@@ -132,7 +132,8 @@ func TestAgentChatTeamsRunLikeAgentChat(t *testing.T) {
 }
 
 // TestAgentChatTeamWithFiveRefusedParts: one 422 lists all five, each with
-// the JSON path and provider; nothing is created.
+// the JSON path and provider; nothing is created. A team that is accepted
+// keeps the Idempotency-Key semantics of a spec.
 func TestAgentChatTeamWithFiveRefusedParts(t *testing.T) {
 	t.Parallel()
 	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir())
@@ -157,6 +158,24 @@ func TestAgentChatTeamWithFiveRefusedParts(t *testing.T) {
 	if !bytes.Contains(list, []byte(`"chats":[]`)) {
 		t.Errorf("a chat was created: %s", list)
 	}
+
+	// The team form keeps Idempotency-Key semantics: same key and team,
+	// same chat.
+	body := teamBody(t, "go", teamFixture(t, "round_robin"), "")
+	first := p.createTeam(body)
+	code, _, b = p.do("POST", "/v1/chats", body, "Idempotency-Key", "team-1")
+	if code != http.StatusCreated {
+		t.Fatalf("with a key: %d %s", code, b)
+	}
+	var c teamChat
+	mustUnmarshal(t, b, &c)
+	code, _, b = p.do("POST", "/v1/chats", body, "Idempotency-Key", "team-1")
+	var again teamChat
+	mustUnmarshal(t, b, &again)
+	if code != http.StatusOK || again.ID != c.ID || c.ID == first.ID {
+		t.Errorf("repeat with the key: %d %s (first %s)", code, b, c.ID)
+	}
+	conforms(t, "Chat", b)
 }
 
 // TestAgentChatTeamExportRoundTrips: the exported team, posted again, makes

@@ -368,13 +368,16 @@ func TestMapProblems(t *testing.T) {
 		mk(provOr, `{"conditions": [`+mk(provOr, `{"conditions": [`+mk(provMaxMessage, `{"max_messages": 5}`)+`,`+mk(provHandoff, `{"target": "ghost"}`)+`]}`)+`]}`))
 	spec, req := specOf(t, request(t, []byte(team), ""))
 	got := map[string]bool{}
-	for _, p := range req.Translation.MapProblems(chat.Validate(spec, chat.Limits{}, env)) {
+	// A server without the openai provider: the problem is the client's provider.
+	spec.Agents[0].Model.Inline.Provider = "openai"
+	for _, p := range req.Translation.MapProblems(chat.Validate(spec, chat.Limits{}, chat.Env{Tools: acceptAll{}})) {
 		got[p.Path] = true
 	}
 	for _, want := range []string{
 		"/team/config/participants/0/config/handoffs/0",
 		"/team/config/max_turns",
 		"/team/config/termination_condition/config/conditions/0/config/conditions/1/handoff/target",
+		"/team/config/participants/0/config/model_client/provider",
 	} {
 		if !got[want] {
 			t.Errorf("no problem at %s; got %v", want, got)

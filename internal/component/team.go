@@ -155,6 +155,7 @@ func (tr *translator) selector(c *comp) {
 		if m := tr.model(cfg.at("model_client"), mc); m != nil {
 			sel.Model = &chat.ModelRef{Inline: m}
 			tr.mapPath("/speaker_selection/model", cfg.at("model_client")+"/config")
+			tr.mapPath("/speaker_selection/model/provider", cfg.at("model_client")+"/provider")
 		}
 	} else {
 		tr.r.problem(cfg.at("model_client"), "is required: the selector's model client")
@@ -221,6 +222,7 @@ func (tr *translator) assistant(c *comp) chat.AgentSpec {
 		if m := tr.model(cfg.at("model_client"), mc); m != nil {
 			a.Model = &chat.ModelRef{Inline: m}
 			tr.mapPath(ap+"/model", cfg.at("model_client")+"/config")
+			tr.mapPath(ap+"/model/provider", cfg.at("model_client")+"/provider")
 		}
 	} else {
 		tr.r.problem(cfg.at("model_client"), "is required")
