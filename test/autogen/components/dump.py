@@ -228,6 +228,24 @@ def openai_client():
     return RoundRobinGroupChat([reviewer], termination_condition=TextMentionTermination("APPROVED"), max_turns=3), None
 
 
+def azure_client():
+    """The same with an Azure OpenAI client: its endpoint, deployment, API
+    version and key are the server's business too."""
+    reviewer = AssistantAgent(
+        "reviewer",
+        model_client=AzureOpenAIChatCompletionClient(
+            model="gpt-4o-mini",
+            azure_deployment="review-prod",
+            azure_endpoint="https://example.openai.azure.com",
+            api_version="2024-06-01",
+            api_key="azure-key-in-the-file",
+            temperature=0,
+        ),
+        system_message="You review code. Say APPROVED when it is right.",
+    )
+    return RoundRobinGroupChat([reviewer], termination_condition=TextMentionTermination("APPROVED"), max_turns=3), None
+
+
 def human():
     assistant = AssistantAgent("assistant", model_client=replay("Here is a draft.", "Revised. APPROVE"))
     user = UserProxyAgent("reviewer", description="A human who approves drafts.")
@@ -295,6 +313,7 @@ TEAMS = {
     "swarm": swarm,
     "assistant_options": assistant_options,
     "openai_client": openai_client,
+    "azure_client": azure_client,
     "human": human,
     "code_executor": code_executor,
     "terminations": terminations,
