@@ -1,6 +1,7 @@
 """Import-only stand-ins for Python packages AgentChat's optional extras need
-at import time and that Debian does not package (the Docker SDK, the MCP SDK,
-asyncio_atexit, the Azure SDK).
+at import time and that the AgentChat environment does not install (the
+Docker SDK, the MCP SDK, asyncio_atexit, the Azure SDK): it holds only what
+AgentChat's core needs, and the MCP SDK and asyncio_atexit are not in Debian.
 
 dump.py only builds components and dumps them; it never starts a container or
 connects to an MCP server, so these modules only have to exist. Any name taken
