@@ -46,6 +46,7 @@ func (c *chatsResource) Routes() chi.Router {
 	r.Get("/{id}/events", c.events)
 	r.Post("/{id}/input", c.input)
 	r.Post("/{id}/cancel", c.cancel)
+	r.Get("/{id}/team", c.team)
 	return r
 }
 
@@ -74,11 +75,17 @@ func (c *chatsResource) create(w http.ResponseWriter, r *http.Request) {
 		c.writeError(w, r, err)
 		return
 	}
+	// A team component ({"task", "team"}) becomes the spec it stands for.
+	body, form, err := parseTeamForm(body)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
 	ch, created, err := c.chats.Create(r.Context(), &chat.CreateParams{
 		Tenant: Tenant(r.Context()), Body: body, IdempotencyKey: key,
 	})
 	if err != nil {
-		c.writeError(w, r, err)
+		c.writeError(w, r, form.mapError(err))
 		return
 	}
 	noteChat(r.Context(), ch.ID)
@@ -97,7 +104,7 @@ func (c *chatsResource) create(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 		w.Header().Set("Location", "/v1/chats/"+ch.ID)
 	}
-	c.writeJSON(w, r, status, newChatResponse(ch, withSpec))
+	c.writeJSON(w, r, status, form.response(ch, withSpec))
 }
 
 // waitTerminal waits until the chat is settled (see settled) or wait has

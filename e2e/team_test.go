@@ -1,0 +1,307 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/internal/llm/openaitest"
+)
+
+// AgentChat team components, dumped by AgentChat 0.7.5 itself
+// (test/autogen/components/dump.py), with the runs AgentChat made of them.
+func teamFixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "internal", "component", "testdata", "agentchat", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// agentChatRun is what AgentChat's team.run returned for a fixture.
+type agentChatRun struct {
+	Task       string `json:"task"`
+	StopReason string `json:"stop_reason"`
+	Messages   []struct {
+		Type    string `json:"type"`
+		Source  string `json:"source"`
+		Content string `json:"content"`
+	} `json:"messages"`
+}
+
+func teamBody(t *testing.T, task string, team []byte, extra string) []byte {
+	t.Helper()
+	tb, err := json.Marshal(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []byte(`{"task": ` + string(tb) + `, "team": ` + string(team) + extra + `}`)
+}
+
+// teamChat is the create answer in the team form.
+type teamChat struct {
+	chatView
+	Spec     json.RawMessage `json:"spec"`
+	Warnings []struct {
+		Path    string `json:"path"`
+		Message string `json:"message"`
+	} `json:"warnings"`
+}
+
+func (p *proc) createTeam(body []byte) teamChat {
+	p.t.Helper()
+	code, _, b := p.do("POST", "/v1/chats", body)
+	if code != http.StatusCreated {
+		p.t.Fatalf("create from a team: %d %s", code, b)
+	}
+	conforms(p.t, "Chat", b)
+	var c teamChat
+	mustUnmarshal(p.t, b, &c)
+	if c.Warnings == nil {
+		p.t.Fatalf("no warnings array in the answer to a team: %s", b)
+	}
+	return c
+}
+
+type typedMessage struct {
+	Type    string `json:"type"`
+	Name    string `json:"name"`
+	Content string `json:"content"`
+}
+
+func (p *proc) typedMessages(id string) []typedMessage {
+	p.t.Helper()
+	_, _, b := p.do("GET", "/v1/chats/"+id+"/messages?limit=1000", nil)
+	var page struct{ Messages []typedMessage }
+	mustUnmarshal(p.t, b, &page)
+	return page.Messages
+}
+
+// TestAgentChatTeamsRunLikeAgentChat: real RoundRobinGroupChat,
+// SelectorGroupChat and Swarm components run to completion, and agentd's
+// messages and stop text are those of AgentChat's own run of the same team.
+func TestAgentChatTeamsRunLikeAgentChat(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, env []string) {
+		p := startAgentd(t, env...)
+		// "example" is examples/agentchat-team.json, the README's example.
+		for _, name := range []string{"round_robin", "selector", "swarm", "example"} {
+			t.Run(name, func(t *testing.T) {
+				b, err := os.ReadFile(filepath.Join("..", "internal", "component", "testdata", "runs", name+".json"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var want agentChatRun
+				mustUnmarshal(t, b, &want)
+				var team []byte
+				if name == "example" {
+					team = readExample(t, "agentchat-team.json")
+				} else {
+					team = teamFixture(t, name)
+				}
+				c := p.createTeam(teamBody(t, want.Task, team, ""))
+				final := p.waitTerminal(c.ID, 30*time.Second)
+				if final.Status != "completed" || final.StopDetail == nil || *final.StopDetail != want.StopReason {
+					t.Fatalf("chat = %+v, want completed with %q", final, want.StopReason)
+				}
+				got := p.typedMessages(c.ID)
+				if len(got) != len(want.Messages) {
+					t.Fatalf("%d messages, AgentChat had %d:\n%+v", len(got), len(want.Messages), got)
+				}
+				for i, w := range want.Messages {
+					g := got[i]
+					// A message's type is compared once agentd reports one.
+					if g.Type != "" && g.Type != w.Type || g.Name != w.Source {
+						t.Errorf("message %d = %s from %s, AgentChat: %s from %s", i, g.Type, g.Name, w.Type, w.Source)
+					}
+					// Tool events are compared by kind and source: AgentChat's
+					// to_text() renders Python reprs of calls and results.
+					if !strings.HasPrefix(w.Type, "ToolCall") && g.Content != w.Content {
+						t.Errorf("message %d content = %q, AgentChat: %q", i, g.Content, w.Content)
+					}
+				}
+			})
+		}
+	})
+}
+
+// TestAgentChatTeamWithFiveRefusedParts: one 422 lists all five, each with
+// the JSON path and provider; nothing is created. A team that is accepted
+// keeps the Idempotency-Key semantics of a spec.
+func TestAgentChatTeamWithFiveRefusedParts(t *testing.T) {
+	t.Parallel()
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir())
+	code, _, b := p.do("POST", "/v1/chats", teamBody(t, "go", teamFixture(t, "refused_five"), ""))
+	if code != http.StatusUnprocessableEntity {
+		t.Fatalf("status %d: %s", code, b)
+	}
+	conforms(t, "Problem", b)
+	var prob struct {
+		Errors []struct{ Path, Message string }
+	}
+	mustUnmarshal(t, b, &prob)
+	if len(prob.Errors) != 5 {
+		t.Fatalf("%d problems, want 5: %s", len(prob.Errors), b)
+	}
+	for _, e := range prob.Errors {
+		if !strings.HasPrefix(e.Path, "/team/config/") || !strings.Contains(e.Message, `provider "`) {
+			t.Errorf("problem without a path into the team or a provider: %+v", e)
+		}
+	}
+	_, _, list := p.do("GET", "/v1/chats", nil)
+	if !bytes.Contains(list, []byte(`"chats":[]`)) {
+		t.Errorf("a chat was created: %s", list)
+	}
+
+	// The team form keeps Idempotency-Key semantics: same key and team,
+	// same chat.
+	body := teamBody(t, "go", teamFixture(t, "round_robin"), "")
+	first := p.createTeam(body)
+	code, _, b = p.do("POST", "/v1/chats", body, "Idempotency-Key", "team-1")
+	if code != http.StatusCreated {
+		t.Fatalf("with a key: %d %s", code, b)
+	}
+	var c teamChat
+	mustUnmarshal(t, b, &c)
+	code, _, b = p.do("POST", "/v1/chats", body, "Idempotency-Key", "team-1")
+	var again teamChat
+	mustUnmarshal(t, b, &again)
+	if code != http.StatusOK || again.ID != c.ID || c.ID == first.ID {
+		t.Errorf("repeat with the key: %d %s (first %s)", code, b, c.ID)
+	}
+	conforms(t, "Chat", b)
+}
+
+// TestAgentChatTeamExportRoundTrips: the exported team, posted again, makes
+// the same spec; a native spec exports too, and one AgentChat cannot
+// express gets a 422 listing why.
+func TestAgentChatTeamExportRoundTrips(t *testing.T) {
+	t.Parallel()
+	// The openai provider is offered only with a key; no model is called here.
+	fake := openaitest.New()
+	defer fake.Close()
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "OPENAI_API_KEY=sk-server", "OPENAI_BASE_URL="+fake.URL())
+	for _, name := range []string{"round_robin", "selector", "swarm", "terminations", "assistant_options", "openai_client"} {
+		first := p.createTeam(teamBody(t, "go", teamFixture(t, name), ""))
+		code, _, exported := p.do("GET", "/v1/chats/"+first.ID+"/team", nil)
+		if code != http.StatusOK {
+			t.Fatalf("%s: export: %d %s", name, code, exported)
+		}
+		conforms(t, "TeamComponent", exported)
+		second := p.createTeam(teamBody(t, "go", exported, ""))
+		if !bytes.Equal(first.Spec, second.Spec) {
+			t.Errorf("%s: the export made another spec:\nfirst  %s\nsecond %s", name, first.Spec, second.Spec)
+		}
+		p.do("POST", "/v1/chats/"+first.ID+"/cancel", nil)
+		p.do("POST", "/v1/chats/"+second.ID+"/cancel", nil)
+	}
+
+	native := p.create(readExample(t, "swarm-triage.json"))
+	code, _, b := p.do("GET", "/v1/chats/"+native.ID+"/team", nil)
+	if code != http.StatusOK {
+		t.Fatalf("export of a native swarm: %d %s", code, b)
+	}
+	conforms(t, "TeamComponent", b)
+	if !bytes.Contains(b, []byte(`"provider":"autogen_agentchat.teams.Swarm"`)) {
+		t.Errorf("not a Swarm: %s", b)
+	}
+
+	random := p.create(readExample(t, "random-brainstorm.json"))
+	code, _, b = p.do("GET", "/v1/chats/"+random.ID+"/team", nil)
+	if code != http.StatusUnprocessableEntity || !bytes.Contains(b, []byte("/speaker_selection/method")) {
+		t.Fatalf("export of random selection: %d %s", code, b)
+	}
+	conforms(t, "Problem", b)
+
+	code, _, _ = p.do("GET", "/v1/chats/00000000-0000-0000-0000-000000000000/team", nil)
+	if code != http.StatusNotFound {
+		t.Errorf("export of an unknown chat: %d", code)
+	}
+}
+
+// TestAgentChatOpenAIClientUsesTheServersEndpoint: an
+// OpenAIChatCompletionClient or AzureOpenAIChatCompletionClient with a key
+// and endpoint in the file calls the endpoint and key of the server's
+// configuration with the file's model and options, and the answer says that
+// the file's key and endpoint were ignored.
+func TestAgentChatOpenAIClientUsesTheServersEndpoint(t *testing.T) {
+	t.Parallel()
+	for fixture, ignored := range map[string]string{
+		"openai_client": "api_key, base_url",
+		"azure_client":  "api_key, azure_endpoint, azure_deployment, api_version",
+	} {
+		t.Run(fixture, func(t *testing.T) {
+			t.Parallel()
+			fake := openaitest.New(openaitest.WithAPIKey("sk-server-key"))
+			defer fake.Close()
+			fake.Reply(openaitest.Text("Looks right. APPROVED"))
+			p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "OPENAI_API_KEY=sk-server-key", "OPENAI_BASE_URL="+fake.URL())
+			c := p.createTeam(teamBody(t, "Review: def rev(s): return s[::-1]", teamFixture(t, fixture), ""))
+			if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0].Message, "ignored: "+ignored+";") {
+				t.Errorf("warnings = %+v, want one saying %s are ignored", c.Warnings, ignored)
+			}
+			final := p.waitTerminal(c.ID, 30*time.Second)
+			if final.Status != "completed" || *final.StopDetail != "Text 'APPROVED' mentioned" {
+				t.Fatalf("chat = %+v", final)
+			}
+			reqs := fake.Requests()
+			if len(reqs) != 1 || reqs[0].Status != http.StatusOK || reqs[0].Chat == nil {
+				t.Fatalf("requests = %+v", reqs)
+			}
+			chat := reqs[0].Chat
+			// go-openai cannot send a zero temperature; internal/llm sends the
+			// smallest float32 instead.
+			if chat.Model != "gpt-4o-mini" || chat.Temperature == nil || *chat.Temperature > 1e-6 ||
+				chat.Messages[0].Text() != "You review code. Say APPROVED when it is right." {
+				t.Errorf("request = %s", reqs[0].Body)
+			}
+		})
+	}
+}
+
+// TestAgentChatUserProxyTakesInputOverHTTP: a UserProxyAgent asks for its
+// input through pending_input and POST /input.
+func TestAgentChatUserProxyTakesInputOverHTTP(t *testing.T) {
+	t.Parallel()
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir())
+	c := p.createTeam(teamBody(t, "Draft a reply.", teamFixture(t, "human"), `, "max_round": 6`))
+	_, pending := p.waitPause(c.ID, "")
+	if pending.Kind != "message" || pending.Agent != "reviewer" {
+		t.Fatalf("pending = %+v", pending)
+	}
+	if code, b := p.input(c.ID, map[string]string{"request_id": pending.RequestID, "content": "Make it shorter."}); code != http.StatusAccepted {
+		t.Fatalf("input: %d %s", code, b)
+	}
+	final := p.waitTerminal(c.ID, 30*time.Second)
+	if final.Status != "completed" || *final.StopDetail != "Text 'APPROVE' mentioned" {
+		t.Fatalf("chat = %+v", final)
+	}
+	msgs := p.typedMessages(c.ID)
+	if len(msgs) != 4 || msgs[2].Name != "reviewer" || msgs[2].Content != "Make it shorter." || msgs[3].Content != "Revised. APPROVE" {
+		t.Errorf("messages = %+v", msgs)
+	}
+}
+
+// TestAgentChatCodeExecutorRunsInTheSandbox: a CodeExecutorAgent with a
+// DockerCommandLineCodeExecutor runs the code in agentd's sandbox.
+func TestAgentChatCodeExecutorRunsInTheSandbox(t *testing.T) {
+	t.Parallel()
+	sandboxes(t, func(t *testing.T, env []string) {
+		p := startAgentd(t, append(env, "AGENTD_DATA_DIR="+t.TempDir())...)
+		c := p.createTeam(teamBody(t, "Print 6 times 7.", teamFixture(t, "code_executor"), ""))
+		final := p.waitTerminal(c.ID, 60*time.Second)
+		if final.Status != "completed" {
+			t.Fatalf("chat = %+v", final)
+		}
+		msgs := p.typedMessages(c.ID)
+		if len(msgs) != 3 || msgs[2].Name != "executor" || !strings.Contains(msgs[2].Content, "42") {
+			t.Fatalf("messages = %+v", msgs)
+		}
+	})
+}

@@ -1,0 +1,534 @@
+package component
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentd/agentd/internal/chat"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden specs and exports in testdata")
+
+// Fixtures dumped by AgentChat 0.7.5 (test/autogen/components/dump.py) that
+// agentd accepts; refused_five is the one it refuses.
+var accepted = []string{"round_robin", "selector", "swarm", "assistant_options", "openai_client", "azure_client", "human", "code_executor", "terminations"}
+
+func readFixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "agentchat", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// request wraps a team in a POST /v1/chats body.
+func request(t *testing.T, team []byte, extra string) []byte {
+	t.Helper()
+	body := `{"task": "go", "team": ` + string(team) + extra + `}`
+	return []byte(body)
+}
+
+// specOf translates a request body and decodes the spec it makes.
+func specOf(t *testing.T, body []byte) (*chat.Spec, *Request) {
+	t.Helper()
+	req, err := ParseRequest(body)
+	if err != nil {
+		t.Fatalf("ParseRequest: %v", err)
+	}
+	if req == nil {
+		t.Fatal("ParseRequest: not a team request")
+	}
+	spec, probs := chat.DecodeSpec(req.Spec)
+	if len(probs) > 0 {
+		t.Fatalf("DecodeSpec of the translated spec: %v\n%s", probs, req.Spec)
+	}
+	return spec, req
+}
+
+// acceptAll is a tool checker that accepts every definition: the tool
+// checks themselves are internal/tool's and are tested there (and in e2e).
+type acceptAll struct{ chat.Tools }
+
+func (acceptAll) CheckTool(*chat.ToolSpec) []chat.Problem { return nil }
+
+var env = chat.Env{Providers: []string{"openai"}, Tools: acceptAll{}, Sandbox: "bwrap"}
+
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, got, "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	buf.WriteByte('\n')
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(want, buf.Bytes()) {
+		t.Errorf("%s differs from what the code produces now:\n%s\n(run go test -update after checking the change)", path, buf.Bytes())
+	}
+}
+
+// TestAcceptedFixtures: every fixture of a supported component translates
+// without problems into a spec that passes the spec's own validation, and
+// the spec is the reviewed golden one.
+func TestAcceptedFixtures(t *testing.T) {
+	t.Parallel()
+	for _, name := range accepted {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			spec, req := specOf(t, request(t, readFixture(t, name), ""))
+			if probs := chat.Validate(spec, chat.Limits{}, env); len(probs) > 0 {
+				t.Fatalf("the translated spec is invalid: %v", req.Translation.MapProblems(probs))
+			}
+			golden(t, filepath.Join("testdata", "spec", name+".json"), req.Spec)
+		})
+	}
+}
+
+// TestRoundTrip: a team from AgentChat, translated, exported and translated
+// again gives the same spec; the export is the reviewed golden one, and
+// AgentChat 0.7.5 loaded exactly these exports (testdata/load_check.json,
+// written by test/autogen/components/check.py).
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, name := range accepted {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			spec, req := specOf(t, request(t, readFixture(t, name), ""))
+			team, probs := ToTeam(spec)
+			if len(probs) > 0 {
+				t.Fatalf("ToTeam: %v", probs)
+			}
+			exported, err := marshal(team)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, filepath.Join("testdata", "export", name+".json"), exported)
+			_, again := specOf(t, request(t, exported, ""))
+			if !bytes.Equal(req.Spec, again.Spec) {
+				t.Errorf("round trip changed the spec:\nfirst  %s\nsecond %s", req.Spec, again.Spec)
+			}
+		})
+	}
+}
+
+// TestAgentChatLoadsExports checks the committed result of AgentChat's own
+// Team.load_component over the committed exports: every export was loaded,
+// and the check ran on the exports as they are now.
+func TestAgentChatLoadsExports(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join("testdata", "load_check.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var check map[string]struct {
+		SHA256   string   `json:"sha256"`
+		Loaded   bool     `json:"loaded"`
+		Error    string   `json:"error"`
+		Team     string   `json:"team"`
+		Agents   []string `json:"agents"`
+		Redumped bool     `json:"redumped_equal"`
+	}
+	if err := json.Unmarshal(b, &check); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range accepted {
+		exp, err := os.ReadFile(filepath.Join("testdata", "export", name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(exp)
+		c, ok := check[name]
+		switch {
+		case !ok:
+			t.Errorf("%s: not in load_check.json; run check.py", name)
+		case c.SHA256 != hex.EncodeToString(sum[:]):
+			t.Errorf("%s: load_check.json checked another version of the export; run check.py", name)
+		case !c.Loaded:
+			t.Errorf("%s: AgentChat could not load the export: %s", name, c.Error)
+		case !c.Redumped:
+			t.Errorf("%s: AgentChat's dump of the loaded team differs from the export", name)
+		}
+	}
+}
+
+// TestRefusedFive: the fixture with five parts agentd refuses gets exactly
+// five problems, each naming its JSON path and provider.
+func TestRefusedFive(t *testing.T) {
+	t.Parallel()
+	_, err := ParseRequest(request(t, readFixture(t, "refused_five"), ""))
+	ve, ok := err.(*chat.ValidationError)
+	if !ok {
+		t.Fatalf("err = %v, want a *chat.ValidationError", err)
+	}
+	want := []struct{ path, provider string }{
+		{"/team/config/participants/0/config/workbench/0/config/tools/0", "autogen_core.tools.FunctionTool"},
+		{"/team/config/participants/1/config/code_executor", "autogen_ext.code_executors.local.LocalCommandLineCodeExecutor"},
+		{"/team/config/participants/2/config/workbench/0/config/server_params", "autogen_ext.tools.mcp.McpWorkbench"},
+		{"/team/config/termination_condition/config/conditions/0", "autogen_agentchat.conditions.TextMessageTermination"},
+		{"/team/config/termination_condition/config/conditions/1/provider", "__main__.CustomTermination"},
+	}
+	if len(ve.Problems) != len(want) {
+		t.Fatalf("%d problems, want %d: %v", len(ve.Problems), len(want), ve.Problems)
+	}
+	for i, w := range want {
+		p := ve.Problems[i]
+		if p.Path != w.path || !strings.Contains(p.Message, `"`+w.provider+`"`) {
+			t.Errorf("problem %d = %s: %s; want path %s naming %s", i, p.Path, p.Message, w.path, w.provider)
+		}
+	}
+}
+
+// mk builds a component for table tests.
+func mk(provider, config string) string {
+	return `{"provider": "` + provider + `", "component_type": "x", "config": ` + config + `}`
+}
+
+func replayModel() string { return mk(provReplay, `{"chat_completions": ["hi"]}`) }
+
+func assistant(name, extra string) string {
+	return mk(provAssistant, `{"name": "`+name+`", "model_client": `+replayModel()+extra+`}`)
+}
+
+func rr(participants string, extra string) string {
+	return mk(provRoundRobin, `{"participants": [`+participants+`]`+extra+`}`)
+}
+
+// TestRefusals lists each refused part with the path and what the message
+// must say.
+func TestRefusals(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, team, path, want string
+	}{
+		{"function tool", rr(assistant("a", `, "tools": [`+mk("autogen_core.tools.FunctionTool", `{"source_code": "def f(): pass", "name": "f", "description": "", "global_imports": [], "has_cancellation_support": false}`)+`]`), ""),
+			"/team/config/participants/0/config/tools/0", "never runs code from a file"},
+		{"selector_func", mk(provSelector, `{"participants": [`+assistant("a", "")+`], "model_client": `+replayModel()+`, "selector_func": {"provider": "x"}}`),
+			"/team/config/selector_func", `provider "autogen_agentchat.teams.SelectorGroupChat": selector_func is Python code`},
+		{"candidate_func", mk(provSelector, `{"participants": [`+assistant("a", "")+`], "model_client": `+replayModel()+`, "candidate_func": "lambda m: []"}`),
+			"/team/config/candidate_func", "candidate_func is Python code"},
+		{"local executor", rr(mk(provCodeExecutor, `{"name": "x", "code_executor": `+mk("autogen_ext.code_executors.local.LocalCommandLineCodeExecutor", `{}`)+`}`), ""),
+			"/team/config/participants/0/config/code_executor", "DockerCommandLineCodeExecutor"},
+		{"jupyter executor", rr(mk(provCodeExecutor, `{"name": "x", "code_executor": `+mk("autogen_ext.code_executors.jupyter.JupyterCodeExecutor", `{}`)+`}`), ""),
+			"/team/config/participants/0/config/code_executor", "host"},
+		{"code executor with a model", rr(mk(provCodeExecutor, `{"name": "x", "model_client": `+replayModel()+`, "code_executor": `+mk(provDockerExecutor, `{}`)+`}`), ""),
+			"/team/config/participants/0/config/model_client", "without model_client"},
+		{"unknown team", mk("my.Team", `{}`), "/team/provider", `unknown team provider "my.Team"`},
+		{"unknown model", rr(mk(provAssistant, `{"name": "a", "model_client": `+mk("autogen_ext.models.ollama.OllamaChatCompletionClient", `{"model": "llama3"}`)+`}`), ""),
+			"/team/config/participants/0/config/model_client/provider", "unknown model client provider"},
+		{"nested team", rr(rr(assistant("a", ""), ""), ""), "/team/config/participants/0", "nested teams"},
+		{"text message termination", rr(assistant("a", ""), `, "termination_condition": `+mk(provTextMessage, `{}`)),
+			"/team/config/termination_condition", "Use SourceMatchTermination"},
+		{"agent events", rr(assistant("a", ""), `, "termination_condition": `+mk(provMaxMessage, `{"max_messages": 3, "include_agent_event": true}`)),
+			"/team/config/termination_condition/config/include_agent_event", "counting agent events"},
+		{"custom handoff name", rr(assistant("a", `, "handoffs": [{"target": "b", "name": "go_b"}]`)+","+assistant("b", ""), ""),
+			"/team/config/participants/0/config/handoffs/0/name", "custom handoff tool name"},
+		{"memory", rr(assistant("a", `, "memory": [{"provider": "m"}]`), ""), "/team/config/participants/0/config/memory", "memory is not supported"},
+		{"initial messages", rr(assistant("a", `, "model_context": `+mk(provUnbounded, `{"initial_messages": [{"content": "x", "source": "u", "type": "UserMessage"}]}`)), ""),
+			"/team/config/participants/0/config/model_context/config/initial_messages", "initial_messages"},
+		{"sse mcp", rr(assistant("a", `, "workbench": [`+mk(provMcpWorkbench, `{"server_params": {"type": "SseServerParams", "url": "http://x/sse"}}`)+`]`), ""),
+			"/team/config/participants/0/config/workbench/0/config/server_params", "streamable HTTP only"},
+		{"tool overrides", rr(assistant("a", `, "workbench": [`+mk(provMcpWorkbench, `{"server_params": {"type": "StreamableHttpServerParams", "url": "http://x/mcp"}, "tool_overrides": {"f": {"name": "g"}}}`)+`]`), ""),
+			"/team/config/participants/0/config/workbench/0/config/tool_overrides", "tool_overrides"},
+		{"http tool", rr(assistant("a", `, "tools": [`+mk("autogen_ext.tools.http.HttpTool", `{}`)+`]`), ""),
+			"/team/config/participants/0/config/tools/0", "Idempotency-Key"},
+		{"no provider", rr(`{"config": {}}`, ""), "/team/config/participants/0/provider", "is required"},
+		{"team field beside team", "", "/agents", "comes from the team"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			body := request(t, []byte(tc.team), "")
+			if tc.team == "" {
+				body = []byte(`{"task": "x", "agents": [], "team": ` + rr(assistant("a", ""), "") + `}`)
+			}
+			_, err := ParseRequest(body)
+			ve, ok := err.(*chat.ValidationError)
+			if !ok {
+				t.Fatalf("err = %v, want a *chat.ValidationError", err)
+			}
+			i := slices.IndexFunc(ve.Problems, func(p chat.Problem) bool { return p.Path == tc.path })
+			if i < 0 {
+				t.Fatalf("no problem at %s: %v", tc.path, ve.Problems)
+			}
+			if !strings.Contains(ve.Problems[i].Message, tc.want) {
+				t.Errorf("problem at %s = %q, want it to say %q", tc.path, ve.Problems[i].Message, tc.want)
+			}
+		})
+	}
+}
+
+// TestConditions maps each termination condition of AgentChat 0.7.5.
+func TestConditions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, cond, want string
+	}{
+		{"max messages", mk(provMaxMessage, `{"max_messages": 5, "include_agent_event": false}`), `{"max_messages":5}`},
+		{"text mention", mk(provTextMention, `{"text": "STOP"}`), `{"text_mention":{"text":"STOP"}}`},
+		{"token usage", mk(provTokenUsage, `{"max_total_token": 100}`), `{"token_usage":{"max_total_tokens":100}}`},
+		{"handoff", mk(provHandoff, `{"target": "a"}`), `{"handoff":{"target":"a"}}`},
+		{"timeout", mk(provTimeout, `{"timeout_seconds": 1.5}`), `{"timeout_s":1.5}`},
+		{"source match", mk(provSourceMatch, `{"sources": ["a"]}`), `{"source_match":{"sources":["a"]}}`},
+		{"function call", mk(provFunction, `{"function_name": "f"}`), `{"function_call":{"name":"f"}}`},
+		{"or", mk(provOr, `{"conditions": [`+mk(provMaxMessage, `{"max_messages": 5}`)+`,`+mk(provTextMention, `{"text": "X"}`)+`]}`),
+			`{"any":[{"max_messages":5},{"text_mention":{"text":"X"}}]}`},
+		{"and", mk(provAnd, `{"conditions": [`+mk(provMaxMessage, `{"max_messages": 5}`)+`,`+mk(provTextMention, `{"text": "X"}`)+`]}`),
+			`{"all":[{"max_messages":5},{"text_mention":{"text":"X"}}]}`},
+		{"nested or flattened", mk(provOr, `{"conditions": [`+mk(provOr, `{"conditions": [`+mk(provMaxMessage, `{"max_messages": 5}`)+`,`+mk(provTextMention, `{"text": "X"}`)+`]}`)+`,`+mk(provHandoff, `{"target": "a"}`)+`]}`),
+			`{"any":[{"max_messages":5},{"text_mention":{"text":"X"}},{"handoff":{"target":"a"}}]}`},
+		{"stop message dropped from or", mk(provOr, `{"conditions": [`+mk(provStopMessage, `{}`)+`,`+mk(provTextMention, `{"text": "X"}`)+`]}`),
+			`{"any":[{"text_mention":{"text":"X"}}]}`},
+		{"external alone", mk(provExternal, `{}`), `null`},
+		{"and with a part that never fires", mk(provAnd, `{"conditions": [`+mk(provStopMessage, `{}`)+`,`+mk(provTextMention, `{"text": "X"}`)+`]}`), `null`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tr, probs := FromTeam("/team", []byte(rr(assistant("a", ""), `, "termination_condition": `+tc.cond)))
+			if len(probs) > 0 {
+				t.Fatal(probs)
+			}
+			got, _ := json.Marshal(tr.Termination)
+			if string(got) != tc.want {
+				t.Errorf("termination = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestModelClients: keys, endpoints and client options in a file are never
+// used, and the response says so.
+func TestModelClients(t *testing.T) {
+	t.Parallel()
+	spec, req := specOf(t, request(t, readFixture(t, "assistant_options"), ""))
+	for i, want := range []string{`{"provider":"openai","model":"gpt-4o-mini","temperature":0.2,"top_p":0.9,"max_tokens":256,"seed":7,"parallel_tool_calls":false}`,
+		`{"provider":"openai","model":"gpt-4o"}`} {
+		got, _ := json.Marshal(spec.Agents[i].Model)
+		if string(got) != want {
+			t.Errorf("agent %d model = %s, want %s", i, got, want)
+		}
+	}
+	if bytes.Contains(req.Spec, []byte("in-the-file")) || bytes.Contains(req.Spec, []byte("example")) {
+		t.Errorf("a key or endpoint of the file reached the spec: %s", req.Spec)
+	}
+	var said []string
+	for _, w := range req.Translation.Warnings {
+		said = append(said, w.Path+": "+w.Message)
+	}
+	all := strings.Join(said, "\n")
+	for _, want := range []string{"participants/0/config/model_client/config: ignored: api_key, base_url",
+		"participants/1/config/model_client/config: ignored: api_key, azure_endpoint, azure_deployment, api_version"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("warnings do not say %q:\n%s", want, all)
+		}
+	}
+}
+
+// TestRequestOptions: the request's own options win over the team's, and a
+// team without max_turns is warned about agentd's max_round.
+func TestRequestOptions(t *testing.T) {
+	t.Parallel()
+	spec, _ := specOf(t, request(t, readFixture(t, "round_robin"), `, "name": "poem", "max_round": 3, "metadata": {"k": "v"}`))
+	if spec.Name != "poem" || spec.MaxRound == nil || *spec.MaxRound != 3 || string(spec.Metadata) != `{"k":"v"}` {
+		t.Errorf("spec = name %q, max_round %v, metadata %s", spec.Name, spec.MaxRound, spec.Metadata)
+	}
+	_, req := specOf(t, request(t, readFixture(t, "human"), ""))
+	if !slices.ContainsFunc(req.Translation.Warnings, func(w Warning) bool { return w.Path == "/team/config/max_turns" }) {
+		t.Errorf("no warning about max_turns: %v", req.Translation.Warnings)
+	}
+	if r, err := ParseRequest([]byte(`{"task": "x", "agents": []}`)); r != nil || err != nil {
+		t.Errorf("a native spec: %v, %v", r, err)
+	}
+}
+
+// TestMapProblems: problems the spec's validation finds point into the file.
+func TestMapProblems(t *testing.T) {
+	t.Parallel()
+	team := rr(assistant("a", `, "handoffs": ["nobody"]`), `, "max_turns": 1000, "termination_condition": `+
+		mk(provOr, `{"conditions": [`+mk(provOr, `{"conditions": [`+mk(provMaxMessage, `{"max_messages": 5}`)+`,`+mk(provHandoff, `{"target": "ghost"}`)+`]}`)+`]}`))
+	spec, req := specOf(t, request(t, []byte(team), ""))
+	got := map[string]bool{}
+	// A server without the openai provider: the problem is the client's provider.
+	spec.Agents[0].Model.Inline.Provider = "openai"
+	for _, p := range req.Translation.MapProblems(chat.Validate(spec, chat.Limits{}, chat.Env{Tools: acceptAll{}})) {
+		got[p.Path] = true
+	}
+	for _, want := range []string{
+		"/team/config/participants/0/config/handoffs/0",
+		"/team/config/max_turns",
+		"/team/config/termination_condition/config/conditions/0/config/conditions/1/handoff/target",
+		"/team/config/participants/0/config/model_client/provider",
+	} {
+		if !got[want] {
+			t.Errorf("no problem at %s; got %v", want, got)
+		}
+	}
+}
+
+// TestExportProblems: what AgentChat cannot express is listed, every one.
+func TestExportProblems(t *testing.T) {
+	t.Parallel()
+	spec, probs := chat.DecodeSpec([]byte(`{"task": "x",
+		"agents": [{"name": "a", "type": "assistant", "model": "m", "tools": ["t"]},
+		           {"name": "p", "type": "user_proxy", "human_input_mode": "TERMINATE", "functions": ["t"]}],
+		"models": {"m": {"provider": "replay", "responses": [{"content": "x", "delay_ms": 5}]}},
+		"tools": [{"name": "t", "parameters": {"type": "object"}, "implementation": {"type": "http", "url": "http://x"}}],
+		"speaker_selection": {"method": "random", "seed": 1},
+		"termination": {"text_match": {"pattern": "x"}}}`))
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	_, probs = ToTeam(spec)
+	var paths []string
+	for _, p := range probs {
+		paths = append(paths, p.Path)
+	}
+	want := []string{"/agents/0/model/responses/0/delay_ms", "/agents/0/tools/0", "/agents/1/functions", "/agents/1/human_input_mode",
+		"/termination/text_match", "/speaker_selection/seed", "/speaker_selection/method"}
+	slices.Sort(paths)
+	slices.Sort(want)
+	if !slices.Equal(paths, want) {
+		t.Errorf("problems at %v, want %v (%v)", paths, want, probs)
+	}
+}
+
+// TestExportNative: a native spec exports, and its translation back means
+// the same chat (named models become inline, defaults become explicit).
+func TestExportNative(t *testing.T) {
+	t.Parallel()
+	spec, probs := chat.DecodeSpec([]byte(`{"task": "x", "name": "n",
+		"agents": [{"name": "a", "type": "assistant", "model": "m", "handoffs": ["b"]},
+		           {"name": "b", "type": "assistant", "model": "m", "system_message": ""}],
+		"models": {"m": {"provider": "openai", "model": "gpt-4o-mini", "temperature": 0}},
+		"speaker_selection": {"method": "swarm"},
+		"max_round": 4,
+		"termination": {"any": [{"handoff": {"target": "b"}}, {"max_messages": 9}]}}`))
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	team, probs := ToTeam(spec)
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	raw, _ := marshal(team)
+	back, req := specOf(t, request(t, raw, ""))
+	if back.Name != "n" || *back.MaxRound != 4 || back.SpeakerSelection.Method != chat.SelectSwarm ||
+		back.Agents[0].Model.Inline.Model != "gpt-4o-mini" || *back.Agents[0].Model.Inline.Temperature != 0 ||
+		*back.Agents[0].SystemMessage != defaultSystemMessage || *back.Agents[1].SystemMessage != "" ||
+		!slices.Equal(back.Agents[0].Handoffs, []string{"b"}) {
+		t.Errorf("translated back: %s", req.Spec)
+	}
+	if probs := chat.Validate(back, chat.Limits{}, env); len(probs) > 0 {
+		t.Errorf("invalid: %v", probs)
+	}
+}
+
+// FuzzFromTeam: no file makes the translation panic, and whatever it
+// accepts exports and translates back to the same spec.
+func FuzzFromTeam(f *testing.F) {
+	for _, name := range append(accepted, "refused_five") {
+		b, err := os.ReadFile(filepath.Join("testdata", "agentchat", name+".json"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"provider": "autogen_agentchat.teams.RoundRobinGroupChat", "config": {"participants": [1, null, "x"]}}`))
+	f.Fuzz(func(t *testing.T, team []byte) {
+		if !json.Valid(team) {
+			return
+		}
+		req, err := ParseRequest([]byte(`{"task": "x", "team": ` + string(team) + `}`))
+		if err != nil || req == nil {
+			return
+		}
+		spec, probs := chat.DecodeSpec(req.Spec)
+		if len(probs) > 0 || len(chat.Validate(spec, chat.Limits{}, env)) > 0 {
+			return // the spec's own validation reports it
+		}
+		exported, probs := ToTeam(spec)
+		if len(probs) > 0 {
+			return
+		}
+		raw, err := marshal(exported)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := ParseRequest([]byte(`{"task": "x", "team": ` + string(raw) + `}`))
+		if err != nil {
+			t.Fatalf("the export of an accepted team is refused: %v\n%s", err, raw)
+		}
+		if !bytes.Equal(req.Spec, again.Spec) {
+			t.Fatalf("round trip changed the spec:\n%s\n%s", req.Spec, again.Spec)
+		}
+	})
+}
+
+// TestHugeFilesAreRefusedInOneProblem: thousands of nested conditions, or
+// of components side by side, end in one problem (reading them all would
+// cost depth times size, or more).
+func TestHugeFilesAreRefusedInOneProblem(t *testing.T) {
+	t.Parallel()
+	cond := mk(provMaxMessage, `{"max_messages": 5}`)
+	for range 3000 {
+		cond = mk(provOr, `{"conditions": [`+cond+`, `+mk(provTextMention, `{"text": "X"}`)+`]}`)
+	}
+	_, probs := FromTeam("/team", []byte(rr(assistant("a", ""), `, "termination_condition": `+cond)))
+	if len(probs) != 1 || !strings.Contains(probs[0].Message, "nested at most 128 levels") {
+		t.Fatalf("deep: problems = %v", probs)
+	}
+	wide := strings.Repeat(mk(provTextMention, `{"text": "X"}`)+",", 3000)
+	cond = mk(provOr, `{"conditions": [`+wide+mk(provTextMention, `{"text": "X"}`)+`]}`)
+	_, probs = FromTeam("/team", []byte(rr(assistant("a", ""), `, "termination_condition": `+cond)))
+	if len(probs) != 1 || !strings.Contains(probs[0].Message, "more than 1000 components") {
+		t.Fatalf("wide: problems = %v", probs)
+	}
+}
+
+// BenchmarkFromTeam prints the cost of translating the largest fixture and
+// of refusing a file at the body limit nested as deep as allowed.
+func BenchmarkFromTeam(b *testing.B) {
+	fixture, err := os.ReadFile(filepath.Join("testdata", "agentchat", "terminations.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("terminations", func(b *testing.B) {
+		for b.Loop() {
+			if _, probs := FromTeam("/team", fixture); len(probs) > 0 {
+				b.Fatal(probs)
+			}
+		}
+	})
+	// 40 nested | (120 levels) around 1 MiB of text.
+	cond := mk(provTextMention, `{"text": "`+strings.Repeat("x", 1<<20)+`"}`)
+	for range 40 {
+		cond = mk(provOr, `{"conditions": [`+cond+`]}`)
+	}
+	deep := []byte(rr(assistant("a", ""), `, "termination_condition": `+cond))
+	b.Run("deep-1MiB", func(b *testing.B) {
+		b.SetBytes(int64(len(deep)))
+		for b.Loop() {
+			FromTeam("/team", deep)
+		}
+	})
+}

@@ -1,0 +1,436 @@
+package component
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/agentd/agentd/internal/chat"
+)
+
+// componentTypes are the component_type values AgentChat 0.7.5 writes.
+var componentTypes = map[string]string{
+	provRoundRobin: "team", provSelector: "team", provSwarm: "team",
+	provAssistant: "agent", provUserProxy: "agent", provCodeExecutor: "agent",
+	provOpenAI: "model", provReplay: "replay_chat_completion_client",
+	provBuffered: "chat_completion_context", provUnbounded: "chat_completion_context",
+	provStaticStreamWorkbench: "workbench", provMcpWorkbench: "workbench",
+	provDockerExecutor: "code_executor",
+}
+
+// newComponent builds a component as dump_component() writes it: version
+// and component_version (AssistantAgent's config is at version 2), a short
+// description, the class name as label, and the config without nulls.
+func newComponent(provider, description string, config any) Component {
+	v := 1
+	if provider == provAssistant {
+		v = 2
+	}
+	typ, ok := componentTypes[provider]
+	if !ok {
+		typ = "termination"
+	}
+	cfg, err := marshal(config)
+	if err != nil {
+		panic(fmt.Sprintf("encode %s config: %v", provider, err)) // only maps, strings and numbers
+	}
+	return Component{Provider: provider, ComponentType: typ, Version: &v, ComponentVersion: &v,
+		Description: description, Label: shortName(provider), Config: cfg}
+}
+
+// exporter collects the problems of one export.
+type exporter struct {
+	r    report
+	spec *chat.Spec
+}
+
+// ToTeam exports a chat spec as an AgentChat team component that
+// Team.load_component of AgentChat 0.7.5 loads. What AgentChat cannot
+// express (random or manual selection, transitions, functions a user_proxy
+// runs for others, http and sandbox tools, text_match, ...) is reported as
+// problems, every one at once, with paths into the spec.
+func ToTeam(spec *chat.Spec) (*Component, []chat.Problem) {
+	e := &exporter{spec: spec}
+	team := e.team()
+	if len(e.r.probs) > 0 {
+		return nil, e.r.probs
+	}
+	return &team, nil
+}
+
+func (e *exporter) team() Component {
+	s := e.spec
+	cfg := map[string]any{"description": defaultTeamDescription, "emit_team_events": false}
+	parts := make([]Component, 0, len(s.Agents))
+	for i := range s.Agents {
+		parts = append(parts, e.agent(idx("/agents", i), &s.Agents[i]))
+	}
+	cfg["participants"] = parts
+	if s.Termination != nil {
+		if c, ok := e.condition("/termination", s.Termination); ok {
+			cfg["termination_condition"] = c
+		}
+	}
+	if s.MaxRound != nil {
+		cfg["max_turns"] = *s.MaxRound
+	}
+	if s.Sandbox != nil {
+		e.r.problem("/sandbox", "AgentChat has no sandbox limits; the team file cannot carry them")
+	}
+	if s.InputTimeoutS != nil {
+		e.r.problem("/input_timeout_s", "AgentChat has no input timeout")
+	}
+	if len(s.Messages) > 0 {
+		e.r.problem("/messages", "a team file holds no conversation history")
+	}
+	provider, desc := provRoundRobin, "A team that runs a group chat with participants taking turns in a round-robin fashion to publish a message to all."
+	sel := s.SpeakerSelection
+	method := chat.SelectRoundRobin
+	if sel != nil && sel.Method != "" {
+		method = sel.Method
+	}
+	if sel != nil {
+		if len(sel.Transitions) > 0 || sel.TransitionsType != "" {
+			e.r.problem("/speaker_selection/transitions", "AgentChat's teams have no allowed or disallowed transitions")
+		}
+		if sel.Seed != nil {
+			e.r.problem("/speaker_selection/seed", "AgentChat's teams have no seeded selection")
+		}
+	}
+	switch method {
+	case chat.SelectRoundRobin:
+		if sel != nil && sel.AllowRepeatedSpeaker != nil {
+			e.r.problem("/speaker_selection/allow_repeated_speaker", "RoundRobinGroupChat has no allow_repeated_speaker")
+		}
+	case chat.SelectSwarm:
+		provider, desc = provSwarm, "A group chat team that selects the next speaker based on handoff message only."
+		if sel.AllowRepeatedSpeaker != nil {
+			e.r.problem("/speaker_selection/allow_repeated_speaker", "Swarm has no allow_repeated_speaker")
+		}
+	case chat.SelectAuto:
+		provider, desc = provSelector, "A group chat team that have participants takes turn to publish a message to all, using a ChatCompletion model to select the next speaker after each message."
+		if sel.Model != nil {
+			if m := e.model("/speaker_selection/model", sel.Model); m != nil {
+				cfg["model_client"] = *m
+			}
+		}
+		cfg["selector_prompt"] = defaultSelectorPrompt
+		if sel.SelectorPrompt != nil {
+			cfg["selector_prompt"] = *sel.SelectorPrompt
+		}
+		// agentd repeats speakers unless told not to (AgentChat: the reverse).
+		cfg["allow_repeated_speaker"] = sel.AllowRepeatedSpeaker == nil || *sel.AllowRepeatedSpeaker
+		cfg["max_selector_attempts"] = 3
+		if sel.MaxAttempts != nil {
+			cfg["max_selector_attempts"] = *sel.MaxAttempts
+		}
+		cfg["model_client_streaming"] = false
+	default:
+		e.r.problem("/speaker_selection/method", "AgentChat has no team for %s selection (only round_robin, auto and swarm)", method)
+	}
+	cfg["name"] = shortName(provider)
+	if s.Name != "" {
+		cfg["name"] = s.Name
+	}
+	return newComponent(provider, desc, cfg)
+}
+
+func (e *exporter) agent(path string, a *chat.AgentSpec) Component {
+	switch a.Type {
+	case chat.AgentAssistant:
+		return e.assistant(path, a)
+	case chat.AgentUserProxy:
+		if len(a.Functions) > 0 {
+			e.r.problem(path+"/functions", "AgentChat has no agent that executes functions for others; give the tools to the assistant")
+		}
+		if a.MaxConsecutiveAutoReply != nil {
+			e.r.problem(path+"/max_consecutive_auto_reply", "AgentChat's agents have no max_consecutive_auto_reply")
+		}
+		if a.CodeExecution != nil {
+			return e.codeExecutor(path, a)
+		}
+		if a.HumanInputMode != "" && a.HumanInputMode != chat.HumanInputAlways {
+			e.r.problem(path+"/human_input_mode", "AgentChat's UserProxyAgent asks the human every time (ALWAYS); %s has no equivalent", a.HumanInputMode)
+		}
+		if a.DefaultAutoReply != nil {
+			e.r.problem(path+"/default_auto_reply", "AgentChat's UserProxyAgent has no auto-reply")
+		}
+		return newComponent(provUserProxy, "An agent that can represent a human user through an input function.",
+			map[string]any{"name": a.Name, "description": a.Description})
+	default:
+		e.r.problem(path+"/type", "unknown agent type %q", a.Type)
+		return Component{}
+	}
+}
+
+func (e *exporter) assistant(path string, a *chat.AgentSpec) Component {
+	cfg := map[string]any{"name": a.Name, "model_client_stream": false, "metadata": map[string]string{}}
+	if a.Model != nil {
+		if m := e.model(path+"/model", a.Model); m != nil {
+			cfg["model_client"] = *m
+		}
+	}
+	// A spec's description is written as it is, also when empty: both sides
+	// show it to the selector as the agent's role.
+	cfg["description"] = a.Description
+	sys := defaultSystemMessage
+	if a.SystemMessage != nil {
+		sys = *a.SystemMessage
+	}
+	if sys != "" {
+		cfg["system_message"] = sys
+	}
+	cfg["reflect_on_tool_use"] = a.ReflectOnToolUse != nil && *a.ReflectOnToolUse
+	cfg["tool_call_summary_format"] = "{result}"
+	if a.ToolCallSummaryFormat != nil {
+		cfg["tool_call_summary_format"] = *a.ToolCallSummaryFormat
+	}
+	cfg["max_tool_iterations"] = 1
+	if a.MaxToolIterations != nil {
+		cfg["max_tool_iterations"] = *a.MaxToolIterations
+	}
+	if a.Context != nil && a.Context.BufferSize != nil {
+		cfg["model_context"] = newComponent(provBuffered, "A buffered chat completion context that keeps a view of the last n messages, where n is the buffer size.",
+			map[string]any{"buffer_size": *a.Context.BufferSize})
+	} else {
+		cfg["model_context"] = newComponent(provUnbounded, "An unbounded chat completion context that keeps a view of the all the messages.", map[string]any{})
+	}
+	if len(a.Handoffs) > 0 {
+		hs := make([]map[string]string, len(a.Handoffs))
+		for i, t := range a.Handoffs {
+			hs[i] = map[string]string{"target": t, "description": "Handoff to " + t + ".", "name": "transfer_to_" + lower(t),
+				"message": fmt.Sprintf("Transferred to %s, adopting the role of %s immediately.", t, t)}
+		}
+		cfg["handoffs"] = hs
+	}
+	var workbenches []Component
+	for i, name := range a.Tools {
+		if wb, ok := e.toolWorkbench(idx(path+"/tools", i), name); ok {
+			workbenches = append(workbenches, wb)
+		}
+	}
+	if len(workbenches) == 0 {
+		workbenches = []Component{newComponent(provStaticStreamWorkbench, "A workbench that provides a static set of tools that do not change after each tool execution, and supports streaming results.",
+			map[string]any{"tools": []any{}, "tool_overrides": map[string]any{}})}
+	}
+	cfg["workbench"] = workbenches
+	return newComponent(provAssistant, "An agent that provides assistance with tool use.", cfg)
+}
+
+// toolWorkbench exports an mcp tool as an McpWorkbench.
+func (e *exporter) toolWorkbench(path, name string) (Component, bool) {
+	var t *chat.ToolSpec
+	for i := range e.spec.Tools {
+		if e.spec.Tools[i].Name == name {
+			t = &e.spec.Tools[i]
+		}
+	}
+	if t == nil {
+		e.r.problem(path, "names no tool: %q", name)
+		return Component{}, false
+	}
+	var impl struct {
+		Type     string   `json:"type"`
+		URL      string   `json:"url"`
+		TimeoutS *float64 `json:"timeout_s"`
+		Tools    []string `json:"tools"`
+	}
+	_ = json.Unmarshal(t.Implementation, &impl)
+	if impl.Type != "mcp" {
+		e.r.problem(path, "tool %q is a %s tool: AgentChat would need its code (a FunctionTool) to run it; only mcp tools export (as McpWorkbench)", name, impl.Type)
+		return Component{}, false
+	}
+	if impl.Tools != nil {
+		e.r.problem(path, "tool %q lists the MCP tools it offers; McpWorkbench offers all of a server's tools", name)
+		return Component{}, false
+	}
+	params := map[string]any{"type": "StreamableHttpServerParams", "url": impl.URL, "timeout": 30.0, "sse_read_timeout": 300.0, "terminate_on_close": true}
+	if impl.TimeoutS != nil {
+		params["timeout"] = *impl.TimeoutS
+	}
+	return newComponent(provMcpWorkbench, "A workbench that wraps an MCP server and provides an interface to list and call tools provided by the server.",
+		map[string]any{"server_params": params, "tool_overrides": map[string]any{}}), true
+}
+
+func (e *exporter) codeExecutor(path string, a *chat.AgentSpec) Component {
+	if a.HumanInputMode != chat.HumanInputNever {
+		e.r.problem(path+"/human_input_mode", "AgentChat's CodeExecutorAgent never asks a human: only NEVER exports")
+	}
+	if a.DefaultAutoReply != nil && *a.DefaultAutoReply != noCodeBlocksMessage {
+		e.r.problem(path+"/default_auto_reply", "AgentChat's CodeExecutorAgent answers a turn without code with its own fixed message")
+	}
+	exec := map[string]any{"image": "python:3-slim", "timeout": 60, "auto_remove": true, "stop_container": true,
+		"functions_module": "functions", "extra_volumes": map[string]any{}, "extra_hosts": map[string]any{}, "delete_tmp_files": false}
+	if t := a.CodeExecution.TimeoutS; t != nil {
+		exec["timeout"] = *t
+	}
+	cfg := map[string]any{"name": a.Name, "description": a.Description, "model_client_stream": false,
+		"code_executor": newComponent(provDockerExecutor, "Executes code through a command line environment in a Docker container.", exec),
+		"model_context": newComponent(provUnbounded, "An unbounded chat completion context that keeps a view of the all the messages.", map[string]any{}),
+	}
+	if len(a.CodeExecution.Languages) > 0 {
+		cfg["supported_languages"] = a.CodeExecution.Languages
+	}
+	return newComponent(provCodeExecutor, "(Experimental) An agent that generates and executes code snippets based on user instructions.", cfg)
+}
+
+// modelInfo is what an exported OpenAI client declares about its model, so
+// that AgentChat loads it for any model name (it refuses names it does not
+// know without model_info).
+var modelInfo = map[string]any{"vision": false, "function_calling": true, "json_output": true,
+	"family": "unknown", "structured_output": true, "multiple_system_messages": true}
+
+func (e *exporter) model(path string, ref *chat.ModelRef) *Component {
+	m := ref.Inline
+	if m == nil {
+		cfg, ok := e.spec.Models[ref.Name]
+		if !ok {
+			e.r.problem(path, "names no entry of models: %q", ref.Name)
+			return nil
+		}
+		m = &cfg
+	}
+	switch m.Provider {
+	case "replay":
+		items := make([]any, len(m.Responses))
+		for i, r := range m.Responses {
+			items[i] = e.replayItem(idx(path+"/responses", i), r)
+		}
+		c := newComponent(provReplay, "A mock chat completion client that replays predefined responses using an index-based approach.",
+			map[string]any{"chat_completions": items, "model_info": modelInfo})
+		return &c
+	case "openai":
+		cfg := map[string]any{"model": m.Model, "model_info": modelInfo}
+		put := func(k string, v any, set bool) {
+			if set {
+				cfg[k] = v
+			}
+		}
+		put("temperature", deref(m.Temperature), m.Temperature != nil)
+		put("top_p", deref(m.TopP), m.TopP != nil)
+		put("max_tokens", deref(m.MaxTokens), m.MaxTokens != nil)
+		put("seed", deref(m.Seed), m.Seed != nil)
+		put("parallel_tool_calls", deref(m.ParallelToolCalls), m.ParallelToolCalls != nil)
+		put("response_format", m.ResponseFormat, len(m.ResponseFormat) > 0)
+		c := newComponent(provOpenAI, "Chat completion client for OpenAI hosted models.", cfg)
+		return &c
+	default:
+		e.r.problem(path+"/provider", "provider %q has no AgentChat model client; only openai and replay export", m.Provider)
+		return nil
+	}
+}
+
+// replayItem is a scripted response as ReplayChatCompletionClient holds it:
+// a string, or a CreateResult for tool calls and usage.
+func (e *exporter) replayItem(path string, r chat.ReplayResponse) any {
+	if r.DelayMS != 0 {
+		e.r.problem(path+"/delay_ms", "ReplayChatCompletionClient has no delay")
+	}
+	if len(r.ToolCalls) == 0 && r.Usage == nil {
+		return r.Content
+	}
+	usage := chat.Usage{}
+	if r.Usage != nil {
+		usage = *r.Usage
+	}
+	res := map[string]any{"finish_reason": "stop", "content": r.Content, "cached": false,
+		"usage": map[string]int64{"prompt_tokens": usage.PromptTokens, "completion_tokens": usage.CompletionTokens}}
+	if len(r.ToolCalls) > 0 {
+		calls := make([]map[string]string, len(r.ToolCalls))
+		for i, tc := range r.ToolCalls {
+			calls[i] = map[string]string{"id": "call_" + strconv.Itoa(i), "name": tc.Name, "arguments": argumentString(tc.Arguments)}
+		}
+		res["finish_reason"] = "function_calls"
+		res["content"] = calls
+		if r.Content != "" {
+			res["thought"] = r.Content
+		}
+	}
+	return res
+}
+
+// argumentString is the JSON string of a scripted call's arguments, as the
+// replay provider sends it (see internal/llm's replayArguments).
+func argumentString(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "{}"
+	}
+	if jsonString(raw) {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s
+		}
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+func (e *exporter) condition(path string, c *chat.Condition) (Component, bool) {
+	mk := func(p string, cfg any) (Component, bool) { return newComponent(p, "", cfg), true }
+	switch {
+	case c.MaxMessages != nil:
+		return mk(provMaxMessage, map[string]any{"max_messages": *c.MaxMessages, "include_agent_event": false})
+	case c.TextMention != nil:
+		if len(c.TextMention.Sources) > 0 {
+			e.r.problem(path+"/text_mention/sources", "AgentChat does not save TextMentionTermination's sources in a component")
+		}
+		return mk(provTextMention, map[string]any{"text": c.TextMention.Text})
+	case c.TokenUsage != nil:
+		cfg := map[string]any{}
+		for k, v := range map[string]*int64{"max_total_token": c.TokenUsage.MaxTotalTokens, "max_prompt_token": c.TokenUsage.MaxPromptTokens, "max_completion_token": c.TokenUsage.MaxCompletionTokens} {
+			if v != nil {
+				cfg[k] = *v
+			}
+		}
+		return mk(provTokenUsage, cfg)
+	case c.TimeoutS != nil:
+		return mk(provTimeout, map[string]any{"timeout_seconds": *c.TimeoutS})
+	case c.Handoff != nil:
+		return mk(provHandoff, map[string]any{"target": c.Handoff.Target})
+	case c.SourceMatch != nil:
+		return mk(provSourceMatch, map[string]any{"sources": c.SourceMatch.Sources})
+	case c.FunctionCall != nil:
+		return mk(provFunction, map[string]any{"function_name": c.FunctionCall.Name})
+	case c.TextMatch != nil:
+		e.r.problem(path+"/text_match", "AgentChat has no regular-expression termination condition")
+		return Component{}, false
+	case c.Any != nil, c.All != nil:
+		prov, key, parts := provOr, "any", c.Any
+		if c.All != nil {
+			prov, key, parts = provAnd, "all", c.All
+		}
+		subs := make([]Component, 0, len(parts))
+		for i := range parts {
+			if sc, ok := e.condition(idx(path+"/"+key, i), &parts[i]); ok {
+				subs = append(subs, sc)
+			}
+		}
+		return mk(prov, map[string]any{"conditions": subs})
+	default:
+		e.r.problem(path, "empty condition")
+		return Component{}, false
+	}
+}
+
+func deref[T any](p *T) T {
+	if p == nil {
+		var z T
+		return z
+	}
+	return *p
+}
+
+func lower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}

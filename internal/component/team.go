@@ -1,0 +1,700 @@
+package component
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/agentd/agentd/internal/chat"
+)
+
+// Translation is a team component translated into the parts of a chat spec
+// that a team determines.
+type Translation struct {
+	Name             string
+	Agents           []chat.AgentSpec
+	Tools            []chat.ToolSpec
+	SpeakerSelection *chat.SelectionSpec
+	MaxRound         *int
+	Termination      *chat.Condition
+	// Warnings lists what the file holds that agentd ignores.
+	Warnings []Warning
+	// paths maps pointers into the translated spec parts to the pointers of
+	// the components they came from, so that problems found later by the
+	// spec's own validation point into the file (see MapProblems).
+	paths map[string]string
+}
+
+// AgentChat defaults that a dump may leave out (exclude_none) and that
+// differ from a spec's defaults.
+const (
+	defaultAssistantDescription = "An agent that provides assistance with ability to use tools."
+	defaultSystemMessage        = "You are a helpful AI assistant. Solve tasks using your tools. Reply with TERMINATE when the task has been completed."
+	defaultUserDescription      = "A human user"
+	defaultTerminalDescription  = "A computer terminal that performs no other action than running Python scripts (provided to it quoted in ```python code blocks), or sh shell scripts (provided to it quoted in ```sh code blocks)."
+	noCodeBlocksMessage         = "No code blocks found in the thread. Please provide at least one markdown-encoded code block to execute (i.e., quoting code in ```python or ```sh code blocks)."
+	defaultSelectorPrompt       = "You are in a role play game. The following roles are available:\n{roles}.\nRead the following conversation. Then select the next role from {participants} to play. Only return the role.\n\n{history}\n\nRead the above conversation. Then select the next role from {participants} to play. Only return the role.\n"
+	defaultTeamDescription      = "A team of agents."
+)
+
+// FromTeam translates a team component found at path (a JSON pointer into
+// the request, such as /team) and returns every problem of it at once.
+func FromTeam(path string, raw json.RawMessage) (*Translation, []chat.Problem) {
+	if d, err := depth(raw); err != nil || d > maxDepth {
+		return nil, []chat.Problem{{Path: path, Message: fmt.Sprintf("must be a JSON object nested at most %d levels deep", maxDepth)}}
+	}
+	tree, err := decodeTree(raw)
+	if err != nil {
+		return nil, []chat.Problem{{Path: path, Message: "is not valid JSON: " + err.Error()}}
+	}
+	tr := &translator{t: &Translation{paths: map[string]string{}}}
+	tr.team(path, tree)
+	tr.t.Warnings = tr.r.warns
+	if len(tr.r.probs) > 0 {
+		return nil, tr.r.probs
+	}
+	return tr.t, nil
+}
+
+// MapProblems rewrites the paths of problems found in the spec made from
+// this translation so that they point into the team component where they
+// came from it (the longest mapped prefix wins; the rest is kept as is).
+func (t *Translation) MapProblems(probs []chat.Problem) []chat.Problem {
+	out := make([]chat.Problem, len(probs))
+	for i, p := range probs {
+		out[i] = p
+		best := ""
+		for from := range t.paths {
+			if (p.Path == from || strings.HasPrefix(p.Path, from+"/")) && len(from) > len(best) {
+				best = from
+			}
+		}
+		if best != "" {
+			out[i].Path = t.paths[best] + strings.TrimPrefix(p.Path, best)
+		}
+	}
+	return out
+}
+
+type translator struct {
+	r report
+	t *Translation
+}
+
+func (tr *translator) mapPath(spec, comp string) { tr.t.paths[spec] = comp }
+
+// remapPrefix moves the mappings of spec pointers under from to under to
+// (a condition moved up when nested lists are flattened).
+func (tr *translator) remapPrefix(from, to string) {
+	moved := map[string]string{}
+	for k, v := range tr.t.paths {
+		if k == from || strings.HasPrefix(k, from+"/") {
+			moved[to+strings.TrimPrefix(k, from)] = v
+			delete(tr.t.paths, k)
+		}
+	}
+	for k, v := range moved {
+		tr.t.paths[k] = v
+	}
+}
+
+var teamProviders = []string{provRoundRobin, provSelector, provSwarm}
+
+func (tr *translator) team(path string, raw any) {
+	c := readComponent(&tr.r, path, raw)
+	if c == nil {
+		return
+	}
+	if !slices.Contains(teamProviders, c.provider) {
+		c.unsupported(&tr.r, "team", teamProviders...)
+		return
+	}
+	cfg := c.cfg
+	if n := cfg.str("name"); n != nil {
+		tr.t.Name = *n
+	}
+	cfg.ignore("description", "emit_team_events")
+	parts := cfg.list("participants")
+	if len(parts) == 0 && !cfg.has("participants") {
+		tr.r.problem(cfg.at("participants"), "is required")
+	}
+	for i, p := range parts {
+		pp := idx(cfg.at("participants"), i)
+		tr.mapPath(idx("/agents", len(tr.t.Agents)), pp)
+		tr.agent(pp, p)
+	}
+	if tc := cfg.raw("termination_condition"); tc != nil {
+		cond, never := tr.condition(cfg.at("termination_condition"), tc, "/termination")
+		if !never {
+			tr.t.Termination = cond
+		}
+	}
+	if mt := cfg.integer("max_turns"); mt != nil {
+		tr.t.MaxRound = mt
+		tr.mapPath("/max_round", cfg.at("max_turns"))
+	}
+	switch c.provider {
+	case provSelector:
+		tr.selector(c)
+	case provSwarm:
+		tr.t.SpeakerSelection = &chat.SelectionSpec{Method: chat.SelectSwarm}
+		tr.mapPath("/speaker_selection", c.path)
+	}
+	cfg.done()
+}
+
+func (tr *translator) selector(c *comp) {
+	cfg := c.cfg
+	sel := &chat.SelectionSpec{Method: chat.SelectAuto}
+	tr.mapPath("/speaker_selection", c.path+"/config")
+	if mc := cfg.raw("model_client"); mc != nil {
+		if m := tr.model(cfg.at("model_client"), mc); m != nil {
+			sel.Model = &chat.ModelRef{Inline: m}
+			tr.mapPath("/speaker_selection/model", cfg.at("model_client")+"/config")
+			tr.mapPath("/speaker_selection/model/provider", cfg.at("model_client")+"/provider")
+		}
+	} else {
+		tr.r.problem(cfg.at("model_client"), "is required: the selector's model client")
+	}
+	sel.SelectorPrompt = cfg.str("selector_prompt")
+	tr.mapPath("/speaker_selection/selector_prompt", cfg.at("selector_prompt"))
+	// AgentChat's SelectorGroupChat does not repeat a speaker unless told
+	// to; a spec's default is the other way round, so it is always set.
+	repeat := false
+	if b := cfg.boolean("allow_repeated_speaker"); b != nil {
+		repeat = *b
+	}
+	sel.AllowRepeatedSpeaker = &repeat
+	sel.MaxAttempts = cfg.integer("max_selector_attempts")
+	tr.mapPath("/speaker_selection/max_attempts", cfg.at("max_selector_attempts"))
+	cfg.ignore("model_client_streaming")
+	for _, fn := range []string{"selector_func", "candidate_func"} {
+		cfg.used[fn] = true
+		if cfg.has(fn) {
+			tr.r.problem(cfg.at(fn), "provider %q: %s is Python code that would run on the server, and agentd never runs code from a file; "+
+				"use selector_prompt, and allowed or disallowed transitions in a native spec", c.raw, fn)
+		}
+	}
+	if mc := cfg.raw("model_context"); mc != nil {
+		if ctx := tr.context(cfg.at("model_context"), mc); ctx != nil && ctx.BufferSize != nil {
+			tr.r.problem(cfg.at("model_context"), "a BufferedChatCompletionContext for the selector is not supported: agentd's selector sees the whole conversation; leave model_context out")
+		}
+	}
+	tr.t.SpeakerSelection = sel
+}
+
+var agentProviders = []string{provAssistant, provUserProxy, provCodeExecutor}
+
+func (tr *translator) agent(path string, raw any) {
+	c := readComponent(&tr.r, path, raw)
+	if c == nil {
+		tr.t.Agents = append(tr.t.Agents, chat.AgentSpec{})
+		return
+	}
+	var a chat.AgentSpec
+	switch c.provider {
+	case provAssistant:
+		a = tr.assistant(c)
+	case provUserProxy:
+		a = tr.userProxy(c)
+	case provCodeExecutor:
+		a = tr.codeExecutor(c)
+	default:
+		if slices.Contains(teamProviders, c.provider) || c.typ == "team" {
+			tr.r.problem(path, "provider %q: nested teams are not supported; make the inner agents participants of the team", c.raw)
+		} else {
+			c.unsupported(&tr.r, "agent", agentProviders...)
+		}
+	}
+	c.cfg.done()
+	tr.t.Agents = append(tr.t.Agents, a)
+}
+
+func (tr *translator) assistant(c *comp) chat.AgentSpec {
+	cfg := c.cfg
+	a := chat.AgentSpec{Type: chat.AgentAssistant, Name: cfg.required("name")}
+	ap := idx("/agents", len(tr.t.Agents))
+	if mc := cfg.raw("model_client"); mc != nil {
+		if m := tr.model(cfg.at("model_client"), mc); m != nil {
+			a.Model = &chat.ModelRef{Inline: m}
+			tr.mapPath(ap+"/model", cfg.at("model_client")+"/config")
+			tr.mapPath(ap+"/model/provider", cfg.at("model_client")+"/provider")
+		}
+	} else {
+		tr.r.problem(cfg.at("model_client"), "is required")
+	}
+	a.Description = defaultAssistantDescription
+	if d := cfg.str("description"); d != nil {
+		a.Description = *d
+	}
+	// A dump leaves system_message out when the agent has none (None).
+	sys := ""
+	if s := cfg.str("system_message"); s != nil {
+		sys = *s
+	}
+	a.SystemMessage = &sys
+	reflect := false
+	if b := cfg.boolean("reflect_on_tool_use"); b != nil {
+		reflect = *b
+	}
+	a.ReflectOnToolUse = &reflect
+	a.ToolCallSummaryFormat = cfg.str("tool_call_summary_format")
+	a.MaxToolIterations = cfg.integer("max_tool_iterations")
+	for _, f := range []string{"system_message", "description", "reflect_on_tool_use", "tool_call_summary_format", "max_tool_iterations"} {
+		tr.mapPath(ap+"/"+f, cfg.at(f))
+	}
+	tr.mapPath(ap+"/name", cfg.at("name"))
+	if mc := cfg.raw("model_context"); mc != nil {
+		a.Context = tr.context(cfg.at("model_context"), mc)
+	}
+	for i, h := range cfg.list("handoffs") {
+		if t := tr.handoff(idx(cfg.at("handoffs"), i), h); t != "" {
+			tr.mapPath(idx(ap+"/handoffs", len(a.Handoffs)), idx(cfg.at("handoffs"), i))
+			a.Handoffs = append(a.Handoffs, t)
+		}
+	}
+	for i, t := range cfg.list("tools") {
+		tr.tool(idx(cfg.at("tools"), i), t, &a)
+	}
+	for i, wb := range cfg.list("workbench") {
+		tr.workbench(idx(cfg.at("workbench"), i), wb, &a)
+	}
+	cfg.refuse("memory is not supported: agentd agents see the conversation only", "memory")
+	cfg.refuse("structured output (output_content_type) is not supported", "structured_message_factory")
+	cfg.ignore("model_client_stream", "metadata")
+	return a
+}
+
+// handoff reads a handoff (a target name or a Handoff object) and returns
+// its target. agentd generates AgentChat's default handoff tool; a custom
+// tool name would change what the model calls, so it is refused.
+func (tr *translator) handoff(path string, raw any) string {
+	if target, ok := raw.(string); ok {
+		return target
+	}
+	o := newObject(&tr.r, path, raw)
+	if o == nil {
+		return ""
+	}
+	target := o.required("target")
+	if n := o.str("name"); n != nil && *n != "" && *n != strings.ToLower("transfer_to_"+target) {
+		tr.r.problem(o.at("name"), "a custom handoff tool name is not supported: agentd names it transfer_to_<target>")
+	}
+	if d := o.str("description"); d != nil && *d != "" && *d != "Handoff to "+target+"." {
+		tr.r.warn(o.at("description"), "ignored: agentd describes the handoff tool itself")
+	}
+	if m := o.str("message"); m != nil && *m != "" && *m != fmt.Sprintf("Transferred to %s, adopting the role of %s immediately.", target, target) {
+		tr.r.warn(o.at("message"), "ignored: agentd's handoff message is AgentChat's default")
+	}
+	o.done()
+	return target
+}
+
+func (tr *translator) userProxy(c *comp) chat.AgentSpec {
+	cfg := c.cfg
+	a := chat.AgentSpec{Type: chat.AgentUserProxy, Name: cfg.required("name"), HumanInputMode: chat.HumanInputAlways}
+	a.Description = defaultUserDescription
+	if d := cfg.str("description"); d != nil {
+		a.Description = *d
+	}
+	// input_func is never serialized by AgentChat (always null); input
+	// comes through POST /v1/chats/{id}/input.
+	cfg.refuse(fmt.Sprintf("provider %q: input_func is code; agentd takes human input through POST /v1/chats/{id}/input", c.raw), "input_func")
+	return a
+}
+
+// codeExecutor maps a CodeExecutorAgent without a model client onto a
+// user_proxy that runs the code blocks addressed to it in agentd's sandbox.
+func (tr *translator) codeExecutor(c *comp) chat.AgentSpec {
+	cfg := c.cfg
+	a := chat.AgentSpec{Type: chat.AgentUserProxy, Name: cfg.required("name"), HumanInputMode: chat.HumanInputNever}
+	a.Description = defaultTerminalDescription
+	if d := cfg.str("description"); d != nil {
+		a.Description = *d
+	}
+	reply := noCodeBlocksMessage
+	a.DefaultAutoReply = &reply
+	ce := &chat.CodeExecutionSpec{Languages: cfg.strings("supported_languages")}
+	if cfg.has("model_client") {
+		tr.r.problem(cfg.at("model_client"), "provider %q: a CodeExecutorAgent with a model client is not supported; "+
+			"pair an AssistantAgent that writes code with a CodeExecutorAgent without model_client", c.raw)
+	}
+	cfg.ignore("model_client", "system_message", "model_client_stream", "model_context")
+	cfg.refuse("sources is not supported: agentd's executor runs the code blocks of every message since its last turn", "sources")
+	if ex := cfg.raw("code_executor"); ex != nil {
+		ep := cfg.at("code_executor")
+		if ec := readComponent(&tr.r, ep, ex); ec != nil {
+			if ec.provider != provDockerExecutor {
+				ec.unsupported(&tr.r, "code executor", provDockerExecutor)
+			} else {
+				if t := ec.cfg.integer("timeout"); t != nil {
+					ce.TimeoutS = t
+				}
+				ec.cfg.ignoreWarn("code runs in agentd's sandbox, whose image and limits are the server's (and the spec's sandbox options)",
+					"image", "work_dir", "bind_dir", "extra_volumes", "extra_hosts", "init_command", "functions_module")
+				ec.cfg.ignore("container_name", "auto_remove", "stop_container", "delete_tmp_files")
+				ec.cfg.refuse("functions are Python code and are not supported", "functions")
+				ec.cfg.done()
+			}
+		}
+	} else {
+		tr.r.problem(cfg.at("code_executor"), "is required")
+	}
+	a.CodeExecution = ce
+	return a
+}
+
+func (tr *translator) context(path string, raw any) *chat.ContextSpec {
+	c := readComponent(&tr.r, path, raw)
+	if c == nil {
+		return nil
+	}
+	defer c.cfg.done()
+	c.cfg.refuse("initial_messages are not supported: resume from history with the spec's messages instead", "initial_messages")
+	switch c.provider {
+	case provUnbounded:
+		return nil
+	case provBuffered:
+		n := c.cfg.integer("buffer_size")
+		if n == nil {
+			tr.r.problem(c.cfg.at("buffer_size"), "is required")
+		}
+		return &chat.ContextSpec{BufferSize: n}
+	default:
+		c.unsupported(&tr.r, "model context", provBuffered, provUnbounded)
+		return nil
+	}
+}
+
+var modelProviders = []string{provOpenAI, provAzure, provReplay}
+
+// model translates a model client. Keys, endpoints and client options of
+// the file are never used: the server's configuration decides where a
+// model is called and with which credentials.
+func (tr *translator) model(path string, raw any) *chat.ModelConfig {
+	c := readComponent(&tr.r, path, raw)
+	if c == nil {
+		return nil
+	}
+	defer c.cfg.done()
+	cfg := c.cfg
+	switch c.provider {
+	case provReplay:
+		return tr.replay(c)
+	case provOpenAI, provAzure:
+	default:
+		c.unsupported(&tr.r, "model client", modelProviders...)
+		return nil
+	}
+	m := &chat.ModelConfig{Provider: "openai", Model: cfg.required("model")}
+	m.Temperature = cfg.number("temperature")
+	m.TopP = cfg.number("top_p")
+	m.MaxTokens = cfg.integer("max_tokens")
+	m.Seed = cfg.integer("seed")
+	m.ParallelToolCalls = cfg.boolean("parallel_tool_calls")
+	m.ResponseFormat = cfg.rawJSON("response_format")
+	var server []string
+	for _, k := range []string{"api_key", "base_url", "organization", "azure_endpoint", "azure_deployment", "api_version",
+		"azure_ad_token", "azure_ad_token_provider", "default_headers", "timeout", "max_retries"} {
+		cfg.used[k] = true
+		if cfg.has(k) {
+			server = append(server, k)
+		}
+	}
+	if len(server) > 0 {
+		tr.r.warn(path+"/config", "ignored: %s; agentd calls the model through the endpoint, key and retry policy of its own configuration (OPENAI_BASE_URL, OPENAI_API_KEY)",
+			strings.Join(server, ", "))
+	}
+	cfg.ignoreWarn("agentd does not pass this option to the model", "frequency_penalty", "presence_penalty", "logit_bias", "n", "stop",
+		"user", "stream_options", "reasoning_effort", "add_name_prefixes", "include_name_in_message")
+	cfg.ignore("model_info", "model_capabilities")
+	return m
+}
+
+// replay translates ReplayChatCompletionClient's chat_completions: strings,
+// or CreateResults whose content is text or a list of function calls.
+func (tr *translator) replay(c *comp) *chat.ModelConfig {
+	cfg := c.cfg
+	cfg.ignore("model_info")
+	m := &chat.ModelConfig{Provider: "replay"}
+	items := cfg.list("chat_completions")
+	if !cfg.has("chat_completions") {
+		tr.r.problem(cfg.at("chat_completions"), "is required")
+	}
+	for i, it := range items {
+		p := idx(cfg.at("chat_completions"), i)
+		if s, ok := it.(string); ok {
+			m.Responses = append(m.Responses, chat.ReplayResponse{Content: s})
+			continue
+		}
+		o := newObject(&tr.r, p, it)
+		if o == nil {
+			continue
+		}
+		var r chat.ReplayResponse
+		switch content := o.raw("content").(type) {
+		case string:
+			r.Content = content
+			o.ignore("thought")
+		case nil:
+			tr.r.problem(o.at("content"), "is required")
+		default:
+			var calls []struct {
+				ID        string `json:"id"`
+				Arguments string `json:"arguments"`
+				Name      string `json:"name"`
+			}
+			o.get("content", &calls, "a string or a list of function calls {id, arguments, name}")
+			for _, fc := range calls {
+				args, _ := json.Marshal(fc.Arguments)
+				r.ToolCalls = append(r.ToolCalls, chat.ReplayToolCall{Name: fc.Name, Arguments: args})
+			}
+			if t := o.str("thought"); t != nil {
+				r.Content = *t
+			}
+		}
+		var u struct {
+			PromptTokens     int64 `json:"prompt_tokens"`
+			CompletionTokens int64 `json:"completion_tokens"`
+		}
+		if o.get("usage", &u, "an object {prompt_tokens, completion_tokens}") {
+			r.Usage = &chat.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+		}
+		o.ignore("finish_reason", "cached", "logprobs")
+		o.done()
+		m.Responses = append(m.Responses, r)
+	}
+	return m
+}
+
+var workbenchProviders = []string{provStaticWorkbench, provStaticStreamWorkbench, provMcpWorkbench}
+
+func (tr *translator) workbench(path string, raw any, a *chat.AgentSpec) {
+	c := readComponent(&tr.r, path, raw)
+	if c == nil {
+		return
+	}
+	defer c.cfg.done()
+	cfg := c.cfg
+	cfg.refuse("tool_overrides are not supported: agentd offers tools under their own names and descriptions", "tool_overrides")
+	switch c.provider {
+	case provStaticWorkbench, provStaticStreamWorkbench:
+		for i, t := range cfg.list("tools") {
+			tr.tool(idx(cfg.at("tools"), i), t, a)
+		}
+	case provMcpWorkbench:
+		cfg.ignoreWarn("agentd does not answer MCP sampling requests", "model_client")
+		if sp := cfg.raw("server_params"); sp != nil {
+			tr.mcp(cfg.at("server_params"), sp, c.raw, nil, a)
+		} else {
+			tr.r.problem(cfg.at("server_params"), "is required")
+		}
+	default:
+		c.unsupported(&tr.r, "workbench", workbenchProviders...)
+	}
+}
+
+func (tr *translator) tool(path string, raw any, a *chat.AgentSpec) {
+	c := readComponent(&tr.r, path, raw)
+	if c == nil {
+		return
+	}
+	defer c.cfg.done()
+	if c.provider != provMcpHTTPAdapter {
+		c.unsupported(&tr.r, "tool", provMcpHTTPAdapter, provMcpWorkbench)
+		return
+	}
+	var name string
+	if t := newObject(&tr.r, c.cfg.at("tool"), c.cfg.raw("tool")); t != nil {
+		name = t.required("name")
+	}
+	if sp := c.cfg.raw("server_params"); sp != nil {
+		tr.mcp(c.cfg.at("server_params"), sp, c.raw, []string{name}, a)
+	} else {
+		tr.r.problem(c.cfg.at("server_params"), "is required")
+	}
+}
+
+// mcp adds an agentd mcp tool for MCP server parameters.
+func (tr *translator) mcp(path string, raw any, provider string, only []string, a *chat.AgentSpec) {
+	o := newObject(&tr.r, path, raw)
+	if o == nil {
+		return
+	}
+	defer o.done()
+	switch typ := o.str("type"); {
+	case typ == nil || *typ == "StreamableHttpServerParams":
+	case *typ == "StdioServerParams":
+		o.ignore("command", "args", "env", "cwd", "encoding", "encoding_error_handler", "read_timeout_seconds")
+		tr.r.problem(path, "provider %q: a stdio MCP server is a command that would run on the server's host; run the MCP server yourself and use StreamableHttpServerParams with its URL", provider)
+		return
+	case *typ == "SseServerParams":
+		o.ignore("url", "headers", "timeout", "sse_read_timeout")
+		tr.r.problem(path, "provider %q: agentd speaks MCP over streamable HTTP only; use StreamableHttpServerParams", provider)
+		return
+	default:
+		tr.r.problem(o.at("type"), "unknown MCP server parameters %q", *typ)
+		return
+	}
+	impl := map[string]any{"type": "mcp", "url": o.required("url")}
+	if t := o.number("timeout"); t != nil {
+		impl["timeout_s"] = int(math.Ceil(*t))
+	}
+	if len(only) > 0 {
+		impl["tools"] = only
+	}
+	o.ignoreWarn("agentd does not take credentials or headers from a spec", "headers")
+	o.ignore("sse_read_timeout", "terminate_on_close")
+	b, _ := json.Marshal(impl)
+	name := fmt.Sprintf("%s_mcp%d", a.Name, len(tr.t.Tools)+1)
+	if len(name) > 64 {
+		name = name[len(name)-64:]
+	}
+	tr.mapPath(idx("/tools", len(tr.t.Tools)), path)
+	tr.t.Tools = append(tr.t.Tools, chat.ToolSpec{Name: name, Implementation: b})
+	a.Tools = append(a.Tools, name)
+}
+
+var conditionProviders = []string{provMaxMessage, provTextMention, provTokenUsage, provHandoff, provTimeout,
+	provSourceMatch, provFunction, provStopMessage, provExternal, provOr, provAnd}
+
+// condition translates a termination condition. never reports a condition
+// that cannot fire in agentd (StopMessageTermination: no agentd agent sends
+// a StopMessage; ExternalTermination: POST /cancel is the external stop).
+func (tr *translator) condition(path string, raw any, specPath string) (*chat.Condition, bool) {
+	c := readComponent(&tr.r, path, raw)
+	if c == nil {
+		return nil, false
+	}
+	defer c.cfg.done()
+	cfg := c.cfg
+	tr.mapPath(specPath, path)
+	var cond chat.Condition
+	switch c.provider {
+	case provMaxMessage:
+		n := cfg.integer("max_messages")
+		if n == nil {
+			tr.r.problem(cfg.at("max_messages"), "is required")
+		}
+		if b := cfg.boolean("include_agent_event"); b != nil && *b {
+			tr.r.problem(cfg.at("include_agent_event"), "provider %q: counting agent events is not supported; agentd's max_messages counts chat messages (include_agent_event false)", c.raw)
+		}
+		cond.MaxMessages = n
+	case provTextMention:
+		cond.TextMention = &chat.TextMentionCondition{Text: cfg.required("text")}
+	case provTokenUsage:
+		u := &chat.TokenUsageCondition{}
+		for key, dst := range map[string]**int64{"max_total_token": &u.MaxTotalTokens, "max_prompt_token": &u.MaxPromptTokens, "max_completion_token": &u.MaxCompletionTokens} {
+			if n := cfg.integer(key); n != nil {
+				v := int64(*n)
+				*dst = &v
+			}
+		}
+		cond.TokenUsage = u
+	case provHandoff:
+		cond.Handoff = &chat.HandoffCondition{Target: cfg.required("target")}
+	case provTimeout:
+		t := cfg.number("timeout_seconds")
+		if t == nil {
+			tr.r.problem(cfg.at("timeout_seconds"), "is required")
+		}
+		cond.TimeoutS = t
+	case provSourceMatch:
+		cond.SourceMatch = &chat.SourceMatchCondition{Sources: cfg.strings("sources")}
+	case provFunction:
+		cond.FunctionCall = &chat.FunctionCallCond{Name: cfg.required("function_name")}
+	case provStopMessage:
+		tr.r.warn(path, "StopMessageTermination never fires in agentd: no agent sends a StopMessage; dropped")
+		return nil, true
+	case provExternal:
+		tr.r.warn(path, "ExternalTermination is always there in agentd: POST /v1/chats/{id}/cancel stops a chat (status cancelled); dropped")
+		return nil, true
+	case provOr, provAnd:
+		key, list := "any", &cond.Any
+		if c.provider == provAnd {
+			key, list = "all", &cond.All
+		}
+		never := false
+		subs := cfg.list("conditions")
+		for i, sub := range subs {
+			sp := idx(specPath+"/"+key, len(*list))
+			sc, n := tr.condition(idx(cfg.at("conditions"), i), sub, sp)
+			switch {
+			case n:
+				never = true
+			case sc != nil && (c.provider == provOr && sc.Any != nil || c.provider == provAnd && sc.All != nil):
+				// a | b | c dumps as Or(Or(a, b), c); one flat list means the
+				// same (and the same stop text) and keeps the tree shallow.
+				inner := sc.Any
+				if c.provider == provAnd {
+					inner = sc.All
+				}
+				for j := range inner {
+					tr.remapPrefix(idx(sp+"/"+key, j), idx(specPath+"/"+key, len(*list)))
+					*list = append(*list, inner[j])
+				}
+			case sc != nil:
+				*list = append(*list, *sc)
+			}
+		}
+		if c.provider == provAnd && never {
+			tr.r.warn(path, "this AndTerminationCondition can never fire in agentd (one of its parts never fires); dropped")
+			return nil, true
+		}
+		switch {
+		case len(*list) > 0:
+		case never:
+			return nil, true
+		case len(subs) == 0:
+			tr.r.problem(cfg.at("conditions"), "at least one condition is required")
+		}
+	default:
+		c.unsupported(&tr.r, "termination condition", conditionProviders...)
+		return nil, false
+	}
+	return &cond, false
+}
+
+// maxDepth bounds how deeply a team file nests (objects and arrays). A team
+// needs about 12 levels, and each | or & of a dumped condition chain three
+// more; the bound keeps the translation, which reads each level's subtree,
+// from costing depth times size on a hostile file.
+const maxDepth = 128
+
+// depth is the deepest nesting of objects and arrays in raw, found in one
+// pass without building anything.
+func depth(raw json.RawMessage) (int, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	cur, deepest := 0, 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return deepest, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			cur++
+			if cur > deepest {
+				deepest = cur
+			}
+			if cur > maxDepth {
+				return cur, nil
+			}
+		case json.Delim('}'), json.Delim(']'):
+			cur--
+		}
+	}
+}
+
+// jsonString reports whether raw is a JSON string.
+func jsonString(raw json.RawMessage) bool {
+	b := bytes.TrimSpace(raw)
+	return len(b) > 0 && b[0] == '"'
+}

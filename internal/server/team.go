@@ -1,0 +1,99 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/component"
+)
+
+// The team form of POST /v1/chats ({"task", "team": <AgentChat team
+// component>, ...}) and GET /v1/chats/{id}/team. The translation itself is
+// internal/component's; this file only wires it into the chats resource.
+
+// teamForm is a create request in the team form, translated.
+type teamForm struct {
+	req *component.Request
+}
+
+// parseTeamForm translates a create body in the team form into the spec body
+// the runtime creates the chat from. It returns body unchanged and a nil form
+// for a native spec.
+func parseTeamForm(body []byte) ([]byte, *teamForm, error) {
+	req, err := component.ParseRequest(body)
+	if err != nil || req == nil {
+		return body, nil, err
+	}
+	return req.Spec, &teamForm{req: req}, nil
+}
+
+// mapError points the spec problems of a chat made from a team at the
+// components they came from.
+func (f *teamForm) mapError(err error) error {
+	var ve *chat.ValidationError
+	if f == nil || !errors.As(err, &ve) {
+		return err
+	}
+	return &chat.ValidationError{Problems: f.req.Translation.MapProblems(ve.Problems)}
+}
+
+// teamChatResponse is the chat object with the warnings of its team file.
+type teamChatResponse struct {
+	chatResponse
+	Warnings []component.Warning `json:"warnings"`
+}
+
+// response is the body answering a create: the chat object, with warnings
+// when it came from a team file.
+func (f *teamForm) response(ch *chat.Chat, withSpec bool) any {
+	if f == nil {
+		return newChatResponse(ch, withSpec)
+	}
+	w := f.req.Translation.Warnings
+	if w == nil {
+		w = []component.Warning{}
+	}
+	return teamChatResponse{chatResponse: newChatResponse(ch, withSpec), Warnings: w}
+}
+
+// team handles GET /v1/chats/{id}/team: the chat's team as an AgentChat
+// component, or 422 listing what AgentChat cannot express.
+func (c *chatsResource) team(w http.ResponseWriter, r *http.Request) {
+	id, err := chatIDParam(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	ch, err := c.chats.Get(r.Context(), Tenant(r.Context()), id)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	spec, probs := chat.DecodeSpec(ch.Spec)
+	if len(probs) > 0 {
+		c.writeError(w, r, fmt.Errorf("decode stored spec of chat %s: %v", id, probs))
+		return
+	}
+	team, probs := component.ToTeam(spec)
+	if len(probs) > 0 {
+		c.writeError(w, r, &requestError{status: http.StatusUnprocessableEntity, kind: kindNotExpressible,
+			detail:   fmt.Sprintf("the chat's team cannot be written as an AgentChat component: %d problem(s), see errors", len(probs)),
+			problems: fieldErrors(probs)})
+		return
+	}
+	c.writeJSON(w, r, http.StatusOK, team)
+}
+
+// kindNotExpressible is the problem kind of a chat whose spec uses what
+// AgentChat has no equivalent for.
+const kindNotExpressible = "not-expressible"
+
+func fieldErrors(probs []chat.Problem) []fieldError {
+	out := make([]fieldError, len(probs))
+	for i, p := range probs {
+		out[i] = fieldError{Path: p.Path, Message: p.Message}
+	}
+	return out
+}

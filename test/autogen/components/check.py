@@ -1,0 +1,75 @@
+"""Loads agentd's exports of the fixture teams with AgentChat 0.7.5's own
+Team.load_component, dumps the loaded team again, and writes the outcome to
+internal/component/testdata/load_check.json (TestAgentChatLoadsExports reads
+it). Run it from the repository root in the AgentChat environment:
+
+    /work/autogen-env/python.sh test/autogen/components/check.py internal/component/testdata
+
+For each export it records the file's sha256 (so the Go test knows the check
+is about the export as committed), whether it loaded, the team and agent
+classes AgentChat built, and whether AgentChat's own dump of the loaded team
+equals the export (component descriptions aside: agentd writes short ones of
+its own, and a Docker executor's container_name, which AgentChat generates).
+"""
+
+import glob
+import hashlib
+import json
+import os
+import sys
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stubs  # noqa: E402
+
+stubs.install()
+
+from autogen_agentchat.base import Team  # noqa: E402
+
+# The OpenAI client needs a key to be built; it is never used.
+os.environ.setdefault("OPENAI_API_KEY", "sk-not-used")
+
+COMPONENT_KEYS = {"provider", "config"}
+
+
+def normalize(v):
+    if isinstance(v, dict):
+        out = {k: normalize(x) for k, x in v.items()}
+        if COMPONENT_KEYS <= v.keys():
+            out.pop("description", None)
+            if out["provider"].endswith("DockerCommandLineCodeExecutor"):
+                out["config"].pop("container_name", None)
+        return out
+    if isinstance(v, list):
+        return [normalize(x) for x in v]
+    return v
+
+
+def main():
+    base = sys.argv[1] if len(sys.argv) > 1 else "internal/component/testdata"
+    result = {}
+    for path in sorted(glob.glob(os.path.join(base, "export", "*.json"))):
+        name = os.path.splitext(os.path.basename(path))[0]
+        raw = open(path, "rb").read()
+        entry = {"sha256": hashlib.sha256(raw).hexdigest(), "loaded": False}
+        try:
+            exported = json.loads(raw)
+            team = Team.load_component(exported)
+            entry["loaded"] = True
+            entry["team"] = type(team).__name__
+            entry["agents"] = [type(p).__name__ + ":" + p.name for p in team._participants]
+            redumped = team.dump_component().model_dump(mode="json")
+            entry["redumped_equal"] = normalize(redumped) == normalize(exported)
+            if not entry["redumped_equal"]:
+                entry["redumped"] = redumped
+        except Exception as e:  # the record says what failed
+            entry["error"] = "".join(traceback.format_exception_only(type(e), e)).strip()
+        result[name] = entry
+        print(name, "loaded" if entry["loaded"] else entry.get("error"), "equal" if entry.get("redumped_equal") else "")
+    with open(os.path.join(base, "load_check.json"), "w") as f:
+        json.dump(result, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()

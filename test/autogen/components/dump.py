@@ -1,0 +1,359 @@
+"""Builds AgentChat 0.7.5 teams and dumps them with dump_component(): the
+fixtures of agentd's team-component translation (internal/component/testdata).
+
+Run it from the repository root in the AgentChat environment (see README.md):
+
+    /work/autogen-env/python.sh test/autogen/components/dump.py internal/component/testdata examples/agentchat-team.json
+
+It writes testdata/agentchat/<name>.json for every team below,
+testdata/runs/<name>.json with the messages and stop reason of a real
+AgentChat run of the replay-driven teams, and the README's example team. Nothing here talks to a network,
+a container engine or a model: model clients are ReplayChatCompletionClient
+or never called, and executors are never started.
+"""
+
+import asyncio
+import json
+import os
+import sys
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stubs  # noqa: E402
+
+stubs.install()
+
+from autogen_agentchat.agents import AssistantAgent, CodeExecutorAgent, UserProxyAgent  # noqa: E402
+from autogen_agentchat.base import Handoff, TerminationCondition  # noqa: E402
+from autogen_agentchat.conditions import (  # noqa: E402
+    ExternalTermination,
+    FunctionCallTermination,
+    HandoffTermination,
+    MaxMessageTermination,
+    SourceMatchTermination,
+    StopMessageTermination,
+    TextMentionTermination,
+    TextMessageTermination,
+    TimeoutTermination,
+    TokenUsageTermination,
+)
+from autogen_agentchat.messages import StopMessage  # noqa: E402
+from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat, Swarm  # noqa: E402
+from autogen_core import Component  # noqa: E402
+from autogen_core.model_context import BufferedChatCompletionContext  # noqa: E402
+from autogen_core.models import CreateResult, ModelInfo, RequestUsage  # noqa: E402
+from autogen_core import FunctionCall  # noqa: E402
+from autogen_ext.code_executors.docker import DockerCommandLineCodeExecutor  # noqa: E402
+from autogen_ext.code_executors.local import LocalCommandLineCodeExecutor  # noqa: E402
+from autogen_ext.models.openai import AzureOpenAIChatCompletionClient, OpenAIChatCompletionClient  # noqa: E402
+from autogen_ext.models.replay import ReplayChatCompletionClient  # noqa: E402
+from autogen_ext.tools.mcp import McpWorkbench, StdioServerParams, StreamableHttpServerParams  # noqa: E402
+from pydantic import BaseModel  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = sys.argv[1] if len(sys.argv) > 1 else "internal/component/testdata"
+
+# The OpenAI clients need a key to be built; it is never used (and the dump
+# shows how a key in a file looks: agentd ignores it).
+os.environ.setdefault("OPENAI_API_KEY", "sk-not-used")
+
+TOOLS = ModelInfo(vision=False, function_calling=True, json_output=False, family="unknown", structured_output=False)
+
+
+def replay(*items):
+    return ReplayChatCompletionClient(list(items), model_info=TOOLS)
+
+
+def call(name, arguments="{}", thought=None):
+    return CreateResult(
+        finish_reason="function_calls",
+        content=[FunctionCall(id="call_1", arguments=arguments, name=name)],
+        usage=RequestUsage(prompt_tokens=10, completion_tokens=5),
+        cached=False,
+        thought=thought,
+    )
+
+
+class CustomTerminationConfig(BaseModel):
+    pass
+
+
+class CustomTermination(TerminationCondition, Component[CustomTerminationConfig]):
+    """A user-defined condition: its provider names this script's module."""
+
+    component_config_schema = CustomTerminationConfig
+
+    @property
+    def terminated(self):
+        return False
+
+    async def __call__(self, messages):
+        return None
+
+    async def reset(self):
+        pass
+
+    def _to_config(self):
+        return CustomTerminationConfig()
+
+    @classmethod
+    def _from_config(cls, config):
+        return cls()
+
+
+def round_robin():
+    writer = AssistantAgent(
+        "writer",
+        model_client=replay("Roses are red.", "Roses are red,\nviolets are blue. DONE"),
+        system_message="You write short poems.",
+        description="Writes poems.",
+    )
+    critic = AssistantAgent(
+        "critic",
+        model_client=replay("Add a second line."),
+        system_message="You critique poems.",
+        description="Critiques poems.",
+    )
+    return RoundRobinGroupChat(
+        [writer, critic],
+        termination_condition=TextMentionTermination("DONE") | MaxMessageTermination(10),
+        max_turns=6,
+    ), "Write a two-line poem."
+
+
+def selector():
+    planner = AssistantAgent("planner", model_client=replay("Plan: write, then review."), description="Plans the work.")
+    coder = AssistantAgent("coder", model_client=replay("def rev(s): return s[::-1]"), description="Writes Python.")
+    reviewer = AssistantAgent("reviewer", model_client=replay("Looks right. TERMINATE"), description="Reviews code.")
+    team = SelectorGroupChat(
+        [planner, coder, reviewer],
+        model_client=replay("planner", "coder", "reviewer"),
+        termination_condition=TextMentionTermination("TERMINATE") | MaxMessageTermination(8),
+        max_turns=5,
+        selector_prompt="Pick the next role from {participants}.\n{roles}\n\n{history}\n",
+        allow_repeated_speaker=True,
+        max_selector_attempts=2,
+    )
+    return team, "Write a function that reverses a string."
+
+
+def swarm():
+    triage = AssistantAgent(
+        "triage",
+        model_client=replay(call("transfer_to_billing")),
+        handoffs=["billing", Handoff(target="refunds", description="Handoff to refunds.")],
+        system_message="You route customer requests.",
+    )
+    billing = AssistantAgent(
+        "billing", model_client=replay("Your invoice is paid. TERMINATE"), handoffs=["triage"], system_message="You answer billing questions."
+    )
+    refunds = AssistantAgent("refunds", model_client=replay("Refunded."), handoffs=["triage"])
+    return Swarm(
+        [triage, billing, refunds],
+        termination_condition=TextMentionTermination("TERMINATE") | HandoffTermination("refunds"),
+        max_turns=8,
+    ), "Is my invoice paid?"
+
+
+def assistant_options():
+    analyst = AssistantAgent(
+        "analyst",
+        model_client=OpenAIChatCompletionClient(
+            model="gpt-4o-mini",
+            api_key="sk-in-the-file",
+            base_url="https://models.example.invalid/v1",
+            temperature=0.2,
+            top_p=0.9,
+            max_tokens=256,
+            seed=7,
+            parallel_tool_calls=False,
+        ),
+        workbench=McpWorkbench(StreamableHttpServerParams(url="http://127.0.0.1:9/mcp", timeout=20)),
+        model_context=BufferedChatCompletionContext(buffer_size=5),
+        system_message=None,
+        description="Looks things up.",
+        reflect_on_tool_use=True,
+        tool_call_summary_format="{tool_name}: {result}",
+        max_tool_iterations=3,
+    )
+    writer = AssistantAgent(
+        "writer",
+        model_client=AzureOpenAIChatCompletionClient(
+            model="gpt-4o",
+            azure_deployment="gpt4o-prod",
+            azure_endpoint="https://example.openai.azure.com",
+            api_version="2024-06-01",
+            api_key="azure-key-in-the-file",
+        ),
+        system_message="You write the answer.",
+    )
+    return RoundRobinGroupChat([analyst, writer], termination_condition=TextMentionTermination("TERMINATE"), max_turns=4), None
+
+
+def example():
+    """examples/agentchat-team.json: a coder and a reviewer taking turns."""
+    coder = AssistantAgent(
+        "coder",
+        model_client=replay(
+            "```python\ndef reverse(s):\n    return s[::-1]\n```",
+            "```python\ndef reverse(s):\n    return s[::-1]\n\nassert reverse(\"abc\") == \"cba\"\n```",
+        ),
+        description="Writes Python code.",
+        system_message="You write Python in ```python blocks.",
+    )
+    reviewer = AssistantAgent(
+        "reviewer",
+        model_client=replay("Add a test.", "Looks good. APPROVE"),
+        description="Reviews code.",
+        system_message="You review code. Reply APPROVE when it is good.",
+    )
+    return RoundRobinGroupChat(
+        [coder, reviewer],
+        name="code-review",
+        termination_condition=TextMentionTermination("APPROVE") | MaxMessageTermination(10),
+        max_turns=6,
+    ), "Write a function that reverses a string, with a test."
+
+
+def openai_client():
+    """An OpenAI client with a key and endpoint in the file: agentd ignores
+    both and calls its own configured endpoint with its own key."""
+    reviewer = AssistantAgent(
+        "reviewer",
+        model_client=OpenAIChatCompletionClient(
+            model="gpt-4o-mini", api_key="sk-in-the-file", base_url="https://models.example.invalid/v1", temperature=0
+        ),
+        system_message="You review code. Say APPROVED when it is right.",
+    )
+    return RoundRobinGroupChat([reviewer], termination_condition=TextMentionTermination("APPROVED"), max_turns=3), None
+
+
+def azure_client():
+    """The same with an Azure OpenAI client: its endpoint, deployment, API
+    version and key are the server's business too."""
+    reviewer = AssistantAgent(
+        "reviewer",
+        model_client=AzureOpenAIChatCompletionClient(
+            model="gpt-4o-mini",
+            azure_deployment="review-prod",
+            azure_endpoint="https://example.openai.azure.com",
+            api_version="2024-06-01",
+            api_key="azure-key-in-the-file",
+            temperature=0,
+        ),
+        system_message="You review code. Say APPROVED when it is right.",
+    )
+    return RoundRobinGroupChat([reviewer], termination_condition=TextMentionTermination("APPROVED"), max_turns=3), None
+
+
+def human():
+    assistant = AssistantAgent("assistant", model_client=replay("Here is a draft.", "Revised. APPROVE"))
+    user = UserProxyAgent("reviewer", description="A human who approves drafts.")
+    return RoundRobinGroupChat(
+        [assistant, user], termination_condition=TextMentionTermination("APPROVE") | MaxMessageTermination(6)
+    ), None
+
+
+def code_executor():
+    coder = AssistantAgent("coder", model_client=replay("```python\nprint(6 * 7)\n```"), system_message="You write Python in ```python blocks.")
+    executor = CodeExecutorAgent(
+        "executor",
+        code_executor=DockerCommandLineCodeExecutor(timeout=30, container_name="agentd-fixture"),
+        supported_languages=["python", "sh"],
+    )
+    return RoundRobinGroupChat([coder, executor], termination_condition=MaxMessageTermination(3), max_turns=4), "Print 6 times 7."
+
+
+def terminations():
+    """Every termination condition of AgentChat 0.7.5 that agentd maps, with | and &."""
+    lead = AssistantAgent(
+        "lead",
+        model_client=replay("Working on it."),
+        workbench=McpWorkbench(StreamableHttpServerParams(url="http://127.0.0.1:9/mcp")),
+        handoffs=["helper"],
+    )
+    helper = AssistantAgent("helper", model_client=replay("Done."), handoffs=["lead"])
+    cond = (
+        MaxMessageTermination(20)
+        | TextMentionTermination("TERMINATE")
+        | TokenUsageTermination(max_total_token=5000, max_prompt_token=4000, max_completion_token=1000)
+        | HandoffTermination("helper")
+        | TimeoutTermination(120.5)
+        | SourceMatchTermination(["helper"])
+        | FunctionCallTermination("lookup")
+        | StopMessageTermination()
+        | ExternalTermination()
+        | (MaxMessageTermination(4) & TextMentionTermination("DONE"))
+    )
+    return Swarm([lead, helper], termination_condition=cond, max_turns=10), None
+
+
+def local_function(city: str) -> str:
+    """Looks up the weather (Python source that agentd must refuse)."""
+    return f"Sunny in {city}"
+
+
+def refused_five():
+    """Five parts agentd refuses: each would run code from the file on the
+    server, or has no agentd equivalent, or names an unknown provider."""
+    a = AssistantAgent("tooluser", model_client=replay("hi"), tools=[local_function])
+    b = CodeExecutorAgent("local_exec", code_executor=LocalCommandLineCodeExecutor(work_dir="/tmp/agentd-fixture"))
+    c = AssistantAgent(
+        "stdio_user",
+        model_client=replay("hi"),
+        workbench=McpWorkbench(StdioServerParams(command="uvx", args=["mcp-server-fetch"])),
+    )
+    cond = TextMessageTermination() | CustomTermination()
+    return RoundRobinGroupChat([a, b, c], termination_condition=cond), None
+
+
+TEAMS = {
+    "round_robin": round_robin,
+    "selector": selector,
+    "swarm": swarm,
+    "assistant_options": assistant_options,
+    "openai_client": openai_client,
+    "azure_client": azure_client,
+    "human": human,
+    "code_executor": code_executor,
+    "terminations": terminations,
+    "refused_five": refused_five,
+}
+
+
+def write(path, value):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(value, f, indent=2, sort_keys=False)
+        f.write("\n")
+
+
+async def run(team, task):
+    result = await team.run(task=task)
+    return {
+        "task": task,
+        "stop_reason": result.stop_reason,
+        "messages": [
+            {"type": m.__class__.__name__, "source": m.source, "content": m.to_text()}
+            for m in result.messages
+        ],
+    }
+
+
+def main():
+    warnings.simplefilter("ignore")
+    if len(sys.argv) > 2:
+        team, task = example()
+        write(sys.argv[2], team.dump_component().model_dump(mode="json"))
+        write(os.path.join(OUT, "runs", "example.json"), asyncio.run(run(team, task)))
+        print("dumped the example")
+    for name, build in TEAMS.items():
+        team, task = build()
+        write(os.path.join(OUT, "agentchat", name + ".json"), team.dump_component().model_dump(mode="json"))
+        if task is not None and name != "code_executor":
+            write(os.path.join(OUT, "runs", name + ".json"), asyncio.run(run(team, task)))
+        print("dumped", name)
+
+
+if __name__ == "__main__":
+    main()
