@@ -20,6 +20,10 @@ var (
 	ErrFenced = errors.New("fenced: chat is owned by another worker")
 	// ErrInvalidCursor: a list cursor the store did not issue.
 	ErrInvalidCursor = errors.New("invalid cursor")
+	// ErrDataRejected: the database refused a value of the call (one it
+	// cannot represent, or one over a size limit). Retrying the same call
+	// fails the same way. The error's text never holds the value itself.
+	ErrDataRejected = errors.New("data rejected by the store")
 )
 
 // Store is the durable log and the chat records. Implementations live in
