@@ -60,6 +60,10 @@ type PendingInput struct {
 type Delta struct {
 	Name    string `json:"name"`
 	Content string `json:"content"`
+	// Reset voids the deltas of this reply sent so far: the model call
+	// failed mid-reply and is retried, and the reply streams again from its
+	// start. A reset delta has no content.
+	Reset bool `json:"reset,omitempty"`
 	// AfterSeq is the chat's last seq when the reply began: the reply's
 	// message will be the next message after it. Streams use it to keep
 	// deltas before their message and drop those that come too late.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/google/uuid"
 )
@@ -148,6 +149,8 @@ func (r *Runtime) Input(ctx context.Context, tenant, id string, in *Input) error
 	default:
 		if in.Content == nil {
 			probs = append(probs, Problem{Path: "/content", Message: "this request asks for a message (empty content skips or ends, see reason)"})
+		} else if strings.IndexByte(*in.Content, 0) >= 0 {
+			probs = append(probs, Problem{Path: "/content", Message: "must not contain the NUL character (\\u0000), which the store cannot hold"})
 		} else if len(*in.Content) > r.limits.MaxTaskBytes {
 			probs = append(probs, Problem{Path: "/content", Message: fmt.Sprintf("must be at most %d bytes", r.limits.MaxTaskBytes)})
 		}

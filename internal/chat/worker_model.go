@@ -29,6 +29,10 @@ func (w *worker) callModel(ctx context.Context, a *AgentSpec, tools []ToolDef) (
 	cfg := w.st.spec.resolveModel(a.Model)
 	req := &ModelRequest{ChatID: w.id, Caller: a.Name, Config: cfg, CallIndex: w.st.modelCalls[a.Name], Messages: w.st.modelContext(a), Tools: tools,
 		OnDelta: w.deltaPublisher(a.Name)}
+	after := w.st.lastSeq
+	req.OnReset = func() {
+		w.rt.broker.publishDelta(w.id, Delta{Name: a.Name, Reset: true, AfterSeq: after})
+	}
 	start := time.Now()
 	resp, err := w.rt.models.Complete(ctx, req)
 	w.rt.metrics.modelCall(cfg.Provider, err, time.Since(start))
