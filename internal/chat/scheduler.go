@@ -177,12 +177,18 @@ func (s *scheduler) runWorker(ctx context.Context, c *Chat, lease Lease) {
 	s.afterWorker(ctx, w, lease)
 }
 
-// afterWorker releases what a worker leaves behind, decided from the state
-// the store confirmed: only a chat whose terminal event is durable loses
-// its sandbox; every other chat keeps it, for the worker that continues it.
+// afterWorker releases what a worker leaves behind, decided from what the
+// store confirmed: only a chat whose terminal event is durable loses its
+// sandbox; every other chat keeps it, for the worker that continues it.
 func (s *scheduler) afterWorker(ctx context.Context, w *worker, lease Lease) {
 	r := s.rt
 	ended := w.st.status.Terminal()
+	if !ended {
+		// An append whose outcome the worker did not hear (a timeout) may
+		// have ended the chat; the store says.
+		c, err := r.store.GetChat(context.WithoutCancel(ctx), "", w.id)
+		ended = err == nil && c.Status.Terminal()
+	}
 	if ended && r.tools != nil && len(w.st.spec.Tools) > 0 {
 		r.tools.ReleaseChat(w.id)
 	}
