@@ -340,3 +340,25 @@ func checkDenseOnce(t *testing.T, evs []chat.Event) {
 		seen[key] = true
 	}
 }
+
+// TestUnstorableSpecsAreRefusedAlikeOnBothStores: a spec holding a value
+// one of the stores cannot hold is a validation error (422) on both, never
+// stored by one and a 500 on the other.
+func TestUnstorableSpecsAreRefusedAlikeOnBothStores(t *testing.T) {
+	stores := map[string]chat.Store{"sqlite": openStore(t), "postgres": openPostgres(t)}
+	for name, db := range stores {
+		rt := newRuntime(t, db)
+		for _, body := range []string{
+			`{"task": "a\u0000b", "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": ["x"]}}]}`,
+			`{"task": "t", "metadata": {"k": "\ud800"}, "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": ["x"]}}]}`,
+			`{"task": "t", "metadata": {"n": 1e999999}, "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": ["x"]}}]}`,
+			"{\"task\": \"\xff\", \"agents\": [{\"name\": \"a\", \"type\": \"assistant\", \"model\": {\"provider\": \"replay\", \"responses\": [\"x\"]}}]}",
+		} {
+			_, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: []byte(body)})
+			var verr *chat.ValidationError
+			if !errors.As(err, &verr) {
+				t.Errorf("%s: create %q: err = %v, want a validation error", name, body, err)
+			}
+		}
+	}
+}
