@@ -130,7 +130,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.runtime, err = chat.NewRuntime(chat.RuntimeConfig{
 		Store: db, Models: m.models, Providers: providers, Tools: m.tools, Sandboxes: sandboxes, Logger: m.Logger, Registerer: reg,
-		MaxActiveChats: cfg.MaxActiveChats, LeaseDuration: cfg.LeaseTTL,
+		MaxActiveChats: cfg.MaxActiveChats, LeaseDuration: cfg.LeaseTTL, AppendTimeout: cfg.AppendTimeout,
 		Limits: chat.Limits{MaxRound: cfg.MaxRoundLimit, MaxSandboxDiskMB: cfg.SandboxMaxDiskMB}, TracerProvider: tp,
 	})
 	if err != nil {

@@ -31,6 +31,7 @@ type Config struct {
 	MaxRoundLimit    int
 	ShutdownGrace    time.Duration
 	LeaseTTL         time.Duration
+	AppendTimeout    time.Duration
 	MaxBodyBytes     int64
 	LogLevel         string
 	LogFormat        string
@@ -84,6 +85,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.IntVar(&c.MaxRoundLimit, "max-round-limit", env.int("AGENTD_MAX_ROUND_LIMIT", 100), "largest max_round a spec may ask for (AGENTD_MAX_ROUND_LIMIT)")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", env.duration("AGENTD_SHUTDOWN_GRACE", 30*time.Second), "time to drain on SIGTERM (AGENTD_SHUTDOWN_GRACE)")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", env.duration("AGENTD_LEASE_TTL", 15*time.Second), "chat lease duration; a crashed replica's chats continue after it (AGENTD_LEASE_TTL)")
+	fs.DurationVar(&c.AppendTimeout, "append-timeout", env.duration("AGENTD_APPEND_TIMEOUT", 30*time.Second), "timeout of one log append; a chat whose append timed out is continued from its log (AGENTD_APPEND_TIMEOUT)")
 	fs.DurationVar(&c.ModelCallTimeout, "model-call-timeout", env.duration("AGENTD_MODEL_CALL_TIMEOUT", 120*time.Second), "timeout of one model call attempt (AGENTD_MODEL_CALL_TIMEOUT)")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", int64(env.int("AGENTD_MAX_BODY_BYTES", 1<<20)), "largest request body (AGENTD_MAX_BODY_BYTES)")
 	str(&c.ToolAllowHosts, "tool-allow-hosts", "AGENTD_TOOL_ALLOW_HOSTS", "", "comma-separated hosts, host:port, IPs or CIDRs that http and mcp tools may reach (empty: any public host)")
@@ -141,6 +143,9 @@ func (c *Config) Validate() error {
 	}
 	if c.LeaseTTL < 300*time.Millisecond {
 		bad("AGENTD_LEASE_TTL must be at least 300ms")
+	}
+	if c.AppendTimeout < 100*time.Millisecond {
+		bad("AGENTD_APPEND_TIMEOUT must be at least 100ms")
 	}
 	if c.ModelCallTimeout <= 0 {
 		bad("AGENTD_MODEL_CALL_TIMEOUT must be positive")

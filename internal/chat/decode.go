@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // DecodeSpec decodes a spec strictly: every unknown field and every value of
@@ -27,6 +28,9 @@ func DecodeSpec(body []byte) (*Spec, []Problem) {
 		return nil, []Problem{{Path: "", Message: "must be an object"}}
 	}
 	var probs []Problem
+	if probs = storableProblems(body, v); len(probs) > 0 {
+		return nil, probs
+	}
 	checkShape(&probs, "", v, reflect.TypeFor[Spec]())
 	if len(probs) > 0 {
 		return nil, probs
@@ -170,4 +174,84 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 // escapePointer escapes a key for use in a JSON pointer (RFC 6901).
 func escapePointer(k string) string {
 	return strings.NewReplacer("~", "~0", "/", "~1").Replace(k)
+}
+
+// storableProblems reports the values of a body that a store cannot hold,
+// so that both stores refuse the same specs (with a 422) instead of one
+// storing what the other fails on: invalid UTF-8, a lone UTF-16 surrogate
+// escape, a NUL character, and numbers beyond float64's range.
+func storableProblems(body []byte, v any) []Problem {
+	if !utf8.Valid(body) {
+		return []Problem{{Path: "", Message: "body is not valid UTF-8"}}
+	}
+	if loneSurrogate(body) {
+		return []Problem{{Path: "", Message: "body holds a lone UTF-16 surrogate escape (\\ud800-\\udfff not in a pair), which no store can hold"}}
+	}
+	var probs []Problem
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case string:
+			if strings.IndexByte(x, 0) >= 0 {
+				probs = append(probs, Problem{Path: path, Message: "must not contain the NUL character (\\u0000), which the store cannot hold"})
+			}
+		case json.Number:
+			if _, err := strconv.ParseFloat(string(x), 64); err != nil {
+				probs = append(probs, Problem{Path: path, Message: "number out of range"})
+			}
+		case []any:
+			for i, e := range x {
+				walk(path+"/"+strconv.Itoa(i), e)
+			}
+		case map[string]any:
+			keys := make([]string, 0, len(x))
+			for k := range x {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				if strings.IndexByte(k, 0) >= 0 {
+					probs = append(probs, Problem{Path: path + "/" + escapePointer(k), Message: "key must not contain the NUL character (\\u0000), which the store cannot hold"})
+				}
+				walk(path+"/"+escapePointer(k), x[k])
+			}
+		}
+	}
+	walk("", v)
+	return probs
+}
+
+// loneSurrogate reports whether JSON text holds a \u escape of a UTF-16
+// surrogate that is not part of a high-low pair.
+func loneSurrogate(b []byte) bool {
+	hex := func(i int) (rune, bool) {
+		if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 32)
+		return rune(n), err == nil
+	}
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 >= len(b) {
+			continue
+		}
+		r, ok := hex(i)
+		if !ok {
+			i++ // a two-byte escape such as \\ or \"
+			continue
+		}
+		switch {
+		case r >= 0xD800 && r < 0xDC00:
+			lo, ok := hex(i + 6)
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 11
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		default:
+			i += 5
+		}
+	}
+	return false
 }

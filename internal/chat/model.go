@@ -34,6 +34,10 @@ type ModelRequest struct {
 	// client that does not stream never calls it; the response is complete
 	// either way.
 	OnDelta func(content string)
+	// OnReset, when set, is called before a streamed call is retried after
+	// some of its deltas went out: the deltas sent so far are void and the
+	// reply streams again from its start.
+	OnReset func()
 }
 
 // ModelMessage is one message of a model request, in OpenAI chat terms.

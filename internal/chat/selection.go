@@ -207,3 +207,71 @@ func judgeSelectorReply(names, candidates []string, reply string) (agent, feedba
 		return mentioned[0], ""
 	}
 }
+
+// selectStep chooses the speaker of the next turn: the speaker.selected
+// event to append, or the auto selector's model call that completes it. A
+// manual selection pauses the chat for a client's choice instead, and a
+// chat in which no agent may speak stops.
+func (s *state) selectStep(env stepEnv) step {
+	turn := s.turns + 1
+	method := s.spec.method()
+	if _, proxy := s.routedCalls(); proxy != "" {
+		// Tool calls wait for the user_proxy that executes them (AutoGen's
+		// func_call_filter): it speaks next, whatever the method says.
+		return appendStep(selectedEvent(selection{Agent: proxy, Method: method, Candidates: []string{proxy}, Turn: turn, Routed: true}))
+	}
+	cands := s.spec.candidates(s.lastSpeaker)
+	if len(cands) == 0 {
+		detail := fmt.Sprintf("No eligible speaker after '%s': the transitions allow none.", s.lastSpeaker)
+		return appendStep(terminalEvent(StatusCompleted, StopNoEligibleSpeaker, detail, ""))
+	}
+	sel := selection{Method: method, Candidates: cands, Turn: turn}
+	switch method {
+	case SelectRandom:
+		sel.Agent = pickRandom(s.spec, cands, turn)
+	case SelectManual:
+		return appendStep(s.inputRequest(env, &PendingInput{Kind: "speaker", Candidates: cands,
+			Reason: fmt.Sprintf("Select the speaker of turn %d.", turn)}))
+	case SelectSwarm:
+		sel.Agent = swarmTarget(s.spec, s.msgs, s.lastSpeaker)
+		if !containsName(cands, sel.Agent) {
+			detail := fmt.Sprintf("No eligible speaker: the swarm hands over to '%s', which the transitions do not allow after '%s'.", sel.Agent, s.lastSpeaker)
+			return appendStep(terminalEvent(StatusCompleted, StopNoEligibleSpeaker, detail, ""))
+		}
+	case SelectAuto:
+		if len(cands) > 1 {
+			return step{kind: stepSelect, sel: sel}
+		}
+		// One eligible candidate needs no model call.
+		sel.Agent = cands[0]
+	default:
+		sel.Agent = nextInOrder(s.spec, s.lastSpeaker, cands)
+		sel.Candidates = []string{sel.Agent}
+	}
+	return appendStep(selectedEvent(sel))
+}
+
+func selectedEvent(sel selection) Event {
+	return Event{Type: EventSpeakerSelected, Data: mustJSON(sel)}
+}
+
+// autoSelection is the auto selector's choice after its attempts, AutoGen
+// style: the agent of the first valid reply; else the fallback, the next
+// candidate in agents order after the last speaker — never an excluded
+// agent.
+func (s *state) autoSelection(sel selection, replies []string, usage Usage) selection {
+	names := agentNames(s.spec)
+	sel.Attempts, sel.Replies, sel.Usage = len(replies), replies, &usage
+	for _, r := range replies {
+		if agent, _ := judgeSelectorReply(names, sel.Candidates, r); agent != "" {
+			sel.Agent = agent
+			return sel
+		}
+	}
+	sel.Agent, sel.Fallback = nextInOrder(s.spec, s.lastSpeaker, sel.Candidates), true
+	return sel
+}
+
+func containsName(names []string, n string) bool {
+	return slices.Contains(names, n)
+}

@@ -1,102 +1,182 @@
 package chat
 
 import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
-	"time"
+
+	"github.com/google/uuid"
 )
 
-// ErrNoPendingInput is returned by Runtime.Input when the chat is not waiting
-// for input or the request_id is stale; the HTTP layer answers 409.
-var ErrNoPendingInput = errors.New("no input is pending for this request_id")
+// This file is the service API of a Runtime: what the HTTP layer calls.
 
-// ValidationError lists every problem found in a request, each with a JSON
-// pointer to the offending value. The HTTP layer answers 422.
-type ValidationError struct {
-	Problems []Problem
-}
-
-// Problem is one validation failure.
-type Problem struct {
-	Path    string `json:"path"`
-	Message string `json:"message"`
-}
-
-func (e *ValidationError) Error() string {
-	var b strings.Builder
-	b.WriteString("invalid chat spec:")
-	for _, p := range e.Problems {
-		fmt.Fprintf(&b, " %s: %s;", p.Path, p.Message)
+// Create validates a spec and creates a chat, or returns the chat an
+// Idempotency-Key already names with created=false. The chat's first events
+// (chat.created, resumed messages, the task) are written with it.
+func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, error) {
+	spec, probs := DecodeSpec(p.Body)
+	if len(probs) == 0 {
+		probs = Validate(spec, r.limits, r.env())
 	}
-	return strings.TrimSuffix(b.String(), ";")
-}
-
-// CreateParams are the arguments of Runtime.Create.
-type CreateParams struct {
-	Tenant string
-	// Body is the request body: one JSON value (the HTTP layer has checked it
-	// is well-formed JSON). It is decoded strictly here: unknown fields and
-	// wrong types are validation problems.
-	Body           []byte
-	IdempotencyKey string
-}
-
-// PendingInput describes what a chat in status awaiting_input waits for (the
-// data of its input.requested event).
-type PendingInput struct {
-	RequestID  string     `json:"request_id"`
-	Kind       string     `json:"kind"`
-	Agent      string     `json:"agent,omitempty"`
-	Candidates []string   `json:"candidates,omitempty"`
-	Reason     string     `json:"reason"`
-	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
-}
-
-// Delta is a fragment of a reply being streamed by a model: the data of an
-// ephemeral message.delta event. Deltas are not in the log and are not
-// replayed; the message event that follows holds the whole reply.
-type Delta struct {
-	Name    string `json:"name"`
-	Content string `json:"content"`
-	// AfterSeq is the chat's last seq when the reply began: the reply's
-	// message will be the next message after it. Streams use it to keep
-	// deltas before their message and drop those that come too late.
-	AfterSeq int64 `json:"-"`
-}
-
-// Input is a client's answer to a pending input request.
-type Input struct {
-	RequestID string  `json:"request_id"`
-	Content   *string `json:"content,omitempty"`
-	Speaker   *string `json:"speaker,omitempty"`
-}
-
-// MessageFromEvent returns the message an event of type "message" holds.
-func MessageFromEvent(e Event) (Message, bool) {
-	if e.Type != EventMessage {
-		return Message{}, false
+	if len(probs) > 0 {
+		return nil, false, &ValidationError{Problems: probs}
 	}
-	m := Message{Seq: e.Seq, Role: e.Role, Name: e.Name, Content: e.Content,
-		ToolCalls: e.ToolCalls, ToolResponses: e.ToolResponses, CreatedAt: e.CreatedAt}
-	if len(e.Data) > 0 {
-		var d messageData
-		if err := json.Unmarshal(e.Data, &d); err == nil {
-			m.CodeResult, m.Handoff, m.Usage = d.CodeResult, d.Handoff, d.Usage
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, p.Body); err != nil {
+		return nil, false, &ValidationError{Problems: []Problem{{Message: err.Error()}}}
+	}
+	sum := sha256.Sum256(compact.Bytes())
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, false, fmt.Errorf("new chat id: %w", err)
+	}
+	now := r.now()
+	evs := []Event{{Seq: 1, Type: EventChatCreated, Data: mustJSON(map[string]any{"status": StatusQueued, "name": spec.Name}), CreatedAt: now}}
+	for _, m := range spec.Messages {
+		evs = append(evs, Event{Type: EventMessage, Role: m.Role, Name: cmp.Or(m.Name, UserName), Content: m.Content,
+			Data: mustJSON(messageData{Kind: kindHistory}), CreatedAt: now})
+	}
+	evs = append(evs, Event{Type: EventMessage, Role: RoleUser, Name: UserName, Content: spec.Task,
+		Data: mustJSON(messageData{Kind: kindTask}), CreatedAt: now})
+	for i := range evs {
+		evs[i].Seq = int64(i + 1)
+	}
+	c, created, err := r.store.CreateChat(ctx, &CreateChatParams{
+		ID: id.String(), Tenant: p.Tenant, Name: spec.Name, Spec: compact.Bytes(), Metadata: spec.Metadata,
+		IdempotencyKey: p.IdempotencyKey, RequestHash: hex.EncodeToString(sum[:]), CreatedAt: now, Events: evs,
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if created {
+		r.parents.remember(ctx, c.ID, r.now())
+		r.metrics.created.Inc()
+		r.log.Info("chat created", "chat_id", c.ID, "tenant", c.Tenant, "name", c.Name)
+		r.sched.kick()
+	}
+	return c, created, nil
+}
+
+// Get returns a chat of the tenant.
+func (r *Runtime) Get(ctx context.Context, tenant, id string) (*Chat, error) {
+	return r.store.GetChat(ctx, tenant, id)
+}
+
+// List returns a page of chats, newest first.
+func (r *Runtime) List(ctx context.Context, p *ListChatsParams) ([]*Chat, string, error) {
+	return r.store.ListChats(ctx, p)
+}
+
+// Events returns up to limit events of a tenant's chat after seq. While the
+// chat has local subscribers, they are served from memory (see broker).
+func (r *Runtime) Events(ctx context.Context, tenant, id string, after int64, limit int) ([]Event, error) {
+	return r.broker.events(ctx, tenant, id, after, limit, func() error {
+		_, err := r.store.GetChat(ctx, tenant, id)
+		return err
+	})
+}
+
+// Subscribe returns a channel that receives a value (coalesced) whenever new
+// events of the chat are committed by this replica, and a function that ends
+// the subscription. Subscribe before reading the log, then read after every
+// signal: no commit can slip between the two.
+func (r *Runtime) Subscribe(chatID string) (<-chan struct{}, func()) {
+	return r.broker.subscribe(chatID)
+}
+
+// SubscribeDeltas returns the fragments of replies being streamed for the
+// chat on this replica, and a function that ends the subscription. A slow
+// reader loses fragments rather than slowing the model call down.
+func (r *Runtime) SubscribeDeltas(chatID string) (<-chan Delta, func()) {
+	return r.broker.subscribeDeltas(chatID)
+}
+
+// Cancel asks a chat to stop; the chat's worker appends chat.cancelled. The
+// request is recorded in the store first, so it reaches the worker wherever
+// it runs (through lease renewal) and survives restarts. changed is false
+// when the chat had already ended.
+func (r *Runtime) Cancel(ctx context.Context, tenant, id string) (*Chat, bool, error) {
+	c, err := r.store.RequestCancel(ctx, tenant, id)
+	if err != nil {
+		return nil, false, err
+	}
+	if c.Status.Terminal() {
+		return c, false, nil
+	}
+	if !r.sched.cancel(id, errCancelRequested) {
+		r.sched.kick() // unclaimed: claim it so that a worker records the cancel
+	}
+	return c, true, nil
+}
+
+// Input answers a chat's pending input request: a human message for a
+// user_proxy, or the speaker of a manual selection. The answer is stored
+// (once per request_id) and the chat becomes claimable; its worker appends
+// the answer to the log, since only a worker writes the log.
+func (r *Runtime) Input(ctx context.Context, tenant, id string, in *Input) error {
+	c, err := r.store.GetChat(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	if c.Status != StatusAwaitingInput || len(c.PendingInput) == 0 || len(c.InputResponse) > 0 {
+		return ErrNoPendingInput
+	}
+	var p PendingInput
+	if err := json.Unmarshal(c.PendingInput, &p); err != nil {
+		return fmt.Errorf("decode pending input of chat %s: %w", id, err)
+	}
+	if in.RequestID != p.RequestID {
+		return ErrNoPendingInput
+	}
+	var probs []Problem
+	switch p.Kind {
+	case "speaker":
+		switch {
+		case in.Speaker == nil:
+			probs = append(probs, Problem{Path: "/speaker", Message: "this request asks for a speaker: one of " + pyList(p.Candidates)})
+		case !containsName(p.Candidates, *in.Speaker):
+			probs = append(probs, Problem{Path: "/speaker", Message: strconv.Quote(*in.Speaker) + " is not a candidate: pick one of " + pyList(p.Candidates)})
+		}
+		if in.Content != nil {
+			probs = append(probs, Problem{Path: "/content", Message: "this request asks for a speaker, not a message"})
+		}
+	default:
+		if in.Content == nil {
+			probs = append(probs, Problem{Path: "/content", Message: "this request asks for a message (empty content skips or ends, see reason)"})
+		} else if strings.IndexByte(*in.Content, 0) >= 0 {
+			probs = append(probs, Problem{Path: "/content", Message: "must not contain the NUL character (\\u0000), which the store cannot hold"})
+		} else if len(*in.Content) > r.limits.MaxTaskBytes {
+			probs = append(probs, Problem{Path: "/content", Message: fmt.Sprintf("must be at most %d bytes", r.limits.MaxTaskBytes)})
+		}
+		if in.Speaker != nil {
+			probs = append(probs, Problem{Path: "/speaker", Message: "this request asks for a message, not a speaker"})
 		}
 	}
-	return m, true
+	if len(probs) > 0 {
+		return &ValidationError{Problems: probs}
+	}
+	if _, err := r.store.SubmitInput(ctx, &SubmitInputParams{Tenant: tenant, ChatID: id, RequestID: in.RequestID, Response: mustJSON(in), Now: r.now()}); err != nil {
+		return err
+	}
+	r.parents.remember(ctx, id, r.now())
+	r.log.Info("input received", "chat_id", id, "input_request_id", in.RequestID, "kind", p.Kind)
+	r.sched.kick()
+	return nil
 }
 
-// EventPayload is the JSON value a client sees as an event's data (the SSE
-// data line): the message for message events, the event's data otherwise.
-func EventPayload(e Event) any {
-	if m, ok := MessageFromEvent(e); ok {
-		return m
+// SandboxNeeded reports whether a chat may still use its sandbox: it exists
+// and has not ended. The sandbox reaper keeps exactly those.
+func (r *Runtime) SandboxNeeded(ctx context.Context, chatID string) bool {
+	c, err := r.store.GetChat(ctx, "", chatID)
+	if err != nil {
+		return !errors.Is(err, ErrNotFound) // keep on doubt: a store error is no proof the chat ended
 	}
-	if len(e.Data) == 0 {
-		return struct{}{}
-	}
-	return e.Data
+	return !c.Status.Terminal()
 }

@@ -100,3 +100,76 @@ func FuzzDecodeSpec(f *testing.F) {
 		}
 	})
 }
+
+// TestEveryCountAndDurationHasAnUpperBound: values beyond the bounds are
+// problems with their paths (a timeout of 1e10 s would overflow a duration).
+func TestEveryCountAndDurationHasAnUpperBound(t *testing.T) {
+	body := `{"task": "t", "max_round": 1000000, "input_timeout_s": 100000000,
+		"sandbox": {"timeout_s": 100000, "memory_mb": 100000000, "cpus": 1000},
+		"agents": [{"name": "a", "type": "assistant", "max_tool_iterations": 1000, "context": {"buffer_size": 100000000},
+			"model": {"provider": "replay", "max_tokens": 100000000, "responses": [{"content": "x", "delay_ms": 100000000, "usage": {"prompt_tokens": 9000000000000000000}}]}},
+			{"name": "p", "type": "user_proxy", "max_consecutive_auto_reply": 1000000000, "code_execution": {"timeout_s": 1000000}}],
+		"speaker_selection": {"max_attempts": 1000},
+		"termination": {"any": [{"timeout_s": 1e10}, {"max_messages": 1000000000}, {"token_usage": {"max_total_tokens": 9000000000000000000}}]}}`
+	spec, probs := DecodeSpec([]byte(body))
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	got := paths(Validate(spec, Limits{}, Env{Sandbox: "bwrap"}))
+	for _, want := range []string{"/max_round", "/input_timeout_s", "/sandbox/timeout_s", "/sandbox/memory_mb", "/sandbox/cpus",
+		"/agents/0/max_tool_iterations", "/agents/0/context/buffer_size", "/agents/0/model/max_tokens",
+		"/agents/0/model/responses/0/delay_ms", "/agents/0/model/responses/0/usage/prompt_tokens",
+		"/agents/1/max_consecutive_auto_reply", "/agents/1/code_execution/timeout_s", "/speaker_selection/max_attempts",
+		"/termination/any/0/timeout_s", "/termination/any/1/max_messages", "/termination/any/2/token_usage/max_total_tokens"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("no problem at %s; problems at %v", want, got)
+		}
+	}
+	if d := seconds(1e10); d <= 0 {
+		t.Fatalf("seconds(1e10) = %v: overflowed", d)
+	}
+}
+
+// TestSpecsNoStoreCanHoldAreProblems: NUL, lone surrogates, invalid UTF-8
+// and numbers beyond float64 are reported before anything reaches a store.
+func TestSpecsNoStoreCanHoldAreProblems(t *testing.T) {
+	base := `{"task": "t", "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": ["x"]}}]`
+	for _, tt := range []struct{ name, body, path string }{
+		{"NUL in the task", `{"task": "a\u0000b", "agents": []}`, "/task"},
+		{"NUL in metadata", base + `, "metadata": {"k": "\u0000"}}`, "/metadata/k"},
+		{"NUL in a key", base + `, "metadata": {"\u0000": 1}}`, "/metadata/\x00"},
+		{"lone high surrogate", base + `, "metadata": {"k": "\ud800x"}}`, ""},
+		{"lone low surrogate", base + `, "name": "\udc00"}`, ""},
+		{"invalid UTF-8", base + `, "name": "` + "\xff" + `"}`, ""},
+		{"number out of range", base + `, "metadata": {"n": 1e400}}`, "/metadata/n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, probs := DecodeSpec([]byte(tt.body))
+			if len(probs) == 0 || probs[0].Path != tt.path {
+				t.Fatalf("problems %v, want one at %q", probs, tt.path)
+			}
+		})
+	}
+	if _, probs := DecodeSpec([]byte(base + `, "metadata": {"pair": "\ud83d\ude00", "esc": "\\u0000 is text"}}`)); len(probs) > 0 {
+		t.Fatalf("a surrogate pair and an escaped backslash are fine: %v", probs)
+	}
+}
+
+// TestStorableRepairsText: model and tool output is made storable — NUL and
+// invalid UTF-8 become U+FFFD, in columns and in JSON data alike — and
+// anything already storable is left as it is.
+func TestStorableRepairsText(t *testing.T) {
+	e := storable(Event{Type: EventMessage, Content: "a\x00b\xffc",
+		ToolCalls:     []ToolCall{{ID: "c1", Function: FunctionCall{Name: "f", Arguments: "{\"x\":\"\x00\"}"}}},
+		ToolResponses: []ToolResponse{{ToolCallID: "c1", Content: "\x00"}},
+		Data:          mustJSON(messageData{CodeResult: &CodeResult{Output: "out\x00put"}})})
+	if e.Content != "a\uFFFDb\uFFFDc" || e.ToolCalls[0].Function.Arguments != "{\"x\":\"\uFFFD\"}" || e.ToolResponses[0].Content != "\uFFFD" {
+		t.Fatalf("repaired event %+v", e)
+	}
+	if strings.Contains(string(e.Data), `\u0000`) || !strings.Contains(string(e.Data), `out\ufffdput`) {
+		t.Fatalf("data %s", e.Data)
+	}
+	if got := storableJSON([]byte(`{"a":"\\u0000"}`)); string(got) != `{"a":"\\u0000"}` {
+		t.Fatalf("an escaped backslash before u0000 is text, not a NUL: %s", got)
+	}
+}

@@ -24,6 +24,10 @@ var (
 	// out of connections, network). The operation may succeed if retried
 	// later; callers wait or answer 503, never treat it as the request's fault.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrDataRejected: the database refused a value of the call (one it
+	// cannot represent, or one over a size limit). Retrying the same call
+	// fails the same way. The error's text never holds the value itself.
+	ErrDataRejected = errors.New("data rejected by the store")
 )
 
 // Store is the durable log and the chat records. Implementations live in

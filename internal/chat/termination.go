@@ -91,7 +91,7 @@ func (t *terminator) deadline(start time.Time) (time.Time, bool) {
 			return
 		}
 		if n.cond.TimeoutS != nil {
-			d := start.Add(time.Duration(*n.cond.TimeoutS * float64(time.Second)))
+			d := start.Add(seconds(*n.cond.TimeoutS))
 			if best.IsZero() || d.Before(best) {
 				best = d
 			}
@@ -137,7 +137,7 @@ func (t *terminator) eval(n *termNode, m *Message, st termState) {
 				total, st.usage.PromptTokens, st.usage.CompletionTokens))
 		}
 	case c.TimeoutS != nil:
-		if !st.start.IsZero() && !st.now.Before(st.start.Add(time.Duration(*c.TimeoutS*float64(time.Second)))) {
+		if !st.start.IsZero() && !st.now.Before(st.start.Add(seconds(*c.TimeoutS))) {
 			t.fire(n, StopTimeout, fmt.Sprintf("Timeout of %g seconds reached", *c.TimeoutS))
 		}
 	case c.Handoff != nil:
@@ -188,4 +188,36 @@ func firstFired(children []*termNode) *termNode {
 
 func fromSources(m *Message, sources []string) bool {
 	return len(sources) == 0 || slices.Contains(sources, m.Name)
+}
+
+// clone returns an independent copy of the tree and its firing state.
+func (t *terminator) clone() *terminator {
+	c := &terminator{clock: t.clock}
+	if t.root != nil {
+		c.root = t.root.clone()
+	}
+	return c
+}
+
+func (n *termNode) clone() *termNode {
+	c := *n
+	c.children = make([]*termNode, len(n.children))
+	for i, ch := range n.children {
+		c.children[i] = ch.clone()
+	}
+	return &c
+}
+
+// seconds converts a spec's seconds to a duration, saturating instead of
+// overflowing (validation bounds them; this keeps a stored spec from before
+// the bound safe).
+func seconds(s float64) time.Duration {
+	const max = float64(1<<63-1) / float64(time.Second)
+	switch {
+	case s >= max:
+		return time.Duration(1<<63 - 1)
+	case s <= 0:
+		return 0
+	}
+	return time.Duration(s * float64(time.Second))
 }

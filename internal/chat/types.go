@@ -1,10 +1,3 @@
-// Package chat is agentd's domain: the chat spec, the messages and events of a
-// chat's append-only log, and the runtime that drives a chat from its log to a
-// terminal status (speaker selection, model turns, termination).
-//
-// chat declares the small interfaces it needs from the outside world (Store,
-// ModelClient) and imports none of the packages that implement them, so the
-// rules of a group chat can be read and tested without a database or a model.
 package chat
 
 import (

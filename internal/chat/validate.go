@@ -25,6 +25,17 @@ type Limits struct {
 	MaxSandboxDiskMB   int // the server's cap on sandbox.disk_mb
 }
 
+// Upper bounds of the counts and durations a spec sets that no server
+// setting bounds. Durations must fit time.Duration; counts must be far from
+// overflowing the sums they feed.
+const (
+	maxModelTokens       = 1_000_000
+	maxBufferSize        = 100_000
+	maxMessagesCondition = 1_000_000
+	maxTokenCount        = 1e12
+	maxChatTimeoutS      = 30 * 24 * 3600
+)
+
 // DefaultLimits are used for every zero field of a Limits.
 var DefaultLimits = Limits{
 	MaxAgents:          32,
@@ -179,6 +190,13 @@ func (v *validator) checkModel(path string, m *ModelConfig) {
 			if r.DelayMS < 0 || r.DelayMS > 600_000 {
 				v.add(path+"/responses/"+strconv.Itoa(i)+"/delay_ms", "must be between 0 and 600000")
 			}
+			if u := r.Usage; u != nil {
+				for name, n := range map[string]int64{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens} {
+					if n < 0 || n > maxTokenCount {
+						v.add(path+"/responses/"+strconv.Itoa(i)+"/usage/"+name, "must be between 0 and %d", int64(maxTokenCount))
+					}
+				}
+			}
 		}
 	case !slices.Contains(v.providers, m.Provider):
 		v.add(path+"/provider", "unknown provider %q; this server offers %s", m.Provider, quoteList(append([]string{"replay"}, v.providers...)))
@@ -196,8 +214,8 @@ func (v *validator) checkModel(path string, m *ModelConfig) {
 	if m.TopP != nil && (*m.TopP < 0 || *m.TopP > 1) {
 		v.add(path+"/top_p", "must be between 0 and 1")
 	}
-	if m.MaxTokens != nil && *m.MaxTokens < 1 {
-		v.add(path+"/max_tokens", "must be at least 1")
+	if m.MaxTokens != nil && (*m.MaxTokens < 1 || *m.MaxTokens > maxModelTokens) {
+		v.add(path+"/max_tokens", "must be between 1 and %d", maxModelTokens)
 	}
 }
 
@@ -267,8 +285,8 @@ func (v *validator) checkAgents() {
 				v.add(p+"/code_execution/timeout_s", "must be between 1 and 3600")
 			}
 		}
-		if a.Context != nil && a.Context.BufferSize != nil && *a.Context.BufferSize < 1 {
-			v.add(p+"/context/buffer_size", "must be at least 1")
+		if a.Context != nil && a.Context.BufferSize != nil && (*a.Context.BufferSize < 1 || *a.Context.BufferSize > maxBufferSize) {
+			v.add(p+"/context/buffer_size", "must be between 1 and %d", maxBufferSize)
 		}
 		switch a.Type {
 		case AgentAssistant:
@@ -392,8 +410,8 @@ func (v *validator) checkCondition(path string, c *Condition, depth int, count *
 	}
 	switch {
 	case c.MaxMessages != nil:
-		if *c.MaxMessages < 1 {
-			v.add(path+"/max_messages", "must be at least 1")
+		if *c.MaxMessages < 1 || *c.MaxMessages > maxMessagesCondition {
+			v.add(path+"/max_messages", "must be between 1 and %d", maxMessagesCondition)
 		}
 	case c.TextMention != nil:
 		if c.TextMention.Text == "" {
@@ -412,13 +430,13 @@ func (v *validator) checkCondition(path string, c *Condition, depth int, count *
 			v.add(path+"/token_usage", "set at least one of max_total_tokens, max_prompt_tokens, max_completion_tokens")
 		}
 		for name, p := range map[string]*int64{"max_total_tokens": t.MaxTotalTokens, "max_prompt_tokens": t.MaxPromptTokens, "max_completion_tokens": t.MaxCompletionTokens} {
-			if p != nil && *p < 1 {
-				v.add(path+"/token_usage/"+name, "must be at least 1")
+			if p != nil && (*p < 1 || *p > maxTokenCount) {
+				v.add(path+"/token_usage/"+name, "must be between 1 and %d", int64(maxTokenCount))
 			}
 		}
 	case c.TimeoutS != nil:
-		if *c.TimeoutS <= 0 {
-			v.add(path+"/timeout_s", "must be greater than 0")
+		if !(*c.TimeoutS > 0 && *c.TimeoutS <= maxChatTimeoutS) {
+			v.add(path+"/timeout_s", "must be greater than 0 and at most %d (30 days)", maxChatTimeoutS)
 		}
 	case c.Handoff != nil:
 		if !v.agentNamed(c.Handoff.Target) {

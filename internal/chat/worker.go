@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -30,90 +29,69 @@ const (
 	kindHuman   = "human"
 )
 
-// appendTimeout bounds one durable append. Appends do not use the turn's
-// context: a cancel arriving mid-append must not leave the worker unsure
-// whether its events were written.
-const appendTimeout = 30 * time.Second
+// defaultAppendTimeout bounds one durable append. Appends do not use the
+// turn's context: a cancel arriving mid-append must not leave the worker
+// unsure whether its events were written.
+const defaultAppendTimeout = 30 * time.Second
 
 // defaultMaxConsecutiveAutoReply is AutoGen's MAX_CONSECUTIVE_AUTO_REPLY.
 const defaultMaxConsecutiveAutoReply = 100
 
-// worker drives one chat. All its state is derived from the chat's log
-// (apply), so a worker rebuilt on any replica continues where the last one
-// stopped. It is the only writer of its chat while it holds the lease; the
-// store fences it (epoch and seq) if it is not.
+// worker is the effects runner of one chat: it asks the chat's state what
+// to do next (state.next), does it (model calls, tools, code, appends), and
+// adopts the state after an append only once the store confirmed it. All
+// it knows is derived from the log, so a worker rebuilt on any replica
+// continues where the last one stopped. It is the only writer of its chat
+// while it holds the lease; the store fences it (epoch and seq) if it is not.
 type worker struct {
 	rt              *Runtime
 	id              string
-	spec            *Spec
 	epoch           int64
 	log             *slog.Logger
 	cancelRequested bool
-	maxRound        int
-	specErr         error
 	// inputResponse is a client's answer to the pending input request,
-	// stored by SubmitInput and consumed by this worker's first append.
-	inputResponse  json.RawMessage
-	inputExpiresAt *time.Time
-
-	// Derived from the log.
-	lastSeq       int64
-	status        Status
-	stopReason    StopReason
-	stopDetail    string
-	errText       string
-	completedAt   *time.Time
-	msgs          []Message
-	meta          []messageData // msgs[i]'s bookkeeping
-	msgCount      int
-	runMsgs       int // task and later messages: what max_messages counts
-	turns         int
-	usage         Usage
-	started       time.Time
-	lastSpeaker   string
-	pending       *selection // a selected speaker whose turn has not ended
-	modelCalls    map[string]int
-	selectorCalls int
-	autoReplies   map[string]int // per user_proxy, since its last human reply
-	pendingInput  *PendingInput  // the open input request, while awaiting input
-	term          *terminator
-	termFired     bool
-	// termBase holds the counts at the last reset of the termination tree
-	// (a human chose to go on after it fired), as AgentChat resets its
-	// conditions: they count from there.
-	termBase termState
+	// stored by Input and consumed by this worker's first append.
+	inputResponse json.RawMessage
+	// st is the chat as the store confirmed it.
+	st *state
+	// turnSpan traces the turn in progress, which takes several steps
+	// (model call, tools, reflection); turnCtx carries it to them.
+	turnSpan trace.Span
+	turnCtx  context.Context
+	turnNo   int
 }
 
 func newWorker(rt *Runtime, c *Chat) *worker {
 	var spec Spec
 	// Specs are validated before they are stored, so this cannot fail unless
-	// the database was edited by hand; the chat then fails in run.
+	// the database was edited by hand; the chat then fails.
 	specErr := json.Unmarshal(c.Spec, &spec)
+	st := newState(&spec, min(derefOr(spec.MaxRound, DefaultMaxRound), rt.limits.MaxRound))
 	if specErr != nil {
-		specErr = fmt.Errorf("decode stored spec: %w", specErr)
+		st.broken = fmt.Errorf("decode stored spec: %w", specErr)
 	}
 	return &worker{
-		rt: rt, id: c.ID, spec: &spec, epoch: c.Epoch, cancelRequested: c.CancelRequested, specErr: specErr,
-		inputResponse: c.InputResponse, inputExpiresAt: c.InputExpiresAt,
-		log:         rt.log.With("chat_id", c.ID),
-		maxRound:    min(derefOr(spec.MaxRound, DefaultMaxRound), rt.limits.MaxRound),
-		status:      StatusQueued,
-		modelCalls:  map[string]int{},
-		autoReplies: map[string]int{},
-		term:        newTerminator(spec.Termination),
+		rt: rt, id: c.ID, epoch: c.Epoch, cancelRequested: c.CancelRequested,
+		inputResponse: c.InputResponse,
+		log:           rt.log.With("chat_id", c.ID),
+		st:            st,
 	}
 }
 
-// rebuild reads the whole log and derives the worker's state from it.
+// rebuild reads the whole log and folds it into the worker's state. An
+// event that does not fold marks the state broken (the chat then fails);
+// the rest of the log is still read, to its last seq.
 func (w *worker) rebuild(ctx context.Context) error {
 	const page = 1000
 	for {
-		evs, err := w.rt.store.ListEvents(ctx, &ListEventsParams{ChatID: w.id, After: w.lastSeq, Limit: page})
+		evs, err := w.rt.store.ListEvents(ctx, &ListEventsParams{ChatID: w.id, After: w.st.lastSeq, Limit: page})
 		if err != nil {
 			return fmt.Errorf("read log of chat %s: %w", w.id, err)
 		}
 		for _, e := range evs {
-			w.apply(e)
+			if err := w.st.apply(e); err != nil {
+				w.log.Error("chat log does not fold", "seq", e.Seq, "err", err)
+			}
 		}
 		if len(evs) < page {
 			return nil
@@ -121,264 +99,34 @@ func (w *worker) rebuild(ctx context.Context) error {
 	}
 }
 
-// apply folds one event into the worker's state. It is the single place that
-// interprets the log, used both when rebuilding and for live appends.
-func (w *worker) apply(e Event) {
-	w.lastSeq = e.Seq
-	switch e.Type {
-	case EventChatRunning:
-		w.status, w.pendingInput = StatusRunning, nil
-		if w.started.IsZero() {
-			w.started = e.CreatedAt
-			w.termBase.start = e.CreatedAt
-		}
-	case EventSpeakerSelected:
-		var s selection
-		_ = json.Unmarshal(e.Data, &s)
-		w.lastSpeaker, w.pending = s.Agent, &s
-		w.selectorCalls += s.Attempts
-		if s.Usage != nil {
-			w.usage = w.usage.Add(*s.Usage)
-		}
-	case EventInputRequested:
-		var p PendingInput
-		_ = json.Unmarshal(e.Data, &p)
-		w.status, w.pendingInput = StatusAwaitingInput, &p
-	case EventMessage:
-		w.applyMessage(e)
-	case EventChatCompleted, EventChatFailed, EventChatCancelled:
-		var d terminalData
-		_ = json.Unmarshal(e.Data, &d)
-		w.status, w.stopReason, w.stopDetail, w.errText = d.Status, d.StopReason, d.StopDetail, d.Error
-		w.pendingInput = nil
-		t := e.CreatedAt
-		w.completedAt = &t
-	}
-}
-
-func (w *worker) applyMessage(e Event) {
-	m, _ := MessageFromEvent(e)
-	var d messageData
-	_ = json.Unmarshal(e.Data, &d)
-	w.msgs = append(w.msgs, m)
-	w.meta = append(w.meta, d)
-	w.msgCount++
-	if m.Usage != nil {
-		w.usage = w.usage.Add(*m.Usage)
-	}
-	switch d.Kind {
-	case kindModel:
-		w.modelCalls[m.Name]++
-	case kindAuto:
-		w.autoReplies[m.Name]++
-	case kindHuman:
-		w.autoReplies[m.Name] = 0
-	case kindHistory:
-		if w.agent(m.Name) != nil {
-			w.lastSpeaker = m.Name
-		}
-		return
-	}
-	w.runMsgs++
-	if d.Turn > 0 && d.End {
-		w.turns, w.pending = d.Turn, nil
-	}
-	if d.ResetTermination {
-		w.term = newTerminator(w.spec.Termination)
-		w.termFired = false
-		w.termBase = termState{messages: w.runMsgs, usage: w.usage, start: e.CreatedAt}
-		return
-	}
-	st := w.termState(e.CreatedAt)
-	st.functions = d.Functions
-	if d.Kind == kindTask {
-		w.termFired = w.term.observe(nil, st)
-	} else {
-		w.termFired = w.term.observe(&m, st)
-	}
-}
-
-// termState is what the termination conditions count, since their last reset.
-func (w *worker) termState(now time.Time) termState {
-	return termState{
-		messages: w.runMsgs - w.termBase.messages,
-		usage:    Usage{PromptTokens: w.usage.PromptTokens - w.termBase.usage.PromptTokens, CompletionTokens: w.usage.CompletionTokens - w.termBase.usage.CompletionTokens},
-		start:    w.termBase.start,
-		now:      now,
-	}
-}
-
-// terminalData is the data of chat.completed, chat.failed and chat.cancelled.
-type terminalData struct {
-	Status     Status     `json:"status"`
-	StopReason StopReason `json:"stop_reason"`
-	StopDetail string     `json:"stop_detail"`
-	Error      string     `json:"error,omitempty"`
-}
-
-func terminalEvent(status Status, reason StopReason, detail, errText string) Event {
-	typ := map[Status]EventType{StatusCompleted: EventChatCompleted, StatusFailed: EventChatFailed, StatusCancelled: EventChatCancelled}[status]
-	return Event{Type: typ, Data: mustJSON(terminalData{Status: status, StopReason: reason, StopDetail: detail, Error: errText})}
-}
-
-// commit applies events to the worker's state and appends them durably in
-// one store append. When a message makes the chat stop or pause (a fired
-// termination condition, the last allowed turn), that event joins the same
-// append, so a chat never stays running after its stop condition was
-// recorded.
-func (w *worker) commit(ctx context.Context, evs ...Event) error {
-	now := w.rt.now()
-	for i := range evs {
-		evs[i].ChatID, evs[i].Seq, evs[i].CreatedAt = w.id, w.lastSeq+1, now
-		w.apply(evs[i])
-	}
-	if w.status == StatusRunning {
-		if next, ok := w.afterMessage(); ok {
-			next.ChatID, next.Seq, next.CreatedAt = w.id, w.lastSeq+1, now
-			w.apply(next)
-			evs = append(evs, next)
-		}
-	}
-	upd := ChatUpdate{
-		Status: w.status, StopReason: w.stopReason, StopDetail: w.stopDetail, Error: w.errText,
-		Turns: w.turns, MessageCount: w.msgCount, PromptTokens: w.usage.PromptTokens, CompletionTokens: w.usage.CompletionTokens,
-		CompletedAt: w.completedAt, UpdatedAt: now,
-		// A chat that ended or waits for a human needs no worker.
-		ReleaseLease: w.status.Terminal() || w.status == StatusAwaitingInput,
-	}
-	if w.status == StatusAwaitingInput && w.pendingInput != nil {
-		upd.PendingInput = mustJSON(w.pendingInput)
-		upd.InputExpiresAt = w.pendingInput.ExpiresAt
-	}
-	if err := w.append(ctx, &AppendParams{ChatID: w.id, Epoch: w.epoch, Events: evs, Update: upd}); err != nil {
-		return fmt.Errorf("append to chat %s: %w", w.id, err)
-	}
-	w.inputResponse = nil // the store cleared it with this append
-	w.rt.appended(w.id, evs)
-	return nil
-}
-
-// append writes one append durably. While the store is unreachable it
-// waits and tries again (0.25 s doubling up to 5 s) until the worker's
-// context ends: a database outage pauses running chats, it does not fail
-// them. Retrying is safe because the append is fenced by epoch and seq: if
-// an attempt did commit before the connection broke, the retry is fenced,
-// the worker stops, and the chat is continued from its log.
-func (w *worker) append(ctx context.Context, p *AppendParams) error {
-	backoff := 250 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
-		actx, span := w.rt.tracer.Start(actx, "chat.append", trace.WithAttributes(chatAttr(w.id),
-			attribute.Int("agentd.events", len(p.Events)), attribute.Int64("agentd.first_seq", p.Events[0].Seq)))
-		start := time.Now()
-		err := w.rt.store.Append(actx, p)
-		w.rt.metrics.appendSeconds.Observe(time.Since(start).Seconds())
-		endSpan(span, err)
-		cancel()
-		if err == nil {
-			if attempt > 1 {
-				w.log.Info("store reachable again; append done", "attempts", attempt)
-			}
-			return nil
-		}
-		reason := "error"
-		switch {
-		case errors.Is(err, ErrFenced):
-			reason = "fenced"
-		case errors.Is(err, ErrUnavailable):
-			reason = "unavailable"
-		}
-		w.rt.metrics.appendErrors.WithLabelValues(reason).Inc()
-		if reason != "unavailable" {
-			return err
-		}
-		if attempt == 1 {
-			w.log.Warn("store unavailable; the chat waits for it", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
-}
-
-// afterMessage is the event the current state calls for, if any: a fired
-// termination condition completes the chat — or, when a user_proxy asks a
-// human on termination (TERMINATE), pauses it for that human — and
-// max_round ends it once the last allowed turn is over.
-func (w *worker) afterMessage() (Event, bool) {
-	if w.termFired {
-		reason, detail := w.term.result()
-		if a := w.terminateAsker(); a != nil {
-			return w.inputRequest(&PendingInput{Kind: "message", Agent: a.Name,
-				Reason: "termination condition fired: " + detail + ". Send content to go on, or empty content or \"exit\" to end the chat."}), true
-		}
-		return terminalEvent(StatusCompleted, reason, detail, ""), true
-	}
-	if w.turns >= w.maxRound && w.pending == nil {
-		return terminalEvent(StatusCompleted, StopMaxRound, fmt.Sprintf("Maximum number of turns %d reached.", w.maxRound), ""), true
-	}
-	return Event{}, false
-}
-
-// terminateAsker is the first user_proxy with human_input_mode TERMINATE:
-// the human AutoGen asks before a chat ends.
-func (w *worker) terminateAsker() *AgentSpec {
-	for i := range w.spec.Agents {
-		if a := &w.spec.Agents[i]; a.Type == AgentUserProxy && a.HumanInputMode == HumanInputTerminate {
-			return a
-		}
-	}
-	return nil
-}
-
-// inputRequest makes the input.requested event that pauses the chat.
-func (w *worker) inputRequest(p *PendingInput) Event {
-	p.RequestID = newRequestID()
-	if t := w.spec.InputTimeoutS; t != nil {
-		exp := w.rt.now().Add(time.Duration(*t) * time.Second)
-		p.ExpiresAt = &exp
-	}
-	return Event{Type: EventInputRequested, Data: mustJSON(p)}
+// env is what the state's decisions may read besides the log.
+func (w *worker) env() stepEnv {
+	return stepEnv{now: w.rt.now(), input: w.inputResponse, newID: newRequestID}
 }
 
 // run drives the chat until it ends, pauses for input, or the worker's
 // context is cut.
 func (w *worker) run(ctx context.Context) {
-	if w.status.Terminal() {
+	if w.st.status.Terminal() {
 		return
 	}
+	defer w.endTurnSpan(nil)
 	if w.cancelRequested {
 		w.stop(ctx, errCancelRequested)
 		return
 	}
-	if w.specErr != nil {
-		w.stop(ctx, w.specErr)
-		return
-	}
-	if w.status == StatusAwaitingInput {
-		if err := w.resume(ctx); err != nil {
-			w.stop(ctx, err)
+	// The first step starts or resumes the chat; then it runs while running.
+	for first := true; first || w.st.status == StatusRunning; first = false {
+		s := w.st.next(w.env())
+		if s.kind == stepWait {
 			return
 		}
-	} else if w.status != StatusRunning {
-		if err := w.commit(ctx, runningEvent()); err != nil {
-			w.stop(ctx, err)
-			return
+		sctx := w.turnContext(ctx, s)
+		err := w.perform(sctx, s)
+		if err != nil || w.st.pending == nil || w.st.pending.Turn != w.turnNo {
+			w.endTurnSpan(err)
 		}
-	}
-	for w.status == StatusRunning {
-		if next, ok := w.afterMessage(); ok {
-			// The log can end right after a stop condition: a spec that stops
-			// at the task, or a crash between a turn and the next selection.
-			if err := w.commit(ctx, next); err != nil {
-				w.stop(ctx, err)
-			}
-			return
-		}
-		if err := w.step(ctx); err != nil {
+		if err != nil {
 			if !w.stop(ctx, err) {
 				return
 			}
@@ -386,42 +134,116 @@ func (w *worker) run(ctx context.Context) {
 	}
 }
 
-func runningEvent() Event {
-	return Event{Type: EventChatRunning, Data: mustJSON(map[string]Status{"status": StatusRunning})}
+// turnContext returns the context a step runs in: for a step of an agent's
+// turn, one that carries the turn's span, started by the turn's first step.
+func (w *worker) turnContext(ctx context.Context, s step) context.Context {
+	if s.agent == nil || s.turn == 0 {
+		return ctx
+	}
+	if w.turnSpan == nil || w.turnNo != s.turn {
+		w.endTurnSpan(nil)
+		w.turnNo = s.turn
+		w.turnCtx, w.turnSpan = w.rt.tracer.Start(ctx, "chat.turn", trace.WithAttributes(chatAttr(w.id),
+			attribute.String("agentd.agent", s.agent.Name), attribute.Int("agentd.turn", s.turn)))
+	}
+	return w.turnCtx
 }
 
-// step selects the next speaker (unless a selected turn is being redone) and
-// runs its turn, bounded by the earliest timeout condition.
-func (w *worker) step(ctx context.Context) error {
+// endTurnSpan ends the span of the turn in progress, if any.
+func (w *worker) endTurnSpan(err error) {
+	if w.turnSpan != nil {
+		endSpan(w.turnSpan, err)
+		w.turnSpan, w.turnCtx, w.turnNo = nil, nil, 0
+	}
+}
+
+// perform does one step, bounded by the earliest timeout condition while
+// the chat runs.
+func (w *worker) perform(ctx context.Context, s step) error {
 	tctx := ctx
-	if d, ok := w.term.deadline(w.termBase.start); ok {
+	if d, ok := w.st.deadline(); ok && w.st.status == StatusRunning {
 		var cancel context.CancelFunc
 		tctx, cancel = context.WithDeadlineCause(ctx, d, errTermDeadline)
 		defer cancel()
 	}
-	err := w.stepWithin(tctx)
+	err := w.performWithin(tctx, s)
 	if err != nil && context.Cause(tctx) == errTermDeadline && ctx.Err() == nil {
 		return errTermDeadline
 	}
 	return err
 }
 
-func (w *worker) stepWithin(ctx context.Context) error {
-	sel := w.pending
-	if sel == nil {
-		next, err := w.selectNext(ctx)
-		if err != nil || next == nil {
-			return err // paused or stopped, or failed
+func (w *worker) performWithin(ctx context.Context, s step) error {
+	if len(s.before) > 0 {
+		if err := w.commit(ctx, s.before...); err != nil {
+			return err
 		}
-		sel = next
 	}
-	return w.runTurn(ctx, *sel)
+	switch s.kind {
+	case stepAppend:
+		return w.commit(ctx, s.events...)
+	case stepSelect:
+		sel, err := w.selectAuto(ctx, s.sel)
+		if err != nil {
+			return err
+		}
+		return w.commit(ctx, selectedEvent(sel))
+	case stepModel:
+		return w.modelStep(ctx, s)
+	case stepTools:
+		return w.toolsStep(ctx, s)
+	case stepRouted:
+		return w.routedStep(ctx, s)
+	case stepCode:
+		res, err := w.executeBlocks(ctx, s.agent, s.blocks)
+		if err != nil {
+			return err
+		}
+		return w.commit(ctx, codeReply(s.agent, s.turn, res))
+	}
+	return fmt.Errorf("unknown step %v", s.kind)
 }
 
-// stop handles an error that interrupted the loop and reports whether the
-// loop should go on.
+// appendError is an append the store did not confirm.
+type appendError struct {
+	err error
+}
+
+func (e *appendError) Error() string { return e.err.Error() }
+func (e *appendError) Unwrap() error { return e.err }
+
+// commit is where a chat's events are appended: the state plans the
+// events (adding the stop the resulting state calls for, see state.plan),
+// the store appends them with the chat record in one transaction, and only
+// then does the worker adopt the new state and publish the events. An
+// append that fails leaves the worker's state as it was.
+func (w *worker) commit(ctx context.Context, evs ...Event) error {
+	for i := range evs {
+		evs[i] = storable(evs[i])
+	}
+	env := w.env()
+	next, evs, err := w.st.plan(evs, env, w.id)
+	if err != nil {
+		return fmt.Errorf("fold events of chat %s: %w", w.id, err)
+	}
+	if err := w.append(ctx, &AppendParams{ChatID: w.id, Epoch: w.epoch, Events: evs, Update: next.update(env.now)}); err != nil {
+		return &appendError{err: fmt.Errorf("append seq %d..%d to chat %s: %w", evs[0].Seq, evs[len(evs)-1].Seq, w.id, err)}
+	}
+	w.st = next
+	w.inputResponse = nil // the store cleared it with this append
+	w.rt.appended(w.id, evs)
+	return nil
+}
+
+// stop handles an error that interrupted a step and reports whether the
+// worker should go on. What it appends (a cancel, a timeout's stop, a
+// failure) it appends from the confirmed state; an append whose outcome the
+// worker does not know (a timeout, a lost connection) or that another owner
+// fenced ends the worker without writing anything: the chat is continued
+// from its log by the next worker.
 func (w *worker) stop(ctx context.Context, err error) bool {
 	cause := context.Cause(ctx)
+	var aerr *appendError
 	switch {
 	case errors.Is(err, ErrFenced) || errors.Is(cause, errLeaseLost):
 		w.log.Warn("worker lost its chat to another owner; stopping without writing", "err", err)
@@ -429,44 +251,43 @@ func (w *worker) stop(ctx context.Context, err error) bool {
 	case errors.Is(cause, errShutdown):
 		w.log.Info("worker stopped for shutdown; the chat will be continued from its log")
 		return false
-	case errors.Is(err, ErrUnavailable):
-		// A read failed while the database was unreachable: nothing to
-		// record, and no way to. Hand the chat back; it is claimed again,
-		// here or elsewhere, once the database answers.
-		w.log.Warn("store unavailable; the chat will be continued from its log", "err", err)
+	case errors.As(err, &aerr) && errors.Is(err, ErrDataRejected):
+		// The events cannot be stored as they are; retrying would fail
+		// again. The failure is recorded without them.
+		w.log.Error("store refused the chat's events; failing the chat", "err", err)
+		w.finish(ctx, failedEvent(fmt.Errorf("the store refused to record the chat's next events: %w", errors.Unwrap(aerr.err))))
+		return false
+	case errors.As(err, &aerr):
+		w.log.Warn("append not confirmed; handing the chat back to be continued from its log", "err", err)
 		return false
 	case errors.Is(err, errCancelRequested) || errors.Is(cause, errCancelRequested):
-		if cerr := w.commit(ctx, terminalEvent(StatusCancelled, StopCancelled, "External termination requested", "")); cerr != nil {
-			w.log.Error("append chat.cancelled", "err", cerr)
-		}
+		w.finish(ctx, cancelledEvent())
 		return false
 	case errors.Is(err, errTermDeadline):
-		w.termFired = w.term.observe(nil, w.termState(w.rt.now()))
-		if w.termFired {
-			next, _ := w.afterMessage()
-			if cerr := w.commit(ctx, next); cerr != nil {
-				w.log.Error("append timeout completion", "err", cerr)
-				return false
+		if w.st.observeTime(w.rt.now()) {
+			if ev, ok := w.st.afterMessage(w.env()); ok {
+				if cerr := w.commit(ctx, ev); cerr != nil {
+					w.log.Error("append timeout completion", "err", cerr)
+					return false
+				}
 			}
 		}
-		return w.status == StatusRunning // a timeout inside `all` does not end the chat; the turn is redone
+		return w.st.status == StatusRunning // a timeout inside `all` does not end the chat; the turn is redone
 	case ctx.Err() != nil:
 		return false
 	default:
-		// The runtime logs the failure once chat.failed is durable.
-		if cerr := w.commit(ctx, terminalEvent(StatusFailed, StopError, err.Error(), err.Error())); cerr != nil {
-			w.log.Error("append chat.failed", "err", cerr, "chat_error", err)
-		}
+		w.log.Error("chat failed", "err", err)
+		w.finish(ctx, failedEvent(err))
 		return false
 	}
 }
 
-func (w *worker) agent(name string) *AgentSpec {
-	i := slices.IndexFunc(w.spec.Agents, func(a AgentSpec) bool { return a.Name == name })
-	if i < 0 {
-		return nil
+// finish appends a terminal event; failing that, the chat is left to the
+// next worker, which decides again from the log.
+func (w *worker) finish(ctx context.Context, ev Event) {
+	if err := w.commit(ctx, ev); err != nil {
+		w.log.Error("append "+string(ev.Type), "err", err)
 	}
-	return &w.spec.Agents[i]
 }
 
 // resolveModel turns a validated model reference into its configuration.
@@ -493,4 +314,53 @@ func mustJSON(v any) json.RawMessage {
 		panic(fmt.Sprintf("marshal %T: %v", v, err)) // only our own plain structs are marshalled
 	}
 	return b
+}
+
+// append writes one append durably. While the store is unreachable it
+// waits and tries again (0.25 s doubling up to 5 s) until the worker's
+// context ends: a database outage pauses running chats, it does not fail
+// them. Retrying is safe because the append is fenced by epoch and seq: if
+// an attempt did commit before the connection broke, the retry is fenced,
+// the worker stops, and the chat is continued from its log. Nothing of the
+// append is adopted by the worker until this returns nil.
+func (w *worker) append(ctx context.Context, p *AppendParams) error {
+	backoff := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.rt.appendTimeout)
+		actx, span := w.rt.tracer.Start(actx, "chat.append", trace.WithAttributes(chatAttr(w.id),
+			attribute.Int("agentd.events", len(p.Events)), attribute.Int64("agentd.first_seq", p.Events[0].Seq)))
+		start := time.Now()
+		err := w.rt.store.Append(actx, p)
+		w.rt.metrics.appendSeconds.Observe(time.Since(start).Seconds())
+		endSpan(span, err)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				w.log.Info("store reachable again; append done", "attempts", attempt)
+			}
+			return nil
+		}
+		reason := "error"
+		switch {
+		case errors.Is(err, ErrFenced):
+			reason = "fenced"
+		case errors.Is(err, ErrDataRejected):
+			reason = "data"
+		case errors.Is(err, ErrUnavailable):
+			reason = "unavailable"
+		}
+		w.rt.metrics.appendErrors.WithLabelValues(reason).Inc()
+		if reason != "unavailable" {
+			return err
+		}
+		if attempt == 1 {
+			w.log.Warn("store unavailable; the chat waits for it", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
 }

@@ -93,8 +93,15 @@ func (p *openAIProvider) complete(ctx context.Context, req *chat.ModelRequest) (
 		return nil, fmt.Errorf("openai request for %s: %w", callerName(req.Caller), err)
 	}
 	maxAttempts := p.cfg.MaxRetries + 1
-	streamed := false // deltas already went out: a retry would send them again
+	streamed := false // deltas of this attempt went out: a retry starts the reply again
 	for n := 1; ; n++ {
+		if streamed {
+			// Streams showed part of a reply that failed: they start over.
+			if req.OnReset != nil {
+				req.OnReset()
+			}
+			streamed = false
+		}
 		var (
 			resp openai.ChatCompletionResponse
 			a    *attempt
@@ -125,7 +132,7 @@ func (p *openAIProvider) complete(ctx context.Context, req *chat.ModelRequest) (
 			return nil, fail
 		}
 		reason, retry := retryReason(a, err)
-		if !retry || n >= maxAttempts || streamed {
+		if !retry || n >= maxAttempts {
 			return nil, fail
 		}
 		wait := retryWait(a, p.cfg.BackoffBase, p.cfg.BackoffMax, n, p.now())

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -60,5 +61,26 @@ func TestOpenAIStreamRetriesBeforeTheFirstDelta(t *testing.T) {
 	resp, err := f.c.Complete(t.Context(), req)
 	if err != nil || resp.Content != "after a retry" || len(f.srv.Requests()) != 2 {
 		t.Fatalf("resp %+v, err %v, %d requests", resp, err, len(f.srv.Requests()))
+	}
+}
+
+// A connection reset in the middle of a streamed reply is retried like any
+// other transient failure; the caller is told to void the deltas it got,
+// and the reply streams again from its start.
+func TestOpenAIStreamRetriesAfterAMidStreamReset(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.srv.Reply(openaitest.Reply{Content: "a reply long enough to be cut in pieces", CutAfter: 2}, openaitest.Text("the whole reply"))
+	req := openaiRequest()
+	var got []string
+	req.OnDelta = func(d string) { got = append(got, d) }
+	req.OnReset = func() { got = append(got, "<reset>") }
+	resp, err := f.c.Complete(t.Context(), req)
+	if err != nil || resp.Content != "the whole reply" || len(f.srv.Requests()) != 2 {
+		t.Fatalf("resp %+v, err %v, %d requests", resp, err, len(f.srv.Requests()))
+	}
+	i := slices.Index(got, "<reset>")
+	if i != 2 || strings.Join(got[i+1:], "") != "the whole reply" {
+		t.Fatalf("deltas %q: want two pieces, a reset, then the whole reply", got)
 	}
 }

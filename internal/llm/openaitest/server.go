@@ -102,6 +102,9 @@ type Reply struct {
 	// Delay holds the answer back; it ends early when the client goes away or
 	// the server closes. A long Delay is a hanging server.
 	Delay time.Duration
+	// CutAfter, when > 0 and the reply is streamed, drops the connection
+	// after that many content pieces: a connection reset mid-reply.
+	CutAfter int
 }
 
 // Text is a reply with only content.
@@ -418,7 +421,10 @@ func (s *Server) stream(w http.ResponseWriter, req *ChatRequest, id string, crea
 	}
 	empty := ""
 	send(one(delta{Role: "assistant", Content: &empty}, nil))
-	for _, piece := range pieces(reply.Content) {
+	for i, piece := range pieces(reply.Content) {
+		if reply.CutAfter > 0 && i == reply.CutAfter {
+			panic(http.ErrAbortHandler) // the connection drops mid-stream
+		}
 		send(one(delta{Content: &piece}, nil))
 	}
 	for i, tc := range calls {

@@ -233,6 +233,13 @@ func translate(err error) error {
 		// %v, not %w: callers match chat.ErrConflict, never driver types.
 		return fmt.Errorf("%w: %v", chat.ErrConflict, err)
 	}
+	if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "22") || strings.HasPrefix(pe.Code, "54")) {
+		// Data exception (a value text or jsonb cannot hold, a number out of
+		// range) or program limit exceeded (a value too large): the same
+		// call fails again. The message names the problem, never the value
+		// (that is in pe.Detail, which is left out).
+		return fmt.Errorf("%w: %s (SQLSTATE %s)", chat.ErrDataRejected, pe.Message, pe.Code)
+	}
 	return err
 }
 

@@ -260,6 +260,9 @@ func translate(err error) error {
 		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
 			// %v, not %w: callers match chat.ErrConflict, never driver types.
 			return fmt.Errorf("%w: %v", chat.ErrConflict, err)
+		case sqlite3.SQLITE_TOOBIG:
+			// A value over the database's size limit: the same call fails again.
+			return fmt.Errorf("%w: string or blob too big", chat.ErrDataRejected)
 		}
 	}
 	return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -119,6 +120,25 @@ func testAppendFencedStaleEpoch(t *testing.T, s chat.Store) {
 	assertChat(t, "chat after fenced append", mustGet(t, s, c.ID), before)
 	if got := mustEvents(t, s, c.ID); len(got) != int(c.LastSeq) {
 		t.Fatalf("fenced append wrote events: seqs %v", seqs(got))
+	}
+}
+
+// testAppendRejectsOversizeEvent: an event over the size limit is refused
+// for its data (the same call would fail again), the error does not hold
+// the data, and nothing is written.
+func testAppendRejectsOversizeEvent(t *testing.T, s chat.Store) {
+	c := mustCreate(t, s, createParams("acme", base))
+	before := mustGet(t, s, c.ID)
+	huge := strings.Repeat("x", 8<<20+1)
+	err := s.Append(t.Context(), &chat.AppendParams{ChatID: c.ID, Epoch: c.Epoch,
+		Events: []chat.Event{message(c.LastSeq+1, huge, at(time.Second))},
+		Update: chat.ChatUpdate{Status: chat.StatusRunning, UpdatedAt: at(time.Second)}})
+	if !errors.Is(err, chat.ErrDataRejected) || strings.Contains(err.Error(), "xxxx") {
+		t.Fatalf("Append of an oversize event: err = %.200v, want ErrDataRejected without the data", err)
+	}
+	assertChat(t, "chat after refused append", mustGet(t, s, c.ID), before)
+	if got := mustEvents(t, s, c.ID); len(got) != int(c.LastSeq) {
+		t.Fatalf("refused append wrote events: seqs %v", seqs(got))
 	}
 }
 

@@ -57,6 +57,7 @@ func Run(t *testing.T, newStore func(t *testing.T) chat.Store, opts ...Option) {
 		{"AppendDenseSeq", testAppendDenseSeq},
 		{"AppendFencedStaleEpoch", testAppendFencedStaleEpoch},
 		{"AppendFencedWrongFirstSeq", testAppendFencedWrongFirstSeq},
+		{"AppendRejectsOversizeEvent", testAppendRejectsOversizeEvent},
 		{"AppendRejectsBadParams", testAppendRejectsBadParams},
 		{"AppendUnknownChat", testAppendUnknownChat},
 		{"AppendCancelledContext", testAppendCancelledContext},

@@ -99,7 +99,30 @@ func CheckAppend(p *chat.AppendParams) (string, error) {
 	if err := checkEvents(id, p.Events[0].Seq, p.Events); err != nil {
 		return "", err
 	}
+	for _, e := range p.Events {
+		if n := EventBytes(e); n > MaxEventBytes {
+			// The same on both stores, far below what either could hold: a
+			// single event this large is a runaway reply, not a chat message.
+			return "", fmt.Errorf("%w: event seq %d of chat %s is %d bytes, over the limit of %d", chat.ErrDataRejected, e.Seq, id, n, MaxEventBytes)
+		}
+	}
 	return id, nil
+}
+
+// MaxEventBytes is the largest event an append may hold, counting its
+// text and JSON values.
+const MaxEventBytes = 8 << 20
+
+// EventBytes is the size of an event's text and JSON values.
+func EventBytes(e chat.Event) int {
+	n := len(e.Role) + len(e.Name) + len(e.Content) + len(e.Data)
+	for _, c := range e.ToolCalls {
+		n += len(c.ID) + len(c.Type) + len(c.Function.Name) + len(c.Function.Arguments)
+	}
+	for _, r := range e.ToolResponses {
+		n += len(r.ToolCallID) + len(r.Role) + len(r.Content)
+	}
+	return n
 }
 
 func checkEvents(id string, first int64, events []chat.Event) error {

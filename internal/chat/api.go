@@ -1,0 +1,106 @@
+package chat
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ErrNoPendingInput is returned by Runtime.Input when the chat is not waiting
+// for input or the request_id is stale; the HTTP layer answers 409.
+var ErrNoPendingInput = errors.New("no input is pending for this request_id")
+
+// ValidationError lists every problem found in a request, each with a JSON
+// pointer to the offending value. The HTTP layer answers 422.
+type ValidationError struct {
+	Problems []Problem
+}
+
+// Problem is one validation failure.
+type Problem struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	b.WriteString("invalid chat spec:")
+	for _, p := range e.Problems {
+		fmt.Fprintf(&b, " %s: %s;", p.Path, p.Message)
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}
+
+// CreateParams are the arguments of Runtime.Create.
+type CreateParams struct {
+	Tenant string
+	// Body is the request body: one JSON value (the HTTP layer has checked it
+	// is well-formed JSON). It is decoded strictly here: unknown fields and
+	// wrong types are validation problems.
+	Body           []byte
+	IdempotencyKey string
+}
+
+// PendingInput describes what a chat in status awaiting_input waits for (the
+// data of its input.requested event).
+type PendingInput struct {
+	RequestID  string     `json:"request_id"`
+	Kind       string     `json:"kind"`
+	Agent      string     `json:"agent,omitempty"`
+	Candidates []string   `json:"candidates,omitempty"`
+	Reason     string     `json:"reason"`
+	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+}
+
+// Delta is a fragment of a reply being streamed by a model: the data of an
+// ephemeral message.delta event. Deltas are not in the log and are not
+// replayed; the message event that follows holds the whole reply.
+type Delta struct {
+	Name    string `json:"name"`
+	Content string `json:"content"`
+	// Reset voids the deltas of this reply sent so far: the model call
+	// failed mid-reply and is retried, and the reply streams again from its
+	// start. A reset delta has no content.
+	Reset bool `json:"reset,omitempty"`
+	// AfterSeq is the chat's last seq when the reply began: the reply's
+	// message will be the next message after it. Streams use it to keep
+	// deltas before their message and drop those that come too late.
+	AfterSeq int64 `json:"-"`
+}
+
+// Input is a client's answer to a pending input request.
+type Input struct {
+	RequestID string  `json:"request_id"`
+	Content   *string `json:"content,omitempty"`
+	Speaker   *string `json:"speaker,omitempty"`
+}
+
+// MessageFromEvent returns the message an event of type "message" holds.
+func MessageFromEvent(e Event) (Message, bool) {
+	if e.Type != EventMessage {
+		return Message{}, false
+	}
+	m := Message{Seq: e.Seq, Role: e.Role, Name: e.Name, Content: e.Content,
+		ToolCalls: e.ToolCalls, ToolResponses: e.ToolResponses, CreatedAt: e.CreatedAt}
+	if len(e.Data) > 0 {
+		var d messageData
+		if err := json.Unmarshal(e.Data, &d); err == nil {
+			m.CodeResult, m.Handoff, m.Usage = d.CodeResult, d.Handoff, d.Usage
+		}
+	}
+	return m, true
+}
+
+// EventPayload is the JSON value a client sees as an event's data (the SSE
+// data line): the message for message events, the event's data otherwise.
+func EventPayload(e Event) any {
+	if m, ok := MessageFromEvent(e); ok {
+		return m
+	}
+	if len(e.Data) == 0 {
+		return struct{}{}
+	}
+	return e.Data
+}

@@ -1,0 +1,326 @@
+package chat
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// This file is the group chat manager as a function of the log: given the
+// state the log describes, next decides what the chat does next. It does no
+// I/O; the worker performs the step and appends what it produced.
+
+// stepKind says what a step needs done before its events can be appended.
+type stepKind int
+
+const (
+	// stepWait: nothing to do now (the chat ended, or waits for input
+	// nobody has given yet).
+	stepWait stepKind = iota
+	// stepAppend: append events; no other effect.
+	stepAppend
+	// stepSelect: ask the selector model for the speaker (auto selection).
+	stepSelect
+	// stepModel: call the speaker's model (with its tools, or without them
+	// to reflect on tool use).
+	stepModel
+	// stepTools: run the open tool calls of the speaker's turn.
+	stepTools
+	// stepRouted: a user_proxy runs the tool calls routed to it.
+	stepRouted
+	// stepCode: a user_proxy runs the code blocks addressed to it.
+	stepCode
+)
+
+var stepNames = [...]string{"wait", "append", "select", "model", "tools", "routed", "code"}
+
+func (k stepKind) String() string { return stepNames[k] }
+
+// step is one decision of the manager.
+type step struct {
+	kind stepKind
+	// before are events appended before the step's effect (the chat.running
+	// of a resumed chat whose human skipped the reply).
+	before []Event
+	// events are what a stepAppend appends.
+	events []Event
+	agent  *AgentSpec
+	turn   int
+	// sel is the selection a stepSelect completes (method, candidates, turn).
+	sel selection
+	// reflect: a stepModel that ends a tool turn, without tools.
+	reflect bool
+	// open is the message whose tool calls a stepTools or stepRouted runs.
+	open   *Message
+	blocks []codeBlock
+}
+
+func appendStep(evs ...Event) step { return step{kind: stepAppend, events: evs} }
+
+// stepEnv is what a decision may depend on besides the log.
+type stepEnv struct {
+	now time.Time
+	// input is a client's stored answer to the pending input request.
+	input json.RawMessage
+	// newID makes the request_id of an input request.
+	newID func() string
+}
+
+// next decides the chat's next step.
+func (s *state) next(env stepEnv) step {
+	switch {
+	case s.status.Terminal():
+		return step{}
+	case s.broken != nil:
+		return appendStep(failedEvent(fmt.Errorf("the chat's log cannot be read: %w", s.broken)))
+	case s.status == StatusAwaitingInput:
+		return s.resume(env)
+	case s.status != StatusRunning:
+		return appendStep(runningEvent())
+	}
+	if ev, ok := s.afterMessage(env); ok {
+		// The log can end right after a stop condition: a spec that stops at
+		// the task, or a crash between a turn and the next selection.
+		return appendStep(ev)
+	}
+	if s.pending == nil {
+		return s.selectStep(env)
+	}
+	return s.turnStep(env, *s.pending)
+}
+
+// plan returns the state after evs and the events to append for them: evs,
+// plus the event the resulting state calls for when a message makes the
+// chat stop or pause (a fired termination condition, the last allowed
+// turn), so that a chat never stays running after its stop condition was
+// recorded. s itself is not changed: the worker adopts the returned state
+// once the store confirmed the append.
+func (s *state) plan(evs []Event, env stepEnv, chatID string) (*state, []Event, error) {
+	next := s.clone()
+	out := make([]Event, 0, len(evs)+1)
+	add := func(e Event) error {
+		e.ChatID, e.Seq, e.CreatedAt = chatID, next.lastSeq+1, env.now
+		if err := next.apply(e); err != nil {
+			return err
+		}
+		out = append(out, e)
+		return nil
+	}
+	for _, e := range evs {
+		if err := add(e); err != nil {
+			return nil, nil, err
+		}
+	}
+	if next.status == StatusRunning {
+		if e, ok := next.afterMessage(env); ok {
+			if err := add(e); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return next, out, nil
+}
+
+// turnStep is the next step of the selected speaker's turn.
+func (s *state) turnStep(env stepEnv, sel selection) step {
+	a := s.agent(sel.Agent)
+	if a == nil {
+		return appendStep(failedEvent(fmt.Errorf("selected speaker %q is not an agent of the chat", sel.Agent)))
+	}
+	if a.Type == AgentAssistant {
+		return s.assistantStep(a, sel.Turn)
+	}
+	if m, proxy := s.routedCalls(); m != nil && proxy == a.Name {
+		return step{kind: stepRouted, agent: a, turn: sel.Turn, open: m}
+	}
+	return s.userProxyStep(env, a, sel.Turn)
+}
+
+// assistantStep is AgentChat's AssistantAgent turn, one step at a time: a
+// model call with the agent's tools; while the model asks for tools it
+// owns, run them all and call the model again, up to max_tool_iterations;
+// then reflect (one more call, no tools) or append a summary of the last
+// calls. A turn cut by a crash is continued from its messages: calls
+// without responses are run (again, with the same ids) before the model is
+// asked anything. What ends the turn (a text reply, calls a user_proxy
+// runs, a handoff) is decided where the step's events are made
+// (modelReply, toolTurnEvents).
+func (s *state) assistantStep(a *AgentSpec, turn int) step {
+	iter, open := s.turnProgress(turn)
+	switch {
+	case open != nil:
+		return step{kind: stepTools, agent: a, turn: turn, open: open}
+	case iter < derefOr(a.MaxToolIterations, 1):
+		return step{kind: stepModel, agent: a, turn: turn}
+	case derefOr(a.ReflectOnToolUse, false):
+		return step{kind: stepModel, agent: a, turn: turn, reflect: true}
+	default:
+		return appendStep(s.toolSummary(a, turn))
+	}
+}
+
+// modelReply is the message of one model call of an assistant's turn. A
+// text reply ends the turn; so do calls for a user_proxy to run (box says
+// who runs what) and a reflection.
+func modelReply(a *AgentSpec, turn int, resp *ModelResponse, box *toolbox, reflect bool) Event {
+	usage := resp.Usage
+	d := messageData{Usage: &usage, Kind: kindModel, Turn: turn, End: true}
+	if reflect {
+		return Event{Type: EventMessage, Role: RoleAssistant, Name: a.Name, Content: resp.Content, Data: mustJSON(d)}
+	}
+	routed := len(resp.ToolCalls) > 0 && slices.ContainsFunc(resp.ToolCalls, func(c ToolCall) bool { return box.byName[c.Function.Name].executor != "" })
+	d.End = len(resp.ToolCalls) == 0 || routed
+	return Event{Type: EventMessage, Role: RoleAssistant, Name: a.Name, Content: resp.Content, ToolCalls: resp.ToolCalls, Data: mustJSON(d)}
+}
+
+// toolSummary ends a turn whose iterations are used up without reflection:
+// the last iteration's calls in tool_call_summary_format.
+func (s *state) toolSummary(a *AgentSpec, turn int) Event {
+	calls, responses := s.lastIteration(turn)
+	format := derefOr(a.ToolCallSummaryFormat, "{result}")
+	lines := make([]string, 0, len(calls))
+	for _, c := range calls {
+		r := responses[c.ID]
+		lines = append(lines, strings.NewReplacer("{tool_name}", c.Function.Name, "{arguments}", c.Function.Arguments,
+			"{result}", r.Content, "{is_error}", fmt.Sprint(r.IsError)).Replace(format))
+	}
+	return Event{Type: EventMessage, Role: RoleAssistant, Name: a.Name, Content: strings.Join(lines, "\n"),
+		Data: mustJSON(messageData{Kind: kindSummary, Turn: turn, End: true})}
+}
+
+// turnProgress reads the current turn from the log: how many model calls
+// asked for tools, and the tool_calls message whose calls have no responses
+// yet (nil when the model is to be asked next).
+func (s *state) turnProgress(turn int) (iterations int, open *Message) {
+	answered := map[string]bool{}
+	for i := range s.msgs {
+		if s.meta[i].Turn != turn {
+			continue
+		}
+		m := &s.msgs[i]
+		for _, r := range m.ToolResponses {
+			answered[r.ToolCallID] = true
+		}
+		if len(m.ToolCalls) > 0 && m.Role == RoleAssistant {
+			iterations++
+			open = m
+		}
+	}
+	if open != nil && slices.ContainsFunc(open.ToolCalls, func(c ToolCall) bool { return !answered[c.ID] }) {
+		return iterations, open
+	}
+	return iterations, nil
+}
+
+// lastIteration returns the calls of the turn's last tool_calls message and
+// the responses to them.
+func (s *state) lastIteration(turn int) ([]ToolCall, map[string]ToolResponse) {
+	var calls []ToolCall
+	responses := map[string]ToolResponse{}
+	for i := range s.msgs {
+		if s.meta[i].Turn != turn {
+			continue
+		}
+		if m := &s.msgs[i]; len(m.ToolCalls) > 0 {
+			calls = m.ToolCalls
+		}
+		for _, r := range s.msgs[i].ToolResponses {
+			responses[r.ToolCallID] = r
+		}
+	}
+	return calls, responses
+}
+
+// routedCalls returns the last message's tool calls when they wait for a
+// user_proxy to execute them (AutoGen's func_call_filter), and that proxy.
+func (s *state) routedCalls() (*Message, string) {
+	if len(s.msgs) == 0 {
+		return nil, ""
+	}
+	m := &s.msgs[len(s.msgs)-1]
+	if m.Role != RoleAssistant || len(m.ToolCalls) == 0 {
+		return nil, ""
+	}
+	for _, c := range m.ToolCalls {
+		for i := range s.spec.Agents {
+			p := &s.spec.Agents[i]
+			if p.Type == AgentUserProxy && s.spec.executes(p, c.Function.Name) {
+				return m, p.Name
+			}
+		}
+	}
+	return nil, ""
+}
+
+// userProxyStep is AutoGen 0.2's check_termination_and_human_reply followed
+// by the auto-reply: ALWAYS asks the human every time; TERMINATE asks only
+// once max_consecutive_auto_reply auto-replies were given (a fired
+// termination condition asks too, see afterMessage); NEVER never asks and
+// ends the chat when the auto-replies run out.
+func (s *state) userProxyStep(env stepEnv, a *AgentSpec, turn int) step {
+	limit := derefOr(a.MaxConsecutiveAutoReply, defaultMaxConsecutiveAutoReply)
+	switch a.humanInputMode() {
+	case HumanInputAlways:
+		return appendStep(s.inputRequest(env, &PendingInput{Kind: "message", Agent: a.Name,
+			Reason: "Provide feedback. Send empty content to skip and use the auto-reply, or \"exit\" to end the chat."}))
+	case HumanInputTerminate:
+		if s.autoReplies[a.Name] >= limit {
+			return appendStep(s.inputRequest(env, &PendingInput{Kind: "message", Agent: a.Name,
+				Reason: fmt.Sprintf("max_consecutive_auto_reply (%d) reached. Send content to go on, or empty content or \"exit\" to end the chat.", limit)}))
+		}
+	default:
+		if s.autoReplies[a.Name] >= limit {
+			detail := fmt.Sprintf("Agent '%s' reached max_consecutive_auto_reply (%d).", a.Name, limit)
+			return appendStep(terminalEvent(StatusCompleted, StopMaxAutoReply, detail, ""))
+		}
+	}
+	return s.autoReplyStep(a, turn)
+}
+
+// autoReplyStep is a user_proxy's reply without a human, which counts
+// toward max_consecutive_auto_reply: the result of the code blocks
+// addressed to it when it executes code and there are any, else its default
+// auto-reply (AutoGen's default is "").
+func (s *state) autoReplyStep(a *AgentSpec, turn int) step {
+	if a.CodeExecution != nil {
+		if blocks := runnableBlocks(s.msgs, a.Name, a.CodeExecution.Languages); len(blocks) > 0 {
+			return step{kind: stepCode, agent: a, turn: turn, blocks: blocks}
+		}
+	}
+	return appendStep(Event{Type: EventMessage, Role: RoleUser, Name: a.Name, Content: derefOr(a.DefaultAutoReply, ""),
+		Data: mustJSON(messageData{Kind: kindAuto, Turn: turn, End: true})})
+}
+
+// codeReply is a user_proxy's reply with the result of its code blocks.
+func codeReply(a *AgentSpec, turn int, res *CodeResult) Event {
+	outcome := "execution succeeded"
+	if res.ExitCode != 0 {
+		outcome = "execution failed"
+	}
+	return Event{Type: EventMessage, Role: RoleUser, Name: a.Name,
+		Content: fmt.Sprintf("exitcode: %d (%s)\nCode output: %s", res.ExitCode, outcome, res.Output),
+		Data:    mustJSON(messageData{Kind: kindAuto, Turn: turn, End: true, CodeResult: res})}
+}
+
+// inputRequest makes the input.requested event that pauses the chat.
+func (s *state) inputRequest(env stepEnv, p *PendingInput) Event {
+	p.RequestID = env.newID()
+	if t := s.spec.InputTimeoutS; t != nil {
+		exp := env.now.Add(seconds(float64(*t)))
+		p.ExpiresAt = &exp
+	}
+	return Event{Type: EventInputRequested, Data: mustJSON(p)}
+}
+
+func runningEvent() Event {
+	return Event{Type: EventChatRunning, Data: mustJSON(map[string]Status{"status": StatusRunning})}
+}
+
+func (a *AgentSpec) humanInputMode() string {
+	if a.HumanInputMode == "" {
+		return HumanInputAlways // AutoGen's UserProxyAgent default
+	}
+	return a.HumanInputMode
+}

@@ -1,0 +1,279 @@
+package chat
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// scheduler is the claim and lease loop of a Runtime: it claims runnable
+// chats from the store as far as this replica has room, runs one worker
+// goroutine per claimed chat, renews the leases of its workers and cuts a
+// worker whose lease was lost or whose chat was cancelled elsewhere.
+type scheduler struct {
+	rt        *Runtime
+	maxActive int
+	leaseDur  time.Duration
+	poll      time.Duration
+
+	mu      sync.Mutex
+	workers map[string]*runningWorker
+	stopped bool
+	wake    chan struct{}
+	wg      sync.WaitGroup
+}
+
+type runningWorker struct {
+	cancel context.CancelCauseFunc
+	lease  Lease
+}
+
+func newScheduler(rt *Runtime, maxActive int, leaseDur, poll time.Duration) *scheduler {
+	return &scheduler{rt: rt, maxActive: maxActive, leaseDur: leaseDur, poll: poll,
+		workers: map[string]*runningWorker{}, wake: make(chan struct{}, 1)}
+}
+
+// kick wakes the claim loop without blocking.
+func (s *scheduler) kick() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stopAll cuts every worker for shutdown; no worker starts after it.
+func (s *scheduler) stopAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	for _, w := range s.workers {
+		w.cancel(errShutdown)
+	}
+}
+
+// wait waits for every worker to end.
+func (s *scheduler) wait() { s.wg.Wait() }
+
+// cancel cuts the chat's worker with cause if it runs on this replica.
+func (s *scheduler) cancel(id string, cause error) bool {
+	s.mu.Lock()
+	w, local := s.workers[id]
+	s.mu.Unlock()
+	if local {
+		w.cancel(cause)
+	}
+	return local
+}
+
+func (s *scheduler) claimLoop(ctx context.Context) {
+	t := time.NewTicker(s.poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-t.C:
+		}
+		s.claim(ctx)
+	}
+}
+
+// claim takes as many runnable chats as this replica has room for.
+func (s *scheduler) claim(ctx context.Context) {
+	r := s.rt
+	for !r.stopping.Load() {
+		s.mu.Lock()
+		free := s.maxActive - len(s.workers)
+		s.mu.Unlock()
+		if free <= 0 {
+			return
+		}
+		now := r.now()
+		chats, err := r.store.Claim(ctx, &ClaimParams{Owner: r.owner, Now: now, LeaseUntil: now.Add(s.leaseDur), Limit: min(free, 100)})
+		if err != nil {
+			if ctx.Err() == nil {
+				r.metrics.claimErrors.Inc()
+				r.log.Error("claim runnable chats", "err", err)
+			}
+			return
+		}
+		for _, c := range chats {
+			s.startWorker(ctx, c)
+		}
+		if len(chats) < min(free, 100) {
+			return
+		}
+	}
+}
+
+func (s *scheduler) startWorker(base context.Context, c *Chat) {
+	r := s.rt
+	ctx, cancel := context.WithCancelCause(base)
+	lease := Lease{ChatID: c.ID, Epoch: c.Epoch}
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		cancel(errShutdown)
+		_ = r.store.ReleaseLease(context.Background(), lease, r.owner)
+		return
+	}
+	if old, ok := s.workers[c.ID]; ok {
+		// Our own lease ran out (renewals failed) and we claimed the chat
+		// again: the old worker is fenced by the new epoch anyway; stop it.
+		old.cancel(errLeaseLost)
+	}
+	rw := &runningWorker{cancel: cancel, lease: lease}
+	s.workers[c.ID] = rw
+	s.wg.Add(1)
+	s.mu.Unlock()
+	r.metrics.workers.Inc()
+	r.broker.workerStarted(c.ID)
+	go func() {
+		defer s.wg.Done()
+		defer func() {
+			r.broker.workerEnded(c.ID)
+			s.mu.Lock()
+			if s.workers[c.ID] == rw {
+				delete(s.workers, c.ID)
+			}
+			s.mu.Unlock()
+			r.metrics.workers.Dec()
+			cancel(nil)
+			s.kick() // room for another chat
+		}()
+		s.runWorker(ctx, c, lease)
+	}()
+}
+
+// runWorker runs one chat's worker, then does what the chat's confirmed
+// state calls for: a chat that ended in the store gives up its tools'
+// sessions and its sandbox; any other chat is handed back (lease released),
+// so that it is continued from its log.
+func (s *scheduler) runWorker(ctx context.Context, c *Chat, lease Lease) {
+	r := s.rt
+	ctx, span := r.tracer.Start(r.parents.take(ctx, c.ID), "chat.run", trace.WithAttributes(chatAttr(c.ID)))
+	w := newWorker(r, c)
+	defer func() { span.SetAttributes(attribute.String("agentd.chat.status", string(w.st.status))); span.End() }()
+	defer func() {
+		// A bug in one chat must not take the server and every other chat
+		// down: the chat fails with an internal error, which stops it from
+		// being claimed (and crashing a worker) again.
+		if p := recover(); p != nil {
+			r.log.Error("worker panicked", "chat_id", c.ID, "panic", p, "stack", string(debug.Stack()))
+			r.metrics.panics.Inc()
+			if !w.st.status.Terminal() {
+				w.stop(context.WithoutCancel(ctx), fmt.Errorf("internal error: %v", p))
+			}
+			s.afterWorker(ctx, w, lease)
+		}
+	}()
+	if err := w.rebuild(ctx); err != nil {
+		r.log.Error("start worker", "chat_id", c.ID, "err", err)
+		if rerr := r.store.ReleaseLease(context.WithoutCancel(ctx), lease, r.owner); rerr != nil {
+			r.log.Warn("release lease", "chat_id", c.ID, "err", rerr)
+		}
+		return
+	}
+	if w.st.status == StatusQueued {
+		w.log.Info("chat claimed", "owner", r.owner, "epoch", lease.Epoch)
+	} else {
+		// Continued from its log: after a human answered or an input timed
+		// out, or after another worker stopped (shutdown, crash, lost lease).
+		w.log.Info("chat resumed", "owner", r.owner, "epoch", lease.Epoch, "status", w.st.status, "turns", w.st.turns, "last_seq", w.st.lastSeq)
+	}
+	w.run(ctx)
+	s.afterWorker(ctx, w, lease)
+}
+
+// afterWorker releases what a worker leaves behind, decided from what the
+// store confirmed: only a chat whose terminal event is durable loses its
+// sandbox; every other chat keeps it, for the worker that continues it.
+func (s *scheduler) afterWorker(ctx context.Context, w *worker, lease Lease) {
+	r := s.rt
+	ended := w.st.status.Terminal()
+	if !ended {
+		// An append whose outcome the worker did not hear (a timeout) may
+		// have ended the chat; the store says.
+		c, err := r.store.GetChat(context.WithoutCancel(ctx), "", w.id)
+		ended = err == nil && c.Status.Terminal()
+	}
+	if ended && r.tools != nil && len(w.st.spec.Tools) > 0 {
+		r.tools.ReleaseChat(w.id)
+	}
+	if ended && r.sandboxes != nil && w.st.spec.needsSandbox() {
+		// The chat's sandbox goes with the chat; the reaper catches what a
+		// crash leaves behind.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := r.sandboxes.Release(rctx, w.id); err != nil {
+			r.log.Warn("release sandbox", "chat_id", w.id, "err", err)
+		}
+	}
+	if !ended {
+		// Hand the chat back at once (shutdown, or an error we could not
+		// record) rather than letting its lease run out; a no-op when the
+		// lease went to someone else.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := r.store.ReleaseLease(rctx, lease, r.owner); err != nil {
+			r.log.Warn("release lease", "chat_id", w.id, "err", err)
+		}
+	}
+}
+
+func (s *scheduler) renewLoop(ctx context.Context) {
+	t := time.NewTicker(s.leaseDur / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.renew(ctx)
+	}
+}
+
+// renew extends this replica's leases and relays what the store says about
+// them: a lease lost (fenced elsewhere) or a cancel requested through
+// another replica.
+func (s *scheduler) renew(ctx context.Context) {
+	r := s.rt
+	s.mu.Lock()
+	leases := make([]Lease, 0, len(s.workers))
+	for _, w := range s.workers {
+		leases = append(leases, w.lease)
+	}
+	s.mu.Unlock()
+	if len(leases) == 0 {
+		return
+	}
+	states, err := r.store.RenewLeases(ctx, &RenewLeasesParams{Owner: r.owner, Leases: leases, LeaseUntil: r.now().Add(s.leaseDur)})
+	if err != nil {
+		if ctx.Err() == nil {
+			r.metrics.claimErrors.Inc()
+			r.log.Error("renew leases", "err", err)
+		}
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range states {
+		w, ok := s.workers[st.ChatID]
+		if !ok {
+			continue
+		}
+		switch {
+		case !st.Held:
+			w.cancel(errLeaseLost)
+		case st.CancelRequested:
+			w.cancel(errCancelRequested)
+		}
+	}
+}

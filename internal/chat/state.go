@@ -1,0 +1,257 @@
+package chat
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// state is a chat as its log describes it: the fold of its events, and
+// nothing else. It does no I/O. The worker keeps one state per chat and
+// replaces it only with a state that the store confirmed (see worker.commit),
+// so what the worker believes is always what the log holds.
+type state struct {
+	spec     *Spec
+	maxRound int
+
+	lastSeq       int64
+	status        Status
+	stopReason    StopReason
+	stopDetail    string
+	errText       string
+	completedAt   *time.Time
+	msgs          []Message
+	meta          []messageData // msgs[i]'s bookkeeping
+	msgCount      int
+	runMsgs       int // task and later messages: what max_messages counts
+	turns         int
+	usage         Usage
+	started       time.Time
+	lastSpeaker   string
+	pending       *selection // a selected speaker whose turn has not ended
+	modelCalls    map[string]int
+	selectorCalls int
+	autoReplies   map[string]int // per user_proxy, since its last human reply
+	pendingInput  *PendingInput  // the open input request, while awaiting input
+	term          *terminator
+	termFired     bool
+	// termBase holds the counts at the last reset of the termination tree
+	// (a human chose to go on after it fired), as AgentChat resets its
+	// conditions: they count from there.
+	termBase termState
+	// broken is the first event that could not be folded: the state after
+	// it cannot be trusted, and the chat can only fail (see next).
+	broken error
+}
+
+func newState(spec *Spec, maxRound int) *state {
+	return &state{
+		spec:        spec,
+		maxRound:    maxRound,
+		status:      StatusQueued,
+		modelCalls:  map[string]int{},
+		autoReplies: map[string]int{},
+		term:        newTerminator(spec.Termination),
+	}
+}
+
+// clone returns a copy that can be changed without changing s. The message
+// slices share their backing arrays: messages are never changed once
+// folded, and only one of s and its clone goes on (the other is dropped).
+func (s *state) clone() *state {
+	c := *s
+	c.modelCalls = make(map[string]int, len(s.modelCalls))
+	for k, v := range s.modelCalls {
+		c.modelCalls[k] = v
+	}
+	c.autoReplies = make(map[string]int, len(s.autoReplies))
+	for k, v := range s.autoReplies {
+		c.autoReplies[k] = v
+	}
+	c.term = s.term.clone()
+	return &c
+}
+
+// apply folds one event into the state. It is the single place that
+// interprets the log, used both when rebuilding and for confirmed appends.
+// An event that does not fold (a gap in the seqs, data that does not decode)
+// is an error naming its seq; the state then only follows the seqs and a
+// terminal status, and the chat fails (next).
+func (s *state) apply(e Event) error {
+	if e.Seq != s.lastSeq+1 {
+		err := fmt.Errorf("event seq %d follows seq %d: the log has a gap", e.Seq, s.lastSeq)
+		s.lastSeq = e.Seq
+		s.breakOn(err)
+		return err
+	}
+	s.lastSeq = e.Seq
+	if s.broken != nil {
+		if e.Type.Terminal() {
+			var d terminalData
+			_ = json.Unmarshal(e.Data, &d) // the status is what counts; the type says it is terminal
+			s.status = terminalStatus(e.Type)
+		}
+		return nil
+	}
+	if err := s.fold(e); err != nil {
+		err = fmt.Errorf("event seq %d (%s): %w", e.Seq, e.Type, err)
+		s.breakOn(err)
+		return err
+	}
+	return nil
+}
+
+func (s *state) breakOn(err error) {
+	if s.broken == nil {
+		s.broken = err
+	}
+}
+
+func terminalStatus(t EventType) Status {
+	switch t {
+	case EventChatCompleted:
+		return StatusCompleted
+	case EventChatFailed:
+		return StatusFailed
+	default:
+		return StatusCancelled
+	}
+}
+
+// decodeData decodes an event's data into v; no data is the zero value.
+func decodeData(e Event, v any) error {
+	if len(e.Data) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(e.Data, v); err != nil {
+		return fmt.Errorf("decode data: %w", err)
+	}
+	return nil
+}
+
+func (s *state) fold(e Event) error {
+	switch e.Type {
+	case EventChatRunning:
+		s.status, s.pendingInput = StatusRunning, nil
+		if s.started.IsZero() {
+			s.started = e.CreatedAt
+			s.termBase.start = e.CreatedAt
+		}
+	case EventSpeakerSelected:
+		var sel selection
+		if err := decodeData(e, &sel); err != nil {
+			return err
+		}
+		s.lastSpeaker, s.pending = sel.Agent, &sel
+		s.selectorCalls += sel.Attempts
+		if sel.Usage != nil {
+			s.usage = s.usage.Add(*sel.Usage)
+		}
+	case EventInputRequested:
+		var p PendingInput
+		if err := decodeData(e, &p); err != nil {
+			return err
+		}
+		s.status, s.pendingInput = StatusAwaitingInput, &p
+	case EventMessage:
+		return s.foldMessage(e)
+	case EventChatCompleted, EventChatFailed, EventChatCancelled:
+		var d terminalData
+		if err := decodeData(e, &d); err != nil {
+			return err
+		}
+		s.status, s.stopReason, s.stopDetail, s.errText = terminalStatus(e.Type), d.StopReason, d.StopDetail, d.Error
+		s.pendingInput = nil
+		t := e.CreatedAt
+		s.completedAt = &t
+	}
+	return nil
+}
+
+func (s *state) foldMessage(e Event) error {
+	var d messageData
+	if err := decodeData(e, &d); err != nil {
+		return err
+	}
+	m := Message{Seq: e.Seq, Role: e.Role, Name: e.Name, Content: e.Content, ToolCalls: e.ToolCalls,
+		ToolResponses: e.ToolResponses, CreatedAt: e.CreatedAt, CodeResult: d.CodeResult, Handoff: d.Handoff, Usage: d.Usage}
+	s.msgs = append(s.msgs, m)
+	s.meta = append(s.meta, d)
+	s.msgCount++
+	if m.Usage != nil {
+		s.usage = s.usage.Add(*m.Usage)
+	}
+	switch d.Kind {
+	case kindModel:
+		s.modelCalls[m.Name]++
+	case kindAuto:
+		s.autoReplies[m.Name]++
+	case kindHuman:
+		s.autoReplies[m.Name] = 0
+	case kindHistory:
+		if s.agent(m.Name) != nil {
+			s.lastSpeaker = m.Name
+		}
+		return nil
+	}
+	s.runMsgs++
+	if d.Turn > 0 && d.End {
+		s.turns, s.pending = d.Turn, nil
+	}
+	if d.ResetTermination {
+		s.term = newTerminator(s.spec.Termination)
+		s.termFired = false
+		s.termBase = termState{messages: s.runMsgs, usage: s.usage, start: e.CreatedAt}
+		return nil
+	}
+	st := s.termState(e.CreatedAt)
+	st.functions = d.Functions
+	if d.Kind == kindTask {
+		s.termFired = s.term.observe(nil, st)
+	} else {
+		s.termFired = s.term.observe(&m, st)
+	}
+	return nil
+}
+
+// termState is what the termination conditions count, since their last reset.
+func (s *state) termState(now time.Time) termState {
+	return termState{
+		messages: s.runMsgs - s.termBase.messages,
+		usage:    Usage{PromptTokens: s.usage.PromptTokens - s.termBase.usage.PromptTokens, CompletionTokens: s.usage.CompletionTokens - s.termBase.usage.CompletionTokens},
+		start:    s.termBase.start,
+		now:      now,
+	}
+}
+
+// deadline is when the earliest timeout condition fires, if any.
+func (s *state) deadline() (time.Time, bool) {
+	return s.term.deadline(s.termBase.start)
+}
+
+// update is the chat record as it stands in this state: what an append
+// writes besides the events.
+func (s *state) update(now time.Time) ChatUpdate {
+	upd := ChatUpdate{
+		Status: s.status, StopReason: s.stopReason, StopDetail: s.stopDetail, Error: s.errText,
+		Turns: s.turns, MessageCount: s.msgCount, PromptTokens: s.usage.PromptTokens, CompletionTokens: s.usage.CompletionTokens,
+		CompletedAt: s.completedAt, UpdatedAt: now,
+		// A chat that ended or waits for a human needs no worker.
+		ReleaseLease: s.status.Terminal() || s.status == StatusAwaitingInput,
+	}
+	if s.status == StatusAwaitingInput && s.pendingInput != nil {
+		upd.PendingInput = mustJSON(s.pendingInput)
+		upd.InputExpiresAt = s.pendingInput.ExpiresAt
+	}
+	return upd
+}
+
+// agent returns the spec's agent of that name, or nil.
+func (s *state) agent(name string) *AgentSpec {
+	for i := range s.spec.Agents {
+		if s.spec.Agents[i].Name == name {
+			return &s.spec.Agents[i]
+		}
+	}
+	return nil
+}

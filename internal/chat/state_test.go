@@ -1,0 +1,404 @@
+package chat
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// created returns the first events of a chat, as Runtime.Create writes them.
+func created(spec *Spec) []Event {
+	evs := []Event{{Seq: 1, Type: EventChatCreated, Data: mustJSON(map[string]any{"status": StatusQueued})}}
+	evs = append(evs, Event{Seq: 2, Type: EventMessage, Role: RoleUser, Name: UserName, Content: spec.Task,
+		Data: mustJSON(messageData{Kind: kindTask})})
+	for i := range evs {
+		evs[i].CreatedAt = t0
+	}
+	return evs
+}
+
+// fold returns the state of a log, failing the test on an event that does
+// not fold.
+func fold(t *testing.T, spec *Spec, evs []Event) *state {
+	t.Helper()
+	s := newState(spec, min(derefOr(spec.MaxRound, DefaultMaxRound), DefaultLimits.MaxRound))
+	for _, e := range evs {
+		if err := s.apply(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+func testEnv() stepEnv {
+	n := 0
+	return stepEnv{now: t0, newID: func() string { n++; return fmt.Sprintf("req-%d", n) }}
+}
+
+// adopt plans evs on s and returns the state after them and the log grown
+// by them, as worker.commit does once the store confirmed.
+func adopt(t *testing.T, s *state, log []Event, env stepEnv, evs ...Event) (*state, []Event) {
+	t.Helper()
+	next, planned, err := s.plan(evs, env, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return next, append(log, planned...)
+}
+
+func dataOf[T any](t *testing.T, e Event) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(e.Data, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestNextDecisions(t *testing.T) {
+	two := `{"task": "t", "agents": [{"name": "a", "type": "assistant"}, {"name": "b", "type": "assistant"}]`
+	for _, tt := range []struct {
+		name  string
+		spec  string
+		extra func(s *state, log []Event) []Event // more events after chat.running
+		check func(t *testing.T, st step)
+	}{{
+		name: "round robin selects the first agent",
+		spec: two + `}`,
+		check: func(t *testing.T, st step) {
+			if st.kind != stepAppend || st.events[0].Type != EventSpeakerSelected {
+				t.Fatalf("step %v %v", st.kind, st.events)
+			}
+			if sel := dataOf[selection](t, st.events[0]); sel.Agent != "a" || sel.Turn != 1 {
+				t.Fatalf("selection %+v", sel)
+			}
+		},
+	}, {
+		name: "auto with two candidates asks the selector model",
+		spec: two + `, "speaker_selection": {"method": "auto"}}`,
+		check: func(t *testing.T, st step) {
+			if st.kind != stepSelect || len(st.sel.Candidates) != 2 {
+				t.Fatalf("step %v %+v", st.kind, st.sel)
+			}
+		},
+	}, {
+		name: "a selected assistant calls its model",
+		spec: two + `}`,
+		extra: func(*state, []Event) []Event {
+			return []Event{selectedEvent(selection{Agent: "b", Method: SelectRoundRobin, Turn: 1})}
+		},
+		check: func(t *testing.T, st step) {
+			if st.kind != stepModel || st.agent.Name != "b" || st.turn != 1 || st.reflect {
+				t.Fatalf("step %+v", st)
+			}
+		},
+	}, {
+		name: "manual selection asks for a speaker",
+		spec: two + `, "speaker_selection": {"method": "manual"}}`,
+		check: func(t *testing.T, st step) {
+			if st.kind != stepAppend || st.events[0].Type != EventInputRequested {
+				t.Fatalf("step %+v", st)
+			}
+			if p := dataOf[PendingInput](t, st.events[0]); p.Kind != "speaker" || p.RequestID == "" {
+				t.Fatalf("request %+v", p)
+			}
+		},
+	}, {
+		name: "a code-executing proxy runs the blocks addressed to it",
+		spec: `{"task": "t", "agents": [{"name": "w", "type": "assistant"}, {"name": "x", "type": "user_proxy", "human_input_mode": "NEVER", "code_execution": {}}]}`,
+		extra: func(*state, []Event) []Event {
+			return []Event{
+				selectedEvent(selection{Agent: "w", Turn: 1}),
+				{Type: EventMessage, Role: RoleAssistant, Name: "w", Content: "```python\nprint(1)\n```", Data: mustJSON(messageData{Kind: kindModel, Turn: 1, End: true})},
+				selectedEvent(selection{Agent: "x", Turn: 2}),
+			}
+		},
+		check: func(t *testing.T, st step) {
+			if st.kind != stepCode || len(st.blocks) != 1 || st.blocks[0].Code != "print(1)" {
+				t.Fatalf("step %+v", st)
+			}
+		},
+	}, {
+		name: "max_round stops after the last turn",
+		spec: two + `, "max_round": 1}`,
+		extra: func(*state, []Event) []Event {
+			return []Event{
+				selectedEvent(selection{Agent: "a", Turn: 1}),
+				{Type: EventMessage, Role: RoleAssistant, Name: "a", Content: "hi", Data: mustJSON(messageData{Kind: kindModel, Turn: 1, End: true})},
+			}
+		},
+		check: func(t *testing.T, st step) {
+			t.Fatal("unreachable: plan appends the stop with the last message")
+		},
+	}} {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := specOf(t, tt.spec)
+			s := fold(t, spec, created(spec))
+			env := testEnv()
+			st := s.next(env)
+			if st.kind != stepAppend || st.events[0].Type != EventChatRunning {
+				t.Fatalf("a queued chat starts running first; got %+v", st)
+			}
+			log := created(spec)
+			s, log = adopt(t, s, log, env, st.events...)
+			if tt.extra != nil {
+				for _, e := range tt.extra(s, log) {
+					s, log = adopt(t, s, log, env, e)
+				}
+			}
+			if s.status.Terminal() {
+				if tt.name != "max_round stops after the last turn" {
+					t.Fatalf("ended: %s", s.stopDetail)
+				}
+				if last := log[len(log)-1]; last.Type != EventChatCompleted || s.stopReason != StopMaxRound ||
+					s.stopDetail != "Maximum number of turns 1 reached." {
+					t.Fatalf("last event %s, %s %q", last.Type, s.stopReason, s.stopDetail)
+				}
+				if st := s.next(env); st.kind != stepWait {
+					t.Fatalf("a terminal chat has nothing to do; got %v", st.kind)
+				}
+				return
+			}
+			tt.check(t, s.next(env))
+		})
+	}
+}
+
+// TestPlanLeavesStateAlone: planning an append changes nothing until the
+// worker adopts the result, so a failed append leaves the state as it was.
+func TestPlanLeavesStateAlone(t *testing.T) {
+	spec := specOf(t, `{"task": "t", "agents": [{"name": "a", "type": "assistant"}],
+		"termination": {"any": [{"text_mention": {"text": "DONE"}}, {"max_messages": 9}]}}`)
+	env := testEnv()
+	s := fold(t, spec, created(spec))
+	s, _ = adopt(t, s, nil, env, runningEvent(), selectedEvent(selection{Agent: "a", Turn: 1}))
+	before := s.clone()
+	next, evs, err := s.plan([]Event{{Type: EventMessage, Role: RoleAssistant, Name: "a", Content: "DONE",
+		Data: mustJSON(messageData{Kind: kindModel, Turn: 1, End: true, Usage: &Usage{PromptTokens: 3}})}}, env, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 2 || evs[1].Type != EventChatCompleted || next.status != StatusCompleted {
+		t.Fatalf("planned %d events, status %s", len(evs), next.status)
+	}
+	if s.status != StatusRunning || s.lastSeq != before.lastSeq || len(s.msgs) != len(before.msgs) || s.termFired ||
+		s.usage != before.usage || s.turns != 0 || s.term.root.fired {
+		t.Fatalf("plan changed the state it was asked about: %+v", s)
+	}
+}
+
+// TestApplyErrorsNameTheSeq: an event that does not decode is an error
+// naming its seq, never a zero value, and the chat then fails.
+func TestApplyErrorsNameTheSeq(t *testing.T) {
+	spec := specOf(t, `{"task": "t", "agents": [{"name": "a", "type": "assistant"}]}`)
+	evs := created(spec)
+	evs = append(evs, Event{Seq: 3, Type: EventChatRunning, CreatedAt: t0},
+		Event{Seq: 4, Type: EventSpeakerSelected, Data: json.RawMessage(`{"agent": 7}`), CreatedAt: t0},
+		Event{Seq: 5, Type: EventMessage, Role: RoleAssistant, Name: "a", Data: json.RawMessage(`{"kind":"model","turn":1,"end":true}`), CreatedAt: t0})
+	s := newState(spec, 10)
+	var errs []error
+	for _, e := range evs {
+		if err := s.apply(e); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "event seq 4") {
+		t.Fatalf("errors %v", errs)
+	}
+	if s.lastSeq != 5 {
+		t.Fatalf("lastSeq %d after a broken log, want 5 (the next append must follow the log)", s.lastSeq)
+	}
+	st := s.next(testEnv())
+	if st.kind != stepAppend || st.events[0].Type != EventChatFailed {
+		t.Fatalf("step %+v", st)
+	}
+	if d := dataOf[terminalData](t, st.events[0]); !strings.Contains(d.Error, "event seq 4") {
+		t.Fatalf("error %q does not name the seq", d.Error)
+	}
+	gap := newState(spec, 10)
+	if err := gap.apply(Event{Seq: 2, Type: EventChatCreated}); err == nil || !strings.Contains(err.Error(), "seq 2") {
+		t.Fatalf("a gap: %v", err)
+	}
+}
+
+// TestStateProperty drives random chats through the manager with random
+// effects — model replies with and without tool calls and stop words, tool
+// and code results, human answers — and checks after every append that
+// the incrementally adopted state equals the fold of the log from scratch
+// (what a worker rebuilt on another replica sees), that seqs are dense,
+// nothing follows a terminal event, the chat record says what the state
+// says, and every chat ends or pauses within its bounds.
+func TestStateProperty(t *testing.T) {
+	for seed := range uint64(300) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		spec := randomSpec(t, rng)
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			env := testEnv()
+			log := created(spec)
+			s := fold(t, spec, log)
+			for i := 0; ; i++ {
+				if i > 2000 {
+					t.Fatalf("no end after %d steps; status %s, turns %d", i, s.status, s.turns)
+				}
+				st := s.next(env)
+				if st.kind == stepWait {
+					break
+				}
+				evs := append(append([]Event{}, st.before...), effect(rng, s, st)...)
+				if len(evs) == 0 {
+					break
+				}
+				before := len(log)
+				s, log = adopt(t, s, log, env, evs...)
+				checkLog(t, log, before)
+				rebuilt := fold(t, spec, log)
+				compareStates(t, s, rebuilt)
+				upd := s.update(t0)
+				if upd.Status != s.status || upd.ReleaseLease != (s.status.Terminal() || s.status == StatusAwaitingInput) ||
+					upd.MessageCount != s.msgCount || upd.Turns != s.turns {
+					t.Fatalf("chat record %+v does not match state", upd)
+				}
+				if s.status == StatusAwaitingInput {
+					// A human answers (or not), as the stored input response.
+					env.input = randomInput(rng, s)
+				} else {
+					env.input = nil
+				}
+			}
+			if !s.status.Terminal() && s.status != StatusAwaitingInput {
+				t.Fatalf("stopped in status %s", s.status)
+			}
+			if s.turns > s.maxRound {
+				t.Fatalf("%d turns > max_round %d", s.turns, s.maxRound)
+			}
+		})
+	}
+}
+
+func checkLog(t *testing.T, log []Event, from int) {
+	t.Helper()
+	for i := range log {
+		if log[i].Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d", i, log[i].Seq)
+		}
+		if log[i].Type.Terminal() && i != len(log)-1 {
+			t.Fatalf("seq %d follows the terminal event", log[i+1].Seq)
+		}
+	}
+}
+
+func compareStates(t *testing.T, live, rebuilt *state) {
+	t.Helper()
+	type view struct {
+		LastSeq                 int64
+		Status                  Status
+		Reason                  StopReason
+		Detail, Err             string
+		Msgs, RunMsgs, Turns    int
+		Usage                   Usage
+		LastSpeaker             string
+		Pending                 *selection
+		ModelCalls, AutoReplies map[string]int
+		SelectorCalls           int
+		PendingInput            *PendingInput
+		TermFired               bool
+	}
+	v := func(s *state) view {
+		return view{s.lastSeq, s.status, s.stopReason, s.stopDetail, s.errText, s.msgCount, s.runMsgs, s.turns, s.usage,
+			s.lastSpeaker, s.pending, s.modelCalls, s.autoReplies, s.selectorCalls, s.pendingInput, s.termFired}
+	}
+	if a, b := v(live), v(rebuilt); !reflect.DeepEqual(a, b) {
+		t.Fatalf("adopted state differs from the fold of the log:\n live    %+v\n rebuilt %+v", a, b)
+	}
+}
+
+func randomSpec(t *testing.T, rng *rand.Rand) *Spec {
+	methods := []string{"round_robin", "random", "auto", "manual", "swarm"}
+	modes := []string{"NEVER", "ALWAYS", "TERMINATE"}
+	var agents []string
+	n := 1 + rng.IntN(3)
+	for i := range n {
+		agents = append(agents, fmt.Sprintf(`{"name": "a%d", "type": "assistant", "tools": ["t"], "max_tool_iterations": %d, "reflect_on_tool_use": %v, "handoffs": ["p"]}`,
+			i, 1+rng.IntN(2), rng.IntN(2) == 0))
+	}
+	agents = append(agents, fmt.Sprintf(`{"name": "p", "type": "user_proxy", "human_input_mode": %q, "max_consecutive_auto_reply": %d, "code_execution": {}, "functions": ["f"]}`,
+		modes[rng.IntN(3)], 1+rng.IntN(3)))
+	conds := []string{`{"text_mention": {"text": "STOP"}}`, `{"max_messages": 12}`, `{"token_usage": {"max_total_tokens": 400}}`,
+		`{"all": [{"source_match": {"sources": ["p"]}}, {"text_mention": {"text": "STOP"}}]}`, `{"handoff": {"target": "p"}}`, `{"function_call": {"name": "f"}}`}
+	term := ""
+	if rng.IntN(4) > 0 {
+		term = `, "termination": ` + conds[rng.IntN(len(conds))]
+	}
+	return specOf(t, fmt.Sprintf(`{"task": "go", "agents": [%s], "max_round": %d, "tools": [{"name": "t"}, {"name": "f"}],
+		"speaker_selection": {"method": %q, "seed": %d, "max_attempts": 2}%s}`,
+		strings.Join(agents, ", "), 1+rng.IntN(8), methods[rng.IntN(len(methods))], rng.IntN(100), term))
+}
+
+// effect plays the world for one step: what a model, a tool, a sandbox
+// would have produced, and returns the events the worker would append.
+func effect(rng *rand.Rand, s *state, st step) []Event {
+	switch st.kind {
+	case stepAppend:
+		return st.events
+	case stepSelect:
+		var replies []string
+		for range 1 + rng.IntN(2) {
+			replies = append(replies, st.sel.Candidates[rng.IntN(len(st.sel.Candidates))]+[]string{"", " and a0"}[rng.IntN(2)])
+		}
+		return []Event{selectedEvent(s.autoSelection(st.sel, replies, Usage{PromptTokens: 5}))}
+	case stepModel:
+		resp := &ModelResponse{Content: []string{"ok", "STOP", "```python\nprint(1)\n```", "x\x00y"}[rng.IntN(4)],
+			Usage: Usage{PromptTokens: int64(rng.IntN(50)), CompletionTokens: int64(rng.IntN(50))}}
+		box := &toolbox{byName: map[string]offered{
+			"t":             {def: ToolDef{Name: "t"}},
+			"f":             {def: ToolDef{Name: "f"}, executor: "p"},
+			"transfer_to_p": {def: ToolDef{Name: "transfer_to_p"}, handoff: "p"},
+		}}
+		if !st.reflect && rng.IntN(2) == 0 {
+			for i := range 1 + rng.IntN(2) {
+				name := []string{"t", "f", "transfer_to_p", "nope"}[rng.IntN(4)]
+				resp.ToolCalls = append(resp.ToolCalls, ToolCall{ID: fmt.Sprintf("call_%d_%d", s.lastSeq, i), Type: "function",
+					Function: FunctionCall{Name: name, Arguments: "{}"}})
+			}
+		}
+		return []Event{modelReply(st.agent, st.turn, resp, box, st.reflect)}
+	case stepTools:
+		box := &toolbox{byName: map[string]offered{"t": {def: ToolDef{Name: "t"}}, "transfer_to_p": {def: ToolDef{Name: "transfer_to_p"}, handoff: "p"}}}
+		results := make([]ToolResponse, len(st.open.ToolCalls))
+		for i, c := range st.open.ToolCalls {
+			results[i] = ToolResponse{ToolCallID: c.ID, Role: RoleTool, Content: "r"}
+		}
+		return toolTurnEvents(st.agent, st.turn, st.open, results, box)
+	case stepRouted:
+		results := make([]ToolResponse, len(st.open.ToolCalls))
+		for i, c := range st.open.ToolCalls {
+			results[i] = ToolResponse{ToolCallID: c.ID, Role: RoleTool, Content: "r"}
+		}
+		return []Event{routedReply(st.agent, st.turn, st.open, results, map[string]offered{"f": {}})}
+	case stepCode:
+		return []Event{codeReply(st.agent, st.turn, &CodeResult{ExitCode: rng.IntN(2), Output: "1\n"})}
+	}
+	return nil
+}
+
+func randomInput(rng *rand.Rand, s *state) json.RawMessage {
+	p := s.pendingInput
+	switch rng.IntN(5) {
+	case 0:
+		return nil // nobody answered yet
+	case 1:
+		return mustJSON(Input{RequestID: p.RequestID, Content: new(string)})
+	}
+	if p.Kind == "speaker" {
+		sp := p.Candidates[rng.IntN(len(p.Candidates))]
+		return mustJSON(Input{RequestID: p.RequestID, Speaker: &sp})
+	}
+	c := []string{"go on", "exit", "STOP"}[rng.IntN(3)]
+	return mustJSON(Input{RequestID: p.RequestID, Content: &c})
+}

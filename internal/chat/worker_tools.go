@@ -1,0 +1,115 @@
+package chat
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// toolsStep runs an assistant's open calls — its own tools, handoffs, and
+// errors for names nobody offers — and appends the results.
+func (w *worker) toolsStep(ctx context.Context, s step) error {
+	box, err := w.toolboxFor(ctx, s.agent)
+	if err != nil {
+		return err
+	}
+	results := w.runCalls(ctx, s.open.ToolCalls, func(c ToolCall) (offered, bool) {
+		o, ok := box.byName[c.Function.Name]
+		return o, ok && o.executor == ""
+	})
+	if ctx.Err() != nil {
+		return ctx.Err() // cut mid-call: redo the calls, do not record half of them
+	}
+	return w.commit(ctx, toolTurnEvents(s.agent, s.turn, s.open, results, box)...)
+}
+
+// routedStep is a user_proxy's turn after calls routed to it: run the
+// calls it has functions for, answer the others with an error.
+func (w *worker) routedStep(ctx context.Context, s step) error {
+	owned := map[string]offered{}
+	for _, fn := range s.agent.Functions {
+		t := w.st.spec.tool(fn)
+		defs, err := w.rt.tools.Describe(ctx, w.id, t)
+		if err != nil {
+			return fmt.Errorf("describe function %s: %w", fn, err)
+		}
+		for _, d := range defs {
+			owned[d.Name] = offered{def: d, tool: t}
+		}
+	}
+	results := w.runCalls(ctx, s.open.ToolCalls, func(c ToolCall) (offered, bool) {
+		o, ok := owned[c.Function.Name]
+		return o, ok
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return w.commit(ctx, routedReply(s.agent, s.turn, s.open, results, owned))
+}
+
+// toolboxFor describes the functions offered to an assistant in this turn.
+func (w *worker) toolboxFor(ctx context.Context, a *AgentSpec) (*toolbox, error) {
+	b := &toolbox{byName: map[string]offered{}}
+	for _, name := range a.Tools {
+		t := w.st.spec.tool(name)
+		defs, err := w.rt.tools.Describe(ctx, w.id, t)
+		if err != nil {
+			return nil, fmt.Errorf("describe tool %s: %w", name, err)
+		}
+		for _, d := range defs {
+			b.add(offered{def: d, tool: t})
+		}
+	}
+	for i := range w.st.spec.Agents {
+		p := &w.st.spec.Agents[i]
+		if p.Type != AgentUserProxy {
+			continue
+		}
+		for _, fn := range p.Functions {
+			t := w.st.spec.tool(fn)
+			defs, err := w.rt.tools.Describe(ctx, w.id, t)
+			if err != nil {
+				return nil, fmt.Errorf("describe function %s: %w", fn, err)
+			}
+			for _, d := range defs {
+				b.add(offered{def: d, executor: p.Name})
+			}
+		}
+	}
+	for _, target := range a.Handoffs {
+		desc := "Handoff to " + target + "."
+		if t := w.st.agent(target); t != nil && t.Description != "" {
+			desc += " " + t.Description
+		}
+		b.add(offered{def: ToolDef{Name: handoffPrefix + target, Description: desc,
+			Parameters: []byte(`{"type":"object","properties":{}}`)}, handoff: target})
+	}
+	return b, nil
+}
+
+// runCalls runs the calls that mine accepts concurrently — a model's
+// parallel calls are independent by contract — and returns responses in the
+// calls' order. A name mine rejects gets an error response.
+func (w *worker) runCalls(ctx context.Context, calls []ToolCall, mine func(ToolCall) (offered, bool)) []ToolResponse {
+	out := make([]ToolResponse, len(calls))
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		o, ok := mine(c)
+		switch {
+		case o.handoff != "":
+			continue // answered by the caller
+		case !ok:
+			out[i] = errorResponse(c.ID, fmt.Sprintf("unknown function %q", c.Function.Name))
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := w.rt.tools.Call(ctx, &ToolRequest{ChatID: w.id, Tool: o.tool, Function: o.def, CallID: c.ID,
+				Arguments: c.Function.Arguments, Limits: w.st.spec.sandboxLimits()})
+			out[i] = ToolResponse{ToolCallID: c.ID, Role: RoleTool, Content: res.Content, IsError: res.IsError}
+		}()
+	}
+	wg.Wait()
+	return out
+}
