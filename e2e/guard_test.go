@@ -119,7 +119,7 @@ func TestCORSForAllowedOrigins(t *testing.T) {
 func TestSlowClientsAreCutOff(t *testing.T) {
 	t.Parallel()
 	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none",
-		"AGENTD_READ_TIMEOUT=4s", "AGENTD_WRITE_TIMEOUT=5s", "AGENTD_MAX_BODY_BYTES=33554432")
+		"AGENTD_READ_TIMEOUT=4s", "AGENTD_WRITE_TIMEOUT=15s", "AGENTD_MAX_BODY_BYTES=33554432")
 	addr := strings.TrimPrefix(p.base, "http://")
 
 	t.Run("trickled body", func(t *testing.T) {
@@ -176,9 +176,10 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 		defer conn.Close()
 		fmt.Fprintf(conn, "GET /v1/chats/%s/events HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", c.ID, addr)
 		p.waitTerminal(c.ID, 2*time.Minute)
-		// The server's writes block; its 5 s write deadline must end the
-		// stream. Wait past it, then read what is left.
-		time.Sleep(10 * time.Second)
+		// The server's writes block; its write deadline (15 s, so that
+		// creating this 6 MB chat fits in it on a busy machine) must end
+		// the stream. Wait past it, then read what is left.
+		time.Sleep(20 * time.Second)
 		_ = conn.SetReadDeadline(time.Now().Add(60 * time.Second))
 		got, err := io.ReadAll(bufio.NewReader(conn))
 		t.Logf("read %d bytes after the stall, then %v", len(got), err)

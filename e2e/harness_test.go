@@ -122,6 +122,11 @@ func startAgentd(t *testing.T, env ...string) *proc {
 		// directory (the same for every process of one test).
 		cmd.Env = append(cmd.Env, "AGENTD_SANDBOX_WORK_ROOT="+workRoot(t))
 	}
+	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "AGENTD_RATE_LIMIT=") }) {
+		// Tests drive many chats from one address and poll them fast; the
+		// rate limit has tests of its own (guard_test.go).
+		cmd.Env = append(cmd.Env, "AGENTD_RATE_LIMIT=0")
+	}
 	cmd.Env = append(cmd.Env, env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
