@@ -42,8 +42,7 @@ rootfs() { # rootfs <packages> <tar> [mmdebstrap options...]
 }
 
 labels=(--change "LABEL org.opencontainers.image.source=https://github.com/agentd/agentd"
-  --change "LABEL org.opencontainers.image.version=$version"
-  --change "LABEL org.opencontainers.image.licenses=Apache-2.0")
+  --change "LABEL org.opencontainers.image.version=$version")
 
 img=localhost/agentd:local
 if ! exists "$img"; then
@@ -73,7 +72,7 @@ if ! exists "$img"; then
   echo "build-images: haproxy ($suite) -> $img"
   rootfs haproxy "$tmp/haproxy.tar"
   "$engine" import "${labels[@]}" --change 'LABEL org.opencontainers.image.title=agentd-haproxy' \
-    --change 'USER haproxy' --change 'ENV PATH=/usr/sbin:/usr/bin:/bin' --change 'STOPSIGNAL SIGUSR1' \
+    --change 'USER haproxy' --change 'ENV PATH=/usr/sbin:/usr/bin:/bin' \
     --change 'CMD ["haproxy", "-W", "-db", "-f", "/etc/haproxy/haproxy.cfg"]' \
     "$tmp/haproxy.tar" "$img" >/dev/null
   rm -f "$tmp/haproxy.tar"

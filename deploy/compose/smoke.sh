@@ -28,6 +28,8 @@ down() {
     done
   fi
   "${compose[@]}" down -v >/dev/null 2>&1 || true
+  # podman-compose 1.0 leaves the project's network behind.
+  podman network rm -f "${project}_default" >/dev/null 2>&1 || true
 }
 trap 'failed=1; down' ERR
 trap down EXIT
