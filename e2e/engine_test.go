@@ -52,7 +52,7 @@ func TestRefusedReplyFailsAfterOneModelCall(t *testing.T) {
 			"model": {"provider": "replay", "responses": [%q, "again"]}}]}`, huge)
 		p := startAgentd(t, append(env, "AGENTD_MAX_BODY_BYTES=16000000")...)
 		c := p.create([]byte(spec))
-		view := p.waitTerminal(c.ID, 60*time.Second)
+		view := p.waitTerminal(c.ID, 3*time.Minute) // an 8 MiB spec and reply take a while under the race detector
 		if view.Status != "failed" || view.Error == nil || !strings.Contains(*view.Error, "refused") ||
 			!strings.Contains(*view.Error, "over the limit") || strings.Contains(*view.Error, "yyyy") {
 			t.Fatalf("chat = %.500v", view)
