@@ -118,11 +118,9 @@ func TestCORSForAllowedOrigins(t *testing.T) {
 // reads are both cut off by the deadlines.
 func TestSlowClientsAreCutOff(t *testing.T) {
 	t.Parallel()
-	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none",
-		"AGENTD_READ_TIMEOUT=4s", "AGENTD_WRITE_TIMEOUT=15s", "AGENTD_MAX_BODY_BYTES=33554432")
-	addr := strings.TrimPrefix(p.base, "http://")
-
 	t.Run("trickled body", func(t *testing.T) {
+		p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none", "AGENTD_READ_TIMEOUT=4s")
+		addr := strings.TrimPrefix(p.base, "http://")
 		conn, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
@@ -151,15 +149,20 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 	})
 
 	t.Run("never-reading event stream", func(t *testing.T) {
+		// Deadlines long enough for the create of a 6 MB spec on a busy
+		// machine under the race detector.
+		p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none",
+			"AGENTD_READ_TIMEOUT=60s", "AGENTD_WRITE_TIMEOUT=40s", "AGENTD_MAX_BODY_BYTES=33554432")
+		addr := strings.TrimPrefix(p.base, "http://")
 		// A chat of about 6 MB of messages, streamed to a client that
 		// reads nothing with a small receive buffer.
-		big := strings.Repeat("x", 64<<10)
+		big := strings.Repeat("x", 150<<10)
 		var a, b []string
-		for range 50 {
+		for range 20 {
 			a = append(a, fmt.Sprintf(`{"content": %q}`, big))
 			b = append(b, fmt.Sprintf(`{"content": %q}`, big))
 		}
-		spec := fmt.Appendf(nil, `{"task": "talk", "max_round": 100,
+		spec := fmt.Appendf(nil, `{"task": "talk", "max_round": 40,
 			"agents": [{"name": "a", "type": "assistant", "model": "ma"}, {"name": "b", "type": "assistant", "model": "mb"}],
 			"models": {"ma": {"provider": "replay", "responses": [%s]}, "mb": {"provider": "replay", "responses": [%s]}}}`,
 			strings.Join(a, ","), strings.Join(b, ","))
@@ -175,11 +178,10 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 		}
 		defer conn.Close()
 		fmt.Fprintf(conn, "GET /v1/chats/%s/events HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", c.ID, addr)
-		p.waitTerminal(c.ID, 2*time.Minute)
-		// The server's writes block; its write deadline (15 s, so that
-		// creating this 6 MB chat fits in it on a busy machine) must end
-		// the stream. Wait past it, then read what is left.
-		time.Sleep(20 * time.Second)
+		p.waitTerminal(c.ID, 4*time.Minute)
+		// The server's writes block; its 40 s write deadline must end the
+		// stream. Wait past it, then read what is left.
+		time.Sleep(45 * time.Second)
 		_ = conn.SetReadDeadline(time.Now().Add(60 * time.Second))
 		got, err := io.ReadAll(bufio.NewReader(conn))
 		t.Logf("read %d bytes after the stall, then %v", len(got), err)
@@ -214,7 +216,9 @@ func TestStreamCapsAndRateLimits(t *testing.T) {
 	healthDone := make(chan struct{})
 	go func() {
 		defer close(healthDone)
-		cl := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		// Generous: the point is that it answers at all (no descriptors
+		// or goroutines left), on a machine also running the race detector.
+		cl := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 		for ctx.Err() == nil {
 			resp, err := cl.Get(p.base + "/healthz")
 			if err != nil || resp.StatusCode != 200 {
@@ -225,7 +229,7 @@ func TestStreamCapsAndRateLimits(t *testing.T) {
 			if resp != nil {
 				resp.Body.Close()
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond)
 		}
 	}()
 

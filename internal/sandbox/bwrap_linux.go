@@ -297,8 +297,15 @@ func (b *bwrapManager) probe(ctx context.Context) error {
 // Backend implements chat.Sandboxes.
 func (b *bwrapManager) Backend() string { return BackendBwrap }
 
-// Close implements Manager; the bwrap backend holds nothing open.
-func (b *bwrapManager) Close() error { return nil }
+// Close implements Manager; the bwrap backend holds nothing open. The
+// parent cgroups of its sandboxes go when empty (a sandbox still running
+// keeps them).
+func (b *bwrapManager) Close() error {
+	if b.cg != nil {
+		b.cg.close()
+	}
+	return nil
+}
 
 func (b *bwrapManager) dir(chatID string) string { return filepath.Join(b.cfg.WorkRoot, chatID) }
 

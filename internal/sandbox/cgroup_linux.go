@@ -336,9 +336,10 @@ func keyed(s, key string) int64 {
 }
 
 // remove kills whatever is left in the cgroup and deletes it. Processes
-// may take a moment to be gone after bwrap's pid namespace ended.
+// may take a moment to be gone after bwrap's pid namespace ended
+// (seconds, on a loaded host).
 func (c *cgroup) remove() {
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for _, d := range c.dirs {
 		for {
 			err := os.Remove(d)
@@ -361,5 +362,15 @@ func killAll(dir string) {
 		if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
+	}
+}
+
+// close removes the sandboxes' parent cgroups if they are empty.
+func (cg *cgroups) close() {
+	if cg.v2 != "" {
+		_ = os.Remove(cg.v2)
+	}
+	for _, d := range cg.v1 {
+		_ = os.Remove(d)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -98,7 +99,7 @@ type dockerManager struct {
 	log  *slog.Logger
 	slug string // short hash of the owner, part of container names
 	// podman: the engine is Podman, whose tmpfs options differ.
-	podman bool
+	podman atomic.Bool
 
 	mu    sync.Mutex
 	boxes map[string]*dockerBox
@@ -143,11 +144,14 @@ func openDocker(ctx context.Context, cfg Config, met *metrics) (*dockerManager, 
 		slug:  hex.EncodeToString(sum[:4]),
 		boxes: make(map[string]*dockerBox),
 	}
-	if v, err := cli.ServerVersion(pctx); err == nil {
+	vctx, vcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer vcancel()
+	if v, err := cli.ServerVersion(vctx); err == nil {
+		isPodman := strings.Contains(strings.ToLower(v.Platform.Name), "podman")
 		for _, c := range v.Components {
-			d.podman = d.podman || strings.Contains(strings.ToLower(c.Name), "podman")
+			isPodman = isPodman || strings.Contains(strings.ToLower(c.Name), "podman")
 		}
-		d.podman = d.podman || strings.Contains(strings.ToLower(v.Platform.Name), "podman")
+		d.podman.Store(isPodman)
 	}
 	if list, err := d.list(pctx, ""); err == nil {
 		met.alive.WithLabelValues(BackendDocker).Add(float64(len(list)))
@@ -361,7 +365,7 @@ func (d *dockerManager) create(ctx context.Context, chatID string, lim limits) (
 	// its limits, its memory through it. Podman refuses uid= on a tmpfs
 	// and chowns it to the container's user with U; Docker takes uid=.
 	owner := fmt.Sprintf("uid=%d,gid=%d", sandboxUID, sandboxUID)
-	if d.podman {
+	if d.podman.Load() {
 		owner = "U"
 	}
 	workTmpfs := fmt.Sprintf("rw,nosuid,nodev,size=%dm,mode=0700,%s", lim.diskMB, owner)
@@ -406,6 +410,12 @@ func (d *dockerManager) create(ctx context.Context, chatID string, lim limits) (
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
 	}
 	created, err := d.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)
+	if err != nil && !d.podman.Load() && strings.Contains(err.Error(), `unknown mount option "uid=`) {
+		// Podman, though its version did not say so.
+		d.podman.Store(true)
+		host.Tmpfs["/work"] = strings.Replace(workTmpfs, owner, "U", 1)
+		created, err = d.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)
+	}
 	if err != nil {
 		// Another replica may have created it just now: use that one.
 		if found, lerr := d.list(ctx, chatID); lerr == nil && len(found) > 0 {

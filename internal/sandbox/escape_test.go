@@ -482,8 +482,11 @@ print("forked", len(pids))`
 
 func testCancel(t *testing.T, m Manager) {
 	chatID := newChat(t, m)
+	// The sandbox exists first, so that the second before the cancel is
+	// the program's own, not a container's creation on a busy host.
+	run(t, m, &chat.ExecRequest{ChatID: chatID, Language: "sh", Code: "true"})
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(time.Second, cancel)
+	time.AfterFunc(2*time.Second, cancel)
 	start := time.Now()
 	res, err := m.Exec(ctx, &chat.ExecRequest{ChatID: chatID, Language: "python",
 		Code: "import os\nopen('pid', 'w').write(str(os.getpid()))\nwhile True:\n    pass", Timeout: time.Minute})
