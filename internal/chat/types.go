@@ -145,7 +145,9 @@ func (u Usage) Add(o Usage) Usage {
 
 // Message is a chat message as clients see it: an event of type "message".
 type Message struct {
-	Seq           int64          `json:"seq"`
+	Seq int64 `json:"seq"`
+	// Type is AgentChat's name for the message (see MessageType).
+	Type          string         `json:"type"`
 	Role          string         `json:"role"`
 	Name          string         `json:"name"`
 	Content       string         `json:"content"`
