@@ -85,12 +85,13 @@ func (w *worker) selectAuto(ctx context.Context, sel *selection) error {
 		}
 		usage = usage.Add(resp.Usage)
 		sel.Attempts, sel.Replies = attempt+1, append(sel.Replies, resp.Content)
-		agent, feedback := judgeSelectorReply(names, sel.Candidates, resp.Content)
+		agent, feedback := judgeSelectorReply(names, sel.Candidates, resp.Content, w.lastSpeaker, w.spec.allowRepeat())
 		if agent != "" {
 			sel.Agent, sel.Usage = agent, &usage
 			return nil
 		}
-		msgs = append(msgs, ModelMessage{Role: RoleAssistant, Content: resp.Content}, ModelMessage{Role: RoleUser, Content: feedback})
+		// AgentChat sends the feedback as a user message from "user".
+		msgs = append(msgs, ModelMessage{Role: RoleAssistant, Content: resp.Content}, ModelMessage{Role: RoleUser, Name: UserName, Content: feedback})
 	}
 	sel.Agent, sel.Fallback, sel.Usage = nextInOrder(w.spec, w.lastSpeaker, sel.Candidates), true, &usage
 	w.log.Warn("speaker selector gave no valid answer; falling back to round robin", "attempts", sel.Attempts, "agent", sel.Agent)

@@ -54,18 +54,22 @@ type worker struct {
 	inputExpiresAt *time.Time
 
 	// Derived from the log.
-	lastSeq       int64
-	status        Status
-	stopReason    StopReason
-	stopDetail    string
-	errText       string
-	completedAt   *time.Time
-	msgs          []Message
-	meta          []messageData // msgs[i]'s bookkeeping
-	msgCount      int
-	runMsgs       int // task and later messages: what max_messages counts
-	turns         int
-	usage         Usage
+	lastSeq     int64
+	status      Status
+	stopReason  StopReason
+	stopDetail  string
+	errText     string
+	completedAt *time.Time
+	msgs        []Message
+	meta        []messageData // msgs[i]'s bookkeeping
+	msgCount    int
+	runMsgs     int // chat messages of the task and later: what max_messages counts
+	turns       int
+	usage       Usage // every model call's, the selector's included: the chat's usage
+	agentUsage  Usage // the agents' model calls only: what token_usage counts
+	// delta holds the messages of the turn in progress: termination is
+	// evaluated on a whole agent response, as AgentChat does.
+	delta         []termMsg
 	started       time.Time
 	lastSpeaker   string
 	pending       *selection // a selected speaker whose turn has not ended
@@ -162,6 +166,7 @@ func (w *worker) applyMessage(e Event) {
 	w.msgCount++
 	if m.Usage != nil {
 		w.usage = w.usage.Add(*m.Usage)
+		w.agentUsage = w.agentUsage.Add(*m.Usage)
 	}
 	switch d.Kind {
 	case kindModel:
@@ -176,30 +181,31 @@ func (w *worker) applyMessage(e Event) {
 		}
 		return
 	}
-	w.runMsgs++
+	if isChatMessage(m) {
+		w.runMsgs++
+	}
 	if d.Turn > 0 && d.End {
 		w.turns, w.pending = d.Turn, nil
 	}
 	if d.ResetTermination {
 		w.term = newTerminator(w.spec.Termination)
-		w.termFired = false
-		w.termBase = termState{messages: w.runMsgs, usage: w.usage, start: e.CreatedAt}
+		w.termFired, w.delta = false, nil
+		w.termBase = termState{messages: w.runMsgs, usage: w.agentUsage, start: e.CreatedAt}
 		return
 	}
-	st := w.termState(e.CreatedAt)
-	st.functions = d.Functions
-	if d.Kind == kindTask {
-		w.termFired = w.term.observe(nil, st)
-	} else {
-		w.termFired = w.term.observe(&m, st)
+	w.delta = append(w.delta, termMsg{Message: m, task: d.Kind == kindTask, functions: d.Functions})
+	if d.Turn > 0 && !d.End {
+		return // the turn goes on
 	}
+	w.termFired = w.term.observe(w.delta, w.termState(e.CreatedAt))
+	w.delta = nil
 }
 
 // termState is what the termination conditions count, since their last reset.
 func (w *worker) termState(now time.Time) termState {
 	return termState{
 		messages: w.runMsgs - w.termBase.messages,
-		usage:    Usage{PromptTokens: w.usage.PromptTokens - w.termBase.usage.PromptTokens, CompletionTokens: w.usage.CompletionTokens - w.termBase.usage.CompletionTokens},
+		usage:    Usage{PromptTokens: w.agentUsage.PromptTokens - w.termBase.usage.PromptTokens, CompletionTokens: w.agentUsage.CompletionTokens - w.termBase.usage.CompletionTokens},
 		start:    w.termBase.start,
 		now:      now,
 	}

@@ -389,21 +389,58 @@ func compare(want fixture, got run) []string {
 	return diffs
 }
 
-// lineDiff shows the lines of want and got from the first that differs.
+// lineDiff is a unified-style diff of want and got by lines ("-" want,
+// "+" got), with two lines of context around each change.
 func lineDiff(want, got string) string {
 	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	i := 0
-	for i < len(w) && i < len(g) && w[i] == g[i] {
-		i++
+	// lcs[i][j] is the length of the longest common subsequence of w[i:], g[j:].
+	lcs := make([][]int, len(w)+1)
+	for i := range lcs {
+		lcs[i] = make([]int, len(g)+1)
 	}
-	from := max(0, i-3)
+	for i := len(w) - 1; i >= 0; i-- {
+		for j := len(g) - 1; j >= 0; j-- {
+			if w[i] == g[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	type line struct {
+		op   byte
+		text string
+	}
+	var lines []line
+	i, j := 0, 0
+	for i < len(w) || j < len(g) {
+		switch {
+		case i < len(w) && j < len(g) && w[i] == g[j]:
+			lines = append(lines, line{' ', w[i]})
+			i, j = i+1, j+1
+		case j < len(g) && (i == len(w) || lcs[i][j+1] >= lcs[i+1][j]):
+			lines = append(lines, line{'+', g[j]})
+			j++
+		default:
+			lines = append(lines, line{'-', w[i]})
+			i++
+		}
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "  first difference at line %d\n", i+1)
-	for j := from; j < min(len(w), i+8); j++ {
-		fmt.Fprintf(&b, "  want| %s\n", w[j])
-	}
-	for j := from; j < min(len(g), i+8); j++ {
-		fmt.Fprintf(&b, "  got | %s\n", g[j])
+	last := -1
+	for k, l := range lines {
+		near := false
+		for d := max(0, k-2); d <= min(len(lines)-1, k+2); d++ {
+			near = near || lines[d].op != ' '
+		}
+		if !near {
+			continue
+		}
+		if last >= 0 && k > last+1 {
+			b.WriteString("  ...\n")
+		}
+		fmt.Fprintf(&b, "  %c %s\n", l.op, l.text)
+		last = k
 	}
 	return b.String()
 }
