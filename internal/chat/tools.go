@@ -74,12 +74,7 @@ func (w *worker) toolboxFor(ctx context.Context, a *AgentSpec) (*toolbox, error)
 		}
 	}
 	for _, target := range a.Handoffs {
-		desc := "Handoff to " + target + "."
-		if t := w.agent(target); t != nil && t.Description != "" {
-			desc += " " + t.Description
-		}
-		b.add(offered{def: ToolDef{Name: handoffPrefix + target, Description: desc,
-			Parameters: []byte(`{"type":"object","properties":{}}`)}, handoff: target})
+		b.add(offered{def: handoffDef(target), handoff: target})
 	}
 	return b, nil
 }
@@ -143,16 +138,15 @@ func (w *worker) assistantTurn(ctx context.Context, a *AgentSpec, turn int) erro
 			o, ok := box.byName[c.Function.Name]
 			return o, ok && o.executor == ""
 		})
-		first := slices.IndexFunc(open.ToolCalls, func(c ToolCall) bool { return box.byName[c.Function.Name].handoff != "" })
+		// Every handoff call is answered with its transfer text, as AgentChat
+		// runs every handoff tool of a reply; the first one is taken.
 		var target string
 		for i, c := range open.ToolCalls {
-			switch o := box.byName[c.Function.Name]; {
-			case o.handoff == "":
-			case i == first:
-				target = o.handoff
-				results[i] = ToolResponse{ToolCallID: c.ID, Role: RoleTool, Content: handoffContent(target)}
-			default:
-				results[i] = errorResponse(c.ID, "only the first handoff of a reply is taken")
+			if o := box.byName[c.Function.Name]; o.handoff != "" {
+				results[i] = ToolResponse{ToolCallID: c.ID, Role: RoleTool, Content: handoffContent(o.handoff)}
+				if target == "" {
+					target = o.handoff
+				}
 			}
 		}
 		if ctx.Err() != nil {
@@ -188,10 +182,19 @@ func (w *worker) endToolTurn(ctx context.Context, a *AgentSpec, box *toolbox, tu
 	for _, c := range calls {
 		r := responses[c.ID]
 		lines = append(lines, strings.NewReplacer("{tool_name}", c.Function.Name, "{arguments}", c.Function.Arguments,
-			"{result}", r.Content, "{is_error}", fmt.Sprint(r.IsError)).Replace(format))
+			"{result}", r.Content, "{is_error}", pyBool(r.IsError)).Replace(format))
 	}
 	return w.commit(ctx, Event{Type: EventMessage, Role: RoleAssistant, Name: a.Name, Content: strings.Join(lines, "\n"),
 		Data: mustJSON(messageData{Kind: kindSummary, Turn: turn, End: true})})
+}
+
+// pyBool is a bool as Python's str.format writes it, which AgentChat uses
+// for tool_call_summary_format.
+func pyBool(b bool) string {
+	if b {
+		return "True"
+	}
+	return "False"
 }
 
 // turnProgress reads the current turn from the log: how many model calls

@@ -422,12 +422,15 @@ func (w *worker) stop(ctx context.Context, err error) bool {
 	}
 }
 
-func (w *worker) agent(name string) *AgentSpec {
-	i := slices.IndexFunc(w.spec.Agents, func(a AgentSpec) bool { return a.Name == name })
+func (w *worker) agent(name string) *AgentSpec { return w.spec.agent(name) }
+
+// agent is the spec's agent of that name, or nil.
+func (s *Spec) agent(name string) *AgentSpec {
+	i := slices.IndexFunc(s.Agents, func(a AgentSpec) bool { return a.Name == name })
 	if i < 0 {
 		return nil
 	}
-	return &w.spec.Agents[i]
+	return &s.Agents[i]
 }
 
 // resolveModel turns a validated model reference into its configuration.

@@ -341,7 +341,10 @@ func transcriptOf(msgs []chat.Message) []entry {
 
 // normalize removes what may legitimately differ between AgentChat's request
 // and agentd's: the model name (the scenario's, sent as the operator maps
-// it) and whether and how the reply is streamed.
+// it) and whether and how the reply is streamed. It also writes two values
+// that the API reads as absent the way go-openai writes them (it omits
+// them): a tool's "strict": false and an assistant tool-call message's
+// "content": null.
 func normalize(body []byte) (string, error) {
 	var m map[string]any
 	if err := json.Unmarshal(body, &m); err != nil {
@@ -350,6 +353,20 @@ func normalize(body []byte) (string, error) {
 	delete(m, "model")
 	delete(m, "stream")
 	delete(m, "stream_options")
+	if tools, ok := m["tools"].([]any); ok {
+		for _, t := range tools {
+			if f, ok := t.(map[string]any)["function"].(map[string]any); ok && f["strict"] == false {
+				delete(f, "strict")
+			}
+		}
+	}
+	if msgs, ok := m["messages"].([]any); ok {
+		for _, x := range msgs {
+			if msg, ok := x.(map[string]any); ok && msg["content"] == nil && msg["tool_calls"] != nil {
+				delete(msg, "content")
+			}
+		}
+	}
 	out, err := json.MarshalIndent(m, "", " ")
 	return string(out), err
 }
