@@ -28,8 +28,11 @@ var MessageTypes = []string{TypeTextMessage, TypeToolCallRequestEvent, TypeToolC
 //     user_proxy's code-execution and auto replies, which AgentChat's
 //     CodeExecutorAgent and UserProxyAgent also send as text) is a
 //     TextMessage.
-func messageType(e Event, kind string) string {
+func messageType(e Event, d messageData) string {
+	kind := d.Kind
 	switch {
+	case d.Type != "":
+		return d.Type
 	case len(e.ToolCalls) > 0:
 		return TypeToolCallRequestEvent
 	case e.Role == RoleTool || len(e.ToolResponses) > 0:

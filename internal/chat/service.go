@@ -86,7 +86,7 @@ func MessageFromEvent(e Event) (Message, bool) {
 			m.CodeResult, m.Handoff, m.Usage = d.CodeResult, d.Handoff, d.Usage
 		}
 	}
-	m.Type = messageType(e, d.Kind)
+	m.Type = messageType(e, d)
 	return m, true
 }
 

@@ -278,7 +278,11 @@ func withHistory(t *testing.T, spec []byte, history []entry) []byte {
 			if e.Source == "user" {
 				role = "user"
 			}
-			msgs = append(msgs, map[string]any{"role": role, "name": e.Source, "content": e.Content})
+			m := map[string]any{"role": role, "name": e.Source, "content": e.Content}
+			if e.Type != "TextMessage" {
+				m["type"] = e.Type
+			}
+			msgs = append(msgs, m)
 		case "ToolCallRequestEvent":
 			var calls []map[string]any
 			for _, c := range e.Content.([]any) {
