@@ -136,7 +136,7 @@ func (t *terminator) eval(n *termNode, delta []termMsg, st termState) {
 		}
 	case c.TextMention != nil:
 		for _, m := range delta {
-			if !m.task && fromSources(&m.Message, c.TextMention.Sources) && strings.Contains(m.Content, c.TextMention.Text) {
+			if !m.task && fromSources(&m.Message, c.TextMention.Sources) && strings.Contains(termText(m.Message), c.TextMention.Text) {
 				t.fire(n, StopTextMention, fmt.Sprintf("Text '%s' mentioned", c.TextMention.Text))
 				return
 			}
@@ -219,6 +219,24 @@ func (t *terminator) eval(n *termNode, delta []termMsg, st termState) {
 			t.fire(n, ordered[0].reason, strings.Join(details, ", "))
 		}
 	}
+}
+
+// termText is the text TextMentionTermination searches in a message
+// (AgentChat's to_text): the content, and for tool events also the calls'
+// names and arguments or the results' contents, which AgentChat searches in
+// the events' printed form.
+func termText(m Message) string {
+	if len(m.ToolCalls) == 0 && len(m.ToolResponses) == 0 {
+		return m.Content
+	}
+	parts := []string{m.Content}
+	for _, c := range m.ToolCalls {
+		parts = append(parts, c.Function.Name, c.Function.Arguments)
+	}
+	for _, r := range m.ToolResponses {
+		parts = append(parts, r.Content)
+	}
+	return strings.Join(parts, "\n")
 }
 
 func fromSources(m *Message, sources []string) bool {
