@@ -41,6 +41,10 @@ func handoffDef(target string) ToolDef {
 //     assistant message, each tool call answered by a tool message right
 //     after it (a call with no recorded answer, cut by a crash, gets an
 //     error), and not its own tool-call summaries or handoff messages.
+//   - Calls routed to a user_proxy's functions follow AutoGen 0.2, where
+//     AgentChat has nothing alike: the call and the proxy's results are
+//     messages of the group chat, so the other agents see them (as text
+//     with the sender's name), e.g. a move on a shared board.
 //
 // Each element is one AgentChat LLM message (a tool-results message may hold
 // several tool messages), which is what context.buffer_size counts: the last
@@ -52,10 +56,31 @@ func agentContext(spec *Spec, a *AgentSpec, msgs []Message, meta []messageData) 
 			responses[r.ToolCallID] = r
 		}
 	}
+	ownCalls := map[string]bool{}
+	for _, m := range msgs {
+		if m.Name == a.Name {
+			for _, c := range m.ToolCalls {
+				ownCalls[c.ID] = true
+			}
+		}
+	}
 	var conv [][]ModelMessage
 	for i, m := range msgs {
 		own := m.Name == a.Name && m.Role != RoleUser
 		switch {
+		case !own && m.Type == TypeToolCallRequestEvent && meta[i].End:
+			// A reply whose calls a user_proxy runs ends its turn there.
+			conv = append(conv, []ModelMessage{{Role: RoleUser, Name: m.Name, Content: describeCalls(m)}})
+		case !own && m.Type == TypeToolCallExecutionEvent && spec.isUserProxy(m.Name):
+			var parts []string
+			for _, r := range m.ToolResponses {
+				if !ownCalls[r.ToolCallID] { // the caller has them after its calls
+					parts = append(parts, r.Content)
+				}
+			}
+			if len(parts) > 0 {
+				conv = append(conv, []ModelMessage{{Role: RoleUser, Name: m.Name, Content: strings.Join(parts, "\n")}})
+			}
 		case own && m.Type == TypeToolCallRequestEvent:
 			conv = append(conv, []ModelMessage{{Role: RoleAssistant, Content: m.Content, ToolCalls: m.ToolCalls}})
 			conv = append(conv, toolResults(m.ToolCalls, responses))
@@ -121,4 +146,22 @@ func handoffContext(spec *Spec, before []Message, meta []messageData, h Message,
 		return [][]ModelMessage{{{Role: RoleAssistant, Content: req.Content}}}
 	}
 	return nil
+}
+
+// describeCalls renders another agent's routed tool calls as text.
+func describeCalls(m Message) string {
+	lines := []string{}
+	if m.Content != "" {
+		lines = append(lines, m.Content)
+	}
+	for _, c := range m.ToolCalls {
+		lines = append(lines, "["+m.Name+" calls "+c.Function.Name+"("+c.Function.Arguments+")]")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// isUserProxy reports whether name is a user_proxy of the chat.
+func (s *Spec) isUserProxy(name string) bool {
+	a := s.agent(name)
+	return a != nil && a.Type == AgentUserProxy
 }
