@@ -54,22 +54,18 @@ type worker struct {
 	inputExpiresAt *time.Time
 
 	// Derived from the log.
-	lastSeq     int64
-	status      Status
-	stopReason  StopReason
-	stopDetail  string
-	errText     string
-	completedAt *time.Time
-	msgs        []Message
-	meta        []messageData // msgs[i]'s bookkeeping
-	msgCount    int
-	runMsgs     int // chat messages of the task and later: what max_messages counts
-	turns       int
-	usage       Usage // every model call's, the selector's included: the chat's usage
-	agentUsage  Usage // the agents' model calls only: what token_usage counts
-	// delta holds the messages of the turn in progress: termination is
-	// evaluated on a whole agent response, as AgentChat does.
-	delta         []termMsg
+	lastSeq       int64
+	status        Status
+	stopReason    StopReason
+	stopDetail    string
+	errText       string
+	completedAt   *time.Time
+	msgs          []Message
+	meta          []messageData // msgs[i]'s bookkeeping
+	msgCount      int
+	runMsgs       int // chat messages of the task and later: what max_messages counts
+	turns         int
+	usage         Usage // every model call's, the selector's included: the chat's usage
 	started       time.Time
 	lastSpeaker   string
 	pending       *selection // a selected speaker whose turn has not ended
@@ -83,6 +79,12 @@ type worker struct {
 	// (a human chose to go on after it fired), as AgentChat resets its
 	// conditions: they count from there.
 	termBase termState
+	// agentUsage sums the agents' model calls only (usage also has the
+	// selector's): what token_usage counts.
+	agentUsage Usage
+	// delta holds the messages of the turn in progress: termination is
+	// evaluated on a whole agent response, as AgentChat does.
+	delta []termMsg
 }
 
 func newWorker(rt *Runtime, c *Chat) *worker {
