@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: run build test bench lint fmt
+.PHONY: run build test bench lint fmt golden
 
 ## run: serve on 127.0.0.1:8080 with the embedded SQLite store in ./agentd-data
 run:
@@ -30,3 +30,7 @@ lint:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+## golden: re-record test/autogen/testdata by running AutoGen AgentChat 0.7.5 (needs the environment of test/autogen/README.md)
+golden:
+	test/autogen/record.sh
