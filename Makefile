@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # staticcheck, pinned; `go run pkg@version` fetches it from the module proxy once.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run build test bench fuzz lint fmt clients
+.PHONY: run build test bench fuzz lint fmt clients golden
 
 ## run: serve on 127.0.0.1:8080 with the embedded SQLite store in ./agentd-data
 run:
@@ -55,3 +55,7 @@ lint:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+## golden: re-record test/autogen/testdata by running AutoGen AgentChat 0.7.5 (needs the environment of test/autogen/README.md)
+golden:
+	test/autogen/record.sh

@@ -221,7 +221,7 @@ func TestTerminationAlgebraExample(t *testing.T) {
 	// all(text_match, source_match): the reviewer spoke first (turn 2), the
 	// final answer came in turn 3; the chat stops there, on the reason that
 	// fired first.
-	if *final.StopReason != "source_match" || *final.StopDetail != "'reviewer' answered; Text matched pattern 'FINAL ANSWER: \\d+'" || final.Turns != 3 {
+	if *final.StopReason != "source_match" || *final.StopDetail != "'reviewer' answered, Text matched pattern 'FINAL ANSWER: \\d+'" || final.Turns != 3 {
 		t.Fatalf("chat = %+v (detail %q)", final, *final.StopDetail)
 	}
 }

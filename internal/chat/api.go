@@ -84,12 +84,13 @@ func MessageFromEvent(e Event) (Message, bool) {
 	}
 	m := Message{Seq: e.Seq, Role: e.Role, Name: e.Name, Content: e.Content,
 		ToolCalls: e.ToolCalls, ToolResponses: e.ToolResponses, CreatedAt: e.CreatedAt}
+	var d messageData
 	if len(e.Data) > 0 {
-		var d messageData
 		if err := json.Unmarshal(e.Data, &d); err == nil {
 			m.CodeResult, m.Handoff, m.Usage = d.CodeResult, d.Handoff, d.Usage
 		}
 	}
+	m.Type = messageType(e, d)
 	return m, true
 }
 

@@ -12,6 +12,9 @@
 //     tools, run code, ask for input, stop — and the events each step
 //     appends. No I/O.
 //   - selection.go: where the next speaker is chosen (state.selectStep).
+//   - modelcontext.go and context.go: what an assistant's model sees of the
+//     log (state.modelContext), as AgentChat's AssistantAgent keeps its
+//     model context; msgtype.go: AgentChat's type of each message.
 //   - stop.go: where a chat stops — every terminal event is made there; the
 //     conditions are in termination.go, and worker.stop maps an error that
 //     cut a step to its terminal event.

@@ -310,9 +310,9 @@ func TestAutoSelectorFailurePaths(t *testing.T) {
 		return msgs[len(msgs)-1].Text()
 	}
 	for i, want := range map[int]string{
-		1: "Expected exactly one name to be mentioned, but got ['a', 'b']",
+		1: "Expected exactly one name to be mentioned. Please select only one from: ['a', 'b', 'c'].",
 		2: "No valid name was mentioned",
-		4: "'b' is not allowed to speak next. Please select a different name from: ['a', 'c']",
+		4: "Repeated speaker is not allowed, please select a different name from: ['a', 'c'].",
 		5: "No valid name was mentioned",
 	} {
 		if !strings.Contains(lastUser(i), want) {
@@ -347,11 +347,11 @@ func TestTerminationConditionsEndRuns(t *testing.T) {
 		{`{"max_messages": 3}`, 3, chat.StopMaxMessages, "Maximum number of messages 3 reached, current message count: 3"},
 		{`{"text_mention": {"text": "b-1"}}`, 5, chat.StopTextMention, "Text 'b-1' mentioned"},
 		{`{"text_match": {"pattern": "^a-[2-9]$"}}`, 6, chat.StopTextMatch, "Text matched pattern '^a-[2-9]$'"},
-		{`{"token_usage": {"max_prompt_tokens": 21}}`, 4, chat.StopTokenUsage, "Token usage limit reached, total_tokens: 26, prompt_tokens: 21, completion_tokens: 5."},
+		{`{"token_usage": {"max_prompt_tokens": 21}}`, 4, chat.StopTokenUsage, "Token usage limit reached, total token count: 26, prompt token count: 21, completion token count: 5."},
 		{`{"source_match": {"sources": ["b"]}}`, 3, chat.StopSourceMatch, "'b' answered"},
 		{`{"any": [{"max_messages": 50}, {"text_mention": {"text": "a-1"}}]}`, 4, chat.StopTextMention, "Text 'a-1' mentioned"},
-		{`{"all": [{"text_mention": {"text": "b-0"}}, {"max_messages": 4}]}`, 4, chat.StopTextMention, "Text 'b-0' mentioned; Maximum number of messages 4 reached, current message count: 4"},
-		{`{"all": [{"source_match": {"sources": ["a"]}}, {"any": [{"text_mention": {"text": "b-2"}}, {"max_messages": 99}]}]}`, 7, chat.StopSourceMatch, "'a' answered; Text 'b-2' mentioned"},
+		{`{"all": [{"text_mention": {"text": "b-0"}}, {"max_messages": 4}]}`, 4, chat.StopTextMention, "Text 'b-0' mentioned, Maximum number of messages 4 reached, current message count: 4"},
+		{`{"all": [{"source_match": {"sources": ["a"]}}, {"any": [{"text_mention": {"text": "b-2"}}, {"max_messages": 99}]}]}`, 7, chat.StopSourceMatch, "'a' answered, Text 'b-2' mentioned"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.cond, func(t *testing.T) {

@@ -184,10 +184,19 @@ func (s *state) toolSummary(a *AgentSpec, turn int) Event {
 	for _, c := range calls {
 		r := responses[c.ID]
 		lines = append(lines, strings.NewReplacer("{tool_name}", c.Function.Name, "{arguments}", c.Function.Arguments,
-			"{result}", r.Content, "{is_error}", fmt.Sprint(r.IsError)).Replace(format))
+			"{result}", r.Content, "{is_error}", pyBool(r.IsError)).Replace(format))
 	}
 	return Event{Type: EventMessage, Role: RoleAssistant, Name: a.Name, Content: strings.Join(lines, "\n"),
 		Data: mustJSON(messageData{Kind: kindSummary, Turn: turn, End: true})}
+}
+
+// pyBool is a bool as Python's str.format writes it, which AgentChat uses
+// for tool_call_summary_format.
+func pyBool(b bool) string {
+	if b {
+		return "True"
+	}
+	return "False"
 }
 
 // turnProgress reads the current turn from the log: how many model calls

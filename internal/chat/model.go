@@ -54,6 +54,9 @@ type ToolDef struct {
 	Name        string
 	Description string
 	Parameters  json.RawMessage
+	// Strict asks the model to follow the schema exactly (AgentChat makes
+	// handoff tools strict).
+	Strict bool
 }
 
 // ModelResponse is a model's reply.

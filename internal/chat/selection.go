@@ -37,11 +37,15 @@ func (s *Spec) method() string {
 	return SelectRoundRobin
 }
 
-// allowRepeat is allow_repeated_speaker, true by default as in AutoGen's
-// GroupChat.
+// allowRepeat is allow_repeated_speaker. Its default is AutoGen's for the
+// method: false for auto (AgentChat's SelectorGroupChat), true otherwise
+// (AutoGen 0.2's GroupChat, which random follows).
 func (s *Spec) allowRepeat() bool {
 	sel := s.SpeakerSelection
-	return sel == nil || sel.AllowRepeatedSpeaker == nil || *sel.AllowRepeatedSpeaker
+	if sel == nil || sel.AllowRepeatedSpeaker == nil {
+		return s.method() != SelectAuto
+	}
+	return *sel.AllowRepeatedSpeaker
 }
 
 // successors applies `transitions` (AutoGen's allowed_or_disallowed_speaker_
@@ -121,33 +125,49 @@ func agentNames(spec *Spec) []string {
 	return names
 }
 
-// defaultSelectorPrompt is AgentChat SelectorGroupChat's template.
+// defaultSelectorPrompt is AgentChat SelectorGroupChat's template, byte for
+// byte (it ends with a newline).
 const defaultSelectorPrompt = `You are in a role play game. The following roles are available:
 {roles}.
 Read the following conversation. Then select the next role from {participants} to play. Only return the role.
 
 {history}
 
-Read the above conversation. Then select the next role from {participants} to play. Only return the role.`
+Read the above conversation. Then select the next role from {participants} to play. Only return the role.
+`
 
-// selectorPrompt renders the auto selector's prompt over the candidates.
+// selectorPrompt renders the auto selector's prompt as AgentChat's
+// SelectorGroupChat does: {roles} lists every agent ("name: description",
+// whitespace runs collapsed), {participants} the candidates, and {history}
+// the chat messages — the task, replies, tool-call summaries and handoffs,
+// not an assistant's inner tool-call and tool-result events — each as
+// "name: content" with trailing space trimmed and a blank line after it,
+// joined by newlines.
 func selectorPrompt(spec *Spec, candidates []string, msgs []Message) string {
 	tmpl := defaultSelectorPrompt
 	if p := spec.SpeakerSelection.SelectorPrompt; p != nil {
 		tmpl = *p
 	}
-	roles := make([]string, 0, len(candidates))
+	roles := make([]string, 0, len(spec.Agents))
 	for _, a := range spec.Agents {
-		if slices.Contains(candidates, a.Name) {
-			roles = append(roles, a.Name+": "+a.Description)
-		}
+		roles = append(roles, strings.TrimSpace(strings.Join(strings.Fields(a.Name+": "+a.Description), " ")))
 	}
 	history := make([]string, 0, len(msgs))
 	for _, m := range msgs {
-		history = append(history, m.Name+": "+m.Content)
+		if !isChatMessage(m) {
+			continue
+		}
+		history = append(history, strings.TrimRightFunc(m.Name+": "+m.Content, unicode.IsSpace)+"\n\n")
 	}
 	return strings.NewReplacer("{roles}", strings.Join(roles, "\n"), "{participants}", pyList(candidates),
 		"{history}", strings.Join(history, "\n")).Replace(tmpl)
+}
+
+// isChatMessage reports whether m is one of AgentChat's chat messages (what
+// a group chat passes between agents and what MaxMessageTermination counts)
+// rather than an agent's inner event (a tool call request or its results).
+func isChatMessage(m Message) bool {
+	return m.Type != TypeToolCallRequestEvent && m.Type != TypeToolCallExecutionEvent
 }
 
 // pyList renders names as Python's str(list) does, which is what AutoGen's
@@ -163,11 +183,13 @@ func pyList(names []string) string {
 // mentionedAgents returns the agents a selector reply names, in agents
 // order: a name counts where it stands as a whole word (bounded by non-word
 // characters or the ends), and an underscore in a name also matches a space
-// ("code_writer" in "code writer"), as in AutoGen.
+// ("code_writer" in "code writer") or an escaped underscore ("code\_writer"),
+// as in AutoGen.
 func mentionedAgents(names []string, reply string) []string {
 	var out []string
 	for _, n := range names {
-		if mentions(reply, n) || strings.Contains(n, "_") && mentions(reply, strings.ReplaceAll(n, "_", " ")) {
+		if mentions(reply, n) || strings.Contains(n, "_") &&
+			(mentions(reply, strings.ReplaceAll(n, "_", " ")) || mentions(reply, strings.ReplaceAll(n, "_", `\_`))) {
 			out = append(out, n)
 		}
 	}
@@ -193,14 +215,20 @@ func mentions(text, word string) bool {
 func isWord(r rune) bool { return r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) }
 
 // judgeSelectorReply decides one auto-selection attempt: the chosen agent,
-// or the feedback for the next attempt.
-func judgeSelectorReply(names, candidates []string, reply string) (agent, feedback string) {
+// or the feedback for the next attempt, in AgentChat's words. Mentions are
+// looked for among all agents (AgentChat does so to catch the previous
+// speaker); last is the previous speaker, which may not be chosen unless
+// repeats are allowed. A name that the transitions exclude (an agentd
+// addition AgentChat has no equivalent for) gets feedback of the same form.
+func judgeSelectorReply(names, candidates []string, reply, last string, allowRepeat bool) (agent, feedback string) {
 	mentioned := mentionedAgents(names, reply)
 	switch {
 	case len(mentioned) == 0:
-		return "", fmt.Sprintf("No valid name was mentioned. Please select exactly one name from: %s.", pyList(candidates))
+		return "", fmt.Sprintf("No valid name was mentioned. Please select from: %s.", pyList(candidates))
 	case len(mentioned) > 1:
-		return "", fmt.Sprintf("Expected exactly one name to be mentioned, but got %s. Please select exactly one name from: %s.", pyList(mentioned), pyList(candidates))
+		return "", fmt.Sprintf("Expected exactly one name to be mentioned. Please select only one from: %s.", pyList(candidates))
+	case !allowRepeat && mentioned[0] == last:
+		return "", fmt.Sprintf("Repeated speaker is not allowed, please select a different name from: %s.", pyList(candidates))
 	case !slices.Contains(candidates, mentioned[0]):
 		return "", fmt.Sprintf("'%s' is not allowed to speak next. Please select a different name from: %s.", mentioned[0], pyList(candidates))
 	default:
@@ -263,7 +291,7 @@ func (s *state) autoSelection(sel selection, replies []string, usage Usage) sele
 	names := agentNames(s.spec)
 	sel.Attempts, sel.Replies, sel.Usage = len(replies), replies, &usage
 	for _, r := range replies {
-		if agent, _ := judgeSelectorReply(names, sel.Candidates, r); agent != "" {
+		if agent, _ := judgeSelectorReply(names, sel.Candidates, r, s.lastSpeaker, s.spec.allowRepeat()); agent != "" {
 			sel.Agent = agent
 			return sel
 		}

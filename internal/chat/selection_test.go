@@ -109,12 +109,13 @@ func TestJudgeSelectorReply(t *testing.T) {
 		{"`code_writer`", "code_writer", ""},
 		{"critics", "", "No valid name was mentioned"},
 		{"criticize", "", "No valid name was mentioned"},
-		{"critic or code_writer", "", "Expected exactly one name to be mentioned, but got ['code_writer', 'critic']"},
-		{"planner", "", "'planner' is not allowed to speak next"},
-		{"", "", "No valid name was mentioned. Please select exactly one name from: ['code_writer', 'critic']."},
+		{`code\_writer`, "code_writer", ""},
+		{"critic or code_writer", "", "Expected exactly one name to be mentioned. Please select only one from: ['code_writer', 'critic']."},
+		{"planner", "", "Repeated speaker is not allowed, please select a different name from: ['code_writer', 'critic']."},
+		{"", "", "No valid name was mentioned. Please select from: ['code_writer', 'critic']."},
 	}
 	for _, tt := range tests {
-		agent, feedback := judgeSelectorReply(names, cands, tt.reply)
+		agent, feedback := judgeSelectorReply(names, cands, tt.reply, "planner", false)
 		if agent != tt.agent || !strings.Contains(feedback, tt.feedback) || (tt.feedback == "") != (feedback == "") {
 			t.Errorf("%q: got %q %q, want %q %q", tt.reply, agent, feedback, tt.agent, tt.feedback)
 		}
@@ -124,18 +125,20 @@ func TestJudgeSelectorReply(t *testing.T) {
 func TestSelectorPrompt(t *testing.T) {
 	spec := specOf(t, `{"agents": [{"name": "a", "description": "Plans."}, {"name": "b", "description": "Codes."}, {"name": "c", "description": "Idle."}],
 		"speaker_selection": {"method": "auto"}}`)
-	got := selectorPrompt(spec, []string{"a", "b"}, []Message{{Name: "user", Content: "task"}, {Name: "a", Content: "plan"}})
-	for _, want := range []string{"a: Plans.\nb: Codes..\nRead", "select the next role from ['a', 'b'] to play", "user: task\na: plan"} {
+	got := selectorPrompt(spec, []string{"a", "b"}, []Message{{Name: "user", Content: "task"}, {Name: "a", Content: "plan  "},
+		{Name: "a", Type: TypeToolCallRequestEvent}})
+	// AgentChat lists every agent in {roles}, the candidates in
+	// {participants}, and each chat message of the history followed by a
+	// blank line.
+	for _, want := range []string{"a: Plans.\nb: Codes.\nc: Idle..\nRead", "select the next role from ['a', 'b'] to play",
+		"\n\nuser: task\n\n\na: plan\n\n\n\nRead the above", "Only return the role.\n"} {
 		if !strings.Contains(got, want) {
-			t.Errorf("prompt lacks %q:\n%s", want, got)
+			t.Errorf("prompt lacks %q:\n%q", want, got)
 		}
-	}
-	if strings.Contains(got, "Idle") {
-		t.Error("the prompt lists an agent that is not a candidate")
 	}
 	custom := "Pick from {participants}. Roles: {roles}. History: {history}"
 	spec.SpeakerSelection.SelectorPrompt = &custom
-	if got := selectorPrompt(spec, []string{"a"}, nil); got != "Pick from ['a']. Roles: a: Plans.. History: " {
+	if got := selectorPrompt(spec, []string{"a"}, nil); got != "Pick from ['a']. Roles: a: Plans.\nb: Codes.\nc: Idle.. History: " {
 		t.Errorf("custom prompt = %q", got)
 	}
 }

@@ -40,8 +40,10 @@ func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, err
 	now := r.now()
 	evs := []Event{{Seq: 1, Type: EventChatCreated, Data: mustJSON(map[string]any{"status": StatusQueued, "name": spec.Name}), CreatedAt: now}}
 	for _, m := range spec.Messages {
+		// Tool calls and responses are kept: the agent that made them sees
+		// them in its model context as AgentChat keeps them.
 		evs = append(evs, Event{Type: EventMessage, Role: m.Role, Name: cmp.Or(m.Name, UserName), Content: m.Content,
-			Data: mustJSON(messageData{Kind: kindHistory}), CreatedAt: now})
+			ToolCalls: m.ToolCalls, ToolResponses: m.ToolResponses, Data: mustJSON(messageData{Kind: kindHistory, Type: m.Type}), CreatedAt: now})
 	}
 	evs = append(evs, Event{Type: EventMessage, Role: RoleUser, Name: UserName, Content: spec.Task,
 		Data: mustJSON(messageData{Kind: kindTask}), CreatedAt: now})

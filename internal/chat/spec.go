@@ -130,6 +130,10 @@ type SandboxSpec struct {
 
 // HistoryMessage is a message of a prior conversation to resume from.
 type HistoryMessage struct {
+	// Type is AgentChat's type of the message when its shape does not say
+	// it: "ToolCallSummaryMessage" for an assistant's tool-call summary
+	// (which the assistant itself does not see again); default TextMessage.
+	Type          string         `json:"type,omitempty"`
 	Role          string         `json:"role"`
 	Name          string         `json:"name,omitempty"`
 	Content       string         `json:"content,omitempty"`

@@ -173,3 +173,29 @@ func TestStorableRepairsText(t *testing.T) {
 		t.Fatalf("an escaped backslash before u0000 is text, not a NUL: %s", got)
 	}
 }
+
+// TestHistoryMessageTypes: a history message may name its AgentChat type
+// where the shape does not tell it (an assistant's tool-call summary), and
+// nothing else.
+func TestHistoryMessageTypes(t *testing.T) {
+	const agents = `"agents": [{"name": "a", "type": "assistant", "model": {"provider": "openai", "model": "m"}}]`
+	ok := `{"task": "t", ` + agents + `, "messages": [
+		{"role": "user", "content": "go"},
+		{"type": "ToolCallRequestEvent", "role": "assistant", "name": "a", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+		{"type": "ToolCallExecutionEvent", "role": "tool", "name": "a", "tool_responses": [{"tool_call_id": "c1", "role": "tool", "content": "r"}]},
+		{"type": "ToolCallSummaryMessage", "role": "assistant", "name": "a", "content": "r"},
+		{"type": "TextMessage", "role": "assistant", "name": "a", "content": "done"}]}`
+	if probs := problems(t, ok); len(probs) != 0 {
+		t.Fatalf("problems: %+v", probs)
+	}
+	bad := `{"task": "t", ` + agents + `, "messages": [
+		{"type": "HandoffMessage", "role": "assistant", "name": "a", "content": "x"},
+		{"type": "ToolCallSummaryMessage", "role": "user", "content": "x"},
+		{"type": "TextMessage", "role": "tool", "name": "a", "tool_responses": [{"tool_call_id": "c1", "role": "tool", "content": "r"}]}]}`
+	got := paths(problems(t, bad))
+	for _, want := range []string{"/messages/0/type", "/messages/1/type", "/messages/2/type"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("no problem at %s (got %v)", want, got)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package chat
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -23,9 +24,9 @@ type state struct {
 	msgs          []Message
 	meta          []messageData // msgs[i]'s bookkeeping
 	msgCount      int
-	runMsgs       int // task and later messages: what max_messages counts
+	runMsgs       int // chat messages of the task and later: what max_messages counts
 	turns         int
-	usage         Usage
+	usage         Usage // every model call's, the selector's included: the chat's usage
 	started       time.Time
 	lastSpeaker   string
 	pending       *selection // a selected speaker whose turn has not ended
@@ -39,6 +40,12 @@ type state struct {
 	// (a human chose to go on after it fired), as AgentChat resets its
 	// conditions: they count from there.
 	termBase termState
+	// agentUsage sums the agents' model calls only (usage also has the
+	// selector's): what token_usage counts.
+	agentUsage Usage
+	// delta holds the messages of the turn in progress: termination is
+	// evaluated on a whole agent response, as AgentChat does.
+	delta []termMsg
 	// broken is the first event that could not be folded: the state after
 	// it cannot be trusted, and the chat can only fail (see next).
 	broken error
@@ -69,6 +76,7 @@ func (s *state) clone() *state {
 		c.autoReplies[k] = v
 	}
 	c.term = s.term.clone()
+	c.delta = slices.Clip(s.delta) // appends to the clone's delta copy, never write into s's
 	return &c
 }
 
@@ -175,11 +183,13 @@ func (s *state) foldMessage(e Event) error {
 	}
 	m := Message{Seq: e.Seq, Role: e.Role, Name: e.Name, Content: e.Content, ToolCalls: e.ToolCalls,
 		ToolResponses: e.ToolResponses, CreatedAt: e.CreatedAt, CodeResult: d.CodeResult, Handoff: d.Handoff, Usage: d.Usage}
+	m.Type = messageType(e, d)
 	s.msgs = append(s.msgs, m)
 	s.meta = append(s.meta, d)
 	s.msgCount++
 	if m.Usage != nil {
 		s.usage = s.usage.Add(*m.Usage)
+		s.agentUsage = s.agentUsage.Add(*m.Usage)
 	}
 	switch d.Kind {
 	case kindModel:
@@ -194,23 +204,28 @@ func (s *state) foldMessage(e Event) error {
 		}
 		return nil
 	}
-	s.runMsgs++
+	if isChatMessage(m) {
+		s.runMsgs++
+	}
 	if d.Turn > 0 && d.End {
 		s.turns, s.pending = d.Turn, nil
 	}
 	if d.ResetTermination {
 		s.term = newTerminator(s.spec.Termination)
-		s.termFired = false
-		s.termBase = termState{messages: s.runMsgs, usage: s.usage, start: e.CreatedAt}
+		s.termFired, s.delta = false, nil
+		s.termBase = termState{messages: s.runMsgs, usage: s.agentUsage, start: e.CreatedAt}
 		return nil
 	}
-	st := s.termState(e.CreatedAt)
-	st.functions = d.Functions
-	if d.Kind == kindTask {
-		s.termFired = s.term.observe(nil, st)
-	} else {
-		s.termFired = s.term.observe(&m, st)
+	// Termination is evaluated when a turn ends, on the agent's whole
+	// response (its inner events and its final message), as AgentChat's
+	// group chat manager does; the task and a human's message are a
+	// response of their own.
+	s.delta = append(s.delta, termMsg{Message: m, task: d.Kind == kindTask, functions: d.Functions})
+	if d.Turn > 0 && !d.End {
+		return nil // the turn goes on
 	}
+	s.termFired = s.term.observe(s.delta, s.termState(e.CreatedAt))
+	s.delta = nil
 	return nil
 }
 
@@ -218,7 +233,7 @@ func (s *state) foldMessage(e Event) error {
 func (s *state) termState(now time.Time) termState {
 	return termState{
 		messages: s.runMsgs - s.termBase.messages,
-		usage:    Usage{PromptTokens: s.usage.PromptTokens - s.termBase.usage.PromptTokens, CompletionTokens: s.usage.CompletionTokens - s.termBase.usage.CompletionTokens},
+		usage:    Usage{PromptTokens: s.agentUsage.PromptTokens - s.termBase.usage.PromptTokens, CompletionTokens: s.agentUsage.CompletionTokens - s.termBase.usage.CompletionTokens},
 		start:    s.termBase.start,
 		now:      now,
 	}
@@ -247,11 +262,13 @@ func (s *state) update(now time.Time) ChatUpdate {
 }
 
 // agent returns the spec's agent of that name, or nil.
-func (s *state) agent(name string) *AgentSpec {
-	for i := range s.spec.Agents {
-		if s.spec.Agents[i].Name == name {
-			return &s.spec.Agents[i]
-		}
+func (s *state) agent(name string) *AgentSpec { return s.spec.agent(name) }
+
+// agent is the spec's agent of that name, or nil.
+func (s *Spec) agent(name string) *AgentSpec {
+	i := slices.IndexFunc(s.Agents, func(a AgentSpec) bool { return a.Name == name })
+	if i < 0 {
+		return nil
 	}
-	return nil
+	return &s.Agents[i]
 }

@@ -8,15 +8,29 @@ import (
 	"time"
 )
 
-// termState is what the termination conditions look at besides the message
-// that was just appended: counts and totals of this run (the task and what
-// followed it; resumed history does not count), derived from the log.
+// termState is what the termination conditions look at besides the delta:
+// counts and totals of this run (the task and what followed it; resumed
+// history does not count), derived from the log.
 type termState struct {
+	// messages counts the chat messages (AgentChat's BaseChatMessage: not an
+	// assistant's tool-call and tool-result events), as MaxMessageTermination
+	// does.
 	messages int
-	usage    Usage
-	start    time.Time // when the chat first ran; zero before
-	now      time.Time
-	// functions are the calls the observed message answers (a tool message).
+	// usage sums the agents' model usage; the selector's is not part of it,
+	// as in AgentChat, where only agents' messages carry models_usage.
+	usage Usage
+	start time.Time // when the chat first ran; zero before
+	now   time.Time
+}
+
+// termMsg is one message of a delta: what one agent response (its inner
+// events and its final message), the task or a human message appended.
+type termMsg struct {
+	Message
+	// task marks the task message: it counts, but text_mention never
+	// matches it (a departure from AutoGen, see the README).
+	task bool
+	// functions are the calls a tool message answers.
 	functions []string
 }
 
@@ -63,14 +77,15 @@ func buildTermNode(c *Condition) *termNode {
 	return n
 }
 
-// observe feeds one appended message and reports whether the whole tree has
-// fired. m is nil for the task message (it counts, but its text is never
-// matched) and when only time passed.
-func (t *terminator) observe(m *Message, st termState) bool {
+// observe evaluates the tree on a delta, as AgentChat's group chat manager
+// calls its condition with each agent response (the inner events and the
+// final message), and reports whether the whole tree has fired. The delta is
+// empty when only time passed.
+func (t *terminator) observe(delta []termMsg, st termState) bool {
 	if t.root == nil {
 		return false
 	}
-	t.eval(t.root, m, st)
+	t.eval(t.root, delta, st)
 	return t.root.fired
 }
 
@@ -109,7 +124,7 @@ func (t *terminator) fire(n *termNode, reason StopReason, detail string) {
 	n.fired, n.reason, n.detail, n.order = true, reason, detail, t.clock
 }
 
-func (t *terminator) eval(n *termNode, m *Message, st termState) {
+func (t *terminator) eval(n *termNode, delta []termMsg, st termState) {
 	if n.fired {
 		return
 	}
@@ -120,12 +135,18 @@ func (t *terminator) eval(n *termNode, m *Message, st termState) {
 			t.fire(n, StopMaxMessages, fmt.Sprintf("Maximum number of messages %d reached, current message count: %d", *c.MaxMessages, st.messages))
 		}
 	case c.TextMention != nil:
-		if m != nil && fromSources(m, c.TextMention.Sources) && strings.Contains(m.Content, c.TextMention.Text) {
-			t.fire(n, StopTextMention, fmt.Sprintf("Text '%s' mentioned", c.TextMention.Text))
+		for _, m := range delta {
+			if !m.task && fromSources(&m.Message, c.TextMention.Sources) && strings.Contains(termText(m.Message), c.TextMention.Text) {
+				t.fire(n, StopTextMention, fmt.Sprintf("Text '%s' mentioned", c.TextMention.Text))
+				return
+			}
 		}
 	case c.TextMatch != nil:
-		if m != nil && n.re.MatchString(textMatchScope(m.Content)) {
-			t.fire(n, StopTextMatch, fmt.Sprintf("Text matched pattern '%s'", c.TextMatch.Pattern))
+		for _, m := range delta {
+			if !m.task && n.re.MatchString(textMatchScope(m.Content)) {
+				t.fire(n, StopTextMatch, fmt.Sprintf("Text matched pattern '%s'", c.TextMatch.Pattern))
+				return
+			}
 		}
 	case c.TokenUsage != nil:
 		u := c.TokenUsage
@@ -133,7 +154,7 @@ func (t *terminator) eval(n *termNode, m *Message, st termState) {
 		if u.MaxTotalTokens != nil && total >= *u.MaxTotalTokens ||
 			u.MaxPromptTokens != nil && st.usage.PromptTokens >= *u.MaxPromptTokens ||
 			u.MaxCompletionTokens != nil && st.usage.CompletionTokens >= *u.MaxCompletionTokens {
-			t.fire(n, StopTokenUsage, fmt.Sprintf("Token usage limit reached, total_tokens: %d, prompt_tokens: %d, completion_tokens: %d.",
+			t.fire(n, StopTokenUsage, fmt.Sprintf("Token usage limit reached, total token count: %d, prompt token count: %d, completion token count: %d.",
 				total, st.usage.PromptTokens, st.usage.CompletionTokens))
 		}
 	case c.TimeoutS != nil:
@@ -141,49 +162,81 @@ func (t *terminator) eval(n *termNode, m *Message, st termState) {
 			t.fire(n, StopTimeout, fmt.Sprintf("Timeout of %g seconds reached", *c.TimeoutS))
 		}
 	case c.Handoff != nil:
-		if m != nil && m.Handoff == c.Handoff.Target {
-			t.fire(n, StopHandoff, fmt.Sprintf("Handoff to %s from %s detected.", m.Handoff, m.Name))
+		for _, m := range delta {
+			if m.Type == TypeHandoffMessage && m.Handoff == c.Handoff.Target {
+				t.fire(n, StopHandoff, fmt.Sprintf("Handoff to %s from %s detected.", m.Handoff, m.Name))
+				return
+			}
 		}
 	case c.FunctionCall != nil:
-		if m != nil && slices.Contains(st.functions, c.FunctionCall.Name) {
-			t.fire(n, StopFunctionCall, fmt.Sprintf("Function '%s' was executed.", c.FunctionCall.Name))
+		for _, m := range delta {
+			if slices.Contains(m.functions, c.FunctionCall.Name) {
+				t.fire(n, StopFunctionCall, fmt.Sprintf("Function '%s' was executed.", c.FunctionCall.Name))
+				return
+			}
 		}
 	case c.SourceMatch != nil:
-		if m != nil && slices.Contains(c.SourceMatch.Sources, m.Name) {
-			t.fire(n, StopSourceMatch, fmt.Sprintf("'%s' answered", m.Name))
+		for _, m := range delta {
+			if !m.task && slices.Contains(c.SourceMatch.Sources, m.Name) {
+				t.fire(n, StopSourceMatch, fmt.Sprintf("'%s' answered", m.Name))
+				return
+			}
 		}
 	case c.Any != nil:
+		// OrTerminationCondition: every part sees the delta; those that fire
+		// on it are joined with ", " in list order; stop_reason is the first.
+		var fired []*termNode
 		for _, ch := range n.children {
-			t.eval(ch, m, st)
+			if ch.fired {
+				continue
+			}
+			t.eval(ch, delta, st)
+			if ch.fired {
+				fired = append(fired, ch)
+			}
 		}
-		if first := firstFired(n.children); first != nil {
-			t.fire(n, first.reason, first.detail)
+		if len(fired) > 0 {
+			details := make([]string, len(fired))
+			for i, ch := range fired {
+				details[i] = ch.detail
+			}
+			t.fire(n, fired[0].reason, strings.Join(details, ", "))
 		}
 	case c.All != nil:
+		// AndTerminationCondition: the parts that have not fired see the
+		// delta; once all have, their texts are joined with ", " in the
+		// order they fired.
 		for _, ch := range n.children {
-			t.eval(ch, m, st)
+			t.eval(ch, delta, st)
 		}
 		if !slices.ContainsFunc(n.children, func(ch *termNode) bool { return !ch.fired }) {
 			ordered := slices.Clone(n.children)
-			slices.SortFunc(ordered, func(a, b *termNode) int { return a.order - b.order })
+			slices.SortStableFunc(ordered, func(a, b *termNode) int { return a.order - b.order })
 			details := make([]string, len(ordered))
 			for i, ch := range ordered {
 				details[i] = ch.detail
 			}
-			t.fire(n, ordered[0].reason, strings.Join(details, "; "))
+			t.fire(n, ordered[0].reason, strings.Join(details, ", "))
 		}
 	}
 }
 
-// firstFired is the child that fired earliest (in list order within one message).
-func firstFired(children []*termNode) *termNode {
-	var best *termNode
-	for _, ch := range children {
-		if ch.fired && (best == nil || ch.order < best.order) {
-			best = ch
-		}
+// termText is the text TextMentionTermination searches in a message
+// (AgentChat's to_text): the content, and for tool events also the calls'
+// names and arguments or the results' contents, which AgentChat searches in
+// the events' printed form.
+func termText(m Message) string {
+	if len(m.ToolCalls) == 0 && len(m.ToolResponses) == 0 {
+		return m.Content
 	}
-	return best
+	parts := []string{m.Content}
+	for _, c := range m.ToolCalls {
+		parts = append(parts, c.Function.Name, c.Function.Arguments)
+	}
+	for _, r := range m.ToolResponses {
+		parts = append(parts, r.Content)
+	}
+	return strings.Join(parts, "\n")
 }
 
 func fromSources(m *Message, sources []string) bool {

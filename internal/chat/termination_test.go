@@ -39,7 +39,7 @@ func TestTermination(t *testing.T) {
 		{"text_match", `{"text_match": {"pattern": "FINAL ANSWER: \\d+"}}`,
 			[]step{{name: "user", content: "FINAL ANSWER: 1"}, {name: "a", content: "FINAL ANSWER: x"}, {name: "a", content: "FINAL ANSWER: 42"}}, 2, StopTextMatch, "Text matched pattern 'FINAL ANSWER: \\d+'"},
 		{"token_usage", `{"token_usage": {"max_total_tokens": 30}}`,
-			[]step{{name: "user"}, {name: "a", usage: Usage{10, 10}}, {name: "a", usage: Usage{5, 5}}}, 2, StopTokenUsage, "Token usage limit reached, total_tokens: 30, prompt_tokens: 15, completion_tokens: 15."},
+			[]step{{name: "user"}, {name: "a", usage: Usage{10, 10}}, {name: "a", usage: Usage{5, 5}}}, 2, StopTokenUsage, "Token usage limit reached, total token count: 30, prompt token count: 15, completion token count: 15."},
 		{"source_match", `{"source_match": {"sources": ["b"]}}`,
 			[]step{{name: "user"}, {name: "a"}, {name: "b"}}, 2, StopSourceMatch, "'b' answered"},
 		{"timeout", `{"timeout_s": 5}`,
@@ -47,7 +47,7 @@ func TestTermination(t *testing.T) {
 		{"any takes the first that fired", `{"any": [{"max_messages": 10}, {"text_mention": {"text": "X"}}]}`,
 			[]step{{name: "user"}, {name: "a", content: "X"}}, 1, StopTextMention, "Text 'X' mentioned"},
 		{"all waits for every part, in any order", `{"all": [{"text_mention": {"text": "X"}}, {"source_match": {"sources": ["b"]}}]}`,
-			[]step{{name: "user"}, {name: "b"}, {name: "a"}, {name: "a", content: "X"}}, 3, StopSourceMatch, "'b' answered; Text 'X' mentioned"},
+			[]step{{name: "user"}, {name: "b"}, {name: "a"}, {name: "a", content: "X"}}, 3, StopSourceMatch, "'b' answered, Text 'X' mentioned"},
 		{"never", `{"text_mention": {"text": "X"}}`,
 			[]step{{name: "user", content: "X"}, {name: "a"}}, -1, "", ""},
 	}
@@ -59,11 +59,8 @@ func TestTermination(t *testing.T) {
 			for i, s := range tt.steps {
 				usage = usage.Add(s.usage)
 				st := termState{messages: i + 1, usage: usage, start: start, now: start.Add(s.at)}
-				m := &Message{Name: s.name, Content: s.content}
-				if i == 0 {
-					m = nil
-				}
-				if term.observe(m, st) {
+				m := termMsg{Message: Message{Name: s.name, Content: s.content}, task: i == 0}
+				if term.observe([]termMsg{m}, st) {
 					fired = i
 					break
 				}

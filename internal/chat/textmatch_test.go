@@ -127,7 +127,7 @@ func FuzzTermination(f *testing.F) {
 		st := termState{messages: 1, start: now.Add(-time.Second), now: now}
 		term.observe(nil, st)
 		st.messages++
-		if term.observe(&Message{Role: "assistant", Name: name, Content: content}, st) {
+		if term.observe([]termMsg{{Message: Message{Role: "assistant", Name: name, Content: content}}}, st) {
 			if reason, _ := term.result(); reason == "" {
 				t.Fatal("a fired tree has no stop reason")
 			}

@@ -2,7 +2,6 @@ package chat
 
 import (
 	"fmt"
-	"slices"
 )
 
 // More message kinds of the tool loop.
@@ -110,20 +109,18 @@ func (s *Spec) needsSandbox() bool {
 }
 
 // toolTurnEvents are the events that answer an assistant's open calls:
-// the tool message with results (a handoff's result says it was taken),
-// and, when the model handed off, the handoff message that ends the turn —
-// the first handoff of a reply wins.
+// the tool message with results, and, when the model handed off, the
+// handoff message that ends the turn. Every handoff call is answered with
+// its transfer text, as AgentChat runs every handoff tool of a reply; the
+// first one is taken.
 func toolTurnEvents(a *AgentSpec, turn int, open *Message, results []ToolResponse, box *toolbox) []Event {
-	first := slices.IndexFunc(open.ToolCalls, func(c ToolCall) bool { return box.byName[c.Function.Name].handoff != "" })
 	var target string
 	for i, c := range open.ToolCalls {
-		switch o := box.byName[c.Function.Name]; {
-		case o.handoff == "":
-		case i == first:
-			target = o.handoff
-			results[i] = ToolResponse{ToolCallID: c.ID, Role: RoleTool, Content: handoffContent(target)}
-		default:
-			results[i] = errorResponse(c.ID, "only the first handoff of a reply is taken")
+		if o := box.byName[c.Function.Name]; o.handoff != "" {
+			results[i] = ToolResponse{ToolCallID: c.ID, Role: RoleTool, Content: handoffContent(o.handoff)}
+			if target == "" {
+				target = o.handoff
+			}
 		}
 	}
 	evs := []Event{toolMessage(a.Name, turn, open.ToolCalls, results, false)}

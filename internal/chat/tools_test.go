@@ -143,7 +143,7 @@ func TestTwoDependentToolCallsNeedTwoIterations(t *testing.T) {
 	c = waitTerminal(t, rt, c.ID, 10*time.Second)
 	msgs = messages(t, db, c.ID)
 	lines := strings.Split(msgs[len(msgs)-1].Content, "\n")
-	if len(lines) != 2 || lines[0] != `lookup_id({"name":"x"}) -> {"id": "42"} [error=false]` || !strings.HasPrefix(lines[1], "fail({}) -> Error: ") || !strings.HasSuffix(lines[1], "[error=true]") {
+	if len(lines) != 2 || lines[0] != `lookup_id({"name":"x"}) -> {"id": "42"} [error=False]` || !strings.HasPrefix(lines[1], "fail({}) -> Error: ") || !strings.HasSuffix(lines[1], "[error=True]") {
 		t.Fatalf("summary = %q", msgs[len(msgs)-1].Content)
 	}
 }
@@ -194,7 +194,10 @@ func TestHandoffsInASwarm(t *testing.T) {
 		"triage:Transferred to billing, adopting the role of billing immediately.", "billing:Refunded the duplicate. RESOLVED"}) {
 		t.Fatalf("messages = %v", got)
 	}
-	if msgs[3].Handoff != "billing" || !msgs[2].ToolResponses[1].IsError || c.StopReason != chat.StopTextMention {
+	// As in AgentChat, every handoff call of the reply is answered with its
+	// transfer text, and the first is taken.
+	if msgs[3].Handoff != "billing" || msgs[2].ToolResponses[1].Content != "Transferred to tech, adopting the role of tech immediately." ||
+		msgs[3].Type != chat.TypeHandoffMessage || c.StopReason != chat.StopTextMention {
 		t.Fatalf("handoff %q, second handoff %+v, chat %+v", msgs[3].Handoff, msgs[2].ToolResponses[1], c)
 	}
 

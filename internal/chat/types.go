@@ -138,7 +138,9 @@ func (u Usage) Add(o Usage) Usage {
 
 // Message is a chat message as clients see it: an event of type "message".
 type Message struct {
-	Seq           int64          `json:"seq"`
+	Seq int64 `json:"seq"`
+	// Type is AgentChat's name for the message (see MessageType).
+	Type          string         `json:"type"`
 	Role          string         `json:"role"`
 	Name          string         `json:"name"`
 	Content       string         `json:"content"`
@@ -161,6 +163,9 @@ type messageData struct {
 	// spec messages), "model" (one model call), "human", "auto" (auto-reply).
 	// The replay position of an agent is the number of its "model" messages.
 	Kind string `json:"kind,omitempty"`
+	// Type is the message's AgentChat type where its shape and kind do not
+	// tell it (a resumed history message that says it is a summary).
+	Type string `json:"type,omitempty"`
 	// Turn is the 1-based agent turn the message belongs to (0: not a turn).
 	Turn int `json:"turn,omitempty"`
 	// End marks the last message of its turn: a turn without it was cut by

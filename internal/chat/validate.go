@@ -519,6 +519,10 @@ func (v *validator) checkHistory() {
 		if m.Name != "" && m.Name != UserName && !agentNameRE.MatchString(m.Name) {
 			v.add(p+"/name", "must match %s", agentNameRE)
 		}
+		if shape := messageType(Event{Role: m.Role, ToolCalls: m.ToolCalls, ToolResponses: m.ToolResponses}, messageData{}); m.Type != "" && m.Type != shape &&
+			(shape != TypeTextMessage || m.Type != TypeToolCallSummaryMessage || m.Role != RoleAssistant) {
+			v.add(p+"/type", "must be %s for this message (or ToolCallSummaryMessage for an assistant's text)", shape)
+		}
 	}
 }
 

@@ -79,11 +79,12 @@ func (w *worker) selectAuto(ctx context.Context, sel selection) (selection, erro
 		}
 		usage = usage.Add(resp.Usage)
 		replies = append(replies, resp.Content)
-		agent, feedback := judgeSelectorReply(names, sel.Candidates, resp.Content)
+		agent, feedback := judgeSelectorReply(names, sel.Candidates, resp.Content, w.st.lastSpeaker, spec.allowRepeat())
 		if agent != "" {
 			break
 		}
-		msgs = append(msgs, ModelMessage{Role: RoleAssistant, Content: resp.Content}, ModelMessage{Role: RoleUser, Content: feedback})
+		// AgentChat sends the feedback as a user message from "user".
+		msgs = append(msgs, ModelMessage{Role: RoleAssistant, Content: resp.Content}, ModelMessage{Role: RoleUser, Name: UserName, Content: feedback})
 	}
 	sel = w.st.autoSelection(sel, replies, usage)
 	if sel.Fallback {

@@ -77,12 +77,7 @@ func (w *worker) toolboxFor(ctx context.Context, a *AgentSpec) (*toolbox, error)
 		}
 	}
 	for _, target := range a.Handoffs {
-		desc := "Handoff to " + target + "."
-		if t := w.st.agent(target); t != nil && t.Description != "" {
-			desc += " " + t.Description
-		}
-		b.add(offered{def: ToolDef{Name: handoffPrefix + target, Description: desc,
-			Parameters: []byte(`{"type":"object","properties":{}}`)}, handoff: target})
+		b.add(offered{def: handoffDef(target), handoff: target})
 	}
 	return b, nil
 }

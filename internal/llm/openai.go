@@ -292,8 +292,12 @@ func buildRequest(req *chat.ModelRequest) (openai.ChatCompletionRequest, error) 
 			params = json.RawMessage(`{"type":"object","properties":{}}`)
 		}
 		creq.Tools = append(creq.Tools, openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
-			Name: t.Name, Description: t.Description, Parameters: params,
+			Name: t.Name, Description: t.Description, Parameters: params, Strict: t.Strict,
 		}})
+	}
+	if len(creq.Tools) > 0 {
+		// What AgentChat's OpenAI client sends with tools (the API's default).
+		creq.ToolChoice = "auto"
 	}
 	// The API rejects parallel_tool_calls on a request without tools.
 	if mc.ParallelToolCalls != nil && len(creq.Tools) > 0 {

@@ -186,7 +186,7 @@ func TestSSEFraming(t *testing.T) {
 		"id: 1\nevent: chat.created\ndata: {}\n\n" +
 		"id: 2\nevent: chat.running\ndata: {}\n\n" +
 		"id: 3\nevent: speaker.selected\ndata: {\"agent\":\"coder\",\"method\":\"round_robin\",\"candidates\":[\"coder\"]}\n\n" +
-		"id: 4\nevent: message\ndata: {\"seq\":4,\"role\":\"assistant\",\"name\":\"coder\",\"content\":\"hello\\nworld\",\"created_at\":\"2025-01-02T03:04:05Z\"}\n\n" +
+		"id: 4\nevent: message\ndata: {\"seq\":4,\"type\":\"TextMessage\",\"role\":\"assistant\",\"name\":\"coder\",\"content\":\"hello\\nworld\",\"created_at\":\"2025-01-02T03:04:05Z\"}\n\n" +
 		"id: 5\nevent: chat.completed\ndata: {\"status\":\"completed\",\"stop_reason\":\"max_round\",\"stop_detail\":\"Maximum number of turns 2 reached.\"}\n\n"
 	if string(body) != want {
 		t.Errorf("stream\n got %q\nwant %q", body, want)
@@ -439,8 +439,8 @@ func TestMessages(t *testing.T) {
 	rec := ts.do(t, http.MethodGet, path, "")
 	decodeJSON(t, rec, http.StatusOK)
 	want := `{"messages":[` +
-		`{"seq":3,"role":"user","name":"user","content":"task","created_at":"2025-01-02T03:04:05Z"},` +
-		`{"seq":5,"role":"user","name":"x","content":"exitcode: 0 (execution succeeded)\nCode output: hi","code_result":{"exit_code":0,"output":"hi"},"usage":{"prompt_tokens":3,"completion_tokens":4},"created_at":"2025-01-02T03:04:05Z"}` +
+		`{"seq":3,"type":"TextMessage","role":"user","name":"user","content":"task","created_at":"2025-01-02T03:04:05Z"},` +
+		`{"seq":5,"type":"TextMessage","role":"user","name":"x","content":"exitcode: 0 (execution succeeded)\nCode output: hi","code_result":{"exit_code":0,"output":"hi"},"usage":{"prompt_tokens":3,"completion_tokens":4},"created_at":"2025-01-02T03:04:05Z"}` +
 		`],"last_seq":6,"status":"completed"}`
 	if got := strings.TrimSpace(rec.Body.String()); got != want {
 		t.Errorf("body\n got %s\nwant %s", got, want)

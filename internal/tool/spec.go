@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -172,11 +174,52 @@ func (r *Runner) checkURL(d *decoder, s string) *url.URL {
 		d.add("url", "must not contain credentials: use headers")
 	case !r.allow.allowsURL(u):
 		d.add("url", "host %s is not in this server's allow-list of tool hosts", u.Host)
+	case r.refusedHost(u) != "":
+		d.add("url", "%s", r.refusedHost(u))
 	default:
 		u.Fragment, u.RawFragment = "", ""
 		return u
 	}
 	return nil
+}
+
+// refusedHost says why a URL can be refused already at create time ("" if it
+// cannot): its host is a literal address the dialer would refuse, or
+// localhost, which resolves to loopback. Other names are judged when dialed,
+// after resolution (see addr.go); this only turns a certain failure of every
+// call into a 422 at create.
+func (r *Runner) refusedHost(u *url.URL) string {
+	port := uint16(80)
+	if u.Scheme == "https" {
+		port = 443
+	}
+	if p, err := strconv.ParseUint(u.Port(), 10, 16); err == nil {
+		port = uint16(p)
+	}
+	refused := func(a netip.Addr) (string, bool) {
+		why, always := blockedReason(a)
+		if why == "" || !always && (r.cfg.AllowPrivate || r.allow.exempts(netip.AddrPortFrom(a.WithZone("").Unmap(), port))) {
+			return "", false
+		}
+		return why, true
+	}
+	host := u.Hostname()
+	if a, err := netip.ParseAddr(host); err == nil {
+		if why, ok := refused(a); ok {
+			return fmt.Sprintf("address %s is %s, and tools may only reach public addresses unless the operator allows it", host, why)
+		}
+		return ""
+	}
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if h != "localhost" && !strings.HasSuffix(h, ".localhost") {
+		return ""
+	}
+	_, v4 := refused(netip.MustParseAddr("127.0.0.1"))
+	_, v6 := refused(netip.IPv6Loopback())
+	if v4 && v6 {
+		return fmt.Sprintf("host %s is loopback, and tools may only reach public addresses unless the operator allows it", host)
+	}
+	return ""
 }
 
 // decoder reads fields of one JSON object and collects problems with paths.

@@ -193,6 +193,38 @@ func TestCheckTool(t *testing.T) {
 	}
 }
 
+// TestCheckToolRefusesAddressesEveryCallWouldRefuse: a literal loopback,
+// private or link-local address, or localhost, is a problem at create time
+// (a 422 naming the path) unless the operator allows private addresses or
+// lists the address; it would otherwise fail every call of the chat.
+func TestCheckToolRefusesAddressesEveryCallWouldRefuse(t *testing.T) {
+	t.Parallel()
+	urls := []string{"http://127.0.0.1:9000/mcp", "http://localhost:9000/mcp", "http://LocalHost./mcp", "http://192.168.1.5/mcp",
+		"http://10.1.2.3/mcp", "http://[::1]:9000/mcp", "http://[::ffff:127.0.0.1]/mcp", "http://169.254.169.254/latest"}
+	strict := newRunner(t, tool.Config{})
+	open := newRunner(t, tool.Config{AllowPrivate: true})
+	listed := newRunner(t, tool.Config{HTTPAllowHosts: []string{"127.0.0.1:9000", "::1", "localhost", "10.0.0.0/8"}})
+	for _, u := range urls {
+		spec := &chat.ToolSpec{Name: "fs", Implementation: json.RawMessage(`{"type":"mcp","url":"` + u + `"}`)}
+		if probs := strict.CheckTool(spec); len(probs) != 1 || probs[0].Path != "/implementation/url" {
+			t.Errorf("%s without AllowPrivate: problems %+v, want one at /implementation/url", u, probs)
+		}
+		if probs := open.CheckTool(spec); len(probs) != 0 {
+			t.Errorf("%s with AllowPrivate: %+v", u, probs)
+		}
+	}
+	for _, u := range []string{"http://127.0.0.1:9000/mcp", "http://localhost:9000/mcp", "http://10.1.2.3/mcp"} {
+		spec := &chat.ToolSpec{Name: "fs", Implementation: json.RawMessage(`{"type":"mcp","url":"` + u + `"}`)}
+		if probs := listed.CheckTool(spec); len(probs) != 0 {
+			t.Errorf("%s allow-listed: %+v", u, probs)
+		}
+	}
+	public := &chat.ToolSpec{Name: "fs", Implementation: json.RawMessage(`{"type":"mcp","url":"https://mcp.example.com/mcp"}`)}
+	if probs := strict.CheckTool(public); len(probs) != 0 {
+		t.Errorf("a public name: %+v", probs)
+	}
+}
+
 func TestCheckToolSandboxWithoutBackend(t *testing.T) {
 	t.Parallel()
 	r := newRunner(t, tool.Config{})

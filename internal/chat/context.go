@@ -1,0 +1,167 @@
+package chat
+
+import (
+	"slices"
+	"strings"
+)
+
+// handoffTool is the name of the tool that hands off to target, as
+// AgentChat's Handoff names it: transfer_to_<target>, lower-cased.
+func handoffTool(target string) string {
+	return strings.ToLower(handoffPrefix + target)
+}
+
+// handoffParameters is the schema of a handoff tool: AgentChat generates
+// it from a function without arguments, as a strict FunctionTool.
+const handoffParameters = `{"type":"object","properties":{},"required":[],"additionalProperties":false}`
+
+// handoffDef is the tool an assistant calls to hand off to target, exactly as
+// AgentChat's Handoff(target=...).handoff_tool describes it.
+func handoffDef(target string) ToolDef {
+	return ToolDef{Name: handoffTool(target), Description: "Handoff to " + target + ".",
+		Parameters: []byte(handoffParameters), Strict: true}
+}
+
+// agentContext is what an assistant's model sees of the conversation (after
+// its system message), as AgentChat's AssistantAgent keeps its model context
+// in a group chat. msgs and meta are the log's messages and their
+// bookkeeping; spec names the agents.
+//
+//   - The task, human messages and other agents' chat messages (replies,
+//     tool-call summaries, handoffs, a user_proxy's replies) are user
+//     messages with the sender's name. Other agents' inner events (their tool
+//     calls and results) are not shown: AgentChat passes only the final
+//     message of a turn to the other participants.
+//   - A handoff to anyone carries its context as AgentChat's HandoffMessage
+//     does: the tool calls of the handing-off reply other than handoffs, with
+//     their results, or else the text that came with the handoff, as the
+//     sender's assistant message, before the handoff message itself.
+//   - The agent's own turns are as it added them to its context: each model
+//     reply (text, or tool calls with the text that came with them) as an
+//     assistant message, each tool call answered by a tool message right
+//     after it (a call with no recorded answer, cut by a crash, gets an
+//     error), and not its own tool-call summaries or handoff messages.
+//   - Calls routed to a user_proxy's functions follow AutoGen 0.2, where
+//     AgentChat has nothing alike: the call and the proxy's results are
+//     messages of the group chat, so the other agents see them (as text
+//     with the sender's name), e.g. a move on a shared board.
+//
+// Each element is one AgentChat LLM message (a tool-results message may hold
+// several tool messages), which is what context.buffer_size counts: the last
+// N are kept, never starting with tool results.
+func agentContext(spec *Spec, a *AgentSpec, msgs []Message, meta []messageData) []ModelMessage {
+	responses := map[string]ToolResponse{}
+	for _, m := range msgs {
+		for _, r := range m.ToolResponses {
+			responses[r.ToolCallID] = r
+		}
+	}
+	ownCalls := map[string]bool{}
+	for _, m := range msgs {
+		if m.Name == a.Name {
+			for _, c := range m.ToolCalls {
+				ownCalls[c.ID] = true
+			}
+		}
+	}
+	var conv [][]ModelMessage
+	for i, m := range msgs {
+		own := m.Name == a.Name && m.Role != RoleUser
+		switch {
+		case !own && m.Type == TypeToolCallRequestEvent && meta[i].End:
+			// A reply whose calls a user_proxy runs ends its turn there.
+			conv = append(conv, []ModelMessage{{Role: RoleUser, Name: m.Name, Content: describeCalls(m)}})
+		case !own && m.Type == TypeToolCallExecutionEvent && spec.isUserProxy(m.Name):
+			var parts []string
+			for _, r := range m.ToolResponses {
+				if !ownCalls[r.ToolCallID] { // the caller has them after its calls
+					parts = append(parts, r.Content)
+				}
+			}
+			if len(parts) > 0 {
+				conv = append(conv, []ModelMessage{{Role: RoleUser, Name: m.Name, Content: strings.Join(parts, "\n")}})
+			}
+		case own && m.Type == TypeToolCallRequestEvent:
+			conv = append(conv, []ModelMessage{{Role: RoleAssistant, Content: m.Content, ToolCalls: m.ToolCalls}})
+			conv = append(conv, toolResults(m.ToolCalls, responses))
+		case own && m.Type == TypeTextMessage:
+			conv = append(conv, []ModelMessage{{Role: RoleAssistant, Content: m.Content}})
+		case own || !isChatMessage(m):
+			// Own summaries and handoffs, and everyone's inner events.
+		case m.Type == TypeHandoffMessage:
+			conv = append(conv, handoffContext(spec, msgs[:i], meta[:i], m, meta[i].Turn, responses)...)
+			conv = append(conv, []ModelMessage{{Role: RoleUser, Name: m.Name, Content: m.Content}})
+		default:
+			conv = append(conv, []ModelMessage{{Role: RoleUser, Name: m.Name, Content: m.Content}})
+		}
+	}
+	if a.Context != nil && a.Context.BufferSize != nil && len(conv) > *a.Context.BufferSize {
+		conv = conv[len(conv)-*a.Context.BufferSize:]
+		if len(conv) > 0 && conv[0][0].Role == RoleTool {
+			conv = conv[1:]
+		}
+	}
+	return slices.Concat(conv...)
+}
+
+// toolResults answers each call in order with its recorded response.
+func toolResults(calls []ToolCall, responses map[string]ToolResponse) []ModelMessage {
+	out := make([]ModelMessage, 0, len(calls))
+	for _, c := range calls {
+		content := "Error: no result was recorded for this call"
+		if r, ok := responses[c.ID]; ok {
+			content = r.Content
+		}
+		out = append(out, ModelMessage{Role: RoleTool, ToolCallID: c.ID, Content: content})
+	}
+	return out
+}
+
+// handoffContext is the context of handoff message h (AgentChat's
+// HandoffMessage.context): from the tool-call message of the same turn that
+// made the handoff, the calls that were not handoffs with their results, or,
+// with none, the text that came with the calls.
+func handoffContext(spec *Spec, before []Message, meta []messageData, h Message, turn int, responses map[string]ToolResponse) [][]ModelMessage {
+	var req *Message
+	for i := len(before) - 1; i >= 0 && meta[i].Turn == turn && before[i].Name == h.Name; i-- {
+		if before[i].Type == TypeToolCallRequestEvent {
+			req = &before[i]
+			break
+		}
+	}
+	if req == nil {
+		return nil
+	}
+	handoffs := map[string]bool{}
+	if from := spec.agent(h.Name); from != nil {
+		for _, t := range from.Handoffs {
+			handoffs[handoffTool(t)] = true
+		}
+	}
+	calls := slices.DeleteFunc(slices.Clone(req.ToolCalls), func(c ToolCall) bool { return handoffs[c.Function.Name] })
+	switch {
+	case len(calls) > 0:
+		return [][]ModelMessage{{{Role: RoleAssistant, Content: req.Content, ToolCalls: calls}}, toolResults(calls, responses)}
+	case req.Content != "":
+		return [][]ModelMessage{{{Role: RoleAssistant, Content: req.Content}}}
+	}
+	return nil
+}
+
+// describeCalls renders another agent's routed tool calls as text.
+func describeCalls(m Message) string {
+	lines := []string{}
+	if m.Content != "" {
+		lines = append(lines, m.Content)
+	}
+	for _, c := range m.ToolCalls {
+		lines = append(lines, "["+m.Name+" calls "+c.Function.Name+"("+c.Function.Arguments+")]")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// isUserProxy reports whether name is a user_proxy of the chat.
+func (s *Spec) isUserProxy(name string) bool {
+	a := s.agent(name)
+	return a != nil && a.Type == AgentUserProxy
+}

@@ -1,0 +1,95 @@
+package chat
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestAgentContext checks what an assistant sees of a log, message by
+// message; the golden runs in test/autogen check the same against AutoGen.
+func TestAgentContext(t *testing.T) {
+	spec := &Spec{Agents: []AgentSpec{
+		{Name: "a", Type: AgentAssistant, Tools: []string{"f"}, Handoffs: []string{"B"}},
+		{Name: "B", Type: AgentAssistant},
+		{Name: "px", Type: AgentUserProxy, Functions: []string{"g"}},
+	}}
+	call := func(id, name string) ToolCall {
+		return ToolCall{ID: id, Type: "function", Function: FunctionCall{Name: name, Arguments: "{}"}}
+	}
+	var msgs []Message
+	var meta []messageData
+	add := func(m Message, d messageData) {
+		m.Type = messageType(Event{Role: m.Role, ToolCalls: m.ToolCalls, ToolResponses: m.ToolResponses}, d)
+		msgs, meta = append(msgs, m), append(meta, d)
+	}
+	add(Message{Role: RoleUser, Name: "user", Content: "task"}, messageData{Kind: kindTask})
+	// a: a tool turn ending in a summary.
+	add(Message{Role: RoleAssistant, Name: "a", ToolCalls: []ToolCall{call("c1", "f"), call("c2", "f")}}, messageData{Kind: kindModel, Turn: 1})
+	add(Message{Role: RoleTool, Name: "a", ToolResponses: []ToolResponse{{ToolCallID: "c1", Content: "r1"}, {ToolCallID: "c2", Content: "r2"}}}, messageData{Kind: kindTool, Turn: 1})
+	add(Message{Role: RoleAssistant, Name: "a", Content: "r1\nr2"}, messageData{Kind: kindSummary, Turn: 1, End: true})
+	// B: calls a function the proxy runs; the proxy answers.
+	add(Message{Role: RoleAssistant, Name: "B", Content: "moving", ToolCalls: []ToolCall{call("c3", "g")}}, messageData{Kind: kindModel, Turn: 2, End: true})
+	add(Message{Role: RoleTool, Name: "px", ToolResponses: []ToolResponse{{ToolCallID: "c3", Content: "moved"}}}, messageData{Kind: kindTool, Turn: 3, End: true})
+	// a: a tool call and a handoff in one reply.
+	add(Message{Role: RoleAssistant, Name: "a", Content: "passing", ToolCalls: []ToolCall{call("c4", "f"), call("c5", "transfer_to_b")}}, messageData{Kind: kindModel, Turn: 4})
+	add(Message{Role: RoleTool, Name: "a", ToolResponses: []ToolResponse{{ToolCallID: "c4", Content: "r4"}, {ToolCallID: "c5", Content: handoffContent("B")}}}, messageData{Kind: kindTool, Turn: 4})
+	add(Message{Role: RoleAssistant, Name: "a", Content: handoffContent("B"), Handoff: "B"}, messageData{Kind: kindHandoff, Turn: 4, End: true})
+
+	show := func(ms []ModelMessage) string {
+		var b strings.Builder
+		for _, m := range ms {
+			fmt.Fprintf(&b, "%s/%s:%q", m.Role, m.Name, m.Content)
+			for _, c := range m.ToolCalls {
+				fmt.Fprintf(&b, " call %s", c.ID)
+			}
+			if m.ToolCallID != "" {
+				fmt.Fprintf(&b, " for %s", m.ToolCallID)
+			}
+			b.WriteString("\n")
+		}
+		return b.String()
+	}
+	wantA := `user/user:"task"
+assistant/:"" call c1 call c2
+tool/:"r1" for c1
+tool/:"r2" for c2
+user/B:"moving\n[B calls g({})]"
+user/px:"moved"
+assistant/:"passing" call c4 call c5
+tool/:"r4" for c4
+tool/:"Transferred to B, adopting the role of B immediately." for c5
+`
+	if got := show(agentContext(spec, &spec.Agents[0], msgs, meta)); got != wantA {
+		t.Errorf("a sees:\n%s\nwant:\n%s", got, wantA)
+	}
+	wantB := `user/user:"task"
+user/a:"r1\nr2"
+assistant/:"moving" call c3
+tool/:"moved" for c3
+assistant/:"passing" call c4
+tool/:"r4" for c4
+user/a:"Transferred to B, adopting the role of B immediately."
+`
+	if got := show(agentContext(spec, &spec.Agents[1], msgs, meta)); got != wantB {
+		t.Errorf("B sees:\n%s\nwant:\n%s", got, wantB)
+	}
+	// buffer_size counts AgentChat's messages: the two results of c1 and c2
+	// are one; a window never starts with results.
+	three := 3
+	spec.Agents[1].Context = &ContextSpec{BufferSize: &three}
+	wantB3 := `assistant/:"passing" call c4
+tool/:"r4" for c4
+user/a:"Transferred to B, adopting the role of B immediately."
+`
+	if got := show(agentContext(spec, &spec.Agents[1], msgs, meta)); got != wantB3 {
+		t.Errorf("B with buffer_size 3 sees:\n%s\nwant:\n%s", got, wantB3)
+	}
+	two := 2
+	spec.Agents[1].Context = &ContextSpec{BufferSize: &two}
+	wantB2 := `user/a:"Transferred to B, adopting the role of B immediately."
+`
+	if got := show(agentContext(spec, &spec.Agents[1], msgs, meta)); got != wantB2 {
+		t.Errorf("B with buffer_size 2 sees:\n%s\nwant:\n%s", got, wantB2)
+	}
+}

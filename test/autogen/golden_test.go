@@ -1,0 +1,467 @@
+// Package autogen_test compares agentd with recorded runs of AutoGen AgentChat
+// 0.7.5 (testdata, made by record.py from scenarios; see README.md): the same
+// spec and model script must give the same model requests, the same
+// transcript and the same stop text.
+package autogen_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/llm/openaitest"
+	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/tool"
+)
+
+// scenario is a file of scenarios/.
+type scenario struct {
+	Spec        map[string]any    `json:"spec"`
+	Script      []scriptReply     `json:"script"`
+	ToolResults map[string]string `json:"tool_results"`
+	HistoryTask string            `json:"history_task"`
+}
+
+type scriptReply struct {
+	Content   string `json:"content"`
+	ToolCalls []struct {
+		ID        string `json:"id"`
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"tool_calls"`
+	Usage *openaitest.Usage `json:"usage"`
+}
+
+// fixture is a file of testdata/: what AgentChat did.
+type fixture struct {
+	History    []entry           `json:"history"`
+	Requests   []json.RawMessage `json:"requests"`
+	Transcript []entry           `json:"transcript"`
+	StopReason string            `json:"stop_reason"`
+}
+
+// entry is one message of a transcript, as AgentChat has it.
+type entry struct {
+	Source  string `json:"source"`
+	Type    string `json:"type"`
+	Content any    `json:"content"`
+	Target  string `json:"target,omitempty"`
+}
+
+// run is what agentd did with a scenario.
+type run struct {
+	requests   [][]byte
+	transcript []entry
+	stop       string
+}
+
+func TestGoldenRunsOfAutoGen(t *testing.T) {
+	files, err := filepath.Glob("scenarios/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			sc, want := load(t, name)
+			got := runAgentd(t, sc, want)
+			for _, d := range compare(want, got) {
+				t.Error(d)
+			}
+		})
+	}
+}
+
+// TestGoldenComparisonSeesEveryByte changes one byte of each part of a
+// fixture and checks that compare reports it, and that what may differ
+// (model name, streaming options) is ignored: the golden test cannot pass
+// over a difference in a request, a transcript entry or a stop text.
+func TestGoldenComparisonSeesEveryByte(t *testing.T) {
+	_, want := load(t, "tools_then_others")
+	same := run{stop: want.StopReason, transcript: want.Transcript}
+	for _, r := range want.Requests {
+		same.requests = append(same.requests, r)
+	}
+	if d := compare(want, same); len(d) != 0 {
+		t.Fatalf("a fixture differs from itself: %v", d)
+	}
+	edit := func(i int, old, new string) func(*run) {
+		return func(r *run) {
+			b := bytes.Replace(r.requests[i], []byte(old), []byte(new), 1)
+			if bytes.Equal(b, r.requests[i]) {
+				t.Fatalf("request %d has no %s", i, old)
+			}
+			r.requests[i] = b
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		change  func(*run)
+		noticed bool
+	}{
+		{"a system message", edit(1, "You plan.", "You plan!"), true},
+		{"a tool description", edit(0, "Weather for a city.", "Weather for a city!"), true},
+		{"a tool call id", edit(2, `"call_w"`, `"call_x"`), true},
+		{"a message name", edit(1, `"name": "scout"`, `"name": "scoot"`), true},
+		{"a request fewer", func(r *run) { r.requests = r.requests[:len(r.requests)-1] }, true},
+		{"a transcript content", func(r *run) { r.transcript[len(r.transcript)-1].Content = "Bring a blanket!" }, true},
+		{"a transcript type", func(r *run) { r.transcript[3].Type = "TextMessage" }, true},
+		{"a transcript source", func(r *run) { r.transcript[3].Source = "planner" }, true},
+		{"the stop text", func(r *run) { r.stop += "!" }, true},
+		{"the model name", edit(0, `"gpt-4o-mini"`, `"other-model"`), false},
+		{"streaming", edit(0, `"stream": false`, `"stream": true, "stream_options": {"include_usage": true}`), false},
+	} {
+		r := run{stop: same.stop, requests: slices.Clone(same.requests), transcript: slices.Clone(same.transcript)}
+		tc.change(&r)
+		if d := compare(want, r); (len(d) > 0) != tc.noticed {
+			t.Errorf("%s changed: noticed %v, want %v (%v)", tc.name, len(d) > 0, tc.noticed, d)
+		}
+	}
+}
+
+func load(t *testing.T, name string) (scenario, fixture) {
+	t.Helper()
+	var sc scenario
+	var fx fixture
+	for path, v := range map[string]any{"scenarios/" + name + ".json": &sc, "testdata/" + name + ".json": &fx} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	return sc, fx
+}
+
+// runAgentd runs the scenario through agentd: the openai provider against
+// openaitest answering from the script, tools served over HTTP with the
+// scenario's results.
+func runAgentd(t *testing.T, sc scenario, fx fixture) run {
+	fake := openaitest.New()
+	t.Cleanup(fake.Close)
+	for _, r := range sc.Script {
+		reply := openaitest.Reply{Content: r.Content, Usage: r.Usage}
+		if reply.Usage == nil {
+			reply.Usage = &openaitest.Usage{PromptTokens: 10, CompletionTokens: 5}
+		}
+		for _, c := range r.ToolCalls {
+			tc := openaitest.Call(c.Name, c.Arguments)
+			tc.ID = c.ID
+			reply.ToolCalls = append(reply.ToolCalls, tc)
+		}
+		fake.Reply(reply)
+	}
+	tools := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Name string `json:"name"`
+		}
+		b, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(b, &body)
+		res, ok := sc.ToolResults[body.Name]
+		if !ok {
+			res = body.Name + " ok"
+		}
+		_, _ = io.WriteString(w, res)
+	}))
+	t.Cleanup(tools.Close)
+
+	spec, err := json.Marshal(sc.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec = bytes.ReplaceAll(spec, []byte("TOOL_URL"), []byte(tools.URL))
+	if len(fx.History) > 0 {
+		spec = withHistory(t, spec, fx.History)
+	}
+
+	ctx := context.Background()
+	db, err := store.Open(ctx, store.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	models, err := llm.New(llm.Config{OpenAI: llm.OpenAIConfig{BaseURL: fake.URL(), APIKey: "golden", MaxRetries: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner, err := tool.New(tool.Config{AllowPrivate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { runner.Close() })
+	rt, err := chat.NewRuntime(chat.RuntimeConfig{Store: db, Models: models, Providers: models.Providers(), Tools: runner,
+		LeaseDuration: time.Minute, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := rt.Stop(sctx); err != nil {
+			t.Error(err)
+		}
+	})
+	c, _, err := rt.Create(ctx, &chat.CreateParams{Body: spec})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !c.Status.Terminal() {
+		if time.Now().After(deadline) {
+			t.Fatalf("chat still %s", c.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+		if c, err = rt.Get(ctx, "", c.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs, err := db.ListEvents(ctx, &chat.ListEventsParams{ChatID: c.ID, Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := run{stop: c.StopDetail}
+	var msgs []chat.Message
+	for _, e := range evs {
+		{
+			if m, ok := chat.MessageFromEvent(e); ok {
+				msgs = append(msgs, m)
+			}
+		}
+	}
+	if h := len(fx.History); h > 0 && len(msgs) >= h {
+		// The resumed history is not part of the run's TaskResult.
+		out.transcript = transcriptOf(msgs[h:])
+	} else {
+		out.transcript = transcriptOf(msgs)
+	}
+	for _, r := range fake.Requests() {
+		out.requests = append(out.requests, r.Body)
+	}
+	if c.Status != chat.StatusCompleted {
+		t.Errorf("chat %s: %s", c.Status, c.Error)
+	}
+	return out
+}
+
+// withHistory sets the spec's messages to the earlier run AgentChat made.
+func withHistory(t *testing.T, spec []byte, history []entry) []byte {
+	var m map[string]any
+	if err := json.Unmarshal(spec, &m); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []map[string]any
+	for _, e := range history {
+		switch e.Type {
+		case "TextMessage", "ToolCallSummaryMessage":
+			role := "assistant"
+			if e.Source == "user" {
+				role = "user"
+			}
+			m := map[string]any{"role": role, "name": e.Source, "content": e.Content}
+			if e.Type != "TextMessage" {
+				m["type"] = e.Type
+			}
+			msgs = append(msgs, m)
+		case "ToolCallRequestEvent":
+			var calls []map[string]any
+			for _, c := range e.Content.([]any) {
+				c := c.(map[string]any)
+				calls = append(calls, map[string]any{"id": c["id"], "type": "function",
+					"function": map[string]any{"name": c["name"], "arguments": c["arguments"]}})
+			}
+			msgs = append(msgs, map[string]any{"role": "assistant", "name": e.Source, "tool_calls": calls})
+		case "ToolCallExecutionEvent":
+			var res []map[string]any
+			for _, c := range e.Content.([]any) {
+				c := c.(map[string]any)
+				res = append(res, map[string]any{"tool_call_id": c["call_id"], "role": "tool", "content": c["content"]})
+			}
+			msgs = append(msgs, map[string]any{"role": "tool", "name": e.Source, "tool_responses": res})
+		default:
+			t.Fatalf("history entry of type %s has no spec form", e.Type)
+		}
+	}
+	m["messages"] = msgs
+	out, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// transcriptOf writes agentd's messages the way AgentChat's TaskResult has
+// them. Only the representation changes: a model reply with both text and
+// tool calls is one message in agentd and a ThoughtEvent followed by a
+// ToolCallRequestEvent in AgentChat; a tool result's function name, which
+// AgentChat repeats in each result, is the name of the call it answers.
+func transcriptOf(msgs []chat.Message) []entry {
+	names := map[string]string{}
+	var out []entry
+	for _, m := range msgs {
+		e := entry{Source: m.Name, Type: m.Type, Content: m.Content, Target: m.Handoff}
+		switch m.Type {
+		case "ToolCallRequestEvent":
+			if m.Content != "" {
+				out = append(out, entry{Source: m.Name, Type: "ThoughtEvent", Content: m.Content})
+			}
+			var calls []any
+			for _, c := range m.ToolCalls {
+				names[c.ID] = c.Function.Name
+				calls = append(calls, map[string]any{"arguments": c.Function.Arguments, "id": c.ID, "name": c.Function.Name})
+			}
+			e.Content = calls
+		case "ToolCallExecutionEvent":
+			var res []any
+			for _, r := range m.ToolResponses {
+				res = append(res, map[string]any{"call_id": r.ToolCallID, "content": r.Content, "is_error": r.IsError, "name": names[r.ToolCallID]})
+			}
+			e.Content = res
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// normalize removes what may legitimately differ between AgentChat's request
+// and agentd's: the model name (the scenario's, sent as the operator maps
+// it) and whether and how the reply is streamed. It also writes two values
+// that the API reads as absent the way go-openai writes them (it omits
+// them): a tool's "strict": false and an assistant tool-call message's
+// "content": null.
+func normalize(body []byte) (string, error) {
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		return "", err
+	}
+	delete(m, "model")
+	delete(m, "stream")
+	delete(m, "stream_options")
+	if tools, ok := m["tools"].([]any); ok {
+		for _, t := range tools {
+			if f, ok := t.(map[string]any)["function"].(map[string]any); ok && f["strict"] == false {
+				delete(f, "strict")
+			}
+		}
+	}
+	if msgs, ok := m["messages"].([]any); ok {
+		for _, x := range msgs {
+			if msg, ok := x.(map[string]any); ok && msg["content"] == nil && msg["tool_calls"] != nil {
+				delete(msg, "content")
+			}
+		}
+	}
+	out, err := json.MarshalIndent(m, "", " ")
+	return string(out), err
+}
+
+// compare lists every difference between AgentChat's run and agentd's.
+func compare(want fixture, got run) []string {
+	var diffs []string
+	if got.stop != want.StopReason {
+		diffs = append(diffs, fmt.Sprintf("stop text:\n got  %q\n want %q", got.stop, want.StopReason))
+	}
+	for i := 0; i < max(len(want.Requests), len(got.requests)); i++ {
+		if i >= len(got.requests) {
+			w, _ := normalize(want.Requests[i])
+			diffs = append(diffs, fmt.Sprintf("request %d missing; AgentChat sent:\n%s", i, w))
+			continue
+		}
+		if i >= len(want.Requests) {
+			g, _ := normalize(got.requests[i])
+			diffs = append(diffs, fmt.Sprintf("request %d extra; agentd sent:\n%s", i, g))
+			continue
+		}
+		w, err1 := normalize(want.Requests[i])
+		g, err2 := normalize(got.requests[i])
+		if err1 != nil || err2 != nil {
+			diffs = append(diffs, fmt.Sprintf("request %d: %v %v", i, err1, err2))
+			continue
+		}
+		if w != g {
+			diffs = append(diffs, fmt.Sprintf("request %d differs:\n%s", i, lineDiff(w, g)))
+		}
+	}
+	wt, _ := json.MarshalIndent(want.Transcript, "", " ")
+	gt, _ := json.MarshalIndent(got.transcript, "", " ")
+	if !bytes.Equal(wt, gt) {
+		diffs = append(diffs, fmt.Sprintf("transcript differs:\n%s", lineDiff(string(wt), string(gt))))
+	}
+	return diffs
+}
+
+// lineDiff is a unified-style diff of want and got by lines ("-" want,
+// "+" got), with two lines of context around each change.
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	// lcs[i][j] is the length of the longest common subsequence of w[i:], g[j:].
+	lcs := make([][]int, len(w)+1)
+	for i := range lcs {
+		lcs[i] = make([]int, len(g)+1)
+	}
+	for i := len(w) - 1; i >= 0; i-- {
+		for j := len(g) - 1; j >= 0; j-- {
+			if w[i] == g[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	type line struct {
+		op   byte
+		text string
+	}
+	var lines []line
+	i, j := 0, 0
+	for i < len(w) || j < len(g) {
+		switch {
+		case i < len(w) && j < len(g) && w[i] == g[j]:
+			lines = append(lines, line{' ', w[i]})
+			i, j = i+1, j+1
+		case j < len(g) && (i == len(w) || lcs[i][j+1] >= lcs[i+1][j]):
+			lines = append(lines, line{'+', g[j]})
+			j++
+		default:
+			lines = append(lines, line{'-', w[i]})
+			i++
+		}
+	}
+	var b strings.Builder
+	last := -1
+	for k, l := range lines {
+		near := false
+		for d := max(0, k-2); d <= min(len(lines)-1, k+2); d++ {
+			near = near || lines[d].op != ' '
+		}
+		if !near {
+			continue
+		}
+		if last >= 0 && k > last+1 {
+			b.WriteString("  ...\n")
+		}
+		fmt.Fprintf(&b, "  %c %s\n", l.op, l.text)
+		last = k
+	}
+	return b.String()
+}

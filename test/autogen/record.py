@@ -1,0 +1,302 @@
+"""Records golden runs of AutoGen AgentChat 0.7.5 for agentd's fidelity tests.
+
+    python3 record.py SCENARIO.json... OUTDIR
+
+Each scenario is an agentd chat spec plus a model script (see README.md). The
+spec is built as the equivalent AgentChat team, with OpenAIChatCompletionClient
+pointed at a scripted OpenAI-compatible server that runs in this process on
+loopback and answers from the script in order. The fixture OUTDIR/<name>.json
+holds every request body the server received, the run's transcript (source,
+type, content of every message of TaskResult.messages) and
+TaskResult.stop_reason.
+
+Only the recorder's own scaffolding is here: the team, agents, termination
+conditions and the model client are AutoGen's, unchanged.
+"""
+
+import asyncio
+import dataclasses
+import json
+import os
+import sys
+import threading
+import warnings
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from autogen_core import CancellationToken
+from autogen_core.model_context import BufferedChatCompletionContext
+from autogen_core.tools import BaseTool, ToolSchema
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.base import Handoff
+from autogen_agentchat.conditions import (
+    FunctionCallTermination,
+    HandoffTermination,
+    MaxMessageTermination,
+    SourceMatchTermination,
+    TextMentionTermination,
+    TokenUsageTermination,
+)
+from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat, Swarm
+from autogen_ext.models.openai import OpenAIChatCompletionClient
+
+MODEL = "gpt-4o-mini"
+
+
+class ScriptServer:
+    """A chat-completions server that answers from a script and logs bodies."""
+
+    def __init__(self, script: list[dict[str, Any]]) -> None:
+        self.script = list(script)
+        self.requests: list[Any] = []
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                req = json.loads(body)
+                with outer.lock:
+                    outer.requests.append(req)
+                    n = len(outer.requests)
+                    reply = outer.script.pop(0) if outer.script else None
+                if reply is None:
+                    self.send_response(400)
+                    self.send_header("Content-Type", "application/json")
+                    self.end_headers()
+                    self.wfile.write(b'{"error": {"message": "script exhausted", "type": "invalid_request_error"}}')
+                    return
+                out = json.dumps(completion(req, reply, n)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def completion(req: dict[str, Any], reply: dict[str, Any], n: int) -> dict[str, Any]:
+    """The response body for a scripted reply (same shape as openaitest's)."""
+    calls = [
+        {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c.get("arguments", "{}")}}
+        for c in reply.get("tool_calls", [])
+    ]
+    msg: dict[str, Any] = {"role": "assistant", "content": reply.get("content"), "refusal": None}
+    if calls:
+        msg["tool_calls"] = calls
+    usage = dict(reply.get("usage", {"prompt_tokens": 10, "completion_tokens": 5}))
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    return {
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": req["model"],
+        "system_fingerprint": "fp_script",
+        "choices": [
+            {
+                "index": 0,
+                "message": msg,
+                "logprobs": None,
+                "finish_reason": "tool_calls" if calls else "stop",
+            }
+        ],
+        "usage": usage,
+    }
+
+
+class AnyArgs(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class AnyResult(BaseModel):
+    pass
+
+
+class ScriptedTool(BaseTool[AnyArgs, AnyResult]):
+    """A tool with the spec's name, description and parameters whose result is
+    fixed by the scenario (agentd's side serves the same text over HTTP)."""
+
+    def __init__(self, spec: dict[str, Any], result: str) -> None:
+        super().__init__(AnyArgs, AnyResult, spec["name"], spec.get("description", ""))
+        self._parameters = spec.get("parameters", {"type": "object", "properties": {}})
+        self._result = result
+
+    @property
+    def schema(self) -> ToolSchema:
+        return ToolSchema(name=self.name, description=self.description, parameters=self._parameters, strict=False)
+
+    async def run(self, args: AnyArgs, cancellation_token: CancellationToken) -> Any:
+        return self._result
+
+    def return_value_as_string(self, value: Any) -> str:
+        return str(value)
+
+
+def condition(c: dict[str, Any]) -> Any:
+    """The AgentChat termination condition for an agentd condition."""
+    (key, v), = c.items()
+    if key == "max_messages":
+        return MaxMessageTermination(v)
+    if key == "text_mention":
+        return TextMentionTermination(v["text"], sources=v.get("sources"))
+    if key == "token_usage":
+        return TokenUsageTermination(
+            max_total_token=v.get("max_total_tokens"),
+            max_prompt_token=v.get("max_prompt_tokens"),
+            max_completion_token=v.get("max_completion_tokens"),
+        )
+    if key == "handoff":
+        return HandoffTermination(v["target"])
+    if key == "source_match":
+        return SourceMatchTermination(v["sources"])
+    if key == "function_call":
+        return FunctionCallTermination(v["name"])
+    if key in ("any", "all"):
+        parts = [condition(p) for p in v]
+        out = parts[0]
+        for p in parts[1:]:
+            out = (out | p) if key == "any" else (out & p)
+        return out
+    raise ValueError(f"condition {key} has no recorder mapping")
+
+
+def build_team(spec: dict[str, Any], client: OpenAIChatCompletionClient, tool_results: dict[str, str]) -> Any:
+    tools = {t["name"]: t for t in spec.get("tools", [])}
+    agents = []
+    for a in spec["agents"]:
+        if a["type"] != "assistant":
+            raise ValueError("the recorder maps assistants only")
+        kwargs: dict[str, Any] = {}
+        if "system_message" in a:
+            kwargs["system_message"] = a["system_message"]
+        if "description" in a:
+            kwargs["description"] = a["description"]
+        if "reflect_on_tool_use" in a:
+            kwargs["reflect_on_tool_use"] = a["reflect_on_tool_use"]
+        if "max_tool_iterations" in a:
+            kwargs["max_tool_iterations"] = a["max_tool_iterations"]
+        if "tool_call_summary_format" in a:
+            kwargs["tool_call_summary_format"] = a["tool_call_summary_format"]
+        if a.get("context", {}).get("buffer_size"):
+            kwargs["model_context"] = BufferedChatCompletionContext(buffer_size=a["context"]["buffer_size"])
+        agents.append(
+            AssistantAgent(
+                a["name"],
+                model_client=client,
+                tools=[ScriptedTool(tools[n], tool_results.get(n, f"{n} ok")) for n in a.get("tools", [])] or None,
+                handoffs=[Handoff(target=h) for h in a.get("handoffs", [])] or None,
+                **kwargs,
+            )
+        )
+    term = condition(spec["termination"]) if spec.get("termination") else None
+    max_turns = spec.get("max_round", 10)
+    sel = spec.get("speaker_selection", {})
+    method = sel.get("method", "round_robin")
+    if method == "round_robin":
+        return RoundRobinGroupChat(agents, termination_condition=term, max_turns=max_turns)
+    if method == "swarm":
+        return Swarm(agents, termination_condition=term, max_turns=max_turns)
+    if method == "auto":
+        kwargs = {}
+        if "selector_prompt" in sel:
+            kwargs["selector_prompt"] = sel["selector_prompt"]
+        return SelectorGroupChat(
+            agents,
+            model_client=client,
+            termination_condition=term,
+            max_turns=max_turns,
+            allow_repeated_speaker=sel.get("allow_repeated_speaker", False),
+            max_selector_attempts=sel.get("max_attempts", 3),
+            **kwargs,
+        )
+    raise ValueError(f"selection {method} has no recorder mapping")
+
+
+def plain(x: Any) -> Any:
+    if isinstance(x, BaseModel):
+        return x.model_dump()
+    if dataclasses.is_dataclass(x):
+        return dataclasses.asdict(x)
+    return x
+
+
+def content(m: Any) -> Any:
+    c = m.content
+    if isinstance(c, list):
+        return [plain(x) for x in c]
+    return c
+
+
+def transcript(messages: Any) -> list[dict[str, Any]]:
+    out = []
+    for m in messages:
+        e = {"source": m.source, "type": type(m).__name__, "content": content(m)}
+        if hasattr(m, "target"):
+            e["target"] = m.target
+        out.append(e)
+    return out
+
+
+async def record(scenario: dict[str, Any]) -> dict[str, Any]:
+    spec = scenario["spec"]
+    server = ScriptServer(scenario.get("history_script", []) + scenario["script"])
+    try:
+        client = OpenAIChatCompletionClient(model=MODEL, base_url=server.url, api_key="golden")
+        team = build_team(spec, client, scenario.get("tool_results", {}))
+        history: list[dict[str, Any]] = []
+        if "history_task" in scenario:
+            # Prior history: an earlier run of the same team, whose messages
+            # the agentd side receives as the spec's "messages".
+            first = await team.run(task=scenario["history_task"])
+            history = transcript(first.messages)
+            if server.script != scenario["script"]:
+                raise RuntimeError("the history run did not use exactly history_script")
+            server.requests.clear()
+        result = await team.run(task=spec["task"])
+        if server.script:
+            raise RuntimeError(f"{len(server.script)} scripted replies left unused; stop: {result.stop_reason}")
+        out: dict[str, Any] = {}
+        if history:
+            out["history"] = history
+        out["requests"] = server.requests
+        out["transcript"] = transcript(result.messages)
+        out["stop_reason"] = result.stop_reason
+        await client.close()
+        return out
+    finally:
+        server.close()
+
+
+def main() -> None:
+    # The scripted server answers with the model name it was asked for.
+    warnings.filterwarnings("ignore", message="Resolved model mismatch")
+    *paths, outdir = sys.argv[1:]
+    for p in paths:
+        with open(p) as f:
+            scenario = json.load(f)
+        name = os.path.splitext(os.path.basename(p))[0]
+        out = asyncio.run(record(scenario))
+        with open(os.path.join(outdir, name + ".json"), "w") as f:
+            json.dump(out, f, indent=1, ensure_ascii=False, sort_keys=True)
+            f.write("\n")
+        print(f"{name}: {len(out['requests'])} requests, {len(out['transcript'])} messages, stop: {out['stop_reason']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,12 @@
+#!/bin/sh
+# Regenerates test/autogen/testdata from test/autogen/scenarios by running
+# AutoGen AgentChat 0.7.5 (see README.md; build the environment with env.sh).
+set -eu
+cd "$(dirname "$0")"
+env_dir=${AUTOGEN_ENV:-/work/autogen-env}
+if [ ! -x "$env_dir/python.sh" ]; then
+	echo "no AgentChat environment in $env_dir: run test/autogen/env.sh AUTOGEN_GIT_DIR first" >&2
+	exit 1
+fi
+rm -f testdata/*.json
+"$env_dir/python.sh" record.py scenarios/*.json testdata
