@@ -276,7 +276,7 @@ func (w *worker) stop(ctx context.Context, err error) bool {
 	case ctx.Err() != nil:
 		return false
 	default:
-		w.log.Error("chat failed", "err", err)
+		w.log.Error("turn failed; the chat fails", "err", err)
 		w.finish(ctx, failedEvent(err))
 		return false
 	}

@@ -213,8 +213,9 @@ end = time.time() + %g
 while time.time() < end:
     pass
 `, busy.Seconds())
-	// Create the sandbox first, so that the measurement holds only the loop.
-	run(t, m, &chat.ExecRequest{ChatID: chatID, Language: "sh", Code: "true"})
+	// Create the sandbox first, so that the measurement holds only the loop;
+	// with the chat's limits, which a container gets when it is created.
+	run(t, m, &chat.ExecRequest{ChatID: chatID, Language: "sh", Code: "true", Limits: chat.SandboxLimits{CPUs: cpus}})
 	var used time.Duration
 	var measure func() time.Duration
 	switch b := m.(type) {
