@@ -215,7 +215,7 @@ type server struct {
 
 // startServer runs initdb and postgres; a port collision (the free port we
 // found was taken before postgres bound it) is retried.
-func startServer() (*server, error) {
+func startServer(settings ...string) (*server, error) {
 	bin, err := findBinDir()
 	if err != nil {
 		return nil, err
@@ -226,7 +226,7 @@ func startServer() (*server, error) {
 	}
 	var lastErr error
 	for range 3 {
-		srv, err := startOnce(bin, cred)
+		srv, err := startOnce(bin, cred, settings)
 		if err == nil {
 			return srv, nil
 		}
@@ -238,7 +238,7 @@ func startServer() (*server, error) {
 	return nil, lastErr
 }
 
-func startOnce(bin string, cred *syscall.Credential) (*server, error) {
+func startOnce(bin string, cred *syscall.Credential, settings []string) (*server, error) {
 	dir, err := os.MkdirTemp("", "agentd-pgtest-")
 	if err != nil {
 		return nil, err
@@ -274,10 +274,14 @@ func startOnce(bin string, cred *syscall.Credential) (*server, error) {
 	}
 	defer logFile.Close() // the child has its own descriptor
 
-	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port),
+	args := []string{"-D", data, "-p", strconv.Itoa(port),
 		"-k", dir, // the Unix socket lives with the data, not in a shared /var/run
 		"-c", "listen_addresses=127.0.0.1",
-		"-c", "max_connections=200")
+		"-c", "max_connections=200"}
+	for _, s := range settings {
+		args = append(args, "-c", s)
+	}
+	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logFile, logFile // *os.File: no copying goroutines
 	cmd.SysProcAttr = &syscall.SysProcAttr{
