@@ -28,7 +28,8 @@ var (
 // All methods are safe for concurrent use.
 type Store interface {
 	// CreateChat inserts a chat in status queued together with its first
-	// events (at least chat.created, seq 1) in one transaction. When
+	// events (at least chat.created, seq 1) in one transaction, leased to
+	// p.Owner if set. When
 	// p.IdempotencyKey is set and a chat of the tenant already has that key,
 	// nothing is written: the existing chat is returned with created=false if
 	// its RequestHash equals p.RequestHash, else ErrConflict.
@@ -83,6 +84,8 @@ type Notifier interface {
 
 // NotifyHandler receives a Notifier's notifications. Every field is optional.
 type NotifyHandler struct {
+	// Appended is called for appends of other processes only: whoever
+	// appends through this store publishes its own appends.
 	Appended        func(chatID string)
 	CancelRequested func(chatID string)
 	// Reconnected is called after the listener lost its connection: what
@@ -102,6 +105,11 @@ type CreateChatParams struct {
 	CreatedAt      time.Time
 	// Events are the chat's first events, seq 1, 2, …; their ChatID is set by the store.
 	Events []Event
+	// Owner, when set, creates the chat already claimed: owned by Owner,
+	// epoch 1, leased until LeaseUntil. The replica that creates a chat
+	// then runs it at once, without finding it again through Claim.
+	Owner      string
+	LeaseUntil time.Time
 }
 
 // ListChatsParams are the arguments of Store.ListChats.

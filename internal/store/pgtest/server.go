@@ -47,4 +47,3 @@ func (s *Server) BinDir() (string, error) {
 
 // Stop shuts the server down (fast shutdown) and removes its directory.
 func (s *Server) Stop() error { return s.s.stop() }
-

@@ -40,7 +40,9 @@ type Store struct {
 	log    *slog.Logger
 	now    func() time.Time
 	pool   *pgxpool.Pool
-	commit *groupcommit.Committer
+	commit *groupcommit.Committer[*op]
+	// backends holds the process ids (uint32) of the pool's connections.
+	backends sync.Map
 
 	closeOnce sync.Once
 	closeErr  error
@@ -68,6 +70,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.MaxConns > 0 {
 		pc.MaxConns = cfg.MaxConns
 	}
+	s := &Store{log: cfg.Logger, now: cfg.Now}
+	// Remember the backends of our own pool, so that the listener can tell
+	// our own NOTIFYs (whose appends the caller has published already) from
+	// other replicas'.
+	pc.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		s.backends.Store(c.PgConn().PID(), struct{}{})
+		return nil
+	}
+	pc.BeforeClose = func(c *pgx.Conn) { s.backends.Delete(c.PgConn().PID()) }
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store: %w", err)
@@ -76,9 +87,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
-	s := &Store{log: cfg.Logger, now: cfg.Now, pool: pool}
-	s.commit = groupcommit.New(groupcommit.Config{
+	s.pool = pool
+	s.commit = groupcommit.New(groupcommit.Config[*op]{
 		Commit:  s.commitBatch,
+		Key:     opChat,
 		Isolate: isolate,
 		Logger:  cfg.Logger.With("store", "postgres"),
 	})

@@ -58,9 +58,9 @@ func (f *fakeDB) commit(ctx context.Context, batch []*chat.AppendParams, fenced 
 
 // newCommitter returns a started Committer on f and a channel that receives
 // a value per queued append.
-func newCommitter(t *testing.T, f *fakeDB) (*Committer, <-chan struct{}) {
+func newCommitter(t *testing.T, f *fakeDB) (*Committer[*chat.AppendParams], <-chan struct{}) {
 	t.Helper()
-	c := New(Config{Commit: f.commit, MaxBatch: 8, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	c := New(Config[*chat.AppendParams]{Commit: f.commit, MaxBatch: 8, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	queued := make(chan struct{}, 100)
 	c.enqueued = func() { queued <- struct{}{} }
 	if err := c.Start(t.Context()); err != nil {
@@ -182,11 +182,11 @@ func TestAbandonedAppendIsNotWritten(t *testing.T) {
 
 func TestStopDrainsAndRefuses(t *testing.T) {
 	f := &fakeDB{gate: make(chan struct{}), entered: make(chan struct{}, 100)}
-	c := New(Config{Commit: f.commit})
+	c := New(Config[*chat.AppendParams]{Commit: f.commit})
 	if err := c.Stop(t.Context()); err != nil { // before Start: no-op
 		t.Fatal(err)
 	}
-	c = New(Config{Commit: f.commit})
+	c = New(Config[*chat.AppendParams]{Commit: f.commit})
 	queued := make(chan struct{}, 10)
 	c.enqueued = func() { queued <- struct{}{} }
 	if err := c.Start(t.Context()); err != nil {
