@@ -122,6 +122,7 @@ func run(ctx context.Context, cfg config) error {
 			return fmt.Errorf("agentd at C=%d: %w", c, err)
 		}
 		t.row(c, pb, ar)
+		fmt.Fprintf(os.Stderr, "C=%d: pgbench %.0f rows/s, agentd %.0f msg/s\n", c, pb.rate, ar.rate)
 	}
 	t.flush()
 	if cfg.waiting > 0 {

@@ -27,7 +27,6 @@ func (t *table) row(c int, pb, ag result) {
 	}
 	line("pgbench row", pb, "")
 	line("agentd msg", ag, fmt.Sprintf("%.2f×", ratio))
-	t.w.Flush()
 }
 
 func (t *table) flush() { t.w.Flush() }

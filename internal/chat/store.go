@@ -36,6 +36,10 @@ type Store interface {
 	CreateChat(ctx context.Context, p *CreateChatParams) (c *Chat, created bool, err error)
 	// GetChat returns a chat of the tenant; tenant "" matches any tenant.
 	GetChat(ctx context.Context, tenant, id string) (*Chat, error)
+	// GetProgress returns what a follower of a chat waits on, without the
+	// rest of the chat (no spec): cheap enough to ask after every append.
+	// Tenant "" matches any tenant.
+	GetProgress(ctx context.Context, tenant, id string) (Progress, error)
 	// ListChats returns a page of chats, newest first, and the cursor of the
 	// next page ("" on the last page).
 	ListChats(ctx context.Context, p *ListChatsParams) ([]*Chat, string, error)
@@ -110,6 +114,16 @@ type CreateChatParams struct {
 	// then runs it at once, without finding it again through Claim.
 	Owner      string
 	LeaseUntil time.Time
+}
+
+// Progress is how far a chat has got: the part of a Chat that changes with
+// its appends and that followers (long polls, wait_s) decide on.
+type Progress struct {
+	Status  Status
+	LastSeq int64
+	// InputAnswered: an answer to the pending input request is stored and
+	// waits for a worker (Chat.InputResponse is set).
+	InputAnswered bool
 }
 
 // ListChatsParams are the arguments of Store.ListChats.

@@ -186,6 +186,34 @@ func (s *Store) GetChat(ctx context.Context, tenant, id string) (*chat.Chat, err
 	return c, nil
 }
 
+// GetProgress implements chat.Store from the narrow chat_state row; the
+// chats row (spec and all) is read only to check the tenant, and even then
+// its spec is not detoasted.
+func (s *Store) GetProgress(ctx context.Context, tenant, id string) (chat.Progress, error) {
+	var p chat.Progress
+	cid, ok := param.ChatID(id)
+	if !ok {
+		return p, fmt.Errorf("get progress of chat %q: %w", id, chat.ErrNotFound)
+	}
+	var (
+		status string
+		err    error
+	)
+	if tenant == "" {
+		err = s.pool.QueryRow(ctx, `SELECT status, last_seq, input_response IS NOT NULL FROM chat_state WHERE id = $1`, cid).
+			Scan(&status, &p.LastSeq, &p.InputAnswered)
+	} else {
+		err = s.pool.QueryRow(ctx, `SELECT s.status, s.last_seq, s.input_response IS NOT NULL
+			FROM chat_state s JOIN chats c ON c.id = s.id WHERE s.id = $1 AND c.tenant = $2`, cid, tenant).
+			Scan(&status, &p.LastSeq, &p.InputAnswered)
+	}
+	if err != nil {
+		return chat.Progress{}, fmt.Errorf("get progress of chat %s: %w", cid, translate(err))
+	}
+	p.Status = chat.Status(status)
+	return p, nil
+}
+
 // ListChats implements chat.Store. Pages are ordered by (created_at, id)
 // descending and continue strictly after the cursor's pair. The SQL is built
 // per combination of filters, rather than with "$1 = ” OR tenant = $1", so

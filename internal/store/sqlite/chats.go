@@ -184,6 +184,24 @@ func (s *Store) GetChat(ctx context.Context, tenant, id string) (*chat.Chat, err
 	return c, nil
 }
 
+// GetProgress implements chat.Store.
+func (s *Store) GetProgress(ctx context.Context, tenant, id string) (chat.Progress, error) {
+	var p chat.Progress
+	cid, ok := param.ChatID(id)
+	if !ok {
+		return p, fmt.Errorf("get progress of chat %q: %w", id, chat.ErrNotFound)
+	}
+	var status string
+	err := s.reader.QueryRowContext(ctx, `SELECT status, last_seq, input_response IS NOT NULL
+		FROM chats WHERE id = ? AND (? = '' OR tenant = ?)`, cid, tenant, tenant).
+		Scan(&status, &p.LastSeq, &p.InputAnswered)
+	if err != nil {
+		return chat.Progress{}, fmt.Errorf("get progress of chat %s: %w", cid, translate(err))
+	}
+	p.Status = chat.Status(status)
+	return p, nil
+}
+
 // ListChats implements chat.Store. Pages are ordered by (created_at, id)
 // descending and continue strictly after the cursor's pair, which the
 // indexes on (tenant[, status], created_at DESC, id DESC) serve directly.

@@ -52,6 +52,7 @@ func Run(t *testing.T, newStore func(t *testing.T) chat.Store, opts ...Option) {
 		{"CreateChatIdempotency", testCreateChatIdempotency},
 		{"CreateChatIdempotencyRace", testCreateChatIdempotencyRace},
 		{"GetChat", testGetChat},
+		{"GetProgress", testGetProgress},
 		{"ListChats", testListChats},
 		{"ListEvents", testListEvents},
 		{"AppendDenseSeq", testAppendDenseSeq},
