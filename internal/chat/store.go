@@ -88,8 +88,6 @@ type Notifier interface {
 
 // NotifyHandler receives a Notifier's notifications. Every field is optional.
 type NotifyHandler struct {
-	// Appended is called for appends of other processes only: whoever
-	// appends through this store publishes its own appends.
 	Appended        func(chatID string)
 	CancelRequested func(chatID string)
 	// Reconnected is called after the listener lost its connection: what

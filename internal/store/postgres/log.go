@@ -200,13 +200,6 @@ func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) err
 		}
 		b.Queue(appendSQL, append(args, evs...)...)
 	}
-	// Tell every replica's listeners which logs grew. NOTIFY is
-	// transactional: it is delivered when the batch commits, never for an
-	// append that rolled back (a fenced one only costs a spurious wake-up).
-	// A new chat has no followers yet: creates notify no one.
-	if len(ids) > 0 {
-		b.Queue(`SELECT count(pg_notify('`+channelAppended+`', id)) FROM unnest($1::text[]) AS id`, ids)
-	}
 	br := s.pool.SendBatch(ctx, b)
 	for i := range batch {
 		tag, err := br.Exec()
@@ -218,13 +211,16 @@ func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) err
 		// is taken.
 		fenced[i] = tag.RowsAffected() == 0
 	}
-	if len(ids) > 0 {
-		if _, err := br.Exec(); err != nil {
-			br.Close()
-			return err
-		}
-	}
 	// Close reads up to the end of the pipeline, which includes the implicit
 	// COMMIT: only now are the appends durable.
-	return br.Close()
+	if err := br.Close(); err != nil {
+		return err
+	}
+	// Tell every replica's listeners which logs grew, now that they did
+	// (see notifier). A fenced append only costs a spurious wake-up; a new
+	// chat has no followers yet, so creates notify no one.
+	if len(ids) > 0 {
+		s.notify.add(ids)
+	}
+	return nil
 }

@@ -58,11 +58,6 @@ func (s *Store) listenOnce(ctx context.Context, h chat.NotifyHandler, reconnecte
 		}
 		switch n.Channel {
 		case channelAppended:
-			// Our own appends come back too; their subscribers were woken
-			// by the appender, with what it committed.
-			if _, own := s.backends.Load(n.PID); own {
-				continue
-			}
 			if h.Appended != nil {
 				h.Appended(n.Payload)
 			}

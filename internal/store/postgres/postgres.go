@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,8 +42,7 @@ type Store struct {
 	now    func() time.Time
 	pool   *pgxpool.Pool
 	commit *groupcommit.Committer[*op]
-	// backends holds the process ids (uint32) of the pool's connections.
-	backends sync.Map
+	notify *notifier
 
 	closeOnce sync.Once
 	closeErr  error
@@ -67,18 +67,16 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		// The error names the URL's parts, not the password.
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
-	if cfg.MaxConns > 0 {
+	switch {
+	case cfg.MaxConns > 0:
 		pc.MaxConns = cfg.MaxConns
+	case !strings.Contains(cfg.URL, "pool_max_conns"):
+		// pgxpool's default (the number of CPUs, at least 4) is too few
+		// for the group committer's batches in flight plus the reads of
+		// followers and claims on a small machine.
+		pc.MaxConns = max(pc.MaxConns, defaultMaxConns)
 	}
 	s := &Store{log: cfg.Logger, now: cfg.Now}
-	// Remember the backends of our own pool, so that the listener can tell
-	// our own NOTIFYs (whose appends the caller has published already) from
-	// other replicas'.
-	pc.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
-		s.backends.Store(c.PgConn().PID(), struct{}{})
-		return nil
-	}
-	pc.BeforeClose = func(c *pgx.Conn) { s.backends.Delete(c.PgConn().PID()) }
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store: %w", err)
@@ -88,18 +86,30 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
 	s.pool = pool
+	s.notify = newNotifier(pool, cfg.Logger.With("store", "postgres"))
 	s.commit = groupcommit.New(groupcommit.Config[*op]{
-		Commit:  s.commitBatch,
-		Key:     opChat,
-		Isolate: isolate,
-		Logger:  cfg.Logger.With("store", "postgres"),
+		Commit:   s.commitBatch,
+		Key:      opChat,
+		InFlight: commitsInFlight,
+		Isolate:  isolate,
+		Logger:   cfg.Logger.With("store", "postgres"),
 	})
 	if err := s.commit.Start(ctx); err != nil {
+		s.notify.close()
 		pool.Close()
 		return nil, err
 	}
 	return s, nil
 }
+
+const (
+	// commitsInFlight is how many group-commit batches may wait for their
+	// WAL flush at once (see groupcommit.Config.InFlight): an append then
+	// waits for one flush, not for the one in progress and then its own.
+	commitsInFlight = 3
+	// defaultMaxConns is the pool's least size unless configured.
+	defaultMaxConns = 16
+)
 
 // Kind returns "postgres".
 func (s *Store) Kind() string { return "postgres" }
@@ -117,6 +127,7 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closeErr = s.commit.Stop(context.Background())
+		s.notify.close()
 		s.pool.Close()
 	})
 	return s.closeErr

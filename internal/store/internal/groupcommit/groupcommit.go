@@ -5,7 +5,7 @@
 // they are durable before it publishes them. One transaction per append costs
 // one WAL flush (fsync) per append, which caps the whole server at a few
 // hundred appends per second however many chats run. A Committer instead has
-// one goroutine that takes everything queued while the previous transaction
+// one goroutine (or a few: Config.InFlight) that takes everything queued while the previous transaction
 // was committing and commits it as one transaction, so under load the cost of
 // a flush is shared by up to MaxBatch appends; with no load a batch is a
 // single append and pays no extra latency (there is no waiting for a batch to
@@ -56,6 +56,16 @@ type Config[T any] struct {
 	Isolate func(err error) bool
 	// MaxBatch caps the number of appends in one transaction; default 256.
 	MaxBatch int
+	// InFlight is how many batches may be committing at once; default 1.
+	// With more than one, an append that arrives while a batch is waiting
+	// for its WAL flush goes out at once in the next batch rather than
+	// waiting for that flush as well; the database then flushes the WAL of
+	// the batches in flight together. Appends to one chat never overlap
+	// (its worker waits for each), and every batch locks chats in chat
+	// order (see commit), so concurrent batches cannot deadlock each other.
+	// Only for databases that commit concurrently (not SQLite's single
+	// writer).
+	InFlight int
 	// Timeout bounds one transaction; default 30s. A caller whose append is
 	// in flight waits for its outcome even when its own context ends (see
 	// Append), so this is also the longest such a caller can wait.
@@ -64,7 +74,8 @@ type Config[T any] struct {
 	Logger *slog.Logger
 }
 
-// Committer queues appends and commits them in batches from one goroutine. It
+// Committer queues appends and commits them in batches from one goroutine
+// (Config.InFlight goroutines). It
 // has the Start/Stop lifecycle of every background component.
 type Committer[T any] struct {
 	cfg Config[T]
@@ -72,8 +83,9 @@ type Committer[T any] struct {
 	mu     sync.Mutex
 	state  int // stateNew, stateRunning, stateStopping
 	queue  []*request[T]
-	wake   chan struct{}      // capacity 1: a pending wake-up, never blocks a sender
-	done   chan struct{}      // closed when the loop has exited
+	wake   chan struct{} // capacity 1: a pending wake-up, never blocks a sender
+	done   chan struct{} // closed when the loops have exited
+	loops  sync.WaitGroup
 	cancel context.CancelFunc // set by Start; nil until then
 
 	// enqueued, if set (by tests, before Start), is called after each
@@ -109,6 +121,9 @@ func New[T any](cfg Config[T]) *Committer[T] {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 256
 	}
+	if cfg.InFlight <= 0 {
+		cfg.InFlight = 1
+	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
 	}
@@ -143,7 +158,14 @@ func (c *Committer[T]) Start(ctx context.Context) error {
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.cancel = cancel
 	c.state = stateRunning
-	go c.loop(loopCtx)
+	for range c.cfg.InFlight {
+		c.loops.Add(1)
+		go c.loop(loopCtx)
+	}
+	go func() {
+		c.loops.Wait()
+		close(c.done)
+	}()
 	return nil
 }
 
@@ -215,7 +237,7 @@ func (c *Committer[T]) signal() {
 }
 
 func (c *Committer[T]) loop(ctx context.Context) {
-	defer close(c.done)
+	defer c.loops.Done()
 	for {
 		batch, stopping := c.take()
 		if len(batch) > 0 {
@@ -223,6 +245,9 @@ func (c *Committer[T]) loop(ctx context.Context) {
 			continue
 		}
 		if stopping {
+			// Stop's one wake-up is passed from loop to loop, so that
+			// every loop sees it and exits.
+			c.signal()
 			return
 		}
 		<-c.wake
@@ -246,6 +271,9 @@ func (c *Committer[T]) take() (batch []*request[T], stopping bool) {
 	// keep growing and does not pin answered requests.
 	rest := c.queue[n:]
 	c.queue = append(make([]*request[T], 0, len(rest)), rest...)
+	if len(c.queue) > 0 {
+		c.signal() // more than one batch's worth: another loop may take it
+	}
 	return batch, c.state == stateStopping
 }
 
