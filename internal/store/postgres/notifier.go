@@ -16,7 +16,8 @@ import (
 // commits of notifying transactions with a database-wide lock that is held
 // through the commit's WAL flush, so batches that notify cannot share a
 // flush, and group-commit batches in flight would wait for one another. A
-// transaction that only notifies writes no WAL and holds the lock briefly.
+// transaction that only notifies is committed asynchronously (see flush):
+// it holds the lock briefly and costs no flush.
 //
 // Sending after the commit keeps "committed before published": a listener
 // that reads the log on a notification finds the events there. What is
@@ -90,7 +91,12 @@ func (n *notifier) flush() {
 	n.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := n.pool.Exec(ctx, `SELECT count(pg_notify('`+channelAppended+`', id)) FROM unnest($1::text[]) AS id`, ids); err != nil {
+	// A transaction that notifies gets a transaction id and so a commit
+	// record, which synchronous_commit would flush to disk: an fsync for
+	// nothing durable. Commit it asynchronously (set_config with is_local
+	// true lasts for this transaction only; the CTE runs before the calls).
+	if _, err := n.pool.Exec(ctx, `WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
+		SELECT count(pg_notify('`+channelAppended+`', id)) FROM async, unnest($1::text[]) AS id`, ids); err != nil {
 		n.log.Warn("notify appends", "chats", len(ids), "err", err)
 	}
 }
