@@ -55,3 +55,8 @@ lint:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+## bench-compare: agentd on Postgres next to pgbench, at C = 1, 8, 32, 128, and memory per waiting chat (cmd/bench-compare/README.md)
+.PHONY: bench-compare
+bench-compare:
+	$(GO) run ./cmd/bench-compare $(BENCH_COMPARE_FLAGS)
