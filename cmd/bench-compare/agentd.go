@@ -230,11 +230,10 @@ func agentdPhase(ctx context.Context, pg *pgServer, ag *agentdProc, c int, cfg c
 
 // memory is the figure of many chats waiting on a slow model.
 type memory struct {
-	chats                   int
-	rss, heap, stack        int64 // added by the waiting chats
-	goroutines              float64
-	rssBefore, rssAfter     int64
-	heapBefore, stackBefore int64
+	chats               int
+	rss, heap, stack    int64 // added by the waiting chats
+	goroutines          float64
+	rssBefore, rssAfter int64
 }
 
 func (m memory) print(w io.Writer) {

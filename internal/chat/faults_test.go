@@ -41,10 +41,9 @@ type faultStore struct {
 	chat.Store
 	owner func() string
 
-	mu       sync.Mutex
-	plans    map[string]*faultPlan // by chat name, until created
-	byID     map[string]*faultPlan
-	injected map[string]bool
+	mu    sync.Mutex
+	plans map[string]*faultPlan // by chat name, until created
+	byID  map[string]*faultPlan
 }
 
 type faultPlan struct {
