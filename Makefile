@@ -59,3 +59,8 @@ fmt:
 ## golden: re-record test/autogen/testdata by running AutoGen AgentChat 0.7.5 (needs the environment of test/autogen/README.md)
 golden:
 	test/autogen/record.sh
+
+## bench-compare: agentd on Postgres next to pgbench, at C = 1, 8, 32, 128, and memory per waiting chat (cmd/bench-compare/README.md)
+.PHONY: bench-compare
+bench-compare:
+	$(GO) run ./cmd/bench-compare $(BENCH_COMPARE_FLAGS)

@@ -144,6 +144,8 @@ func TestLockedChatRowKeepsTheSandbox(t *testing.T) {
 	// Once the first block ran, the coder's second reply is on its way
 	// (1.5 s): hold the chat's row for 35 s, over the append timeout and
 	// over the 30 s a store transaction may take, so that the append fails.
+	// The row an append updates is the chat's chat_state row (chats holds
+	// only what never changes after create).
 	events, stop := p.stream(c.ID, 0)
 	defer stop()
 	for e := range events {
@@ -152,7 +154,7 @@ func TestLockedChatRowKeepsTheSandbox(t *testing.T) {
 		}
 	}
 	lock := exec.Command(psql, url, "-v", "ON_ERROR_STOP=1", "-c",
-		fmt.Sprintf("BEGIN; SELECT 1 FROM chats WHERE id = '%s' FOR UPDATE; SELECT pg_sleep(35); COMMIT;", c.ID))
+		fmt.Sprintf("BEGIN; SELECT 1 FROM chat_state WHERE id = '%s' FOR UPDATE; SELECT pg_sleep(35); COMMIT;", c.ID))
 	if out, err := lock.CombinedOutput(); err != nil {
 		t.Fatalf("psql: %v\n%s", err, out)
 	}

@@ -147,6 +147,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 	}
 	r.started = true
 	r.base, r.stopBase = context.WithCancelCause(context.WithoutCancel(ctx))
+	r.sched.start(r.base)
 	r.loops.Add(2)
 	go func() {
 		defer r.loops.Done()

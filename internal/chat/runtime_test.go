@@ -302,3 +302,37 @@ func TestAPanickingWorkerFailsItsChatNotTheServer(t *testing.T) {
 		t.Fatalf("chat after the panic = %+v", got)
 	}
 }
+
+// TestCreateRunsTheChatWhereItWasCreated: a chat created on a replica with
+// room is created leased to it (epoch 1) and runs at once; one created
+// without room is left queued, unowned, to be claimed when room frees up.
+func TestCreateRunsTheChatWhereItWasCreated(t *testing.T) {
+	db := openStore(t)
+	rt := newRuntime(t, db, func(c *chat.RuntimeConfig) {
+		c.MaxActiveChats = 1
+		c.LeaseDuration = 5 * time.Second
+		c.PollInterval = time.Hour // only wake-ups claim
+	})
+	first, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: twoAgentSpec(2, 1000, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Owner != rt.Owner() || first.Epoch != 1 || first.LeaseExpiresAt == nil {
+		t.Fatalf("first chat: owner %q, epoch %d, lease %v; want leased to %q at create", first.Owner, first.Epoch, first.LeaseExpiresAt, rt.Owner())
+	}
+	second, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: twoAgentSpec(2, 0, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Owner != "" || second.Epoch != 0 {
+		t.Fatalf("second chat (no room): owner %q, epoch %d; want unowned", second.Owner, second.Epoch)
+	}
+	if stored, err := db.GetChat(context.Background(), "", first.ID); err != nil || stored.Owner != rt.Owner() || stored.Epoch != 1 {
+		t.Fatalf("stored first chat = %+v, %v", stored, err)
+	}
+	for _, id := range []string{first.ID, second.ID} {
+		if got := waitTerminal(t, rt, id, 20*time.Second); got.Status != chat.StatusCompleted {
+			t.Fatalf("chat %s = %+v", id, got)
+		}
+	}
+}

@@ -23,6 +23,12 @@ type scheduler struct {
 
 	mu      sync.Mutex
 	workers map[string]*runningWorker
+	// reserved counts the slots Create took for chats it leases to this
+	// replica and whose workers have not started yet.
+	reserved int
+	// base is the context workers run under, set by start; until then
+	// Create leaves every chat to be claimed.
+	base    context.Context
 	stopped bool
 	wake    chan struct{}
 	wg      sync.WaitGroup
@@ -70,6 +76,46 @@ func (s *scheduler) cancel(id string, cause error) bool {
 	return local
 }
 
+// reserve takes a worker slot for a chat that Create is about to lease to
+// this replica; false when there is no room, or the scheduler is not
+// running (not started yet, or stopped).
+func (s *scheduler) reserve() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped || s.base == nil || len(s.workers)+s.reserved >= s.maxActive {
+		return false
+	}
+	s.reserved++
+	return true
+}
+
+// unreserve gives back a slot that reserve took and no worker used.
+func (s *scheduler) unreserve() {
+	s.mu.Lock()
+	s.reserved--
+	s.mu.Unlock()
+	s.kick() // room for another chat
+}
+
+// startCreated runs a worker for a chat that Create leased to this replica,
+// in the slot reserve took: the chat runs at once, without a claim query
+// finding it again.
+func (s *scheduler) startCreated(c *Chat) {
+	s.mu.Lock()
+	s.reserved--
+	base := s.base
+	s.mu.Unlock()
+	s.startWorker(base, c)
+}
+
+// start sets the context workers run under; from then on Create may lease
+// chats to this replica.
+func (s *scheduler) start(base context.Context) {
+	s.mu.Lock()
+	s.base = base
+	s.mu.Unlock()
+}
+
 func (s *scheduler) claimLoop(ctx context.Context) {
 	t := time.NewTicker(s.poll)
 	defer t.Stop()
@@ -89,7 +135,7 @@ func (s *scheduler) claim(ctx context.Context) {
 	r := s.rt
 	for !r.stopping.Load() {
 		s.mu.Lock()
-		free := s.maxActive - len(s.workers)
+		free := s.maxActive - len(s.workers) - s.reserved
 		s.mu.Unlock()
 		if free <= 0 {
 			return

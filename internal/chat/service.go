@@ -50,17 +50,37 @@ func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, err
 	for i := range evs {
 		evs[i].Seq = int64(i + 1)
 	}
-	c, created, err := r.store.CreateChat(ctx, &CreateChatParams{
+	cp := &CreateChatParams{
 		ID: id.String(), Tenant: p.Tenant, Name: spec.Name, Spec: compact.Bytes(), Metadata: spec.Metadata,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: hex.EncodeToString(sum[:]), CreatedAt: now, Events: evs,
-	})
+	}
+	// A chat this replica has room for is created leased to it and its
+	// worker started at once: no claim query has to find it again. Without
+	// room it waits to be claimed, here or by another replica.
+	reserved := r.sched.reserve()
+	if reserved {
+		cp.Owner, cp.LeaseUntil = r.owner, now.Add(r.sched.leaseDur)
+	}
+	c, created, err := r.store.CreateChat(ctx, cp)
 	if err != nil {
+		if reserved {
+			// Not created, or not known to be: a chat created leased to us
+			// after all is claimed again once that lease runs out.
+			r.sched.unreserve()
+		}
 		return nil, false, err
 	}
 	if created {
 		r.parents.remember(ctx, c.ID, r.now())
 		r.metrics.created.Inc()
 		r.log.Info("chat created", "chat_id", c.ID, "tenant", c.Tenant, "name", c.Name)
+	}
+	switch {
+	case created && reserved && c.Owner == r.owner:
+		r.sched.startCreated(c)
+	case reserved:
+		r.sched.unreserve() // an existing chat (idempotency key)
+	case created:
 		r.sched.kick()
 	}
 	return c, created, nil

@@ -36,13 +36,18 @@ var (
 // All methods are safe for concurrent use.
 type Store interface {
 	// CreateChat inserts a chat in status queued together with its first
-	// events (at least chat.created, seq 1) in one transaction. When
+	// events (at least chat.created, seq 1) in one transaction, leased to
+	// p.Owner if set. When
 	// p.IdempotencyKey is set and a chat of the tenant already has that key,
 	// nothing is written: the existing chat is returned with created=false if
 	// its RequestHash equals p.RequestHash, else ErrConflict.
 	CreateChat(ctx context.Context, p *CreateChatParams) (c *Chat, created bool, err error)
 	// GetChat returns a chat of the tenant; tenant "" matches any tenant.
 	GetChat(ctx context.Context, tenant, id string) (*Chat, error)
+	// GetProgress returns what a follower of a chat waits on, without the
+	// rest of the chat (no spec): cheap enough to ask after every append.
+	// Tenant "" matches any tenant.
+	GetProgress(ctx context.Context, tenant, id string) (Progress, error)
 	// ListChats returns a page of chats, newest first, and the cursor of the
 	// next page ("" on the last page).
 	ListChats(ctx context.Context, p *ListChatsParams) ([]*Chat, string, error)
@@ -110,6 +115,21 @@ type CreateChatParams struct {
 	CreatedAt      time.Time
 	// Events are the chat's first events, seq 1, 2, …; their ChatID is set by the store.
 	Events []Event
+	// Owner, when set, creates the chat already claimed: owned by Owner,
+	// epoch 1, leased until LeaseUntil. The replica that creates a chat
+	// then runs it at once, without finding it again through Claim.
+	Owner      string
+	LeaseUntil time.Time
+}
+
+// Progress is how far a chat has got: the part of a Chat that changes with
+// its appends and that followers (long polls, wait_s) decide on.
+type Progress struct {
+	Status  Status
+	LastSeq int64
+	// InputAnswered: an answer to the pending input request is stored and
+	// waits for a worker (Chat.InputResponse is set).
+	InputAnswered bool
 }
 
 // ListChatsParams are the arguments of Store.ListChats.

@@ -120,13 +120,14 @@ func (c *chatsResource) waitTerminal(ctx context.Context, ch *chat.Chat, wait ti
 	defer timer.Stop()
 	for {
 		// Read after subscribing: a commit between the caller's read and the
-		// subscription would otherwise never wake us.
-		cur, err := c.chats.Get(ctx, tenant, ch.ID)
+		// subscription would otherwise never wake us. Only the progress is
+		// read on each wake-up (no spec); the whole chat once, at the end.
+		p, err := c.chats.Progress(ctx, tenant, ch.ID)
 		if err != nil {
 			return nil, err
 		}
-		if settled(cur) {
-			return cur, nil
+		if settledProgress(p) {
+			return c.chats.Get(ctx, tenant, ch.ID)
 		}
 		select {
 		case _, ok := <-signal:
@@ -275,5 +276,9 @@ func extendWriteDeadline(w http.ResponseWriter, wait time.Duration) {
 // ended, or it waits for input that nobody has given yet. Waits (wait_s, the
 // messages long-poll) return then rather than sit out their time.
 func settled(ch *chat.Chat) bool {
-	return ch.Status.Terminal() || ch.Status == chat.StatusAwaitingInput && len(ch.InputResponse) == 0
+	return settledProgress(chat.Progress{Status: ch.Status, InputAnswered: len(ch.InputResponse) > 0})
+}
+
+func settledProgress(p chat.Progress) bool {
+	return p.Status.Terminal() || p.Status == chat.StatusAwaitingInput && !p.InputAnswered
 }

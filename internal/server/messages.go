@@ -51,10 +51,11 @@ func (c *chatsResource) messages(w http.ResponseWriter, r *http.Request) {
 	}
 
 	for expired := false; ; {
-		// Read the chat before its events: if it is terminal, every event
-		// was committed before this read, so the scan below sees them all
-		// and "terminal + no messages" really means there are no more.
-		ch, err := c.chats.Get(ctx, tenant, id)
+		// Read the chat's progress before its events: if it is terminal,
+		// every event was committed before this read, so the scan below sees
+		// them all and "terminal + no messages" really means there are no
+		// more. Only the progress: no spec on every wake-up.
+		ch, err := c.chats.Progress(ctx, tenant, id)
 		if err != nil {
 			c.writeError(w, r, err)
 			return
@@ -64,7 +65,7 @@ func (c *chatsResource) messages(w http.ResponseWriter, r *http.Request) {
 			c.writeError(w, r, err)
 			return
 		}
-		if len(msgs) > 0 || settled(ch) || wait == 0 || expired {
+		if len(msgs) > 0 || settledProgress(ch) || wait == 0 || expired {
 			reported := lastSeq
 			if reported == after && reported > ch.LastSeq {
 				// Nothing was examined because the client asked for

@@ -39,6 +39,9 @@ type Chats interface {
 	Create(ctx context.Context, p *chat.CreateParams) (c *chat.Chat, created bool, err error)
 	// Get returns a chat of the tenant, or chat.ErrNotFound.
 	Get(ctx context.Context, tenant, id string) (*chat.Chat, error)
+	// Progress returns how far a chat of the tenant has got, without the
+	// rest of it: what a waiter checks after every wake-up.
+	Progress(ctx context.Context, tenant, id string) (chat.Progress, error)
 	// List returns a page of the tenant's chats, newest first, and the next cursor.
 	List(ctx context.Context, p *chat.ListChatsParams) ([]*chat.Chat, string, error)
 	// Events returns up to limit events of a chat with seq > after, in seq order.

@@ -56,6 +56,23 @@ func (f *fakeChats) Get(ctx context.Context, tenant, id string) (*chat.Chat, err
 	return f.get(ctx, tenant, id)
 }
 
+// Progress of the fakes is derived from their Get.
+func (f *fakeChats) Progress(ctx context.Context, tenant, id string) (chat.Progress, error) {
+	c, err := f.Get(ctx, tenant, id)
+	if err != nil {
+		return chat.Progress{}, err
+	}
+	return chat.Progress{Status: c.Status, LastSeq: c.LastSeq, InputAnswered: len(c.InputResponse) > 0}, nil
+}
+
+func (l *memLog) Progress(ctx context.Context, tenant, id string) (chat.Progress, error) {
+	c, err := l.Get(ctx, tenant, id)
+	if err != nil {
+		return chat.Progress{}, err
+	}
+	return chat.Progress{Status: c.Status, LastSeq: c.LastSeq, InputAnswered: len(c.InputResponse) > 0}, nil
+}
+
 func (f *fakeChats) List(ctx context.Context, p *chat.ListChatsParams) ([]*chat.Chat, string, error) {
 	if f.list == nil {
 		return f.Chats.List(ctx, p)

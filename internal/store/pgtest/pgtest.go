@@ -248,7 +248,7 @@ func startOnce(bin string, cred *syscall.Credential) (*server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	srv, err := runServer(bin, cred, dir, port)
+	srv, err := runServer(bin, cred, dir, port, nil)
 	if err != nil {
 		os.RemoveAll(dir)
 	}
@@ -281,9 +281,10 @@ func initCluster(bin string, cred *syscall.Credential) (string, error) {
 	return dir, nil
 }
 
-// runServer starts postgres on the cluster in dir and waits until it
-// accepts connections. On failure the server is stopped; dir is kept.
-func runServer(bin string, cred *syscall.Credential, dir string, port int) (*server, error) {
+// runServer starts postgres on the cluster in dir, with the given settings
+// ("name=value", passed as -c) added, and waits until it accepts
+// connections. On failure the server is stopped; dir is kept.
+func runServer(bin string, cred *syscall.Credential, dir string, port int, settings []string) (*server, error) {
 	data := filepath.Join(dir, "data")
 	logPath := filepath.Join(dir, "postgres.log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -292,10 +293,14 @@ func runServer(bin string, cred *syscall.Credential, dir string, port int) (*ser
 	}
 	defer logFile.Close() // the child has its own descriptor
 
-	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port),
+	args := []string{"-D", data, "-p", strconv.Itoa(port),
 		"-k", dir, // the Unix socket lives with the data, not in a shared /var/run
 		"-c", "listen_addresses=127.0.0.1",
-		"-c", "max_connections=200")
+		"-c", "max_connections=200"}
+	for _, s := range settings {
+		args = append(args, "-c", s)
+	}
+	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logFile, logFile // *os.File: no copying goroutines
 	cmd.SysProcAttr = &syscall.SysProcAttr{

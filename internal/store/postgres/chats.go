@@ -15,14 +15,18 @@ import (
 )
 
 // chatColumns is the column list every chat query selects, in scanChat's
-// order, for the table aliased c. Optional text columns hold NULL for ""
-// (see the migration).
-const chatColumns = `c.id::text, c.tenant, coalesce(c.name, ''), c.spec, c.metadata, c.status,
-	coalesce(c.stop_reason, ''), coalesce(c.stop_detail, ''), coalesce(c.error, ''),
-	c.last_seq, c.turns, c.message_count, c.prompt_tokens, c.completion_tokens, c.pending_input,
-	coalesce(c.idempotency_key, ''), coalesce(c.request_hash, ''), c.cancel_requested,
-	coalesce(c.owner, ''), c.lease_expires_at, c.epoch, c.created_at, c.updated_at, c.completed_at,
-	c.input_response, c.input_expires_at`
+// order, from chatFrom: what never changes after create is in chats (c),
+// what appends change in the narrow chat_state (s; see migration 0003).
+// Optional text columns hold NULL for "" (see the migrations).
+const chatColumns = `c.id::text, c.tenant, coalesce(c.name, ''), c.spec, c.metadata, s.status,
+	coalesce(s.stop_reason, ''), coalesce(s.stop_detail, ''), coalesce(s.error, ''),
+	s.last_seq, s.turns, s.message_count, s.prompt_tokens, s.completion_tokens, s.pending_input,
+	coalesce(c.idempotency_key, ''), coalesce(c.request_hash, ''), s.cancel_requested,
+	coalesce(s.owner, ''), s.lease_expires_at, s.epoch, c.created_at, s.updated_at, s.completed_at,
+	s.input_response, s.input_expires_at`
+
+// chatFrom joins a chat's two rows for chatColumns.
+const chatFrom = `chats c JOIN chat_state s ON s.id = c.id`
 
 func scanChat(row pgx.Row) (*chat.Chat, error) {
 	var (
@@ -94,40 +98,67 @@ func nullableJSON(b []byte) json.RawMessage {
 	return b
 }
 
-// CreateChat implements chat.Store.
+// createSQL creates a chat as one statement: its chats row, its chat_state
+// row and its first events. It runs in the group committer's batches like an
+// append (see commitBatch), so a create costs no transaction of its own and
+// shares a commit with whatever else is being written.
+//
+// Race-safe idempotency: of two concurrent inserts with one (tenant, key),
+// the unique index makes the second wait for the first to commit, and ON
+// CONFLICT DO NOTHING then makes it insert nothing at all (the later CTEs
+// select from the empty RETURNING): zero rows affected, which CreateChat
+// answers by reading the winner. DO NOTHING covers only that constraint: a
+// taken id still fails with a unique violation.
+var createSQL = `WITH new_chat AS (
+	INSERT INTO chats (id, tenant, name, spec, metadata, idempotency_key, request_hash, created_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+	ON CONFLICT (tenant, idempotency_key) DO NOTHING
+	RETURNING id
+), new_state AS (
+	INSERT INTO chat_state (id, status, last_seq, message_count, owner, lease_expires_at, epoch, created_at, updated_at)
+	SELECT id, 'queued', $9, $10, $11, $12, $13, $8, $8 FROM new_chat
+	RETURNING id
+)
+INSERT INTO events (chat_id, seq, type, role, name, content, tool_calls, tool_responses, data, created_at)
+SELECT n.id, ` + eventSelect(14) + ` CROSS JOIN new_state n`
+
+// createOp is a create waiting in the group committer.
+type createOp struct {
+	id   string
+	args []any
+}
+
+// CreateChat implements chat.Store. The chat it returns is built from p, as
+// the row was written, without reading it back.
 func (s *Store) CreateChat(ctx context.Context, p *chat.CreateChatParams) (*chat.Chat, bool, error) {
 	id, err := param.CheckCreate(p)
 	if err != nil {
 		return nil, false, fmt.Errorf("create chat: %w", err)
 	}
-	created := param.Time(p.CreatedAt, s.now)
+	// Postgres keeps microseconds; pgx truncates, and so does the chat we return.
+	created := param.Time(p.CreatedAt, s.now).Truncate(time.Microsecond)
 	evs, err := eventArrays(p.Events, created)
 	if err != nil {
 		return nil, false, fmt.Errorf("create chat %s: %w", id, err)
 	}
-
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return nil, false, fmt.Errorf("create chat %s: %w", id, translate(err))
+	c := &chat.Chat{ID: id, Tenant: p.Tenant, Name: param.Text(p.Name), Spec: p.Spec, Metadata: nullableJSON(p.Metadata),
+		Status: chat.StatusQueued, LastSeq: int64(len(p.Events)), MessageCount: param.MessageCount(p.Events),
+		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash, CreatedAt: created, UpdatedAt: created}
+	var lease any
+	if p.Owner != "" {
+		until := p.LeaseUntil.UTC().Truncate(time.Microsecond)
+		c.Owner, c.Epoch, c.LeaseExpiresAt, lease = p.Owner, 1, &until, until
 	}
-	defer tx.Rollback(ctx) // a no-op after Commit
-
-	// Race-safe idempotency: of two concurrent inserts with one (tenant,
-	// key), the unique index makes the second wait for the first to commit,
-	// and ON CONFLICT DO NOTHING then turns it into "no row". The SELECT
-	// below runs with a fresh snapshot (READ COMMITTED) and so sees the
-	// winner. DO NOTHING covers only that constraint: a taken id still
-	// fails with a unique violation.
-	c, err := scanChat(tx.QueryRow(ctx, `INSERT INTO chats AS c (id, tenant, name, spec, metadata, status,
-			last_seq, message_count, idempotency_key, request_hash, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, $10)
-		ON CONFLICT (tenant, idempotency_key) DO NOTHING
-		RETURNING `+chatColumns,
-		id, p.Tenant, nullString(param.Text(p.Name)), []byte(p.Spec), nullJSON(p.Metadata), len(p.Events),
-		param.MessageCount(p.Events), nullString(p.IdempotencyKey), nullString(p.RequestHash), created))
-	if errors.Is(err, pgx.ErrNoRows) {
-		existing, err := scanChat(tx.QueryRow(ctx,
-			`SELECT `+chatColumns+` FROM chats c WHERE c.tenant = $1 AND c.idempotency_key = $2`, p.Tenant, p.IdempotencyKey))
+	args := append([]any{
+		id, p.Tenant, nullString(c.Name), []byte(p.Spec), nullJSON(p.Metadata),
+		nullString(p.IdempotencyKey), nullString(p.RequestHash), created,
+		c.LastSeq, c.MessageCount, nullString(c.Owner), lease, c.Epoch,
+	}, evs...)
+	err = s.commit.Append(ctx, &op{create: &createOp{id: id, args: args}})
+	switch {
+	case errors.Is(err, chat.ErrFenced): // the idempotency key is taken
+		existing, err := scanChat(s.pool.QueryRow(ctx,
+			`SELECT `+chatColumns+` FROM `+chatFrom+` WHERE c.tenant = $1 AND c.idempotency_key = $2`, p.Tenant, p.IdempotencyKey))
 		if err != nil {
 			return nil, false, fmt.Errorf("create chat %s: find chat with idempotency key: %w", id, translate(err))
 		}
@@ -135,17 +166,8 @@ func (s *Store) CreateChat(ctx context.Context, p *chat.CreateChatParams) (*chat
 			return nil, false, fmt.Errorf("create chat: idempotency key %q was used for another request: %w", p.IdempotencyKey, chat.ErrConflict)
 		}
 		return existing, false, nil
-	}
-	if err != nil {
+	case err != nil:
 		return nil, false, fmt.Errorf("create chat %s: %w", id, translate(err))
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO events (chat_id, seq, type, role, name, content,
-			tool_calls, tool_responses, data, created_at)
-		SELECT $1, `+eventSelect(2), append([]any{id}, evs...)...); err != nil {
-		return nil, false, fmt.Errorf("create chat %s: %w", id, translate(err))
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, false, fmt.Errorf("create chat %s: commit: %w", id, translate(err))
 	}
 	return c, true, nil
 }
@@ -157,11 +179,39 @@ func (s *Store) GetChat(ctx context.Context, tenant, id string) (*chat.Chat, err
 		return nil, fmt.Errorf("get chat %q: %w", id, chat.ErrNotFound)
 	}
 	c, err := scanChat(s.pool.QueryRow(ctx,
-		`SELECT `+chatColumns+` FROM chats c WHERE c.id = $1 AND ($2 = '' OR c.tenant = $2)`, cid, tenant))
+		`SELECT `+chatColumns+` FROM `+chatFrom+` WHERE c.id = $1 AND ($2 = '' OR c.tenant = $2)`, cid, tenant))
 	if err != nil {
 		return nil, fmt.Errorf("get chat %s: %w", cid, translate(err))
 	}
 	return c, nil
+}
+
+// GetProgress implements chat.Store from the narrow chat_state row; the
+// chats row (spec and all) is read only to check the tenant, and even then
+// its spec is not detoasted.
+func (s *Store) GetProgress(ctx context.Context, tenant, id string) (chat.Progress, error) {
+	var p chat.Progress
+	cid, ok := param.ChatID(id)
+	if !ok {
+		return p, fmt.Errorf("get progress of chat %q: %w", id, chat.ErrNotFound)
+	}
+	var (
+		status string
+		err    error
+	)
+	if tenant == "" {
+		err = s.pool.QueryRow(ctx, `SELECT status, last_seq, input_response IS NOT NULL FROM chat_state WHERE id = $1`, cid).
+			Scan(&status, &p.LastSeq, &p.InputAnswered)
+	} else {
+		err = s.pool.QueryRow(ctx, `SELECT s.status, s.last_seq, s.input_response IS NOT NULL
+			FROM chat_state s JOIN chats c ON c.id = s.id WHERE s.id = $1 AND c.tenant = $2`, cid, tenant).
+			Scan(&status, &p.LastSeq, &p.InputAnswered)
+	}
+	if err != nil {
+		return chat.Progress{}, fmt.Errorf("get progress of chat %s: %w", cid, translate(err))
+	}
+	p.Status = chat.Status(status)
+	return p, nil
 }
 
 // ListChats implements chat.Store. Pages are ordered by (created_at, id)
@@ -182,7 +232,7 @@ func (s *Store) ListChats(ctx context.Context, p *chat.ListChatsParams) ([]*chat
 		where = append(where, "c.tenant = "+arg(p.Tenant))
 	}
 	if p.Status != "" {
-		where = append(where, "c.status = "+arg(string(p.Status)))
+		where = append(where, "s.status = "+arg(string(p.Status)))
 	}
 	if p.Cursor != "" {
 		cur, err := param.DecodeCursor(p.Cursor)
@@ -193,7 +243,7 @@ func (s *Store) ListChats(ctx context.Context, p *chat.ListChatsParams) ([]*chat
 		// (…, created_at DESC, id DESC) indexes as one range.
 		where = append(where, fmt.Sprintf("(c.created_at, c.id) < (%s, %s::uuid)", arg(cur.CreatedAt), arg(cur.ID)))
 	}
-	q := `SELECT ` + chatColumns + ` FROM chats c`
+	q := `SELECT ` + chatColumns + ` FROM ` + chatFrom
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
@@ -222,9 +272,11 @@ func (s *Store) RequestCancel(ctx context.Context, tenant, id string) (*chat.Cha
 	}
 	// updated_at is left alone: it tracks the worker's record of the log,
 	// and the worker writes it when it acts on the request.
-	c, err := scanChat(s.pool.QueryRow(ctx, `UPDATE chats AS c SET cancel_requested = true
-		WHERE c.id = $1 AND ($2 = '' OR c.tenant = $2) AND c.status NOT IN ('completed', 'failed', 'cancelled')
-		RETURNING `+chatColumns, cid, tenant))
+	c, err := scanChat(s.pool.QueryRow(ctx, `WITH s AS (
+			UPDATE chat_state AS s SET cancel_requested = true FROM chats c
+			WHERE s.id = $1 AND c.id = s.id AND ($2 = '' OR c.tenant = $2) AND s.status NOT IN ('completed', 'failed', 'cancelled')
+			RETURNING s.*)
+		SELECT `+chatColumns+` FROM chats c JOIN s ON s.id = c.id`, cid, tenant))
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Terminal (returned unchanged) or not there (ErrNotFound).
 		return s.GetChat(ctx, tenant, cid)
@@ -250,10 +302,12 @@ func (s *Store) SubmitInput(ctx context.Context, p *chat.SubmitInputParams) (*ch
 	if !ok {
 		return nil, fmt.Errorf("submit input to chat %q: %w", p.ChatID, chat.ErrNotFound)
 	}
-	c, err := scanChat(s.pool.QueryRow(ctx, `UPDATE chats AS c SET input_response = $1
-		WHERE c.id = $2 AND ($3 = '' OR c.tenant = $3) AND c.status = 'awaiting_input' AND c.input_response IS NULL
-		  AND c.owner IS NULL AND c.pending_input->>'request_id' = $4
-		RETURNING `+chatColumns, []byte(p.Response), cid, p.Tenant, p.RequestID))
+	c, err := scanChat(s.pool.QueryRow(ctx, `WITH s AS (
+			UPDATE chat_state AS s SET input_response = $1 FROM chats c
+			WHERE s.id = $2 AND c.id = s.id AND ($3 = '' OR c.tenant = $3) AND s.status = 'awaiting_input'
+			  AND s.input_response IS NULL AND s.owner IS NULL AND s.pending_input->>'request_id' = $4
+			RETURNING s.*)
+		SELECT `+chatColumns+` FROM chats c JOIN s ON s.id = c.id`, []byte(p.Response), cid, p.Tenant, p.RequestID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		if _, err := s.GetChat(ctx, p.Tenant, cid); err != nil {
 			return nil, err
@@ -268,7 +322,7 @@ func (s *Store) SubmitInput(ctx context.Context, p *chat.SubmitInputParams) (*ch
 
 // CountByStatus implements chat.Store. Every status is in the map, zero or not.
 func (s *Store) CountByStatus(ctx context.Context) (map[chat.Status]int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM chats GROUP BY status`)
+	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM chat_state GROUP BY status`)
 	if err != nil {
 		return nil, fmt.Errorf("count chats by status: %w", translate(err))
 	}

@@ -19,25 +19,52 @@ const maxClaim = 1000
 // UPDATE would make a second claimer block on the rows the first has locked
 // until it commits, then re-check them and (finding the new lease) drop
 // them: replicas would claim one after another and come back short. SKIP
-// LOCKED makes each claimer pass over rows another transaction holds and take
-// the next ones, so concurrent claimers get disjoint chats without waiting.
+// LOCKED makes each claimer pass over rows another transaction holds, so
+// concurrent claimers get disjoint chats without waiting (one that finds all
+// of its few candidates taken comes back short and takes more next time).
 // It also skips a chat whose row an append is updating right now: that chat
 // has a working owner, and if its lease has in fact expired the next poll
 // takes it. Rows that were committed by another claimer after this
 // statement's snapshot are re-checked against the WHERE clause when locked
 // (READ COMMITTED), so a chat is never claimed twice.
-const claimSQL = `WITH picked AS (
-	SELECT id FROM chats
-	WHERE (status IN ('queued', 'running') OR (status = 'awaiting_input' AND
-	       (cancel_requested OR input_response IS NOT NULL OR input_expires_at < $1)))
+//
+// Which chats, in which order: the oldest runnable ones first, found without
+// sorting every live chat. The candidates come from three partial indexes
+// (migration 0003), each read in its own order and only as far as the
+// limit: chats no one owns (new ones, handed back), oldest first; owned
+// chats whose lease expired (their owner crashed), by expiry, stopping at
+// the first live lease; and chats awaiting input that need a worker. Only
+// those few candidates are sorted by age, then locked and re-checked.
+const claimSQL = `WITH candidates AS (
+	(SELECT id, created_at FROM chat_state
+	 WHERE owner IS NULL AND status IN ('queued', 'running')
+	 ORDER BY created_at, id LIMIT $2)
+	UNION ALL
+	(SELECT id, created_at FROM chat_state
+	 WHERE owner IS NOT NULL AND status IN ('queued', 'running', 'awaiting_input') AND lease_expires_at < $1
+	   AND ` + needsWorker + `
+	 ORDER BY lease_expires_at LIMIT $2)
+	UNION ALL
+	(SELECT id, created_at FROM chat_state
+	 WHERE owner IS NULL AND status = 'awaiting_input' AND ` + needsWorker + `
+	 ORDER BY created_at, id LIMIT $2)
+), picked AS (
+	SELECT id FROM chat_state
+	WHERE id IN (SELECT id FROM candidates ORDER BY created_at, id LIMIT $2)
+	  AND status IN ('queued', 'running', 'awaiting_input') AND ` + needsWorker + `
 	  AND (lease_expires_at IS NULL OR lease_expires_at < $1)
-	ORDER BY created_at, id
-	LIMIT $2
 	FOR UPDATE SKIP LOCKED
+), claimed AS (
+	UPDATE chat_state AS s SET owner = $3, lease_expires_at = $4, epoch = s.epoch + 1
+	FROM picked WHERE s.id = picked.id
+	RETURNING s.*
 )
-UPDATE chats AS c SET owner = $3, lease_expires_at = $4, epoch = c.epoch + 1
-FROM picked WHERE c.id = picked.id
-RETURNING ` + chatColumns
+SELECT ` + chatColumns + ` FROM chats c JOIN claimed s ON s.id = c.id`
+
+// needsWorker: a queued or running chat always needs a worker; a chat
+// awaiting input only to act on a cancel request, an answer or an expired
+// request.
+const needsWorker = `(status <> 'awaiting_input' OR cancel_requested OR input_response IS NOT NULL OR input_expires_at < $1)`
 
 // Claim implements chat.Store.
 func (s *Store) Claim(ctx context.Context, p *chat.ClaimParams) ([]*chat.Chat, error) {
@@ -91,7 +118,7 @@ func (s *Store) RenewLeases(ctx context.Context, p *chat.RenewLeasesParams) ([]c
 			ids, epochs = append(ids, id), append(epochs, l.Epoch)
 		}
 	}
-	rows, err := s.pool.Query(ctx, `UPDATE chats AS c SET lease_expires_at = $1
+	rows, err := s.pool.Query(ctx, `UPDATE chat_state AS c SET lease_expires_at = $1
 		FROM unnest($2::uuid[], $3::bigint[]) AS l(id, epoch)
 		WHERE c.id = l.id AND c.epoch = l.epoch AND c.owner = $4
 		RETURNING c.id::text, c.epoch, c.cancel_requested`, p.LeaseUntil, ids, epochs, p.Owner)
@@ -128,7 +155,7 @@ func (s *Store) ReleaseLease(ctx context.Context, l chat.Lease, owner string) er
 	if !ok || owner == "" {
 		return nil // no such lease can be held
 	}
-	if _, err := s.pool.Exec(ctx, `UPDATE chats SET owner = NULL, lease_expires_at = NULL
+	if _, err := s.pool.Exec(ctx, `UPDATE chat_state SET owner = NULL, lease_expires_at = NULL
 		WHERE id = $1 AND epoch = $2 AND owner = $3`, id, l.Epoch, owner); err != nil {
 		return fmt.Errorf("release lease of chat %s for %s: %w", id, owner, translate(err))
 	}

@@ -114,6 +114,20 @@ func eventArrays(events []chat.Event, def time.Time) ([]any, error) {
 	return []any{seqs, types, roles, names, contents, calls, resps, data, created}, nil
 }
 
+// op is one member of a group commit: an append, or the creation of a chat.
+type op struct {
+	append *chat.AppendParams
+	create *createOp
+}
+
+// opChat is the chat an op writes to, the group committer's sort key.
+func opChat(o *op) string {
+	if o.append != nil {
+		return o.append.ChatID
+	}
+	return o.create.id
+}
+
 // Append implements chat.Store. The append joins the group committer's next
 // batch; see commitBatch.
 func (s *Store) Append(ctx context.Context, p *chat.AppendParams) error {
@@ -121,22 +135,28 @@ func (s *Store) Append(ctx context.Context, p *chat.AppendParams) error {
 	if err != nil {
 		return err
 	}
-	if err := s.commit.Append(ctx, q); err != nil {
+	if err := s.commit.Append(ctx, &op{append: q}); err != nil {
 		return fmt.Errorf("%s: %w", param.DescribeAppend(q), translate(err))
 	}
 	return nil
 }
 
 // appendSQL is one append, fenced, as one statement. The CTE updates the
-// chat record only if the caller's epoch is the chat's and its first seq
-// follows the chat's last_seq; the events are inserted only for the row the
-// CTE returned. So a fenced append inserts nothing (0 rows affected) without
-// failing the statement, and its batch-mates are unaffected. The UPDATE's
-// row lock also keeps a concurrent append to the same chat (a stale worker)
-// from interleaving: it waits, then re-checks epoch and last_seq against the
-// committed row and finds itself fenced.
+// chat's state row only if the caller's epoch is the chat's and its first
+// seq follows the chat's last_seq; the events are inserted only for the row
+// the CTE returned. So a fenced append inserts nothing (0 rows affected)
+// without failing the statement, and its batch-mates are unaffected. The
+// UPDATE's row lock also keeps a concurrent append to the same chat (a stale
+// worker) from interleaving: it waits, then re-checks epoch and last_seq
+// against the committed row and finds itself fenced. The same join is what
+// keeps events from naming a chat that does not exist, now that events have
+// no foreign key (migration 0003).
+//
+// The UPDATE touches chat_state only, and an ordinary append changes no
+// indexed column there (status and owner change a few times per chat), so
+// it is a HOT update of a ~150-byte row.
 var appendSQL = `WITH fenced_update AS (
-	UPDATE chats SET
+	UPDATE chat_state SET
 		status = $3, stop_reason = $4, stop_detail = $5, error = $6,
 		turns = $7, message_count = $8, prompt_tokens = $9, completion_tokens = $10,
 		pending_input = $11, completed_at = $12, updated_at = $13, last_seq = $14,
@@ -149,16 +169,22 @@ var appendSQL = `WITH fenced_update AS (
 INSERT INTO events (chat_id, seq, type, role, name, content, tool_calls, tool_responses, data, created_at)
 SELECT u.id, ` + eventSelect(18) + ` CROSS JOIN fenced_update u`
 
-// commitBatch is the groupcommit.CommitFunc. The appends go to the server as
-// one pipelined pgx.Batch: one round trip, and, since a batch not wrapped in
-// BEGIN/COMMIT runs as one implicit transaction, one commit and one WAL
-// flush for all of them. If any statement fails, the server rolls back the
-// whole batch and the committer retries its members one by one.
-func (s *Store) commitBatch(ctx context.Context, batch []*chat.AppendParams, fenced []bool) error {
+// commitBatch is the groupcommit.CommitFunc. The appends and creates go to
+// the server as one pipelined pgx.Batch: one round trip, and, since a batch
+// not wrapped in BEGIN/COMMIT runs as one implicit transaction, one commit
+// and one WAL flush for all of them. If any statement fails, the server
+// rolls back the whole batch and the committer retries its members one by
+// one.
+func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) error {
 	b := &pgx.Batch{}
-	ids := make([]string, len(batch))
-	for i, p := range batch {
-		ids[i] = p.ChatID
+	var ids []string
+	for _, o := range batch {
+		if o.create != nil {
+			b.Queue(createSQL, o.create.args...)
+			continue
+		}
+		p := o.append
+		ids = append(ids, p.ChatID)
 		u := &p.Update
 		evs, err := eventArrays(p.Events, u.UpdatedAt)
 		if err != nil {
@@ -174,10 +200,6 @@ func (s *Store) commitBatch(ctx context.Context, batch []*chat.AppendParams, fen
 		}
 		b.Queue(appendSQL, append(args, evs...)...)
 	}
-	// Tell every replica's listeners which logs grew. NOTIFY is
-	// transactional: it is delivered when the batch commits, never for an
-	// append that rolled back (a fenced one only costs a spurious wake-up).
-	b.Queue(`SELECT count(pg_notify('`+channelAppended+`', id)) FROM unnest($1::text[]) AS id`, ids)
 	br := s.pool.SendBatch(ctx, b)
 	for i := range batch {
 		tag, err := br.Exec()
@@ -185,13 +207,20 @@ func (s *Store) commitBatch(ctx context.Context, batch []*chat.AppendParams, fen
 			br.Close()
 			return err
 		}
+		// Zero rows: an append fenced, or a create whose idempotency key
+		// is taken.
 		fenced[i] = tag.RowsAffected() == 0
-	}
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return err
 	}
 	// Close reads up to the end of the pipeline, which includes the implicit
 	// COMMIT: only now are the appends durable.
-	return br.Close()
+	if err := br.Close(); err != nil {
+		return err
+	}
+	// Tell every replica's listeners which logs grew, now that they did
+	// (see notifier). A fenced append only costs a spurious wake-up; a new
+	// chat has no followers yet, so creates notify no one.
+	if len(ids) > 0 {
+		s.notify.add(ids)
+	}
+	return nil
 }

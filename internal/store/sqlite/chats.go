@@ -127,14 +127,19 @@ func (s *Store) CreateChat(ctx context.Context, p *chat.CreateChatParams) (*chat
 	// (tenant, idempotency_key) constraint backs that up across processes:
 	// of two creates with one key, the second finds the first's row.
 	// DO NOTHING covers only that constraint; a taken id still fails.
+	// A chat created for its creator (p.Owner) starts claimed: epoch 1.
+	var lease, epoch any = nil, 0
+	if p.Owner != "" {
+		lease, epoch = nanos(p.LeaseUntil.UTC()), 1
+	}
 	row := tx.QueryRowContext(ctx, `INSERT INTO chats (id, tenant, name, spec, metadata, status, last_seq,
-			message_count, idempotency_key, request_hash, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)
+			message_count, idempotency_key, request_hash, created_at, updated_at, owner, lease_expires_at, epoch)
+		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (tenant, idempotency_key) DO NOTHING
 		RETURNING `+chatColumns,
 		id, p.Tenant, nullString(param.Text(p.Name)), string(p.Spec), nullJSON(p.Metadata), len(p.Events),
 		param.MessageCount(p.Events), nullString(p.IdempotencyKey), nullString(p.RequestHash),
-		nanos(created), nanos(created))
+		nanos(created), nanos(created), nullString(p.Owner), lease, epoch)
 	c, err := scanChat(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		// The key is taken: answer with that chat, or a conflict.
@@ -177,6 +182,24 @@ func (s *Store) GetChat(ctx context.Context, tenant, id string) (*chat.Chat, err
 		return nil, fmt.Errorf("get chat %s: %w", cid, translate(err))
 	}
 	return c, nil
+}
+
+// GetProgress implements chat.Store.
+func (s *Store) GetProgress(ctx context.Context, tenant, id string) (chat.Progress, error) {
+	var p chat.Progress
+	cid, ok := param.ChatID(id)
+	if !ok {
+		return p, fmt.Errorf("get progress of chat %q: %w", id, chat.ErrNotFound)
+	}
+	var status string
+	err := s.reader.QueryRowContext(ctx, `SELECT status, last_seq, input_response IS NOT NULL
+		FROM chats WHERE id = ? AND (? = '' OR tenant = ?)`, cid, tenant, tenant).
+		Scan(&status, &p.LastSeq, &p.InputAnswered)
+	if err != nil {
+		return chat.Progress{}, fmt.Errorf("get progress of chat %s: %w", cid, translate(err))
+	}
+	p.Status = chat.Status(status)
+	return p, nil
 }
 
 // ListChats implements chat.Store. Pages are ordered by (created_at, id)

@@ -49,7 +49,7 @@ type Store struct {
 	now    func() time.Time
 	writer *sql.DB // exactly one connection: every write goes through it
 	reader *sql.DB // read-only connections
-	commit *groupcommit.Committer
+	commit *groupcommit.Committer[*chat.AppendParams]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -141,7 +141,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 
 	s := &Store{log: cfg.Logger, now: cfg.Now, writer: writer, reader: reader}
-	s.commit = groupcommit.New(groupcommit.Config{
+	s.commit = groupcommit.New(groupcommit.Config[*chat.AppendParams]{
 		Commit:  s.commitBatch,
 		Isolate: isolate,
 		Logger:  cfg.Logger.With("store", "sqlite"),

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -354,5 +355,42 @@ func testCountByStatus(t *testing.T, s chat.Store) {
 		chat.StatusCompleted: 2, chat.StatusFailed: 0, chat.StatusCancelled: 0}
 	if !reflect.DeepEqual(counts, want) {
 		t.Fatalf("CountByStatus = %v, want %v", counts, want)
+	}
+}
+
+// testGetProgress: the progress of a chat follows its appends and input
+// answers, per tenant like GetChat.
+func testGetProgress(t *testing.T, s chat.Store) {
+	c := mustCreate(t, s, createParams("acme", base))
+	progress := func(tenant string) chat.Progress {
+		t.Helper()
+		p, err := s.GetProgress(t.Context(), tenant, c.ID)
+		if err != nil {
+			t.Fatalf("GetProgress(tenant %q): %v", tenant, err)
+		}
+		return p
+	}
+	if got, want := progress("acme"), (chat.Progress{Status: chat.StatusQueued, LastSeq: 2}); got != want {
+		t.Fatalf("new chat: %+v, want %+v", got, want)
+	}
+	for _, bad := range []struct{ tenant, id string }{{"globex", c.ID}, {"", uuid.NewString()}, {"", "not-a-uuid"}} {
+		if _, err := s.GetProgress(t.Context(), bad.tenant, bad.id); !errors.Is(err, chat.ErrNotFound) {
+			t.Errorf("GetProgress(%q, %q): err = %v, want ErrNotFound", bad.tenant, bad.id, err)
+		}
+	}
+	claimed, err := s.Claim(t.Context(), &chat.ClaimParams{Owner: "a", Now: base, LeaseUntil: at(time.Minute), Limit: 1})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("Claim: %v, %v", claimed, err)
+	}
+	pending := json.RawMessage(`{"request_id": "r1", "kind": "message"}`)
+	advance(t, s, claimed[0], chat.ChatUpdate{Status: chat.StatusAwaitingInput, PendingInput: pending, ReleaseLease: true})
+	if got, want := progress(""), (chat.Progress{Status: chat.StatusAwaitingInput, LastSeq: 3}); got != want {
+		t.Fatalf("awaiting input: %+v, want %+v", got, want)
+	}
+	if _, err := s.SubmitInput(t.Context(), &chat.SubmitInputParams{ChatID: c.ID, RequestID: "r1", Response: json.RawMessage(`{"content": "yes"}`), Now: at(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := progress("acme"), (chat.Progress{Status: chat.StatusAwaitingInput, LastSeq: 3, InputAnswered: true}); got != want {
+		t.Fatalf("answered: %+v, want %+v", got, want)
 	}
 }

@@ -324,3 +324,81 @@ func testSubmitInput(t *testing.T, s chat.Store) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// testCreateChatClaimed: a chat created with an owner is leased to it from
+// the start (epoch 1), so its creator appends at once, no one else claims
+// it while the lease lives, and it is claimed like any chat after the lease
+// expires.
+func testCreateChatClaimed(t *testing.T, s chat.Store) {
+	p := createParams("acme", base)
+	p.Owner, p.LeaseUntil = "a", at(time.Minute)
+	want := expectedNew(p)
+	lease := at(time.Minute)
+	want.Owner, want.Epoch, want.LeaseExpiresAt = "a", 1, &lease
+	c := mustCreate(t, s, p)
+	assertChat(t, "CreateChat with an owner", c, want)
+	assertChat(t, "GetChat", mustGet(t, s, p.ID), want)
+
+	if got, err := s.Claim(t.Context(), &chat.ClaimParams{Owner: "b", Now: at(30 * time.Second), LeaseUntil: at(2 * time.Minute), Limit: 10}); err != nil || len(got) != 0 {
+		t.Fatalf("Claim during the creator's lease: %d chats, %v", len(got), err)
+	}
+	states, err := s.RenewLeases(t.Context(), &chat.RenewLeasesParams{Owner: "a", Leases: []chat.Lease{{ChatID: c.ID, Epoch: 1}}, LeaseUntil: at(2 * time.Minute)})
+	if err != nil || len(states) != 1 || !states[0].Held {
+		t.Fatalf("RenewLeases by the creator: %+v, %v", states, err)
+	}
+	c = advance(t, s, c, chat.ChatUpdate{Status: chat.StatusRunning, UpdatedAt: at(time.Second)})
+	if c.LastSeq != 3 || c.Status != chat.StatusRunning || c.Owner != "a" {
+		t.Fatalf("after the creator's append: %+v", c)
+	}
+
+	got, err := s.Claim(t.Context(), &chat.ClaimParams{Owner: "b", Now: at(3 * time.Minute), LeaseUntil: at(4 * time.Minute), Limit: 10})
+	if err != nil || len(got) != 1 || got[0].ID != c.ID || got[0].Epoch != 2 || got[0].Owner != "b" {
+		t.Fatalf("Claim after the creator's lease expired: %v, %v", got, err)
+	}
+}
+
+// testCreateChatClaimedIdempotency: a repeated create answers with the
+// existing chat and leases nothing to the second caller.
+func testCreateChatClaimedIdempotency(t *testing.T, s chat.Store) {
+	p := createParams("acme", base)
+	p.IdempotencyKey, p.Owner, p.LeaseUntil = "k", "a", at(time.Minute)
+	first := mustCreate(t, s, p)
+	again := createParams("acme", at(time.Second))
+	again.IdempotencyKey, again.RequestHash, again.Owner, again.LeaseUntil = "k", p.RequestHash, "b", at(time.Hour)
+	c, created, err := s.CreateChat(t.Context(), again)
+	if err != nil || created {
+		t.Fatalf("repeat CreateChat: created %v, %v", created, err)
+	}
+	assertChat(t, "repeat CreateChat", c, first)
+	assertChat(t, "chat after the repeat", mustGet(t, s, p.ID), first)
+}
+
+// testClaimOldestFirstAcrossOwnership: the oldest runnable chat is claimed
+// first whether no one owns it or its owner's lease expired.
+func testClaimOldestFirstAcrossOwnership(t *testing.T, s chat.Store) {
+	abandoned := createParams("acme", at(0))
+	abandoned.Owner, abandoned.LeaseUntil = "crashed", at(time.Minute)
+	old := mustCreate(t, s, abandoned)
+	fresh := mustCreate(t, s, createParams("acme", at(time.Second)))
+	live := createParams("acme", at(-time.Second))
+	live.Owner, live.LeaseUntil = "alive", at(time.Hour)
+	mustCreate(t, s, live)
+
+	claim := func() []*chat.Chat {
+		t.Helper()
+		cs, err := s.Claim(t.Context(), &chat.ClaimParams{Owner: "b", Now: at(2 * time.Minute), LeaseUntil: at(3 * time.Minute), Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	if got := claim(); len(got) != 1 || got[0].ID != old.ID || got[0].Epoch != 2 {
+		t.Fatalf("first Claim: %v, want the chat whose lease expired (older)", got)
+	}
+	if got := claim(); len(got) != 1 || got[0].ID != fresh.ID || got[0].Epoch != 1 {
+		t.Fatalf("second Claim: %v, want the unowned chat", got)
+	}
+	if got := claim(); len(got) != 0 {
+		t.Fatalf("third Claim took a chat with a live lease: %v", got)
+	}
+}

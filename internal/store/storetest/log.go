@@ -364,12 +364,16 @@ func testEventsAppendOnly(t *testing.T, s chat.Store, exec func(t *testing.T, s 
 		"UPDATE events SET seq = seq + 100",
 		"DELETE FROM events",
 		"DELETE FROM events WHERE seq = 2",
+		// Events rely on their chat staying (Postgres has no foreign key
+		// from events to chats: see its migration 0003).
+		"DELETE FROM chats",
 	} {
 		if err := exec(t, s, stmt); err == nil {
 			t.Errorf("%q succeeded; the events table must be append-only", stmt)
 		}
 	}
 	assertEvents(t, "events after attempts to rewrite them", mustEvents(t, s, c.ID), withChatID(c.ID, p.Events...))
+	assertChat(t, "chat after attempts to delete it", mustGet(t, s, c.ID), c)
 }
 
 // testText checks that text Postgres cannot hold (NUL bytes, invalid UTF-8),

@@ -5,7 +5,7 @@
 // they are durable before it publishes them. One transaction per append costs
 // one WAL flush (fsync) per append, which caps the whole server at a few
 // hundred appends per second however many chats run. A Committer instead has
-// one goroutine that takes everything queued while the previous transaction
+// one goroutine (or a few: Config.InFlight) that takes everything queued while the previous transaction
 // was committing and commits it as one transaction, so under load the cost of
 // a flush is shared by up to MaxBatch appends; with no load a batch is a
 // single append and pays no extra latency (there is no waiting for a batch to
@@ -28,17 +28,25 @@ import (
 // started yet, or stopping).
 var ErrStopped = errors.New("store is closed")
 
-// CommitFunc commits batch in one transaction. Each append is fenced on its
-// own: when the chat's epoch or last_seq does not match, the function skips
-// that append, sets fenced[i] and goes on with the others. It returns a
-// non-nil error only when the transaction as a whole failed, in which case
-// nothing of the batch was committed.
-type CommitFunc func(ctx context.Context, batch []*chat.AppendParams, fenced []bool) error
+// CommitFunc commits batch in one transaction. Each member is fenced on its
+// own: when an append's chat epoch or last_seq does not match (or a create
+// finds its idempotency key taken), the function skips that member, sets
+// fenced[i] and goes on with the others. It returns a non-nil error only
+// when the transaction as a whole failed, in which case nothing of the batch
+// was committed.
+//
+// T is what a store queues: usually *chat.AppendParams; a store that also
+// creates chats through the committer queues a type of its own that holds
+// either.
+type CommitFunc[T any] func(ctx context.Context, batch []T, fenced []bool) error
 
 // Config configures a Committer.
-type Config struct {
+type Config[T any] struct {
 	// Commit writes a batch; required.
-	Commit CommitFunc
+	Commit CommitFunc[T]
+	// Key is the chat a member writes to; batches are ordered by it (see
+	// commit). Default: members are taken as *chat.AppendParams.
+	Key func(T) string
 	// Isolate reports whether a failed batch should be retried one append at a
 	// time because err may have been caused by a single member (a constraint
 	// or encoding error). It should return false for errors that would fail
@@ -48,6 +56,16 @@ type Config struct {
 	Isolate func(err error) bool
 	// MaxBatch caps the number of appends in one transaction; default 256.
 	MaxBatch int
+	// InFlight is how many batches may be committing at once; default 1.
+	// With more than one, an append that arrives while a batch is waiting
+	// for its WAL flush goes out at once in the next batch rather than
+	// waiting for that flush as well; the database then flushes the WAL of
+	// the batches in flight together. Appends to one chat never overlap
+	// (its worker waits for each), and every batch locks chats in chat
+	// order (see commit), so concurrent batches cannot deadlock each other.
+	// Only for databases that commit concurrently (not SQLite's single
+	// writer).
+	InFlight int
 	// Timeout bounds one transaction; default 30s. A caller whose append is
 	// in flight waits for its outcome even when its own context ends (see
 	// Append), so this is also the longest such a caller can wait.
@@ -56,16 +74,18 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Committer queues appends and commits them in batches from one goroutine. It
+// Committer queues appends and commits them in batches from one goroutine
+// (Config.InFlight goroutines). It
 // has the Start/Stop lifecycle of every background component.
-type Committer struct {
-	cfg Config
+type Committer[T any] struct {
+	cfg Config[T]
 
 	mu     sync.Mutex
 	state  int // stateNew, stateRunning, stateStopping
-	queue  []*request
-	wake   chan struct{}      // capacity 1: a pending wake-up, never blocks a sender
-	done   chan struct{}      // closed when the loop has exited
+	queue  []*request[T]
+	wake   chan struct{} // capacity 1: a pending wake-up, never blocks a sender
+	done   chan struct{} // closed when the loops have exited
+	loops  sync.WaitGroup
 	cancel context.CancelFunc // set by Start; nil until then
 
 	// enqueued, if set (by tests, before Start), is called after each
@@ -90,16 +110,19 @@ const (
 	reqAbandoned
 )
 
-type request struct {
-	p     *chat.AppendParams
+type request[T any] struct {
+	p     T
 	state atomic.Int32
 	done  chan error // capacity 1
 }
 
 // New returns a Committer; call Start before Append.
-func New(cfg Config) *Committer {
+func New[T any](cfg Config[T]) *Committer[T] {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 256
+	}
+	if cfg.InFlight <= 0 {
+		cfg.InFlight = 1
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
@@ -110,12 +133,20 @@ func New(cfg Config) *Committer {
 	if cfg.Isolate == nil {
 		cfg.Isolate = func(error) bool { return true }
 	}
-	return &Committer{cfg: cfg, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	if cfg.Key == nil {
+		cfg.Key = func(p T) string {
+			if a, ok := any(p).(*chat.AppendParams); ok {
+				return a.ChatID
+			}
+			return ""
+		}
+	}
+	return &Committer[T]{cfg: cfg, wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // Start starts the committing goroutine. Starting twice is a no-op; a stopped
 // Committer cannot be restarted.
-func (c *Committer) Start(ctx context.Context) error {
+func (c *Committer[T]) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != stateNew {
@@ -127,7 +158,14 @@ func (c *Committer) Start(ctx context.Context) error {
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.cancel = cancel
 	c.state = stateRunning
-	go c.loop(loopCtx)
+	for range c.cfg.InFlight {
+		c.loops.Add(1)
+		go c.loop(loopCtx)
+	}
+	go func() {
+		c.loops.Wait()
+		close(c.done)
+	}()
 	return nil
 }
 
@@ -135,7 +173,7 @@ func (c *Committer) Start(ctx context.Context) error {
 // for the goroutine to exit. If ctx ends first, the batch in flight is
 // cancelled (its callers get an error) and Stop returns ctx.Err(). Stop is
 // safe to call twice and before Start.
-func (c *Committer) Stop(ctx context.Context) error {
+func (c *Committer[T]) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	c.state = stateStopping
 	started := c.cancel != nil
@@ -163,11 +201,11 @@ func (c *Committer) Stop(ctx context.Context) error {
 // into a transaction, Append still waits for the outcome (bounded by
 // Config.Timeout), because returning early would leave the caller unable to
 // tell whether its events are in the log.
-func (c *Committer) Append(ctx context.Context, p *chat.AppendParams) error {
+func (c *Committer[T]) Append(ctx context.Context, p T) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	r := &request{p: p, done: make(chan error, 1)}
+	r := &request[T]{p: p, done: make(chan error, 1)}
 	c.mu.Lock()
 	if c.state != stateRunning {
 		c.mu.Unlock()
@@ -191,15 +229,15 @@ func (c *Committer) Append(ctx context.Context, p *chat.AppendParams) error {
 	}
 }
 
-func (c *Committer) signal() {
+func (c *Committer[T]) signal() {
 	select {
 	case c.wake <- struct{}{}:
 	default: // a wake-up is already pending
 	}
 }
 
-func (c *Committer) loop(ctx context.Context) {
-	defer close(c.done)
+func (c *Committer[T]) loop(ctx context.Context) {
+	defer c.loops.Done()
 	for {
 		batch, stopping := c.take()
 		if len(batch) > 0 {
@@ -207,6 +245,9 @@ func (c *Committer) loop(ctx context.Context) {
 			continue
 		}
 		if stopping {
+			// Stop's one wake-up is passed from loop to loop, so that
+			// every loop sees it and exits.
+			c.signal()
 			return
 		}
 		<-c.wake
@@ -215,7 +256,7 @@ func (c *Committer) loop(ctx context.Context) {
 
 // take removes up to MaxBatch live requests from the queue and marks them
 // taken. stopping reports that no more requests can arrive.
-func (c *Committer) take() (batch []*request, stopping bool) {
+func (c *Committer[T]) take() (batch []*request[T], stopping bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
@@ -229,21 +270,24 @@ func (c *Committer) take() (batch []*request, stopping bool) {
 	// Copy the rest rather than reslicing, so the backing array does not
 	// keep growing and does not pin answered requests.
 	rest := c.queue[n:]
-	c.queue = append(make([]*request, 0, len(rest)), rest...)
+	c.queue = append(make([]*request[T], 0, len(rest)), rest...)
+	if len(c.queue) > 0 {
+		c.signal() // more than one batch's worth: another loop may take it
+	}
 	return batch, c.state == stateStopping
 }
 
 // commit runs one batch and answers every member.
-func (c *Committer) commit(ctx context.Context, batch []*request) {
+func (c *Committer[T]) commit(ctx context.Context, batch []*request[T]) {
 	// Sort by chat id (stably, so appends to one chat keep their order) so
 	// that the batches of two replicas, which may both hold appends to one
 	// chat (its stale and its new owner), lock chat rows in the same order
 	// and do not deadlock each other. A deadlock with some other statement
 	// remains possible; it fails the batch, whose members are then retried
 	// one by one like after any statement error.
-	sort.SliceStable(batch, func(i, j int) bool { return batch[i].p.ChatID < batch[j].p.ChatID })
+	sort.SliceStable(batch, func(i, j int) bool { return c.cfg.Key(batch[i].p) < c.cfg.Key(batch[j].p) })
 
-	ps := make([]*chat.AppendParams, len(batch))
+	ps := make([]T, len(batch))
 	for i, r := range batch {
 		ps[i] = r.p
 	}
@@ -280,7 +324,7 @@ func (c *Committer) commit(ctx context.Context, batch []*request) {
 	}
 }
 
-func (c *Committer) run(ctx context.Context, ps []*chat.AppendParams, fenced []bool) error {
+func (c *Committer[T]) run(ctx context.Context, ps []T, fenced []bool) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	clear(fenced)

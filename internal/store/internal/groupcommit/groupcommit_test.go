@@ -58,9 +58,9 @@ func (f *fakeDB) commit(ctx context.Context, batch []*chat.AppendParams, fenced 
 
 // newCommitter returns a started Committer on f and a channel that receives
 // a value per queued append.
-func newCommitter(t *testing.T, f *fakeDB) (*Committer, <-chan struct{}) {
+func newCommitter(t *testing.T, f *fakeDB) (*Committer[*chat.AppendParams], <-chan struct{}) {
 	t.Helper()
-	c := New(Config{Commit: f.commit, MaxBatch: 8, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	c := New(Config[*chat.AppendParams]{Commit: f.commit, MaxBatch: 8, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	queued := make(chan struct{}, 100)
 	c.enqueued = func() { queued <- struct{}{} }
 	if err := c.Start(t.Context()); err != nil {
@@ -182,11 +182,11 @@ func TestAbandonedAppendIsNotWritten(t *testing.T) {
 
 func TestStopDrainsAndRefuses(t *testing.T) {
 	f := &fakeDB{gate: make(chan struct{}), entered: make(chan struct{}, 100)}
-	c := New(Config{Commit: f.commit})
+	c := New(Config[*chat.AppendParams]{Commit: f.commit})
 	if err := c.Stop(t.Context()); err != nil { // before Start: no-op
 		t.Fatal(err)
 	}
-	c = New(Config{Commit: f.commit})
+	c = New(Config[*chat.AppendParams]{Commit: f.commit})
 	queued := make(chan struct{}, 10)
 	c.enqueued = func() { queued <- struct{}{} }
 	if err := c.Start(t.Context()); err != nil {
@@ -215,5 +215,42 @@ func TestStopDrainsAndRefuses(t *testing.T) {
 	}
 	if err := c.Stop(t.Context()); err != nil { // twice
 		t.Fatal(err)
+	}
+}
+
+// With InFlight 2, an append that arrives while a batch is committing goes
+// out at once in a second batch instead of waiting; and Stop ends every
+// loop (goleak checks that none is left).
+func TestInFlightBatchesCommitConcurrently(t *testing.T) {
+	f := &fakeDB{gate: make(chan struct{}), entered: make(chan struct{}, 100)}
+	c := New(Config[*chat.AppendParams]{Commit: f.commit, InFlight: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 3)
+	go func() { errs <- c.Append(t.Context(), &chat.AppendParams{ChatID: "a"}) }()
+	<-f.entered
+	go func() { errs <- c.Append(t.Context(), &chat.AppendParams{ChatID: "b"}) }()
+	select {
+	case <-f.entered: // the second batch is committing while the first still is
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second append waited for the first batch's commit")
+	}
+	close(f.gate)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Append(t.Context(), &chat.AppendParams{ChatID: "late"}); !errors.Is(err, ErrStopped) {
+		t.Fatalf("Append after Stop: %v, want ErrStopped", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fmt.Sprint(f.batches) != "[1 1]" {
+		t.Fatalf("batches %v, want two of one", f.batches)
 	}
 }

@@ -1,0 +1,346 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// agentdProc is the real agentd binary, serving on a port of its own with
+// the benchmark's database.
+type agentdProc struct {
+	cmd    *exec.Cmd
+	base   string
+	exited chan struct{}
+	client *http.Client
+}
+
+func startAgentd(ctx context.Context, bin, tmp, dbURL string, cfg config) (*agentdProc, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	logFile, err := os.Create(filepath.Join(tmp, "agentd.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(),
+		"AGENTD_ADDR=127.0.0.1:"+strconv.Itoa(port),
+		"AGENTD_DATABASE_URL="+dbURL,
+		"AGENTD_SANDBOX=none",
+		"AGENTD_LOG_LEVEL=warn",
+		"AGENTD_API_KEYS=", "AGENTD_API_KEYS_FILE=",
+		"AGENTD_MAX_ACTIVE_CHATS="+strconv.Itoa(max(cfg.waiting+1000, 2000)),
+	)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start agentd: %w", err)
+	}
+	a := &agentdProc{cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", port), exited: make(chan struct{}),
+		client: &http.Client{Transport: &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024}}}
+	go func() { _ = cmd.Wait(); close(a.exited) }()
+	if err := waitHTTP(ctx, a.base+"/readyz", a.exited); err != nil {
+		a.stop()
+		log, _ := os.ReadFile(filepath.Join(tmp, "agentd.log"))
+		return nil, fmt.Errorf("%w:\n%s", err, log)
+	}
+	return a, nil
+}
+
+func (a *agentdProc) pid() int { return a.cmd.Process.Pid }
+
+// stop ends agentd: SIGTERM, then SIGKILL after a few seconds (the database
+// is thrown away, so a slow hand-back of waiting chats is not worth waiting for).
+func (a *agentdProc) stop() {
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-a.exited:
+	case <-time.After(5 * time.Second):
+		_ = a.cmd.Process.Kill()
+		<-a.exited
+	}
+}
+
+// chatSpec is the workload: three assistants taking turns in order
+// (round_robin), each a replay model, messages-1 turns after the task, with
+// system messages that make the spec about 5 KB like a real one.
+func chatSpec(messages, delayMS int) []byte {
+	sys := strings.Repeat("You review code for correctness, clarity and tests; answer briefly and name the line you mean. ", 6)
+	var agents, models []string
+	for _, name := range []string{"coder", "reviewer", "tester"} {
+		var rs []string
+		for i := range (messages + 2) / 3 {
+			rs = append(rs, fmt.Sprintf(`{"content": "%s-%d: a reply of a replay model", "delay_ms": %d, "usage": {"prompt_tokens": 120, "completion_tokens": 12}}`, name, i, delayMS))
+		}
+		agents = append(agents, fmt.Sprintf(`{"name": %q, "type": "assistant", "description": "The %s.", "system_message": %q, "model": "m-%s"}`, name, name, sys, name))
+		models = append(models, fmt.Sprintf(`"m-%s": {"provider": "replay", "responses": [%s]}`, name, strings.Join(rs, ", ")))
+	}
+	return fmt.Appendf(nil, `{"name": "bench", "task": "Review the change and agree on a verdict.",
+		"agents": [%s], "models": {%s}, "speaker_selection": {"method": "round_robin"}, "max_round": %d,
+		"metadata": {"bench": "compare"}}`, strings.Join(agents, ", "), strings.Join(models, ", "), messages-1)
+}
+
+// create posts a chat; wait > 0 waits (wait_s) for it to end.
+func (a *agentdProc) create(ctx context.Context, spec []byte, wait int) (status string, err error) {
+	u := a.base + "/v1/chats"
+	if wait > 0 {
+		u += "?wait_s=" + strconv.Itoa(wait)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(spec))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusCreated {
+		return "", fmt.Errorf("POST /v1/chats: %s: %s", resp.Status, body)
+	}
+	var c struct {
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal(body, &c); err != nil {
+		return "", err
+	}
+	return c.Status, nil
+}
+
+// agentdPhase keeps c chats in flight (each client creates a chat, waits
+// for it to complete, and creates the next) and measures an interval of
+// steady state after a warm-up. Messages are counted from the log itself:
+// those whose created_at falls in the interval.
+func agentdPhase(ctx context.Context, pg *pgServer, ag *agentdProc, c int, cfg config) (result, error) {
+	spec := chatSpec(cfg.messages, 0)
+	lctx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	var (
+		wg       sync.WaitGroup
+		failures atomic.Int64
+		firstErr atomic.Value
+	)
+	for range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for lctx.Err() == nil {
+				// The request is not cut when the load stops: a chat in
+				// flight runs to its end either way.
+				st, err := ag.create(context.WithoutCancel(lctx), spec, 60)
+				if err == nil && st != "completed" {
+					err = fmt.Errorf("chat ended %s, want completed", st)
+				}
+				if err != nil {
+					failures.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	drain := func() { stopLoad(); wg.Wait() }
+	select {
+	case <-time.After(cfg.warmup):
+	case <-ctx.Done():
+		drain()
+		return result{}, ctx.Err()
+	}
+	a, err := pg.snap(ctx, "agentd")
+	if err != nil {
+		drain()
+		return result{}, err
+	}
+	if a.cpuPG, err = cpuOfTree(pg.srv.PID()); err == nil {
+		a.cpuProc, err = cpuOf(ag.pid())
+	}
+	a.at = time.Now()
+	if err != nil {
+		drain()
+		return result{}, err
+	}
+	select {
+	case <-time.After(cfg.duration):
+	case <-ctx.Done():
+	}
+	b := snapshot{at: time.Now()}
+	b.cpuPG, err = cpuOfTree(pg.srv.PID())
+	if err == nil {
+		b.cpuProc, err = cpuOf(ag.pid())
+	}
+	if err != nil {
+		drain()
+		return result{}, err
+	}
+	s, err := pg.snap(ctx, "agentd")
+	drain()
+	if err != nil {
+		return result{}, err
+	}
+	if ctx.Err() != nil {
+		return result{}, ctx.Err()
+	}
+	if n := failures.Load(); n > 0 {
+		return result{}, fmt.Errorf("%d chats failed; first: %v", n, firstErr.Load())
+	}
+	s.at, s.cpuPG, s.cpuProc = b.at, b.cpuPG, b.cpuProc
+	b = s
+	win := fmt.Sprintf(`created_at >= '%s' AND created_at < '%s'`, a.at.UTC().Format(time.RFC3339Nano), b.at.UTC().Format(time.RFC3339Nano))
+	rows, err := pg.query(ctx, "agentd", `WITH lagged AS (
+			SELECT created_at, created_at - lag(created_at) OVER (PARTITION BY chat_id ORDER BY seq) AS d
+			FROM events WHERE type = 'message' AND chat_id IN (SELECT chat_id FROM events WHERE type = 'message' AND `+win+`))
+		SELECT count(*),
+			coalesce(extract(epoch FROM percentile_cont(0.5) WITHIN GROUP (ORDER BY d)), 0),
+			coalesce(extract(epoch FROM percentile_cont(0.99) WITHIN GROUP (ORDER BY d)), 0)
+		FROM lagged WHERE `+win)
+	if err != nil {
+		return result{}, err
+	}
+	var res result
+	res.units, _ = strconv.ParseFloat(rows[0][0], 64)
+	p50, _ := strconv.ParseFloat(rows[0][1], 64)
+	p99, _ := strconv.ParseFloat(rows[0][2], 64)
+	res.p50, res.p99 = time.Duration(p50*float64(time.Second)), time.Duration(p99*float64(time.Second))
+	res.rate = res.units / b.at.Sub(a.at).Seconds()
+	commits, err := pg.commits(ctx, a, b)
+	if err != nil {
+		return result{}, err
+	}
+	res.fill(a, b, commits)
+	return res, nil
+}
+
+// memory is the figure of many chats waiting on a slow model.
+type memory struct {
+	chats               int
+	rss, heap, stack    int64 // added by the waiting chats
+	goroutines          float64
+	rssBefore, rssAfter int64
+}
+
+func (m memory) print(w io.Writer) {
+	n := float64(m.chats)
+	fmt.Fprintf(w, "\nmemory: %d chats waiting on a slow model (replay delay_ms 600000), on one agentd\n", m.chats)
+	fmt.Fprintf(w, "  RSS        %8.1f KB/chat  (%d MB → %d MB)\n", float64(m.rss)/n/1024, m.rssBefore>>20, m.rssAfter>>20)
+	fmt.Fprintf(w, "  heap inuse %8.1f KB/chat\n", float64(m.heap)/n/1024)
+	fmt.Fprintf(w, "  stacks     %8.1f KB/chat\n", float64(m.stack)/n/1024)
+	fmt.Fprintf(w, "  goroutines %8.2f /chat\n", m.goroutines/n)
+}
+
+// memoryPhase creates n chats whose first model call takes ten minutes and
+// measures what they add to agentd once every one of them is waiting in it.
+func memoryPhase(ctx context.Context, ag *agentdProc, n int) (memory, error) {
+	before, err := ag.metrics(ctx)
+	if err != nil {
+		return memory{}, err
+	}
+	rssBefore, err := rssOf(ag.pid())
+	if err != nil {
+		return memory{}, err
+	}
+	spec := chatSpec(3, 600_000)
+	var (
+		next  atomic.Int64
+		wg    sync.WaitGroup
+		errMu sync.Mutex
+		first error
+	)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) && ctx.Err() == nil {
+				if _, err := ag.create(ctx, spec, 0); err != nil {
+					errMu.Lock()
+					first = err
+					errMu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return memory{}, first
+	}
+	// Wait until every chat has a worker and agentd has gone quiet: then
+	// each worker is inside its model call.
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		m, err := ag.metrics(ctx)
+		if err != nil {
+			return memory{}, err
+		}
+		c0, _ := cpuOf(ag.pid())
+		time.Sleep(time.Second)
+		c1, _ := cpuOf(ag.pid())
+		if int(m["agentd_workers_active"]) >= n && c1-c0 < 30*time.Millisecond {
+			break
+		}
+		if time.Now().After(deadline) {
+			return memory{}, fmt.Errorf("after 5 minutes only %v of %d chats have a worker", m["agentd_workers_active"], n)
+		}
+	}
+	after, err := ag.metrics(ctx)
+	if err != nil {
+		return memory{}, err
+	}
+	rssAfter, err := rssOf(ag.pid())
+	if err != nil {
+		return memory{}, err
+	}
+	return memory{
+		chats: n, rssBefore: rssBefore, rssAfter: rssAfter, rss: rssAfter - rssBefore,
+		heap:       int64(after["go_memstats_heap_inuse_bytes"] - before["go_memstats_heap_inuse_bytes"]),
+		stack:      int64(after["go_memstats_stack_inuse_bytes"] - before["go_memstats_stack_inuse_bytes"]),
+		goroutines: after["go_goroutines"] - before["go_goroutines"],
+	}, nil
+}
+
+// metrics scrapes the unlabelled samples of agentd's /metrics.
+func (a *agentdProc) metrics(ctx context.Context) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	m := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") || strings.Contains(line, "{") {
+			continue
+		}
+		name, val, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
+			m[name] = v
+		}
+	}
+	return m, sc.Err()
+}

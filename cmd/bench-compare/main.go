@@ -1,0 +1,168 @@
+// Command bench-compare measures agentd's chat log on Postgres side by side
+// with pgbench on the same throwaway server: pgbench inserting one row per
+// transaction, and the real agentd binary running round-robin replay chats
+// over HTTP, at the same concurrencies, interleaved. It prints one table of
+// rates, latencies and per-message costs (CPU from /proc, statements from
+// pg_stat_statements, commits and WAL from the WAL itself), then the memory
+// per chat of many chats waiting on a slow model. See README.md beside this
+// file for how to read it. Run it with `make bench-compare`.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentd/agentd/internal/store/pgtest"
+)
+
+type config struct {
+	conc     []int
+	duration time.Duration
+	warmup   time.Duration
+	messages int
+	waiting  int
+	agentd   string
+	out      io.Writer
+}
+
+func main() {
+	var (
+		cfg  config
+		conc string
+	)
+	flag.StringVar(&conc, "c", "1,8,32,128", "concurrencies: pgbench clients, and chats kept in flight")
+	flag.DurationVar(&cfg.duration, "duration", 10*time.Second, "measured time of each phase")
+	flag.DurationVar(&cfg.warmup, "warmup", 2*time.Second, "unmeasured time before each agentd phase")
+	flag.IntVar(&cfg.messages, "messages", 20, "messages per chat (the task and messages-1 agent turns)")
+	flag.IntVar(&cfg.waiting, "waiting", 10000, "chats waiting on a slow model for the memory figure (0: skip)")
+	flag.StringVar(&cfg.agentd, "agentd", "", "agentd binary (default: built from this checkout)")
+	flag.Parse()
+	for _, f := range strings.Split(conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "bench-compare: bad -c %q\n", conc)
+			os.Exit(2)
+		}
+		cfg.conc = append(cfg.conc, n)
+	}
+	cfg.out = os.Stdout
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "bench-compare: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg config) error {
+	tmp, err := os.MkdirTemp("", "agentd-bench-compare-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	bin := cfg.agentd
+	if bin == "" {
+		bin = filepath.Join(tmp, "agentd")
+		fmt.Fprintln(os.Stderr, "building agentd …")
+		b := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/agentd")
+		b.Stdout, b.Stderr = os.Stderr, os.Stderr
+		if err := b.Run(); err != nil {
+			return fmt.Errorf("build agentd (run from the repository root): %w", err)
+		}
+	}
+
+	fmt.Fprintln(os.Stderr, "starting a throwaway Postgres …")
+	srv, err := pgtest.StartServer(
+		"fsync=on", "synchronous_commit=on", "full_page_writes=on",
+		"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all",
+		"max_connections=400",
+		// No checkpoint in the middle of a phase: its full-page images would
+		// land on whichever system happened to run then.
+		"max_wal_size=8GB", "checkpoint_timeout=1h",
+	)
+	if err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	defer srv.Remove()
+	pg, err := openPG(ctx, srv)
+	if err != nil {
+		return err
+	}
+	defer pg.close()
+
+	ag, err := startAgentd(ctx, bin, tmp, pg.url("agentd"), cfg)
+	if err != nil {
+		return err
+	}
+	defer ag.stop()
+
+	fmt.Fprintf(cfg.out, "bench-compare: %d-message round-robin replay chats (3 agents) vs pgbench one-row INSERTs; Postgres fsync on; %s per phase; %d CPUs\n\n",
+		cfg.messages, cfg.duration, runtime.NumCPU())
+	t := newTable(cfg.out)
+	for _, c := range cfg.conc {
+		pb, err := pgbenchPhase(ctx, pg, c, cfg.duration, tmp)
+		if err != nil {
+			return fmt.Errorf("pgbench at C=%d: %w", c, err)
+		}
+		ar, err := agentdPhase(ctx, pg, ag, c, cfg)
+		if err != nil {
+			return fmt.Errorf("agentd at C=%d: %w", c, err)
+		}
+		t.row(c, pb, ar)
+		fmt.Fprintf(os.Stderr, "C=%d: pgbench %.0f rows/s, agentd %.0f msg/s\n", c, pb.rate, ar.rate)
+	}
+	t.flush()
+	if cfg.waiting > 0 {
+		m, err := memoryPhase(ctx, ag, cfg.waiting)
+		if err != nil {
+			return fmt.Errorf("memory phase: %w", err)
+		}
+		m.print(cfg.out)
+	}
+	return nil
+}
+
+// freePort returns a TCP port of 127.0.0.1 that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitHTTP polls url until it answers 200.
+func waitHTTP(ctx context.Context, url string, exited <-chan struct{}) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-exited:
+			return fmt.Errorf("agentd exited during startup")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s not ready after 60s", url)
+}

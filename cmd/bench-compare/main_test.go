@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/internal/chat"
+)
+
+// The workload must stay a valid spec as the spec language evolves.
+func TestChatSpecIsValid(t *testing.T) {
+	for _, delay := range []int{0, 600_000} {
+		spec, probs := chat.DecodeSpec(chatSpec(20, delay))
+		if len(probs) == 0 {
+			probs = chat.Validate(spec, chat.Limits{}, chat.Env{})
+		}
+		if len(probs) > 0 {
+			t.Fatalf("chatSpec(20, %d): %v", delay, probs)
+		}
+		if len(spec.Agents) != 3 || *spec.MaxRound != 19 {
+			t.Fatalf("chatSpec: %d agents, max_round %d", len(spec.Agents), *spec.MaxRound)
+		}
+	}
+}
+
+func TestProcStatReadsThisProcess(t *testing.T) {
+	f, err := procStat(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.ppid != os.Getppid() {
+		t.Fatalf("ppid = %d, want %d", f.ppid, os.Getppid())
+	}
+	if _, err := rssOf(os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOneTinyRound runs the whole program for one short round against a
+// throwaway Postgres and an agentd built from this checkout: the benchmark
+// itself keeps working (its figures are not checked: they mean nothing at
+// this size and on a shared machine).
+func TestOneTinyRound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds agentd and starts a Postgres server")
+	}
+	bin := filepath.Join(t.TempDir(), "agentd")
+	build := exec.Command("go", "build", "-o", bin, "../../cmd/agentd")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build agentd: %v\n%s", err, out)
+	}
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	err := run(ctx, config{conc: []int{2}, duration: time.Second, warmup: 500 * time.Millisecond,
+		messages: 4, waiting: 20, agentd: bin, out: &out})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, want := range []string{"pgbench row", "agentd msg", "memory: 20 chats", "KB/chat"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -1,0 +1,102 @@
+package postgres
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// notifier sends the "logs grew" notifications of committed batches, after
+// their commit and outside their transaction.
+//
+// Why not NOTIFY inside the batch's transaction: Postgres serializes the
+// commits of notifying transactions with a database-wide lock that is held
+// through the commit's WAL flush, so batches that notify cannot share a
+// flush, and group-commit batches in flight would wait for one another. A
+// transaction that only notifies is committed asynchronously (see flush):
+// it holds the lock briefly and costs no flush.
+//
+// Sending after the commit keeps "committed before published": a listener
+// that reads the log on a notification finds the events there. What is
+// given up is a notification lost when this process dies between a commit
+// and its notification; the chat's next append (by whichever replica takes
+// it over) notifies again, and a listener that reconnects re-reads
+// everything.
+type notifier struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	pending map[string]struct{}
+	wake    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func newNotifier(pool *pgxpool.Pool, log *slog.Logger) *notifier {
+	n := &notifier{pool: pool, log: log, pending: map[string]struct{}{},
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go n.loop()
+	return n
+}
+
+// add queues notifications for chat ids; it never blocks on the database.
+func (n *notifier) add(ids []string) {
+	n.mu.Lock()
+	for _, id := range ids {
+		n.pending[id] = struct{}{}
+	}
+	n.mu.Unlock()
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close sends what is pending and stops; call it before closing the pool.
+func (n *notifier) close() {
+	close(n.stop)
+	<-n.done
+}
+
+func (n *notifier) loop() {
+	defer close(n.done)
+	for {
+		select {
+		case <-n.wake:
+		case <-n.stop:
+			n.flush()
+			return
+		}
+		n.flush()
+	}
+}
+
+// flush sends every pending id in one statement: while one is being sent,
+// the ids of later commits gather for the next.
+func (n *notifier) flush() {
+	n.mu.Lock()
+	if len(n.pending) == 0 {
+		n.mu.Unlock()
+		return
+	}
+	ids := make([]string, 0, len(n.pending))
+	for id := range n.pending {
+		ids = append(ids, id)
+	}
+	clear(n.pending)
+	n.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A transaction that notifies gets a transaction id and so a commit
+	// record, which synchronous_commit would flush to disk: an fsync for
+	// nothing durable. Commit it asynchronously (set_config with is_local
+	// true lasts for this transaction only; the CTE runs before the calls).
+	if _, err := n.pool.Exec(ctx, `WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
+		SELECT count(pg_notify('`+channelAppended+`', id)) FROM async, unnest($1::text[]) AS id`, ids); err != nil {
+		n.log.Warn("notify appends", "chats", len(ids), "err", err)
+	}
+}
