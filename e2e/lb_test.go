@@ -212,12 +212,12 @@ func TestSIGTERMBehindLoadBalancerLosesNoEvent(t *testing.T) {
 	base := startLB(t, p1, p2)
 	lb := &proc{t: t, base: base}
 
-	// Long enough to outlast six clients starting on a loaded machine (a
-	// node process can take seconds to start).
-	const rounds = 60
-	c := lb.create(slowSpec(rounds, 500))
+	// Long enough (90 s) to outlast six clients starting on a loaded
+	// machine (a node process can take seconds to start).
+	const rounds = 90
+	c := lb.create(slowSpec(rounds, 1000))
 	url := base + "/v1/chats/" + c.ID + "/events"
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// Six streams, each opened once the one before is: the balancer's round
 	// robin alternates them between the replicas, and in this order each

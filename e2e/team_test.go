@@ -184,9 +184,12 @@ func TestAgentChatTeamWithFiveRefusedParts(t *testing.T) {
 func TestAgentChatTeamExportRoundTrips(t *testing.T) {
 	t.Parallel()
 	// The openai provider is offered only with a key; no model is called here.
+	// The assistant_options fixture's MCP workbench is on loopback, which
+	// only an operator's AGENTD_TOOL_ALLOW_PRIVATE lets a spec name.
 	fake := openaitest.New()
 	defer fake.Close()
-	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "OPENAI_API_KEY=sk-server", "OPENAI_BASE_URL="+fake.URL())
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "OPENAI_API_KEY=sk-server", "OPENAI_BASE_URL="+fake.URL(),
+		"AGENTD_TOOL_ALLOW_PRIVATE=true")
 	for _, name := range []string{"round_robin", "selector", "swarm", "terminations", "assistant_options", "openai_client"} {
 		first := p.createTeam(teamBody(t, "go", teamFixture(t, name), ""))
 		code, _, exported := p.do("GET", "/v1/chats/"+first.ID+"/team", nil)

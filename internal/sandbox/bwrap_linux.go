@@ -93,6 +93,10 @@ type bwrapManager struct {
 	cg *cgroups
 	// diskQuota: work dirs are size-limited tmpfs mounts (agentd is root).
 	diskQuota bool
+	// mountMu serialises checking and mounting work dirs, so that the
+	// concurrent first programs of one chat mount its tmpfs once, not once
+	// each (stacked mounts that bwrap then binds racily).
+	mountMu sync.Mutex
 	// onStats, when set (tests), receives each run's cgroup figures.
 	onStats func(chatID string, st runStats)
 
@@ -681,6 +685,8 @@ func (b *bwrapManager) limitDisk(dir string, diskMB int) error {
 	if !b.diskQuota {
 		return nil
 	}
+	b.mountMu.Lock()
+	defer b.mountMu.Unlock()
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err == nil && st.Type == unix.TMPFS_MAGIC {
 		return nil
