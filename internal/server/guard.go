@@ -50,7 +50,11 @@ var (
 //     a browser never sends cross-origin without asking first.
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.CheckHost && !s.hostAllowed(r.Host) {
+		// Health checks are exempt: they reveal nothing a rebinding page
+		// could use, and load balancers send them without a Host header
+		// (HAProxy's httpchk speaks HTTP/1.0) or with the replica's own
+		// address.
+		if s.cfg.CheckHost && !healthCheck(r) && !s.hostAllowed(r.Host) {
 			s.writeError(w, r, &requestError{status: http.StatusMisdirectedRequest, kind: kindMisdirected,
 				detail: fmt.Sprintf("this server does not serve the host %q (set AGENTD_ALLOWED_HOSTS to add a name)", hostOnly(r.Host))})
 			return
@@ -286,4 +290,9 @@ func (s *Server) metricsAuth(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// healthCheck reports whether r is a liveness or readiness probe.
+func healthCheck(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && (r.URL.Path == "/healthz" || r.URL.Path == "/readyz")
 }

@@ -38,7 +38,7 @@ func TestGuard(t *testing.T) {
 		{"no content type with a body", "POST", "localhost:8080", []string{"Content-Type", ""}, "{}", http.StatusUnsupportedMediaType},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			target := "/healthz"
+			target := "/openapi.yaml"
 			if tc.method == http.MethodPost {
 				target = "/v1/chats/x/cancel"
 			}
@@ -132,4 +132,29 @@ func FuzzResumePoint(f *testing.F) {
 			t.Fatalf("error %v is not a 400", err)
 		}
 	})
+}
+
+// Load balancers' health checks pass the Host check: HAProxy's httpchk
+// sends HTTP/1.0 without a Host header, others the replica's own address.
+func TestGuardLetsHealthChecksThrough(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Config{Guard: Guard{CheckHost: true}}, &fakeChats{})
+	for _, path := range []string{"/healthz", "/readyz"} {
+		for _, host := range []string{"", "agentd-2.internal:8080"} {
+			req := httptest.NewRequest(http.MethodGet, path, nil)
+			req.Host = host
+			rec := httptest.NewRecorder()
+			ts.Handler().ServeHTTP(rec, req)
+			if rec.Code == http.StatusMisdirectedRequest {
+				t.Errorf("GET %s with Host %q: 421, want the probe answered", path, host)
+			}
+		}
+	}
+	req := httptest.NewRequest(http.MethodGet, "/v1/chats", nil)
+	req.Host = ""
+	rec := httptest.NewRecorder()
+	ts.Handler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusMisdirectedRequest {
+		t.Errorf("GET /v1/chats without Host: %d, want 421", rec.Code)
+	}
 }
