@@ -6,10 +6,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"agentd-client-check/agentd"
@@ -47,8 +49,11 @@ func run() error {
 		return fmt.Errorf("decode %s as ChatSpec: %w", file, err)
 	}
 
+	// The request body is a spec or an AgentChat team (oneOf), which the
+	// generated union type does not marshal by itself: send the JSON as it
+	// is and keep the typed responses.
 	wait := 30
-	created, err := c.CreateChatWithResponse(ctx, &agentd.CreateChatParams{WaitS: &wait}, spec)
+	created, err := c.CreateChatWithBodyWithResponse(ctx, &agentd.CreateChatParams{WaitS: &wait}, "application/json", bytes.NewReader(b))
 	if err != nil {
 		return err
 	}
@@ -83,11 +88,8 @@ func run() error {
 		return fmt.Errorf("first message %+v", m)
 	}
 
-	var bad agentd.ChatSpec
-	if err := json.Unmarshal([]byte(`{"task": "", "agents": [{"name": "1x", "type": "assistant", "model": "nope"}]}`), &bad); err != nil {
-		return err
-	}
-	invalid, err := c.CreateChatWithResponse(ctx, nil, bad)
+	bad := `{"task": "", "agents": [{"name": "1x", "type": "assistant", "model": "nope"}]}`
+	invalid, err := c.CreateChatWithBodyWithResponse(ctx, nil, "application/json", strings.NewReader(bad))
 	if err != nil {
 		return err
 	}
