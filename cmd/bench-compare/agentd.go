@@ -45,6 +45,9 @@ func startAgentd(ctx context.Context, bin, tmp, dbURL string, cfg config) (*agen
 		"AGENTD_SANDBOX=none",
 		"AGENTD_LOG_LEVEL=warn",
 		"AGENTD_API_KEYS=", "AGENTD_API_KEYS_FILE=",
+		// The benchmark is one client creating chats as fast as they complete;
+		// the per-key request limit is not what it measures.
+		"AGENTD_RATE_LIMIT=0",
 		"AGENTD_MAX_ACTIVE_CHATS="+strconv.Itoa(max(cfg.waiting+1000, 2000)),
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -165,6 +168,10 @@ func agentdPhase(ctx context.Context, pg *pgServer, ag *agentdProc, c int, cfg c
 		return result{}, ctx.Err()
 	}
 	a, err := pg.snap(ctx, "agentd")
+	var callsBefore map[string]float64
+	if err == nil && cfg.statements > 0 {
+		callsBefore, err = pg.callsByStatement(ctx, "agentd")
+	}
 	if err != nil {
 		drain()
 		return result{}, err
@@ -191,6 +198,10 @@ func agentdPhase(ctx context.Context, pg *pgServer, ag *agentdProc, c int, cfg c
 		return result{}, err
 	}
 	s, err := pg.snap(ctx, "agentd")
+	var callsAfter map[string]float64
+	if err == nil && cfg.statements > 0 {
+		callsAfter, err = pg.callsByStatement(ctx, "agentd")
+	}
 	drain()
 	if err != nil {
 		return result{}, err
@@ -225,6 +236,9 @@ func agentdPhase(ctx context.Context, pg *pgServer, ag *agentdProc, c int, cfg c
 		return result{}, err
 	}
 	res.fill(a, b, commits)
+	if cfg.statements > 0 {
+		res.top = topStatements(c, callsBefore, callsAfter, res.units, cfg.statements)
+	}
 	return res, nil
 }
 

@@ -35,7 +35,10 @@ type config struct {
 	messages int
 	waiting  int
 	agentd   string
-	out      io.Writer
+	// statements: how many of agentd's statements to list per phase, by
+	// calls per message (0: none).
+	statements int
+	out        io.Writer
 }
 
 func main() {
@@ -49,6 +52,7 @@ func main() {
 	flag.IntVar(&cfg.messages, "messages", 20, "messages per chat (the task and messages-1 agent turns)")
 	flag.IntVar(&cfg.waiting, "waiting", 10000, "chats waiting on a slow model for the memory figure (0: skip)")
 	flag.StringVar(&cfg.agentd, "agentd", "", "agentd binary (default: built from this checkout)")
+	flag.IntVar(&cfg.statements, "statements", 0, "list agentd's N most frequent statements of each phase, per message")
 	flag.Parse()
 	for _, f := range strings.Split(conc, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -112,6 +116,7 @@ func run(ctx context.Context, cfg config) error {
 	fmt.Fprintf(cfg.out, "bench-compare: %d-message round-robin replay chats (3 agents) vs pgbench one-row INSERTs; Postgres fsync on; %s per phase; %d CPUs\n\n",
 		cfg.messages, cfg.duration, runtime.NumCPU())
 	t := newTable(cfg.out)
+	var tops []statementTop
 	for _, c := range cfg.conc {
 		pb, err := pgbenchPhase(ctx, pg, c, cfg.duration, tmp)
 		if err != nil {
@@ -122,9 +127,15 @@ func run(ctx context.Context, cfg config) error {
 			return fmt.Errorf("agentd at C=%d: %w", c, err)
 		}
 		t.row(c, pb, ar)
+		if ar.top != nil {
+			tops = append(tops, *ar.top)
+		}
 		fmt.Fprintf(os.Stderr, "C=%d: pgbench %.0f rows/s, agentd %.0f msg/s\n", c, pb.rate, ar.rate)
 	}
 	t.flush()
+	for _, top := range tops {
+		top.print(cfg.out)
+	}
 	if cfg.waiting > 0 {
 		m, err := memoryPhase(ctx, ag, cfg.waiting)
 		if err != nil {

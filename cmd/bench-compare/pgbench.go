@@ -24,6 +24,7 @@ type result struct {
 	commits    float64
 	wal        float64 // bytes per row or message
 	units      float64 // rows or messages measured
+	top        *statementTop
 }
 
 // pgbenchScript inserts one row per transaction (pgbench wraps nothing in
