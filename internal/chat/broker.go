@@ -24,9 +24,19 @@ type broker struct {
 	topics map[string]*topic
 }
 
+// Wake is what a subscriber is woken with. After an append by a worker of
+// this replica, the chat's progress as that append left it (Known): a
+// waiter needs no read of the store to see where the chat stands. After
+// another replica's append, or when notifications may have been lost,
+// Known is false and the store has the answer.
+type Wake struct {
+	Progress Progress
+	Known    bool
+}
+
 // topic is one chat's subscribers and its kept tail of events.
 type topic struct {
-	subs   map[chan struct{}]struct{}
+	subs   map[chan Wake]struct{}
 	deltas map[chan Delta]struct{}
 	// tail holds the latest committed events known here, consecutive seqs.
 	tail []Event
@@ -53,7 +63,7 @@ func newBroker(store Store) *broker {
 func (b *broker) topicLocked(id string) *topic {
 	t := b.topics[id]
 	if t == nil {
-		t = &topic{subs: map[chan struct{}]struct{}{}, deltas: map[chan Delta]struct{}{}, tenants: map[string]bool{}, stale: true}
+		t = &topic{subs: map[chan Wake]struct{}{}, deltas: map[chan Delta]struct{}{}, tenants: map[string]bool{}, stale: true}
 		b.topics[id] = t
 	}
 	return t
@@ -66,8 +76,8 @@ func (b *broker) dropLocked(id string, t *topic) {
 	}
 }
 
-func (b *broker) subscribe(id string) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
+func (b *broker) subscribe(id string) (<-chan Wake, func()) {
+	ch := make(chan Wake, 1)
 	b.mu.Lock()
 	b.topicLocked(id).subs[ch] = struct{}{}
 	b.mu.Unlock()
@@ -118,15 +128,16 @@ func (b *broker) publishDelta(id string, d Delta) {
 }
 
 // workerStarted and workerEnded track the chats this replica runs. When a
-// worker ends, whatever another owner may have appended meanwhile is
-// looked for once.
+// worker ends before the chat did, whatever another owner may have
+// appended meanwhile is looked for once; after a confirmed end nobody
+// appends.
 func (b *broker) workerStarted(id string) {
 	b.mu.Lock()
 	b.topicLocked(id).local++
 	b.mu.Unlock()
 }
 
-func (b *broker) workerEnded(id string) {
+func (b *broker) workerEnded(id string, chatEnded bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	t := b.topics[id]
@@ -134,14 +145,17 @@ func (b *broker) workerEnded(id string) {
 		return
 	}
 	t.local--
-	t.stale = true
-	b.signalLocked(t)
+	if !chatEnded {
+		t.stale = true
+		b.signalLocked(t, Wake{})
+	}
 	b.dropLocked(id, t)
 }
 
-// committed takes the events a worker of this replica just appended: they
-// join the tail and the subscribers are woken.
-func (b *broker) committed(id string, evs []Event) {
+// committed takes the events a worker of this replica just appended, and
+// the chat's progress after them: the events join the tail and the
+// subscribers are woken with the progress.
+func (b *broker) committed(id string, evs []Event, p Progress) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	t := b.topics[id]
@@ -149,7 +163,7 @@ func (b *broker) committed(id string, evs []Event) {
 		return
 	}
 	t.extend(evs)
-	b.signalLocked(t)
+	b.signalLocked(t, Wake{Progress: p, Known: true})
 }
 
 // notified is called when the store says the chat's log grew (on any
@@ -163,7 +177,7 @@ func (b *broker) notified(id string) {
 		return
 	}
 	t.stale = true
-	b.signalLocked(t)
+	b.signalLocked(t, Wake{})
 }
 
 // notifiedAll is called when notifications may have been lost: every
@@ -173,15 +187,27 @@ func (b *broker) notifiedAll() {
 	defer b.mu.Unlock()
 	for _, t := range b.topics {
 		t.stale = true
-		b.signalLocked(t)
+		b.signalLocked(t, Wake{})
 	}
 }
 
-func (b *broker) signalLocked(t *topic) {
+// signalLocked wakes every subscriber of t. A wake-up still pending is
+// replaced: the latest says where the chat stands (an unknown progress
+// after a known one makes the reader ask the store, as it should).
+func (b *broker) signalLocked(t *topic, wk Wake) {
 	for ch := range t.subs {
 		select {
-		case ch <- struct{}{}:
-		default: // a signal is already pending; the reader will catch up
+		case ch <- wk:
+			continue
+		default:
+		}
+		select {
+		case <-ch:
+		default:
+		}
+		select {
+		case ch <- wk:
+		default:
 		}
 	}
 }

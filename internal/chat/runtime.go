@@ -47,6 +47,10 @@ type RuntimeConfig struct {
 	// append that times out has an unknown outcome: the worker stops and
 	// the chat is continued from its log.
 	AppendTimeout time.Duration
+	// HoldSelection is how long a turn's speaker.selected may wait to be
+	// appended with the turn's first output (default 20ms; negative: it is
+	// appended at once). See heldAppend.
+	HoldSelection time.Duration
 	Limits        Limits
 	// TracerProvider traces chat runs, turns and appends; nil: no spans.
 	TracerProvider trace.TracerProvider
@@ -71,6 +75,7 @@ type Runtime struct {
 	owner         string
 	limits        Limits
 	appendTimeout time.Duration
+	holdSelection time.Duration
 	metrics       *metrics
 	broker        *broker
 	sched         *scheduler
@@ -117,6 +122,7 @@ func NewRuntime(cfg RuntimeConfig) (*Runtime, error) {
 		owner:         owner,
 		limits:        cfg.Limits.withDefaults(),
 		appendTimeout: cmp.Or(cfg.AppendTimeout, defaultAppendTimeout),
+		holdSelection: cmp.Or(cfg.HoldSelection, defaultHoldSelection),
 		metrics:       m,
 	}
 	r.tracer, r.parents = newTraceParents(cfg.TracerProvider)
@@ -206,7 +212,7 @@ func (r *Runtime) Ready() bool { return !r.stopping.Load() }
 
 // appended is called after a worker's events are durable: it hands them to
 // the chat's local subscribers and counts what was written.
-func (r *Runtime) appended(chatID string, evs []Event) {
+func (r *Runtime) appended(chatID string, evs []Event, after *state) {
 	for _, e := range evs {
 		r.metrics.events.WithLabelValues(string(e.Type)).Inc()
 		switch {
@@ -231,5 +237,5 @@ func (r *Runtime) appended(chatID string, evs []Event) {
 			r.log.Log(context.Background(), level, "chat "+string(d.Status), attrs...)
 		}
 	}
-	r.broker.committed(chatID, evs)
+	r.broker.committed(chatID, evs, Progress{Status: after.status, LastSeq: after.lastSeq})
 }

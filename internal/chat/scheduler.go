@@ -182,8 +182,9 @@ func (s *scheduler) startWorker(base context.Context, c *Chat) {
 	r.broker.workerStarted(c.ID)
 	go func() {
 		defer s.wg.Done()
+		var ended bool
 		defer func() {
-			r.broker.workerEnded(c.ID)
+			r.broker.workerEnded(c.ID, ended)
 			s.mu.Lock()
 			if s.workers[c.ID] == rw {
 				delete(s.workers, c.ID)
@@ -193,15 +194,16 @@ func (s *scheduler) startWorker(base context.Context, c *Chat) {
 			cancel(nil)
 			s.kick() // room for another chat
 		}()
-		s.runWorker(ctx, c, lease)
+		ended = s.runWorker(ctx, c, lease)
 	}()
 }
 
 // runWorker runs one chat's worker, then does what the chat's confirmed
 // state calls for: a chat that ended in the store gives up its tools'
 // sessions and its sandbox; any other chat is handed back (lease released),
-// so that it is continued from its log.
-func (s *scheduler) runWorker(ctx context.Context, c *Chat, lease Lease) {
+// so that it is continued from its log. It reports whether the worker saw
+// the chat's end confirmed.
+func (s *scheduler) runWorker(ctx context.Context, c *Chat, lease Lease) (ended bool) {
 	r := s.rt
 	ctx, span := r.tracer.Start(r.parents.take(ctx, c.ID), "chat.run", trace.WithAttributes(chatAttr(c.ID)))
 	w := newWorker(r, c)
@@ -235,6 +237,7 @@ func (s *scheduler) runWorker(ctx context.Context, c *Chat, lease Lease) {
 	}
 	w.run(ctx)
 	s.afterWorker(ctx, w, lease)
+	return w.st.status.Terminal()
 }
 
 // afterWorker releases what a worker leaves behind, decided from what the

@@ -109,7 +109,7 @@ func (r *Runtime) Events(ctx context.Context, tenant, id string, after int64, li
 // events of the chat are committed by this replica, and a function that ends
 // the subscription. Subscribe before reading the log, then read after every
 // signal: no commit can slip between the two.
-func (r *Runtime) Subscribe(chatID string) (<-chan struct{}, func()) {
+func (r *Runtime) Subscribe(chatID string) (<-chan Wake, func()) {
 	return r.broker.subscribe(chatID)
 }
 

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -52,8 +54,13 @@ type worker struct {
 	// inputResponse is a client's answer to the pending input request,
 	// stored by Input and consumed by this worker's first append.
 	inputResponse json.RawMessage
-	// st is the chat as the store confirmed it.
+	// st is the chat as the store confirmed it, plus the held selection,
+	// if any (see heldAppend).
 	st *state
+	// held is a selection acted on but not yet durable; holdMu serialises
+	// it with its flush, which runs on a timer's goroutine.
+	holdMu sync.Mutex
+	held   *heldAppend
 	// turnSpan traces the turn in progress, which takes several steps
 	// (model call, tools, reflection); turnCtx carries it to them.
 	turnSpan trace.Span
@@ -111,6 +118,8 @@ func (w *worker) run(ctx context.Context) {
 		return
 	}
 	defer w.endTurnSpan(nil)
+	// What the worker leaves behind is what is durable.
+	defer func() { _ = w.settleHeld() }()
 	if w.cancelRequested {
 		w.stop(ctx, errCancelRequested)
 		return
@@ -120,6 +129,12 @@ func (w *worker) run(ctx context.Context) {
 		s := w.st.next(w.env())
 		if s.kind == stepWait {
 			return
+		}
+		if w.holdable(s) {
+			if err := w.hold(ctx, s.events...); err != nil && !w.stop(ctx, err) {
+				return
+			}
+			continue
 		}
 		sctx := w.turnContext(ctx, s)
 		err := w.perform(sctx, s)
@@ -187,6 +202,9 @@ func (w *worker) performWithin(ctx context.Context, s step) error {
 		if err != nil {
 			return err
 		}
+		if w.holdable(appendStep(selectedEvent(sel))) {
+			return w.hold(ctx, selectedEvent(sel))
+		}
 		return w.commit(ctx, selectedEvent(sel))
 	case stepModel:
 		return w.modelStep(ctx, s)
@@ -214,24 +232,37 @@ func (e *appendError) Unwrap() error { return e.err }
 
 // commit is where a chat's events are appended: the state plans the
 // events (adding the stop the resulting state calls for, see state.plan),
-// the store appends them with the chat record in one transaction, and only
-// then does the worker adopt the new state and publish the events. An
-// append that fails leaves the worker's state as it was.
+// the store appends them, after the held selection if it is still held,
+// with the chat record in one transaction, and only then does the worker
+// adopt the new state and publish the events. An append that fails leaves
+// the worker's state as the store has it.
 func (w *worker) commit(ctx context.Context, evs ...Event) error {
+	h := w.takeHeld()
+	pending := h != nil && !h.flushed
+	if h != nil && h.err != nil {
+		w.st = h.base
+		return h.err
+	}
 	for i := range evs {
 		evs[i] = storable(evs[i])
 	}
 	env := w.env()
 	next, evs, err := w.st.plan(evs, env, w.id)
+	if pending {
+		w.st = h.base // until the append below confirms the held events
+	}
 	if err != nil {
 		return fmt.Errorf("fold events of chat %s: %w", w.id, err)
+	}
+	if pending {
+		evs = append(slices.Clip(h.evs), evs...)
 	}
 	if err := w.append(ctx, &AppendParams{ChatID: w.id, Epoch: w.epoch, Events: evs, Update: next.update(env.now)}); err != nil {
 		return &appendError{err: fmt.Errorf("append seq %d..%d to chat %s: %w", evs[0].Seq, evs[len(evs)-1].Seq, w.id, err)}
 	}
 	w.st = next
 	w.inputResponse = nil // the store cleared it with this append
-	w.rt.appended(w.id, evs)
+	w.rt.appended(w.id, evs, next)
 	return nil
 }
 
@@ -242,6 +273,10 @@ func (w *worker) commit(ctx context.Context, evs ...Event) error {
 // fenced ends the worker without writing anything: the chat is continued
 // from its log by the next worker.
 func (w *worker) stop(ctx context.Context, err error) bool {
+	if herr := w.settleHeld(); herr != nil {
+		w.log.Warn("held selection not confirmed; handing the chat back to be continued from its log", "err", herr)
+		return false
+	}
 	cause := context.Cause(ctx)
 	var aerr *appendError
 	switch {

@@ -118,11 +118,12 @@ func (c *chatsResource) waitTerminal(ctx context.Context, ch *chat.Chat, wait ti
 	defer unsubscribe()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	// Read after subscribing: a commit between the caller's read and the
+	// subscription would otherwise never wake us. Then only the progress
+	// is read, when a wake-up did not bring it (see chat.Wake); the whole
+	// chat once, at the end.
+	p, err := c.chats.Progress(ctx, tenant, ch.ID)
 	for {
-		// Read after subscribing: a commit between the caller's read and the
-		// subscription would otherwise never wake us. Only the progress is
-		// read on each wake-up (no spec); the whole chat once, at the end.
-		p, err := c.chats.Progress(ctx, tenant, ch.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -130,11 +131,16 @@ func (c *chatsResource) waitTerminal(ctx context.Context, ch *chat.Chat, wait ti
 			return c.chats.Get(ctx, tenant, ch.ID)
 		}
 		select {
-		case _, ok := <-signal:
+		case wk, ok := <-signal:
 			if !ok {
 				// The runtime ended the subscription (shutting down): no
 				// more wake-ups will come, so wait out the time only.
 				signal = nil
+			}
+			if wk.Known && wk.Progress.LastSeq >= p.LastSeq {
+				p = wk.Progress
+			} else if ok {
+				p, err = c.chats.Progress(ctx, tenant, ch.ID)
 			}
 		case <-timer.C:
 			return c.chats.Get(ctx, tenant, ch.ID)

@@ -139,7 +139,7 @@ func TestCreateWaitsForTerminal(t *testing.T) {
 	t.Parallel()
 	var status atomic.Value
 	status.Store(chat.StatusRunning)
-	signal := make(chan struct{}, 1)
+	signal := make(chan chat.Wake, 1)
 	subscribed := make(chan struct{})
 	var unsubscribed atomic.Bool
 	ts := newTestServer(t, Config{}, &fakeChats{
@@ -149,7 +149,7 @@ func TestCreateWaitsForTerminal(t *testing.T) {
 		get: func(context.Context, string, string) (*chat.Chat, error) {
 			return sampleChat(status.Load().(chat.Status)), nil
 		},
-		subscribe: func(string) (<-chan struct{}, func()) {
+		subscribe: func(string) (<-chan chat.Wake, func()) {
 			close(subscribed)
 			return signal, func() { unsubscribed.Store(true) }
 		},
@@ -158,7 +158,7 @@ func TestCreateWaitsForTerminal(t *testing.T) {
 	go func() { done <- ts.do(t, http.MethodPost, "/v1/chats?wait_s=30", validSpec) }()
 	<-subscribed
 	status.Store(chat.StatusCompleted)
-	signal <- struct{}{}
+	signal <- chat.Wake{} // from another replica: the progress is read
 	select {
 	case rec := <-done:
 		body := decodeJSON(t, rec, http.StatusCreated)

@@ -34,8 +34,11 @@ func (c *chatsResource) messages(w http.ResponseWriter, r *http.Request) {
 	ctx, tenant := r.Context(), Tenant(r.Context())
 
 	var (
-		signal <-chan struct{}
+		signal <-chan chat.Wake
 		expiry <-chan time.Time
+		// known is the progress a wake-up brought (see chat.Wake): the
+		// next round needs no read of the store for it.
+		known *chat.Progress
 	)
 	if wait > 0 {
 		extendWriteDeadline(w, wait)
@@ -55,8 +58,10 @@ func (c *chatsResource) messages(w http.ResponseWriter, r *http.Request) {
 		// every event was committed before this read, so the scan below sees
 		// them all and "terminal + no messages" really means there are no
 		// more. Only the progress: no spec on every wake-up.
-		ch, err := c.chats.Progress(ctx, tenant, id)
-		if err != nil {
+		var ch chat.Progress
+		if known != nil {
+			ch, known = *known, nil
+		} else if ch, err = c.chats.Progress(ctx, tenant, id); err != nil {
 			c.writeError(w, r, err)
 			return
 		}
@@ -79,10 +84,15 @@ func (c *chatsResource) messages(w http.ResponseWriter, r *http.Request) {
 		// Events that are not messages were examined: don't read them again.
 		after = lastSeq
 		select {
-		case _, ok := <-signal:
+		case wk, ok := <-signal:
 			if !ok {
 				// The runtime ended the subscription (shutting down).
 				signal = nil
+			}
+			if wk.Known && wk.Progress.LastSeq >= ch.LastSeq {
+				// Not older than what was read: a wake-up pending from
+				// before the read must not move the chat back.
+				known = &wk.Progress
 			}
 		case <-expiry:
 			// Answer with one last read rather than a stale one.

@@ -48,7 +48,7 @@ type Chats interface {
 	Events(ctx context.Context, tenant, id string, after int64, limit int) ([]chat.Event, error)
 	// Subscribe returns a channel that receives a (coalesced) value whenever
 	// new events of the chat are committed, and a function ending the subscription.
-	Subscribe(chatID string) (<-chan struct{}, func())
+	Subscribe(chatID string) (<-chan chat.Wake, func())
 	// SubscribeDeltas returns the fragments of replies a model is streaming
 	// for the chat (ephemeral message.delta events), and a function ending
 	// the subscription.

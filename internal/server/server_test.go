@@ -36,7 +36,7 @@ type fakeChats struct {
 	get       func(ctx context.Context, tenant, id string) (*chat.Chat, error)
 	list      func(ctx context.Context, p *chat.ListChatsParams) ([]*chat.Chat, string, error)
 	events    func(ctx context.Context, tenant, id string, after int64, limit int) ([]chat.Event, error)
-	subscribe func(chatID string) (<-chan struct{}, func())
+	subscribe func(chatID string) (<-chan chat.Wake, func())
 	cancel    func(ctx context.Context, tenant, id string) (*chat.Chat, bool, error)
 	input     func(ctx context.Context, tenant, id string, in *chat.Input) error
 	ready     func() bool
@@ -92,7 +92,7 @@ func (f *fakeChats) SubscribeDeltas(string) (<-chan chat.Delta, func()) { return
 
 func (l *memLog) SubscribeDeltas(string) (<-chan chat.Delta, func()) { return l.deltas, func() {} }
 
-func (f *fakeChats) Subscribe(chatID string) (<-chan struct{}, func()) {
+func (f *fakeChats) Subscribe(chatID string) (<-chan chat.Wake, func()) {
 	if f.subscribe == nil {
 		return f.Chats.Subscribe(chatID)
 	}
@@ -127,7 +127,7 @@ type memLog struct {
 	mu     sync.Mutex
 	chat   chat.Chat
 	events []chat.Event
-	subs   map[chan struct{}]struct{}
+	subs   map[chan chat.Wake]struct{}
 	// subscribed receives a value after every Subscribe, so a test can act
 	// once a handler is waiting instead of sleeping.
 	subscribed chan struct{}
@@ -147,7 +147,7 @@ var testTime = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 func newMemLog(status chat.Status) *memLog {
 	return &memLog{
 		chat:       chat.Chat{ID: testChatID, Tenant: testTenant, Status: status, CreatedAt: testTime, UpdatedAt: testTime},
-		subs:       map[chan struct{}]struct{}{},
+		subs:       map[chan chat.Wake]struct{}{},
 		subscribed: make(chan struct{}, 100),
 	}
 }
@@ -180,7 +180,7 @@ func (l *memLog) add(events ...chat.Event) {
 	}
 	for ch := range l.subs {
 		select {
-		case ch <- struct{}{}:
+		case ch <- chat.Wake{}:
 		default: // coalesced: a wake-up is already pending
 		}
 	}
@@ -212,10 +212,10 @@ func (l *memLog) Events(_ context.Context, tenant, id string, after int64, limit
 	return out, nil
 }
 
-func (l *memLog) Subscribe(chatID string) (<-chan struct{}, func()) {
+func (l *memLog) Subscribe(chatID string) (<-chan chat.Wake, func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ch := make(chan struct{}, 1)
+	ch := make(chan chat.Wake, 1)
 	l.subs[ch] = struct{}{}
 	l.subscribed <- struct{}{}
 	return ch, func() {

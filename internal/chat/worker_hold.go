@@ -1,0 +1,119 @@
+package chat
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// defaultHoldSelection is how long a turn's speaker.selected may wait to be
+// written together with the turn's first output.
+const defaultHoldSelection = 20 * time.Millisecond
+
+// heldAppend is a speaker selection the worker acts on before it is
+// durable. A turn is then one append and one commit wait, not two: the
+// selection is written with the turn's first output (commit), and the
+// model call starts at once instead of after the selection's commit. A
+// turn slower than the hold delay gets its selection appended alone
+// meanwhile (flushHeld), so that followers see who speaks during a long
+// model call.
+//
+// Holding is safe because a selection can be made again from the log: if
+// the worker stops before the selection is durable, it was neither
+// published nor recorded, and the next worker selects again from the same
+// log as it redoes the turn (for auto selection, with another selector
+// call).
+type heldAppend struct {
+	// evs are the planned events (seqs and times set); st is the worker's
+	// state after them and base the confirmed state before them.
+	evs      []Event
+	st, base *state
+	timer    *time.Timer
+	// flushed: evs were appended alone; err: that append failed, with an
+	// outcome the worker does not know.
+	flushed bool
+	err     error
+}
+
+// holdable reports whether a step is a speaker selection the worker may act
+// on before it is durable.
+func (w *worker) holdable(s step) bool {
+	if s.kind != stepAppend || len(s.before) > 0 || len(s.events) == 0 || w.inputResponse != nil ||
+		w.rt.holdSelection < 0 || w.st.status != StatusRunning {
+		return false
+	}
+	for _, e := range s.events {
+		if e.Type != EventSpeakerSelected {
+			return false
+		}
+	}
+	return true
+}
+
+// hold applies a selection to the worker's state without appending it,
+// and arranges for it to be appended alone if the turn's first output has
+// not come within the hold delay. A selection that would change more than
+// the turn in progress (the plan added a stop) is committed at once.
+func (w *worker) hold(ctx context.Context, evs ...Event) error {
+	next, out, err := w.st.plan(evs, w.env(), w.id)
+	if err != nil {
+		return fmt.Errorf("fold events of chat %s: %w", w.id, err)
+	}
+	if len(out) != len(evs) || next.status != StatusRunning {
+		return w.commit(ctx, evs...)
+	}
+	h := &heldAppend{evs: out, st: next, base: w.st}
+	w.st = next
+	w.holdMu.Lock()
+	w.held = h
+	h.timer = time.AfterFunc(w.rt.holdSelection, func() { w.flushHeld(ctx, h) })
+	w.holdMu.Unlock()
+	return nil
+}
+
+// flushHeld appends a held selection alone, if it is still held.
+func (w *worker) flushHeld(ctx context.Context, h *heldAppend) {
+	w.holdMu.Lock()
+	defer w.holdMu.Unlock()
+	if w.held != h || h.flushed || h.err != nil {
+		return
+	}
+	err := w.append(ctx, &AppendParams{ChatID: w.id, Epoch: w.epoch, Events: h.evs, Update: h.st.update(w.rt.now())})
+	if err != nil {
+		h.err = &appendError{err: fmt.Errorf("append seq %d..%d to chat %s: %w", h.evs[0].Seq, h.evs[len(h.evs)-1].Seq, w.id, err)}
+		return
+	}
+	h.flushed = true
+	w.rt.appended(w.id, h.evs, h.st)
+}
+
+// takeHeld removes the held selection, if any, waiting for a flush in
+// progress to end; after it no flush of that selection can start.
+func (w *worker) takeHeld() *heldAppend {
+	w.holdMu.Lock()
+	defer w.holdMu.Unlock()
+	h := w.held
+	if h != nil {
+		h.timer.Stop()
+		w.held = nil
+	}
+	return h
+}
+
+// settleHeld ends holding before the worker decides from what is durable
+// (a stop, the worker's end): a selection that was not appended is
+// dropped, and the worker's state is the confirmed one again. It returns
+// the error of a flush whose outcome is unknown.
+func (w *worker) settleHeld() error {
+	h := w.takeHeld()
+	switch {
+	case h == nil || h.flushed:
+		return nil
+	case h.err != nil:
+		w.st = h.base
+		return h.err
+	default:
+		w.st = h.base
+		return nil
+	}
+}
