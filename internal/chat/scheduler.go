@@ -314,8 +314,11 @@ func (s *scheduler) renew(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, st := range states {
+		// The chat's worker may have ended, and another started for it
+		// under a newer lease, while the store answered: the answer is
+		// only about the worker whose lease it names.
 		w, ok := s.workers[st.ChatID]
-		if !ok {
+		if !ok || w.lease.Epoch != st.Epoch {
 			continue
 		}
 		switch {

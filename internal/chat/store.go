@@ -66,7 +66,8 @@ type Store interface {
 	// returned to a concurrent caller.
 	Claim(ctx context.Context, p *ClaimParams) ([]*Chat, error)
 	// RenewLeases extends the leases the owner still holds and reports, per
-	// chat, whether it is still held and whether a cancel was requested.
+	// lease of p.Leases and in their order, whether it is still held and
+	// whether a cancel was requested.
 	RenewLeases(ctx context.Context, p *RenewLeasesParams) ([]LeaseState, error)
 	// ReleaseLease hands a chat back (owner and lease cleared) if the lease is
 	// still the caller's, so another replica may claim it at once.
@@ -214,9 +215,13 @@ type RenewLeasesParams struct {
 	LeaseUntil time.Time
 }
 
-// LeaseState is the answer of RenewLeases for one chat.
+// LeaseState is the answer of RenewLeases for one lease. It names the
+// lease's epoch as well as its chat: a replica may have started a new worker
+// for the chat, under a newer lease, while the renewal was under way, and
+// the answer is not about that worker.
 type LeaseState struct {
 	ChatID          string
+	Epoch           int64
 	Held            bool
 	CancelRequested bool
 }

@@ -99,7 +99,7 @@ func (s *Store) Claim(ctx context.Context, p *chat.ClaimParams) ([]*chat.Chat, e
 func (s *Store) RenewLeases(ctx context.Context, p *chat.RenewLeasesParams) ([]chat.LeaseState, error) {
 	states := make([]chat.LeaseState, len(p.Leases))
 	for i, l := range p.Leases {
-		states[i].ChatID = l.ChatID
+		states[i].ChatID, states[i].Epoch = l.ChatID, l.Epoch
 	}
 	if len(p.Leases) == 0 {
 		return states, nil

@@ -76,7 +76,7 @@ func (s *Store) RenewLeases(ctx context.Context, p *chat.RenewLeasesParams) ([]c
 	}
 	defer stmt.Close()
 	for i, l := range p.Leases {
-		states[i].ChatID = l.ChatID
+		states[i].ChatID, states[i].Epoch = l.ChatID, l.Epoch
 		id, ok := param.ChatID(l.ChatID)
 		if !ok {
 			continue

@@ -200,8 +200,12 @@ func testRenewLeases(t *testing.T, s chat.Store) {
 		t.Fatal(err)
 	}
 	want := []chat.LeaseState{
-		{ChatID: mine[0].ID, Held: true}, {ChatID: mine[1].ID, Held: true, CancelRequested: true},
-		{ChatID: theirs[0].ID}, {ChatID: mine[0].ID}, {ChatID: leases[4].ChatID}, {ChatID: "nope"},
+		{ChatID: mine[0].ID, Epoch: mine[0].Epoch, Held: true},
+		{ChatID: mine[1].ID, Epoch: mine[1].Epoch, Held: true, CancelRequested: true},
+		{ChatID: theirs[0].ID, Epoch: theirs[0].Epoch},
+		{ChatID: mine[0].ID, Epoch: mine[0].Epoch + 1},
+		{ChatID: leases[4].ChatID, Epoch: 1},
+		{ChatID: "nope", Epoch: 1},
 	}
 	if !reflect.DeepEqual(states, want) {
 		t.Fatalf("RenewLeases:\n  got  %+v\n  want %+v", states, want)
