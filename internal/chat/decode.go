@@ -173,8 +173,14 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 
 // escapePointer escapes a key for use in a JSON pointer (RFC 6901).
 func escapePointer(k string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(k)
+	if !strings.ContainsAny(k, "~/") {
+		return k // nearly every key: no replacer built per key of every spec
+	}
+	return pointerEscaper.Replace(k)
 }
+
+// pointerEscaper escapes a JSON Pointer reference token (RFC 6901).
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
 // storableProblems reports the values of a body that a store cannot hold,
 // so that both stores refuse the same specs (with a 422) instead of one

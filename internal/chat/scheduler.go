@@ -99,13 +99,21 @@ func (s *scheduler) unreserve() {
 
 // startCreated runs a worker for a chat that Create leased to this replica,
 // in the slot reserve took: the chat runs at once, without a claim query
-// finding it again.
-func (s *scheduler) startCreated(c *Chat) {
+// finding it again, from the spec Create decoded and the events it wrote
+// (no second decode, no read of the log).
+func (s *scheduler) startCreated(c *Chat, seed *workerSeed) {
 	s.mu.Lock()
 	s.reserved--
 	base := s.base
 	s.mu.Unlock()
-	s.startWorker(base, c)
+	s.startWorker(base, c, seed)
+}
+
+// workerSeed is what a worker starts from instead of the stored chat: the
+// decoded spec and the whole log so far.
+type workerSeed struct {
+	spec *Spec
+	log  []Event
 }
 
 // start sets the context workers run under; from then on Create may lease
@@ -150,7 +158,7 @@ func (s *scheduler) claim(ctx context.Context) {
 			return
 		}
 		for _, c := range chats {
-			s.startWorker(ctx, c)
+			s.startWorker(ctx, c, nil)
 		}
 		if len(chats) < min(free, 100) {
 			return
@@ -158,7 +166,7 @@ func (s *scheduler) claim(ctx context.Context) {
 	}
 }
 
-func (s *scheduler) startWorker(base context.Context, c *Chat) {
+func (s *scheduler) startWorker(base context.Context, c *Chat, seed *workerSeed) {
 	r := s.rt
 	ctx, cancel := context.WithCancelCause(base)
 	lease := Lease{ChatID: c.ID, Epoch: c.Epoch}
@@ -194,7 +202,7 @@ func (s *scheduler) startWorker(base context.Context, c *Chat) {
 			cancel(nil)
 			s.kick() // room for another chat
 		}()
-		ended = s.runWorker(ctx, c, lease)
+		ended = s.runWorker(ctx, c, lease, seed)
 	}()
 }
 
@@ -203,10 +211,10 @@ func (s *scheduler) startWorker(base context.Context, c *Chat) {
 // sessions and its sandbox; any other chat is handed back (lease released),
 // so that it is continued from its log. It reports whether the worker saw
 // the chat's end confirmed.
-func (s *scheduler) runWorker(ctx context.Context, c *Chat, lease Lease) (ended bool) {
+func (s *scheduler) runWorker(ctx context.Context, c *Chat, lease Lease, seed *workerSeed) (ended bool) {
 	r := s.rt
 	ctx, span := r.tracer.Start(r.parents.take(ctx, c.ID), "chat.run", trace.WithAttributes(chatAttr(c.ID)))
-	w := newWorker(r, c)
+	w := newWorker(r, c, seed)
 	defer func() { span.SetAttributes(attribute.String("agentd.chat.status", string(w.st.status))); span.End() }()
 	defer func() {
 		// A bug in one chat must not take the server and every other chat

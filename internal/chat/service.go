@@ -77,7 +77,7 @@ func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, err
 	}
 	switch {
 	case created && reserved && c.Owner == r.owner:
-		r.sched.startCreated(c)
+		r.sched.startCreated(c, &workerSeed{spec: spec, log: evs})
 	case reserved:
 		r.sched.unreserve() // an existing chat (idempotency key)
 	case created:

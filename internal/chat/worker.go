@@ -51,6 +51,8 @@ type worker struct {
 	epoch           int64
 	log             *slog.Logger
 	cancelRequested bool
+	// seeded: the worker was given the whole log when its chat was created.
+	seeded bool
 	// inputResponse is a client's answer to the pending input request,
 	// stored by Input and consumed by this worker's first append.
 	inputResponse json.RawMessage
@@ -68,40 +70,62 @@ type worker struct {
 	turnNo   int
 }
 
-func newWorker(rt *Runtime, c *Chat) *worker {
-	var spec Spec
-	// Specs are validated before they are stored, so this cannot fail unless
-	// the database was edited by hand; the chat then fails.
-	specErr := json.Unmarshal(c.Spec, &spec)
-	st := newState(&spec, min(derefOr(spec.MaxRound, DefaultMaxRound), rt.limits.MaxRound))
+// newWorker returns the worker of c: from seed when its creator gives the
+// decoded spec and the log, else from the stored spec (the log is then
+// read by rebuild).
+func newWorker(rt *Runtime, c *Chat, seed *workerSeed) *worker {
+	spec := new(Spec)
+	var specErr error
+	if seed != nil {
+		spec = seed.spec
+	} else {
+		// Specs are validated before they are stored, so this cannot fail
+		// unless the database was edited by hand; the chat then fails.
+		specErr = json.Unmarshal(c.Spec, spec)
+	}
+	st := newState(spec, min(derefOr(spec.MaxRound, DefaultMaxRound), rt.limits.MaxRound))
 	if specErr != nil {
 		st.broken = fmt.Errorf("decode stored spec: %w", specErr)
 	}
-	return &worker{
+	w := &worker{
 		rt: rt, id: c.ID, epoch: c.Epoch, cancelRequested: c.CancelRequested,
 		inputResponse: c.InputResponse,
 		log:           rt.log.With("chat_id", c.ID),
 		st:            st,
 	}
+	if seed != nil {
+		w.follow(seed.log)
+		w.seeded = true
+	}
+	return w
 }
 
-// rebuild reads the whole log and folds it into the worker's state. An
-// event that does not fold marks the state broken (the chat then fails);
-// the rest of the log is still read, to its last seq.
+// rebuild reads the log after what the worker has folded and folds it
+// into the worker's state. An event that does not fold marks the state
+// broken (the chat then fails); the rest of the log is still read, to its
+// last seq. A worker seeded with the whole log by Create reads nothing.
 func (w *worker) rebuild(ctx context.Context) error {
+	if w.seeded {
+		return nil
+	}
 	const page = 1000
 	for {
 		evs, err := w.rt.store.ListEvents(ctx, &ListEventsParams{ChatID: w.id, After: w.st.lastSeq, Limit: page})
 		if err != nil {
 			return fmt.Errorf("read log of chat %s: %w", w.id, err)
 		}
-		for _, e := range evs {
-			if err := w.st.apply(e); err != nil {
-				w.log.Error("chat log does not fold", "seq", e.Seq, "err", err)
-			}
-		}
+		w.follow(evs)
 		if len(evs) < page {
 			return nil
+		}
+	}
+}
+
+// follow folds events of the log into the worker's state.
+func (w *worker) follow(evs []Event) {
+	for _, e := range evs {
+		if err := w.st.apply(e); err != nil {
+			w.log.Error("chat log does not fold", "seq", e.Seq, "err", err)
 		}
 	}
 }
