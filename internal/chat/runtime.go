@@ -213,14 +213,27 @@ func (r *Runtime) Ready() bool { return !r.stopping.Load() }
 // appended is called after a worker's events are durable: it hands them to
 // the chat's local subscribers and counts what was written.
 func (r *Runtime) appended(chatID string, evs []Event, after *state) {
+	// The messages of evs are the last of after's, already decoded there.
+	msgs := 0
+	for _, e := range evs {
+		if e.Type == EventMessage {
+			msgs++
+		}
+	}
+	meta := after.meta[max(len(after.meta)-msgs, 0):]
+	if after.broken != nil {
+		meta = nil // a broken state folds no messages
+	}
 	for _, e := range evs {
 		r.metrics.events.WithLabelValues(string(e.Type)).Inc()
 		switch {
 		case e.Type == EventMessage:
 			r.metrics.messages.Inc()
-			var d messageData
-			if json.Unmarshal(e.Data, &d) == nil && d.End {
-				r.metrics.turns.Inc()
+			if len(meta) > 0 {
+				if meta[0].End {
+					r.metrics.turns.Inc()
+				}
+				meta = meta[1:]
 			}
 		case e.Type.Terminal():
 			var d terminalData
