@@ -168,7 +168,7 @@ func agentdPhase(ctx context.Context, pg *pgServer, ag *agentdProc, c int, cfg c
 		return result{}, ctx.Err()
 	}
 	a, err := pg.snap(ctx, "agentd")
-	var callsBefore map[string]float64
+	var callsBefore map[string]statementCalls
 	if err == nil && cfg.statements > 0 {
 		callsBefore, err = pg.callsByStatement(ctx, "agentd")
 	}
@@ -198,7 +198,7 @@ func agentdPhase(ctx context.Context, pg *pgServer, ag *agentdProc, c int, cfg c
 		return result{}, err
 	}
 	s, err := pg.snap(ctx, "agentd")
-	var callsAfter map[string]float64
+	var callsAfter map[string]statementCalls
 	if err == nil && cfg.statements > 0 {
 		callsAfter, err = pg.callsByStatement(ctx, "agentd")
 	}
