@@ -70,6 +70,17 @@ func eventSelect(first int) string {
 		first, first+1, first+2, first+3, first+4, first+5, first+6, first+7, first+8)
 }
 
+// eventSelectOrd is eventSelect with a leading int[] parameter, ord,
+// that tags each event row with the append it belongs to.
+func eventSelectOrd(first int) string {
+	return fmt.Sprintf(`e.seq, e.type, e.role, e.name, e.content,
+		e.tool_calls::jsonb, e.tool_responses::jsonb, e.data::jsonb, e.created_at
+		FROM unnest($%d::int[], $%d::bigint[], $%d::text[], $%d::text[], $%d::text[], $%d::text[],
+			$%d::text[], $%d::text[], $%d::text[], $%d::timestamptz[])
+		AS e(ord, seq, type, role, name, content, tool_calls, tool_responses, data, created_at)`,
+		first, first+1, first+2, first+3, first+4, first+5, first+6, first+7, first+8, first+9)
+}
+
 // eventArrays returns the column arrays for eventSelect. Absent values are
 // NULL (nil pointers); a zero CreatedAt becomes def.
 func eventArrays(events []chat.Event, def time.Time) ([]any, error) {
@@ -141,33 +152,50 @@ func (s *Store) Append(ctx context.Context, p *chat.AppendParams) error {
 	return nil
 }
 
-// appendSQL is one append, fenced, as one statement. The CTE updates the
-// chat's state row only if the caller's epoch is the chat's and its first
-// seq follows the chat's last_seq; the events are inserted only for the row
-// the CTE returned. So a fenced append inserts nothing (0 rows affected)
-// without failing the statement, and its batch-mates are unaffected. The
-// UPDATE's row lock also keeps a concurrent append to the same chat (a stale
-// worker) from interleaving: it waits, then re-checks epoch and last_seq
-// against the committed row and finds itself fenced. The same join is what
-// keeps events from naming a chat that does not exist, now that events have
-// no foreign key (migration 0003).
+// appendsSQL is every append of a batch, each fenced on its own, as one
+// statement: one parse, bind and execution for the batch instead of one
+// per append. Each append is a row of the arrays $1..$18, numbered by ord;
+// its events are rows of the arrays from $19 on, tagged with the same ord.
+// The UPDATE changes a chat's state row only if the append's epoch is the
+// chat's and its first seq follows the chat's last_seq; events are
+// inserted only for the appends the UPDATE returned. So a fenced append
+// inserts nothing, without failing the statement, and its batch-mates are
+// unaffected; the statement returns the ords of the appends that took.
+//
+// The UPDATE's row lock keeps a concurrent append to the same chat (a
+// stale worker on another replica) from interleaving: it waits, then
+// re-checks epoch and last_seq against the committed row and finds itself
+// fenced. The same join is what keeps events from naming a chat that does
+// not exist, now that events have no foreign key (migration 0003). Two
+// appends of one batch never match the same chat row: one worker has one
+// append in flight, and a stale worker's append carries another epoch.
 //
 // The UPDATE touches chat_state only, and an ordinary append changes no
 // indexed column there (status and owner change a few times per chat), so
 // it is a HOT update of a ~150-byte row.
-var appendSQL = `WITH fenced_update AS (
-	UPDATE chat_state SET
-		status = $3, stop_reason = $4, stop_detail = $5, error = $6,
-		turns = $7, message_count = $8, prompt_tokens = $9, completion_tokens = $10,
-		pending_input = $11, completed_at = $12, updated_at = $13, last_seq = $14,
-		owner = CASE WHEN $15::boolean THEN NULL ELSE owner END,
-		lease_expires_at = CASE WHEN $15::boolean THEN NULL ELSE lease_expires_at END,
-		input_expires_at = $17, input_response = NULL
-	WHERE id = $1 AND epoch = $2 AND last_seq = $16
-	RETURNING id
+var appendsSQL = `WITH a AS (
+	SELECT * FROM unnest($1::int[], $2::uuid[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[],
+		$8::text[], $9::int[], $10::int[], $11::bigint[], $12::bigint[], $13::text[], $14::timestamptz[],
+		$15::timestamptz[], $16::bigint[], $17::boolean[], $18::timestamptz[])
+	AS a(ord, id, epoch, prev_seq, status, stop_reason, stop_detail, error, turns, message_count, prompt_tokens,
+		completion_tokens, pending_input, completed_at, updated_at, last_seq, release, input_expires_at)
+), fenced_update AS (
+	UPDATE chat_state s SET
+		status = a.status, stop_reason = a.stop_reason, stop_detail = a.stop_detail, error = a.error,
+		turns = a.turns, message_count = a.message_count, prompt_tokens = a.prompt_tokens,
+		completion_tokens = a.completion_tokens, pending_input = a.pending_input::jsonb,
+		completed_at = a.completed_at, updated_at = a.updated_at, last_seq = a.last_seq,
+		owner = CASE WHEN a.release THEN NULL ELSE s.owner END,
+		lease_expires_at = CASE WHEN a.release THEN NULL ELSE s.lease_expires_at END,
+		input_expires_at = a.input_expires_at, input_response = NULL
+	FROM a
+	WHERE s.id = a.id AND s.epoch = a.epoch AND s.last_seq = a.prev_seq
+	RETURNING a.ord, s.id
+), inserted AS (
+	INSERT INTO events (chat_id, seq, type, role, name, content, tool_calls, tool_responses, data, created_at)
+	SELECT u.id, ` + eventSelectOrd(19) + ` JOIN fenced_update u ON u.ord = e.ord
 )
-INSERT INTO events (chat_id, seq, type, role, name, content, tool_calls, tool_responses, data, created_at)
-SELECT u.id, ` + eventSelect(18) + ` CROSS JOIN fenced_update u`
+SELECT ord FROM fenced_update`
 
 // commitBatch is the groupcommit.CommitFunc. The appends and creates go to
 // the server as one pipelined pgx.Batch: one round trip, and, since a batch
@@ -177,39 +205,61 @@ SELECT u.id, ` + eventSelect(18) + ` CROSS JOIN fenced_update u`
 // one.
 func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) error {
 	b := &pgx.Batch{}
-	var ids []string
-	for _, o := range batch {
+	var (
+		ids     []string
+		appends appendRows
+		ords    []int // batch index of each append row
+	)
+	for i, o := range batch {
 		if o.create != nil {
 			b.Queue(createSQL, o.create.args...)
 			continue
 		}
-		p := o.append
-		ids = append(ids, p.ChatID)
-		u := &p.Update
-		evs, err := eventArrays(p.Events, u.UpdatedAt)
-		if err != nil {
-			return fmt.Errorf("chat %s: %w", p.ChatID, err)
+		ids = append(ids, o.append.ChatID)
+		if err := appends.add(len(ords), o.append); err != nil {
+			return err
 		}
-		first, last := p.Events[0].Seq, p.Events[len(p.Events)-1].Seq
-		args := []any{
-			p.ChatID, p.Epoch,
-			string(u.Status), nullString(string(u.StopReason)), nullString(param.Text(u.StopDetail)), nullString(param.Text(u.Error)),
-			u.Turns, u.MessageCount, u.PromptTokens, u.CompletionTokens,
-			nullJSON(u.PendingInput), u.CompletedAt, u.UpdatedAt, last,
-			u.ReleaseLease, first - 1, u.InputExpiresAt,
-		}
-		b.Queue(appendSQL, append(args, evs...)...)
+		ords = append(ords, i)
+	}
+	if len(ords) > 0 {
+		b.Queue(appendsSQL, appends.args()...)
 	}
 	br := s.pool.SendBatch(ctx, b)
-	for i := range batch {
+	for i, o := range batch {
+		if o.create == nil {
+			continue
+		}
 		tag, err := br.Exec()
 		if err != nil {
 			br.Close()
 			return err
 		}
-		// Zero rows: an append fenced, or a create whose idempotency key
-		// is taken.
+		// Zero rows: its idempotency key is taken.
 		fenced[i] = tag.RowsAffected() == 0
+	}
+	if len(ords) > 0 {
+		for _, i := range ords {
+			fenced[i] = true
+		}
+		rows, err := br.Query()
+		if err != nil {
+			br.Close()
+			return err
+		}
+		for rows.Next() {
+			var ord int32
+			if err := rows.Scan(&ord); err != nil {
+				rows.Close()
+				br.Close()
+				return err
+			}
+			fenced[ords[ord]] = false // the append took
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			br.Close()
+			return err
+		}
 	}
 	// Close reads up to the end of the pipeline, which includes the implicit
 	// COMMIT: only now are the appends durable.
@@ -223,4 +273,77 @@ func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) err
 		s.notify.add(ids)
 	}
 	return nil
+}
+
+// appendRows gathers the appends of a batch into the column arrays of
+// appendsSQL.
+type appendRows struct {
+	ord, turns, msgs                      []int32
+	id                                    []string
+	epoch, prevSeq, lastSeq, prompt, comp []int64
+	status                                []string
+	stopReason, stopDetail, errText, pend []*string
+	completed, inputExpires               []*time.Time
+	updated                               []time.Time
+	release                               []bool
+	// ev holds the event columns, led by the ord of their append.
+	evOrd                                               []int32
+	evSeq                                               []int64
+	evType                                              []string
+	evRole, evName, evContent, evCalls, evResps, evData []*string
+	evCreated                                           []time.Time
+}
+
+func (r *appendRows) add(ord int, p *chat.AppendParams) error {
+	u := &p.Update
+	evs, err := eventArrays(p.Events, u.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("chat %s: %w", p.ChatID, err)
+	}
+	r.ord = append(r.ord, int32(ord))
+	r.id = append(r.id, p.ChatID)
+	r.epoch = append(r.epoch, p.Epoch)
+	r.prevSeq = append(r.prevSeq, p.Events[0].Seq-1)
+	r.lastSeq = append(r.lastSeq, p.Events[len(p.Events)-1].Seq)
+	r.status = append(r.status, string(u.Status))
+	r.stopReason = append(r.stopReason, optText(string(u.StopReason)))
+	r.stopDetail = append(r.stopDetail, optText(param.Text(u.StopDetail)))
+	r.errText = append(r.errText, optText(param.Text(u.Error)))
+	r.turns = append(r.turns, int32(u.Turns))
+	r.msgs = append(r.msgs, int32(u.MessageCount))
+	r.prompt = append(r.prompt, int64(u.PromptTokens))
+	r.comp = append(r.comp, int64(u.CompletionTokens))
+	r.pend = append(r.pend, optText(string(u.PendingInput)))
+	r.completed = append(r.completed, u.CompletedAt)
+	r.updated = append(r.updated, u.UpdatedAt)
+	r.release = append(r.release, u.ReleaseLease)
+	r.inputExpires = append(r.inputExpires, u.InputExpiresAt)
+	for range p.Events {
+		r.evOrd = append(r.evOrd, int32(ord))
+	}
+	r.evSeq = append(r.evSeq, evs[0].([]int64)...)
+	r.evType = append(r.evType, evs[1].([]string)...)
+	r.evRole = append(r.evRole, evs[2].([]*string)...)
+	r.evName = append(r.evName, evs[3].([]*string)...)
+	r.evContent = append(r.evContent, evs[4].([]*string)...)
+	r.evCalls = append(r.evCalls, evs[5].([]*string)...)
+	r.evResps = append(r.evResps, evs[6].([]*string)...)
+	r.evData = append(r.evData, evs[7].([]*string)...)
+	r.evCreated = append(r.evCreated, evs[8].([]time.Time)...)
+	return nil
+}
+
+// args are appendsSQL's parameters, in order.
+func (r *appendRows) args() []any {
+	return []any{r.ord, r.id, r.epoch, r.prevSeq, r.status, r.stopReason, r.stopDetail, r.errText,
+		r.turns, r.msgs, r.prompt, r.comp, r.pend, r.completed, r.updated, r.lastSeq, r.release, r.inputExpires,
+		r.evOrd, r.evSeq, r.evType, r.evRole, r.evName, r.evContent, r.evCalls, r.evResps, r.evData, r.evCreated}
+}
+
+// optText is s, or NULL when empty.
+func optText(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
