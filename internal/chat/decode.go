@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -153,6 +154,12 @@ func checkShape(probs *[]Problem, path string, v any, t reflect.Type) {
 
 // jsonFields maps the JSON names of a struct's fields to their types.
 func jsonFields(t reflect.Type) map[string]reflect.Type {
+	// The fields of a type never change: worked out once per type, as
+	// encoding/json caches its own, rather than for every object of every
+	// spec.
+	if m, ok := fieldsByType.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
 	m := make(map[string]reflect.Type, t.NumField())
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -168,8 +175,12 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		}
 		m[name] = f.Type
 	}
+	fieldsByType.Store(t, m)
 	return m
 }
+
+// fieldsByType caches jsonFields; its values are never written after Store.
+var fieldsByType sync.Map
 
 // escapePointer escapes a key for use in a JSON pointer (RFC 6901).
 func escapePointer(k string) string {
