@@ -26,6 +26,8 @@ type agentdProc struct {
 	base   string
 	exited chan struct{}
 	client *http.Client
+	// admin is the admin listener's address (pprof), when -hold asks for it.
+	admin string
 }
 
 func startAgentd(ctx context.Context, bin, tmp, dbURL string, cfg config) (*agentdProc, error) {
@@ -50,12 +52,21 @@ func startAgentd(ctx context.Context, bin, tmp, dbURL string, cfg config) (*agen
 		"AGENTD_RATE_LIMIT=0",
 		"AGENTD_MAX_ACTIVE_CHATS="+strconv.Itoa(max(cfg.waiting+1000, 2000)),
 	)
+	var admin string
+	if cfg.hold > 0 {
+		ap, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		admin = "127.0.0.1:" + strconv.Itoa(ap)
+		cmd.Env = append(cmd.Env, "AGENTD_ADMIN_ADDR="+admin)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start agentd: %w", err)
 	}
-	a := &agentdProc{cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", port), exited: make(chan struct{}),
+	a := &agentdProc{cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", port), exited: make(chan struct{}), admin: admin,
 		client: &http.Client{Transport: &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024}}}
 	go func() { _ = cmd.Wait(); close(a.exited) }()
 	if err := waitHTTP(ctx, a.base+"/readyz", a.exited); err != nil {
