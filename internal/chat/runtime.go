@@ -74,6 +74,7 @@ type Runtime struct {
 	metrics       *metrics
 	broker        *broker
 	sched         *scheduler
+	specs         *specShare
 	tracer        trace.Tracer
 	parents       *traceParents
 
@@ -118,6 +119,7 @@ func NewRuntime(cfg RuntimeConfig) (*Runtime, error) {
 		limits:        cfg.Limits.withDefaults(),
 		appendTimeout: cmp.Or(cfg.AppendTimeout, defaultAppendTimeout),
 		metrics:       m,
+		specs:         newSpecShare(),
 	}
 	r.tracer, r.parents = newTraceParents(cfg.TracerProvider)
 	r.broker = newBroker(cfg.Store)

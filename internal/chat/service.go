@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -33,6 +34,8 @@ func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, err
 		return nil, false, &ValidationError{Problems: []Problem{{Message: err.Error()}}}
 	}
 	sum := sha256.Sum256(compact.Bytes())
+	// The chat's worker, which decodes the stored spec, finds this one.
+	spec = r.specs.share(sum, spec)
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, false, fmt.Errorf("new chat id: %w", err)
@@ -78,6 +81,7 @@ func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, err
 	switch {
 	case created && reserved && c.Owner == r.owner:
 		r.sched.startCreated(c)
+		runtime.KeepAlive(spec) // shared until its worker has it
 	case reserved:
 		r.sched.unreserve() // an existing chat (idempotency key)
 	case created:

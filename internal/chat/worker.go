@@ -62,11 +62,10 @@ type worker struct {
 }
 
 func newWorker(rt *Runtime, c *Chat) *worker {
-	var spec Spec
 	// Specs are validated before they are stored, so this cannot fail unless
 	// the database was edited by hand; the chat then fails.
-	specErr := json.Unmarshal(c.Spec, &spec)
-	st := newState(&spec, min(derefOr(spec.MaxRound, DefaultMaxRound), rt.limits.MaxRound))
+	spec, specErr := rt.specs.decode(c.Spec)
+	st := newState(spec, min(derefOr(spec.MaxRound, DefaultMaxRound), rt.limits.MaxRound))
 	if specErr != nil {
 		st.broken = fmt.Errorf("decode stored spec: %w", specErr)
 	}
