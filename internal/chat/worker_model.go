@@ -36,7 +36,7 @@ func (w *worker) askModel(ctx context.Context, a *AgentSpec, reflect bool) (*Mod
 //go:noinline
 func (w *worker) modelTools(ctx context.Context, a *AgentSpec, reflect bool) (*toolbox, error) {
 	if reflect {
-		return &toolbox{byName: map[string]offered{}}, nil
+		return &toolbox{}, nil
 	}
 	return w.toolboxFor(ctx, a)
 }
