@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // scheduler is the claim and lease loop of a Runtime: it claims runnable
@@ -209,10 +210,15 @@ func (s *scheduler) runWorker(ctx context.Context, w *worker, rw *runningWorker)
 }
 
 // startRun starts the span of a worker's run, joined to the trace of the
-// request that made the chat runnable, if known.
+// request that made the chat runnable, if known. Without tracing, ctx is
+// left as it is: a span that records nothing would only cost the chat
+// memory for as long as it runs.
 //
 //go:noinline
 func (s *scheduler) startRun(ctx context.Context, w *worker) (context.Context, trace.Span) {
+	if !s.rt.parents.on {
+		return ctx, noop.Span{}
+	}
 	return s.rt.tracer.Start(s.rt.parents.take(ctx, w.id), "chat.run", trace.WithAttributes(chatAttr(w.id)))
 }
 

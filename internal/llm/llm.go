@@ -130,6 +130,7 @@ func (c Config) Validate() error {
 // model config's provider. It is safe for concurrent use.
 type Client struct {
 	tracer trace.Tracer
+	traced bool // a TracerProvider was given; else no spans are started
 	replay replayProvider
 	openai *openAIProvider // nil when not configured
 }
@@ -149,7 +150,7 @@ func New(cfg Config) (*Client, error) {
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
-	c := &Client{tracer: tp.Tracer("github.com/agentd/agentd/internal/llm")}
+	c := &Client{tracer: tp.Tracer("github.com/agentd/agentd/internal/llm"), traced: cfg.TracerProvider != nil}
 	if cfg.OpenAI.configured() {
 		m, err := newMetrics(cfg.Registerer)
 		if err != nil {
@@ -196,10 +197,14 @@ func (c *Client) Complete(ctx context.Context, req *chat.ModelRequest) (resp *ch
 	}
 }
 
-// startSpan starts the span of a model call.
+// startSpan starts the span of a model call; without tracing, none (nil):
+// a span that records nothing would only cost the waiting chat memory.
 //
 //go:noinline
 func (c *Client) startSpan(ctx context.Context, req *chat.ModelRequest) (context.Context, trace.Span) {
+	if !c.traced {
+		return ctx, nil
+	}
 	return c.tracer.Start(ctx, "model.call", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		attribute.String("chat_id", req.ChatID), attribute.String("gen_ai.provider.name", req.Config.Provider),
 		attribute.String("gen_ai.request.model", req.Config.Model), attribute.String("agentd.caller", callerName(req.Caller))))
@@ -207,6 +212,9 @@ func (c *Client) startSpan(ctx context.Context, req *chat.ModelRequest) (context
 
 // endSpan ends the span of a model call with its outcome.
 func endSpan(span trace.Span, resp **chat.ModelResponse, err *error) {
+	if span == nil {
+		return
+	}
 	if *err != nil {
 		span.RecordError(*err)
 		span.SetStatus(codes.Error, (*err).Error())
