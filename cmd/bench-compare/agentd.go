@@ -26,6 +26,8 @@ type agentdProc struct {
 	base   string
 	exited chan struct{}
 	client *http.Client
+	// admin is the admin listener's address (pprof).
+	admin string
 }
 
 func startAgentd(ctx context.Context, bin, tmp, dbURL string, cfg config) (*agentdProc, error) {
@@ -50,12 +52,20 @@ func startAgentd(ctx context.Context, bin, tmp, dbURL string, cfg config) (*agen
 		"AGENTD_RATE_LIMIT=0",
 		"AGENTD_MAX_ACTIVE_CHATS="+strconv.Itoa(max(cfg.waiting+1000, 2000)),
 	)
+	// The admin listener (pprof) tells the memory phase what the waiting
+	// chats retain, and -hold leaves it open for profiling.
+	ap, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	admin := "127.0.0.1:" + strconv.Itoa(ap)
+	cmd.Env = append(cmd.Env, "AGENTD_ADMIN_ADDR="+admin)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start agentd: %w", err)
 	}
-	a := &agentdProc{cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", port), exited: make(chan struct{}),
+	a := &agentdProc{cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", port), exited: make(chan struct{}), admin: admin,
 		client: &http.Client{Transport: &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024}}}
 	go func() { _ = cmd.Wait(); close(a.exited) }()
 	if err := waitHTTP(ctx, a.base+"/readyz", a.exited); err != nil {
@@ -246,6 +256,7 @@ func agentdPhase(ctx context.Context, pg *pgServer, ag *agentdProc, c int, cfg c
 type memory struct {
 	chats               int
 	rss, heap, stack    int64 // added by the waiting chats
+	live                int64 // heap added, after a garbage collection
 	goroutines          float64
 	rssBefore, rssAfter int64
 }
@@ -255,6 +266,7 @@ func (m memory) print(w io.Writer) {
 	fmt.Fprintf(w, "\nmemory: %d chats waiting on a slow model (replay delay_ms 600000), on one agentd\n", m.chats)
 	fmt.Fprintf(w, "  RSS        %8.1f KB/chat  (%d MB → %d MB)\n", float64(m.rss)/n/1024, m.rssBefore>>20, m.rssAfter>>20)
 	fmt.Fprintf(w, "  heap inuse %8.1f KB/chat\n", float64(m.heap)/n/1024)
+	fmt.Fprintf(w, "  heap live  %8.1f KB/chat  (after a garbage collection)\n", float64(m.live)/n/1024)
 	fmt.Fprintf(w, "  stacks     %8.1f KB/chat\n", float64(m.stack)/n/1024)
 	fmt.Fprintf(w, "  goroutines %8.2f /chat\n", m.goroutines/n)
 }
@@ -267,6 +279,10 @@ func memoryPhase(ctx context.Context, ag *agentdProc, n int) (memory, error) {
 		return memory{}, err
 	}
 	rssBefore, err := rssOf(ag.pid())
+	if err != nil {
+		return memory{}, err
+	}
+	liveBefore, err := ag.liveHeap(ctx)
 	if err != nil {
 		return memory{}, err
 	}
@@ -321,12 +337,44 @@ func memoryPhase(ctx context.Context, ag *agentdProc, n int) (memory, error) {
 	if err != nil {
 		return memory{}, err
 	}
+	// Last, as it collects garbage (and shrinks stacks): what the chats
+	// retain, without the garbage their creation left.
+	liveAfter, err := ag.liveHeap(ctx)
+	if err != nil {
+		return memory{}, err
+	}
 	return memory{
-		chats: n, rssBefore: rssBefore, rssAfter: rssAfter, rss: rssAfter - rssBefore,
+		chats: n, rssBefore: rssBefore, rssAfter: rssAfter, rss: rssAfter - rssBefore, live: liveAfter - liveBefore,
 		heap:       int64(after["go_memstats_heap_inuse_bytes"] - before["go_memstats_heap_inuse_bytes"]),
 		stack:      int64(after["go_memstats_stack_inuse_bytes"] - before["go_memstats_stack_inuse_bytes"]),
 		goroutines: after["go_goroutines"] - before["go_goroutines"],
 	}, nil
+}
+
+// liveHeap is agentd's heap in use right after a garbage collection, which
+// the heap profile's endpoint runs when asked (gc=1): the bytes of reachable
+// objects (runtime.MemStats.HeapAlloc).
+func (a *agentdProc) liveHeap(ctx context.Context) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.admin+"/debug/pprof/heap?gc=1&debug=1", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "# HeapAlloc = "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("no HeapAlloc in agentd's heap profile")
 }
 
 // metrics scrapes the unlabelled samples of agentd's /metrics.

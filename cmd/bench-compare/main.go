@@ -38,7 +38,10 @@ type config struct {
 	// statements: how many of agentd's statements to list per phase, by
 	// calls per message (0: none).
 	statements int
-	out        io.Writer
+	// hold keeps agentd running this long after the memory phase, with its
+	// admin listener (pprof) on, so that the waiting chats can be profiled.
+	hold time.Duration
+	out  io.Writer
 }
 
 func main() {
@@ -53,6 +56,7 @@ func main() {
 	flag.IntVar(&cfg.waiting, "waiting", 10000, "chats waiting on a slow model for the memory figure (0: skip)")
 	flag.StringVar(&cfg.agentd, "agentd", "", "agentd binary (default: built from this checkout)")
 	flag.IntVar(&cfg.statements, "statements", 0, "list agentd's N most frequent statements of each phase, per message")
+	flag.DurationVar(&cfg.hold, "hold", 0, "after the memory phase, keep agentd running this long (or until interrupted) with pprof on its admin address")
 	flag.Parse()
 	for _, f := range strings.Split(conc, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -142,6 +146,13 @@ func run(ctx context.Context, cfg config) error {
 			return fmt.Errorf("memory phase: %w", err)
 		}
 		m.print(cfg.out)
+	}
+	if cfg.hold > 0 {
+		fmt.Fprintf(cfg.out, "\nagentd (pid %d) holds for %s; pprof at http://%s/debug/pprof/\n", ag.pid(), cfg.hold, ag.admin)
+		select {
+		case <-time.After(cfg.hold):
+		case <-ctx.Done():
+		}
 	}
 	return nil
 }

@@ -63,7 +63,7 @@ func TestOneTinyRound(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	for _, want := range []string{"pgbench row", "agentd msg", "memory: 20 chats", "KB/chat"} {
+	for _, want := range []string{"pgbench row", "agentd msg", "memory: 20 chats", "KB/chat", "heap live"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

@@ -79,6 +79,7 @@ type Runtime struct {
 	metrics       *metrics
 	broker        *broker
 	sched         *scheduler
+	specs         *specShare
 	tracer        trace.Tracer
 	parents       *traceParents
 
@@ -124,6 +125,7 @@ func NewRuntime(cfg RuntimeConfig) (*Runtime, error) {
 		appendTimeout: cmp.Or(cfg.AppendTimeout, defaultAppendTimeout),
 		holdSelection: cmp.Or(cfg.HoldSelection, defaultHoldSelection),
 		metrics:       m,
+		specs:         newSpecShare(),
 	}
 	r.tracer, r.parents = newTraceParents(cfg.TracerProvider)
 	r.broker = newBroker(cfg.Store)

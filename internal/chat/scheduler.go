@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // scheduler is the claim and lease loop of a Runtime: it claims runnable
@@ -188,53 +189,65 @@ func (s *scheduler) startWorker(base context.Context, c *Chat, seed *workerSeed)
 	s.mu.Unlock()
 	r.metrics.workers.Inc()
 	r.broker.workerStarted(c.ID)
-	go func() {
-		defer s.wg.Done()
-		var ended bool
-		defer func() {
-			r.broker.workerEnded(c.ID, ended)
-			s.mu.Lock()
-			if s.workers[c.ID] == rw {
-				delete(s.workers, c.ID)
-			}
-			s.mu.Unlock()
-			r.metrics.workers.Dec()
-			cancel(nil)
-			s.kick() // room for another chat
-		}()
-		ended = s.runWorker(ctx, c, lease, seed)
-	}()
+	// The worker is made here, not in its goroutine: decoding the spec
+	// takes a deep stack, which the goroutine would keep (or grow into)
+	// for the rest of its life, most of it spent waiting on a model. The
+	// goroutine keeps the worker and not c, whose stored spec it does not
+	// need once decoded.
+	w := newWorker(r, c, seed)
+	go s.runWorker(ctx, w, rw)
 }
 
 // runWorker runs one chat's worker, then does what the chat's confirmed
 // state calls for: a chat that ended in the store gives up its tools'
 // sessions and its sandbox; any other chat is handed back (lease released),
-// so that it is continued from its log. It reports whether the worker saw
-// the chat's end confirmed.
-func (s *scheduler) runWorker(ctx context.Context, c *Chat, lease Lease, seed *workerSeed) (ended bool) {
+// so that it is continued from its log.
+//
+// It is the bottom frame of a goroutine that spends most of its life
+// waiting on a model, so it keeps its own frame small: the work before and
+// after the run is done in functions of its own.
+func (s *scheduler) runWorker(ctx context.Context, w *worker, rw *runningWorker) {
+	defer s.workerEnded(w, rw)
+	ctx, span := s.startRun(ctx, w)
+	defer endRunSpan(span, w)
+	defer s.recoverWorker(ctx, w)
+	if s.beginRun(ctx, w) {
+		w.run(ctx)
+		s.afterWorker(ctx, w, rw.lease)
+	}
+}
+
+// startRun starts the span of a worker's run, joined to the trace of the
+// request that made the chat runnable, if known. Without tracing, ctx is
+// left as it is: a span that records nothing would only cost the chat
+// memory for as long as it runs.
+//
+//go:noinline
+func (s *scheduler) startRun(ctx context.Context, w *worker) (context.Context, trace.Span) {
+	if !s.rt.parents.on {
+		return ctx, noop.Span{}
+	}
+	return s.rt.tracer.Start(s.rt.parents.take(ctx, w.id), "chat.run", trace.WithAttributes(chatAttr(w.id)))
+}
+
+func endRunSpan(span trace.Span, w *worker) {
+	span.SetAttributes(attribute.String("agentd.chat.status", string(w.st.status)))
+	span.End()
+}
+
+// beginRun rebuilds the worker's state from the log; false (the lease
+// released) if the log could not be read.
+//
+//go:noinline
+func (s *scheduler) beginRun(ctx context.Context, w *worker) bool {
 	r := s.rt
-	ctx, span := r.tracer.Start(r.parents.take(ctx, c.ID), "chat.run", trace.WithAttributes(chatAttr(c.ID)))
-	w := newWorker(r, c, seed)
-	defer func() { span.SetAttributes(attribute.String("agentd.chat.status", string(w.st.status))); span.End() }()
-	defer func() {
-		// A bug in one chat must not take the server and every other chat
-		// down: the chat fails with an internal error, which stops it from
-		// being claimed (and crashing a worker) again.
-		if p := recover(); p != nil {
-			r.log.Error("worker panicked", "chat_id", c.ID, "panic", p, "stack", string(debug.Stack()))
-			r.metrics.panics.Inc()
-			if !w.st.status.Terminal() {
-				w.stop(context.WithoutCancel(ctx), fmt.Errorf("internal error: %v", p))
-			}
-			s.afterWorker(ctx, w, lease)
-		}
-	}()
+	lease := Lease{ChatID: w.id, Epoch: w.epoch}
 	if err := w.rebuild(ctx); err != nil {
-		r.log.Error("start worker", "chat_id", c.ID, "err", err)
+		r.log.Error("start worker", "chat_id", w.id, "err", err)
 		if rerr := r.store.ReleaseLease(context.WithoutCancel(ctx), lease, r.owner); rerr != nil {
-			r.log.Warn("release lease", "chat_id", c.ID, "err", rerr)
+			r.log.Warn("release lease", "chat_id", w.id, "err", rerr)
 		}
-		return
+		return false
 	}
 	if w.st.status == StatusQueued {
 		w.log.Info("chat claimed", "owner", r.owner, "epoch", lease.Epoch)
@@ -243,9 +256,38 @@ func (s *scheduler) runWorker(ctx context.Context, c *Chat, lease Lease, seed *w
 		// out, or after another worker stopped (shutdown, crash, lost lease).
 		w.log.Info("chat resumed", "owner", r.owner, "epoch", lease.Epoch, "status", w.st.status, "turns", w.st.turns, "last_seq", w.st.lastSeq)
 	}
-	w.run(ctx)
-	s.afterWorker(ctx, w, lease)
-	return w.st.status.Terminal()
+	return true
+}
+
+// recoverWorker, deferred by runWorker, keeps a bug in one chat from taking
+// the server and every other chat down: the chat fails with an internal
+// error, which stops it from being claimed (and crashing a worker) again.
+func (s *scheduler) recoverWorker(ctx context.Context, w *worker) {
+	if p := recover(); p != nil {
+		r := s.rt
+		r.log.Error("worker panicked", "chat_id", w.id, "panic", p, "stack", string(debug.Stack()))
+		r.metrics.panics.Inc()
+		if !w.st.status.Terminal() {
+			w.stop(context.WithoutCancel(ctx), fmt.Errorf("internal error: %v", p))
+		}
+		s.afterWorker(ctx, w, Lease{ChatID: w.id, Epoch: w.epoch})
+	}
+}
+
+// workerEnded frees the worker's slot once its goroutine ends.
+func (s *scheduler) workerEnded(w *worker, rw *runningWorker) {
+	r, id := s.rt, w.id
+	// After an end the worker saw confirmed, nobody appends to the chat.
+	r.broker.workerEnded(id, w.st.status.Terminal())
+	s.mu.Lock()
+	if s.workers[id] == rw {
+		delete(s.workers, id)
+	}
+	s.mu.Unlock()
+	r.metrics.workers.Dec()
+	rw.cancel(nil)
+	s.kick() // room for another chat
+	s.wg.Done()
 }
 
 // afterWorker releases what a worker leaves behind, decided from what the

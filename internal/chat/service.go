@@ -33,6 +33,8 @@ func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, err
 		return nil, false, &ValidationError{Problems: []Problem{{Message: err.Error()}}}
 	}
 	sum := sha256.Sum256(compact.Bytes())
+	// The chat's worker, which decodes the stored spec, finds this one.
+	spec = r.specs.share(sum, spec)
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, false, fmt.Errorf("new chat id: %w", err)

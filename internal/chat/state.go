@@ -3,6 +3,7 @@ package chat
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -51,14 +52,15 @@ type state struct {
 	broken error
 }
 
+// newState returns the state of an empty log. Its count maps (modelCalls,
+// autoReplies) are made by their first count: a map costs every waiting
+// chat some hundred bytes, and most chats never count auto-replies.
 func newState(spec *Spec, maxRound int) *state {
 	return &state{
-		spec:        spec,
-		maxRound:    maxRound,
-		status:      StatusQueued,
-		modelCalls:  map[string]int{},
-		autoReplies: map[string]int{},
-		term:        newTerminator(spec.Termination),
+		spec:     spec,
+		maxRound: maxRound,
+		status:   StatusQueued,
+		term:     newTerminator(spec.Termination),
 	}
 }
 
@@ -67,17 +69,20 @@ func newState(spec *Spec, maxRound int) *state {
 // folded, and only one of s and its clone goes on (the other is dropped).
 func (s *state) clone() *state {
 	c := *s
-	c.modelCalls = make(map[string]int, len(s.modelCalls))
-	for k, v := range s.modelCalls {
-		c.modelCalls[k] = v
-	}
-	c.autoReplies = make(map[string]int, len(s.autoReplies))
-	for k, v := range s.autoReplies {
-		c.autoReplies[k] = v
-	}
+	c.modelCalls = maps.Clone(s.modelCalls)
+	c.autoReplies = maps.Clone(s.autoReplies)
 	c.term = s.term.clone()
 	c.delta = slices.Clip(s.delta) // appends to the clone's delta copy, never write into s's
 	return &c
+}
+
+// setCount sets m[k] = v, making m if it is nil.
+func setCount(m map[string]int, k string, v int) map[string]int {
+	if m == nil {
+		m = map[string]int{}
+	}
+	m[k] = v
+	return m
 }
 
 // apply folds one event into the state. It is the single place that
@@ -193,11 +198,11 @@ func (s *state) foldMessage(e Event) error {
 	}
 	switch d.Kind {
 	case kindModel:
-		s.modelCalls[m.Name]++
+		s.modelCalls = setCount(s.modelCalls, m.Name, s.modelCalls[m.Name]+1)
 	case kindAuto:
-		s.autoReplies[m.Name]++
+		s.autoReplies = setCount(s.autoReplies, m.Name, s.autoReplies[m.Name]+1)
 	case kindHuman:
-		s.autoReplies[m.Name] = 0
+		s.autoReplies = setCount(s.autoReplies, m.Name, 0)
 	case kindHistory:
 		if s.agent(m.Name) != nil {
 			s.lastSpeaker = m.Name

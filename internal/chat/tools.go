@@ -26,6 +26,8 @@ type offered struct {
 
 // toolbox is what an assistant may call: its own tools, the functions the
 // chat's user_proxies execute for others, and a handoff tool per target.
+// The zero toolbox offers nothing; byName is made by the first add (an
+// assistant without tools holds no map while it waits on its model).
 type toolbox struct {
 	byName map[string]offered
 	defs   []ToolDef
@@ -34,6 +36,9 @@ type toolbox struct {
 func (b *toolbox) add(o offered) {
 	if _, dup := b.byName[o.def.Name]; dup {
 		return // first definition wins; validation keeps names unique
+	}
+	if b.byName == nil {
+		b.byName = map[string]offered{}
 	}
 	b.byName[o.def.Name] = o
 	b.defs = append(b.defs, o.def)

@@ -74,14 +74,16 @@ type worker struct {
 // decoded spec and the log, else from the stored spec (the log is then
 // read by rebuild).
 func newWorker(rt *Runtime, c *Chat, seed *workerSeed) *worker {
-	spec := new(Spec)
-	var specErr error
+	var (
+		spec    *Spec
+		specErr error
+	)
 	if seed != nil {
 		spec = seed.spec
 	} else {
 		// Specs are validated before they are stored, so this cannot fail
 		// unless the database was edited by hand; the chat then fails.
-		specErr = json.Unmarshal(c.Spec, spec)
+		spec, specErr = rt.specs.decode(c.Spec)
 	}
 	st := newState(spec, min(derefOr(spec.MaxRound, DefaultMaxRound), rt.limits.MaxRound))
 	if specErr != nil {

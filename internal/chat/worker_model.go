@@ -8,39 +8,76 @@ import (
 
 // modelStep makes one model call of an assistant's turn and appends its
 // reply: with the agent's tools, or without them to reflect on tool use.
+//
+// Most of a waiting chat's life is spent in this call, and its goroutine's
+// stack is as large as the frames it waits under. So the frames on the way
+// to the model are kept small: what is prepared before the call and done
+// after it lives in frames of its own, gone while the call waits; that is
+// what lets the garbage collector halve the stack of every waiting chat.
 func (w *worker) modelStep(ctx context.Context, s step) error {
-	box := &toolbox{byName: map[string]offered{}}
-	if !s.reflect {
-		var err error
-		if box, err = w.toolboxFor(ctx, s.agent); err != nil {
-			return err
-		}
-	}
-	resp, err := w.callModel(ctx, s.agent, box.defs)
+	resp, box, err := w.askModel(ctx, s.agent, s.reflect)
 	if err != nil {
 		return err
 	}
-	return w.commit(ctx, modelReply(s.agent, s.turn, resp, box, s.reflect))
+	return w.commitReply(ctx, s.agent, s.turn, resp, box, s.reflect)
+}
+
+// askModel offers an assistant its tools (none to reflect) and calls its
+// model.
+func (w *worker) askModel(ctx context.Context, a *AgentSpec, reflect bool) (*ModelResponse, *toolbox, error) {
+	box, err := w.modelTools(ctx, a, reflect)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp, err := w.callModel(ctx, a, box.defs)
+	return resp, box, err
+}
+
+//go:noinline
+func (w *worker) modelTools(ctx context.Context, a *AgentSpec, reflect bool) (*toolbox, error) {
+	if reflect {
+		return &toolbox{}, nil
+	}
+	return w.toolboxFor(ctx, a)
+}
+
+//go:noinline
+func (w *worker) commitReply(ctx context.Context, a *AgentSpec, turn int, resp *ModelResponse, box *toolbox, reflect bool) error {
+	return w.commit(ctx, modelReply(a, turn, resp, box, reflect))
 }
 
 // callModel makes one model call for an assistant with its system message,
 // its view of the conversation and the functions it may call.
 func (w *worker) callModel(ctx context.Context, a *AgentSpec, tools []ToolDef) (*ModelResponse, error) {
-	cfg := w.st.spec.resolveModel(a.Model)
-	req := &ModelRequest{ChatID: w.id, Caller: a.Name, Config: cfg, CallIndex: w.st.modelCalls[a.Name], Messages: w.st.modelContext(a), Tools: tools,
-		OnDelta: w.deltaPublisher(a.Name)}
+	req := w.modelRequest(a, tools)
+	start := time.Now()
+	resp, err := w.rt.models.Complete(ctx, req)
+	return w.modelAnswered(ctx, req, resp, err, start)
+}
+
+// modelRequest is the request of an assistant's model call.
+//
+//go:noinline
+func (w *worker) modelRequest(a *AgentSpec, tools []ToolDef) *ModelRequest {
+	req := &ModelRequest{ChatID: w.id, Caller: a.Name, Config: w.st.spec.resolveModel(a.Model), CallIndex: w.st.modelCalls[a.Name],
+		Messages: w.st.modelContext(a), Tools: tools, OnDelta: w.deltaPublisher(a.Name)}
 	after := w.st.lastSeq
 	req.OnReset = func() {
 		w.rt.broker.publishDelta(w.id, Delta{Name: a.Name, Reset: true, AfterSeq: after})
 	}
-	start := time.Now()
-	resp, err := w.rt.models.Complete(ctx, req)
-	w.rt.metrics.modelCall(cfg.Provider, resp, err, time.Since(start))
+	return req
+}
+
+// modelAnswered counts an assistant's model call and names it in its error.
+//
+//go:noinline
+func (w *worker) modelAnswered(ctx context.Context, req *ModelRequest, resp *ModelResponse, err error, start time.Time) (*ModelResponse, error) {
+	w.rt.metrics.modelCall(req.Config.Provider, resp, err, time.Since(start))
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("model call of agent %s (%s): %w", a.Name, cfg.Provider, err)
+		return nil, fmt.Errorf("model call of agent %s (%s): %w", req.Caller, req.Config.Provider, err)
 	}
 	return resp, nil
 }

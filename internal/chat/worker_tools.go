@@ -49,7 +49,7 @@ func (w *worker) routedStep(ctx context.Context, s step) error {
 
 // toolboxFor describes the functions offered to an assistant in this turn.
 func (w *worker) toolboxFor(ctx context.Context, a *AgentSpec) (*toolbox, error) {
-	b := &toolbox{byName: map[string]offered{}}
+	b := &toolbox{}
 	for _, name := range a.Tools {
 		t := w.st.spec.tool(name)
 		defs, err := w.rt.tools.Describe(ctx, w.id, t)

@@ -130,6 +130,7 @@ func (c Config) Validate() error {
 // model config's provider. It is safe for concurrent use.
 type Client struct {
 	tracer trace.Tracer
+	traced bool // a TracerProvider was given; else no spans are started
 	replay replayProvider
 	openai *openAIProvider // nil when not configured
 }
@@ -149,7 +150,7 @@ func New(cfg Config) (*Client, error) {
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
-	c := &Client{tracer: tp.Tracer("github.com/agentd/agentd/internal/llm")}
+	c := &Client{tracer: tp.Tracer("github.com/agentd/agentd/internal/llm"), traced: cfg.TracerProvider != nil}
 	if cfg.OpenAI.configured() {
 		m, err := newMetrics(cfg.Registerer)
 		if err != nil {
@@ -173,23 +174,16 @@ func (c *Client) Providers() []string {
 
 // Complete makes one model call. Errors are final: retries have already
 // happened inside.
+//
+// A chat waiting on its model waits under this frame, so the frame is kept
+// small (the span is started and ended by functions of its own): a waiting
+// chat's stack is as large as the frames it waits under.
 func (c *Client) Complete(ctx context.Context, req *chat.ModelRequest) (resp *chat.ModelResponse, err error) {
 	if req == nil {
 		return nil, errors.New("model request is nil")
 	}
-	ctx, span := c.tracer.Start(ctx, "model.call", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.String("chat_id", req.ChatID), attribute.String("gen_ai.provider.name", req.Config.Provider),
-		attribute.String("gen_ai.request.model", req.Config.Model), attribute.String("agentd.caller", callerName(req.Caller))))
-	defer func() {
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
-		} else if resp != nil {
-			span.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", resp.Usage.PromptTokens),
-				attribute.Int64("gen_ai.usage.output_tokens", resp.Usage.CompletionTokens))
-		}
-		span.End()
-	}()
+	ctx, span := c.startSpan(ctx, req)
+	defer endSpan(span, &resp, &err)
 	switch p := req.Config.Provider; p {
 	case ProviderReplay:
 		return c.replay.complete(ctx, req)
@@ -199,8 +193,40 @@ func (c *Client) Complete(ctx context.Context, req *chat.ModelRequest) (resp *ch
 		}
 		return c.openai.complete(ctx, req)
 	default:
-		return nil, fmt.Errorf("unknown model provider %q (configured: %v)", p, c.Providers())
+		return nil, c.unknownProvider(p)
 	}
+}
+
+// startSpan starts the span of a model call; without tracing, none (nil):
+// a span that records nothing would only cost the waiting chat memory.
+//
+//go:noinline
+func (c *Client) startSpan(ctx context.Context, req *chat.ModelRequest) (context.Context, trace.Span) {
+	if !c.traced {
+		return ctx, nil
+	}
+	return c.tracer.Start(ctx, "model.call", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("chat_id", req.ChatID), attribute.String("gen_ai.provider.name", req.Config.Provider),
+		attribute.String("gen_ai.request.model", req.Config.Model), attribute.String("agentd.caller", callerName(req.Caller))))
+}
+
+// endSpan ends the span of a model call with its outcome.
+func endSpan(span trace.Span, resp **chat.ModelResponse, err *error) {
+	if span == nil {
+		return
+	}
+	if *err != nil {
+		span.RecordError(*err)
+		span.SetStatus(codes.Error, (*err).Error())
+	} else if *resp != nil {
+		span.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", (*resp).Usage.PromptTokens),
+			attribute.Int64("gen_ai.usage.output_tokens", (*resp).Usage.CompletionTokens))
+	}
+	span.End()
+}
+
+func (c *Client) unknownProvider(p string) error {
+	return fmt.Errorf("unknown model provider %q (configured: %v)", p, c.Providers())
 }
 
 // Close releases idle HTTP connections. The Client must not be used after.

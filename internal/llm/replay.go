@@ -20,16 +20,32 @@ import (
 // call with the same response.
 type replayProvider struct{}
 
+// complete answers with the script's response at req.CallIndex, after its
+// delay_ms. A chat waits out a response's delay_ms in complete, so complete keeps its
+// frame small (the response is made by replayResponse, after the wait): a
+// waiting chat's stack is as large as the frames it waits under.
 func (replayProvider) complete(ctx context.Context, req *chat.ModelRequest) (*chat.ModelResponse, error) {
 	script := req.Config.Responses
 	if req.CallIndex < 0 || req.CallIndex >= len(script) {
-		return nil, fmt.Errorf("replay model of %s: asked for response %d, but the script has %d: %w",
-			callerName(req.Caller), req.CallIndex+1, len(script), chat.ErrReplayExhausted)
+		return nil, replayExhausted(req)
 	}
-	r := script[req.CallIndex]
-	if err := sleep(ctx, time.Duration(r.DelayMS)*time.Millisecond); err != nil {
+	if err := sleep(ctx, time.Duration(script[req.CallIndex].DelayMS)*time.Millisecond); err != nil {
 		return nil, err
 	}
+	return replayResponse(req)
+}
+
+//go:noinline
+func replayExhausted(req *chat.ModelRequest) error {
+	return fmt.Errorf("replay model of %s: asked for response %d, but the script has %d: %w",
+		callerName(req.Caller), req.CallIndex+1, len(req.Config.Responses), chat.ErrReplayExhausted)
+}
+
+// replayResponse is the scripted response the request's CallIndex names.
+//
+//go:noinline
+func replayResponse(req *chat.ModelRequest) (*chat.ModelResponse, error) {
+	r := &req.Config.Responses[req.CallIndex]
 	resp := &chat.ModelResponse{Content: r.Content}
 	for i, tc := range r.ToolCalls {
 		args, err := replayArguments(tc.Arguments)
@@ -123,12 +139,10 @@ func sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	// One context that ends with either: a receive waits under smaller
+	// runtime frames than a select.
+	wctx, cancel := context.WithTimeout(ctx, d)
+	<-wctx.Done()
+	cancel()
+	return ctx.Err()
 }
