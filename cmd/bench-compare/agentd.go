@@ -47,9 +47,10 @@ func startAgentd(ctx context.Context, bin, tmp, dbURL string, cfg config) (*agen
 		"AGENTD_SANDBOX=none",
 		"AGENTD_LOG_LEVEL=warn",
 		"AGENTD_API_KEYS=", "AGENTD_API_KEYS_FILE=",
-		// The benchmark is one client creating chats as fast as they complete;
-		// the per-key request limit is not what it measures.
-		"AGENTD_RATE_LIMIT=0",
+		// The benchmark is one client creating chats as fast as they complete,
+		// each create waiting (wait_s) for its chat: the per-key limits on
+		// requests and on waiting requests are not what it measures.
+		"AGENTD_RATE_LIMIT=0", "AGENTD_MAX_STREAMS=0", "AGENTD_MAX_STREAMS_PER_KEY=0",
 		"AGENTD_MAX_ACTIVE_CHATS="+strconv.Itoa(max(cfg.waiting+1000, 2000)),
 	)
 	// The admin listener (pprof) tells the memory phase what the waiting
