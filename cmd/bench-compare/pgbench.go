@@ -62,6 +62,9 @@ func pgbenchPhase(ctx context.Context, pg *pgServer, c int, d time.Duration, tmp
 		"-c", strconv.Itoa(c), "-j", strconv.Itoa(min(c, 4)), "-T", strconv.Itoa(int(d.Seconds())),
 		"-f", script, "--log", "--log-prefix", filepath.Join(dir, "log"), pg.url("pgbench"))
 	out, err := cmd.CombinedOutput()
+	// pgbench's backends exit after pgbench did; their CPU time reaches the
+	// postmaster (cutime) only once they are gone.
+	pg.waitBackendsGone(ctx, "pgbench")
 	cpuB, cerr := cpuOfTree(pg.srv.PID())
 	if err != nil {
 		return result{}, fmt.Errorf("%v: %s", err, out)
@@ -148,4 +151,16 @@ func (res *result) fill(a, b snapshot, commits int64) {
 	res.statements = (b.statements - a.statements) / n
 	res.commits = float64(commits) / n
 	res.wal = float64(b.lsn-a.lsn) / n
+}
+
+// waitBackendsGone waits (up to two seconds) until no session of db is
+// left, so that their CPU time has been added to the postmaster's.
+func (pg *pgServer) waitBackendsGone(ctx context.Context, db string) {
+	for range 100 {
+		n, err := pg.scalar(ctx, "postgres", fmt.Sprintf(`SELECT count(*) FROM pg_stat_activity WHERE datname = '%s'`, db))
+		if err != nil || n == "0" {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
