@@ -23,6 +23,9 @@
 //     confirmed them does the worker adopt the new state and publish them.
 //     worker_model.go, worker_tools.go and worker_code.go do the step's
 //     effects (model calls, tool calls, code in the sandbox).
+//     worker_hold.go holds a turn's speaker.selected, acted on but not yet
+//     durable, to append it with the turn's first output: one append per
+//     turn.
 //   - runtime.go (lifecycle), scheduler.go (claims, leases, one worker per
 //     claimed chat), broker.go (committed events and deltas to local
 //     subscribers, from memory) and service.go (the API the HTTP layer
