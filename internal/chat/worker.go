@@ -63,6 +63,9 @@ type worker struct {
 	// it with its flush, which runs on a timer's goroutine.
 	holdMu sync.Mutex
 	held   *heldAppend
+	// runCtx is the context of the worker's run, which a held selection's
+	// flush appends under: the step that held it may have ended by then.
+	runCtx context.Context
 	// turnSpan traces the turn in progress, which takes several steps
 	// (model call, tools, reflection); turnCtx carries it to them.
 	turnSpan trace.Span
@@ -145,6 +148,7 @@ func (w *worker) run(ctx context.Context) {
 	}
 	defer w.endTurnSpan(nil)
 	// What the worker leaves behind is what is durable.
+	w.runCtx = ctx
 	defer func() { _ = w.settleHeld() }()
 	if w.cancelRequested {
 		w.stop(ctx, errCancelRequested)

@@ -66,7 +66,11 @@ func (w *worker) hold(ctx context.Context, evs ...Event) error {
 	w.st = next
 	w.holdMu.Lock()
 	w.held = h
-	h.timer = time.AfterFunc(w.rt.holdSelection, func() { w.flushHeld(ctx, h) })
+	fctx := w.runCtx
+	if fctx == nil {
+		fctx = ctx
+	}
+	h.timer = time.AfterFunc(w.rt.holdSelection, func() { w.flushHeld(fctx, h) })
 	w.holdMu.Unlock()
 	return nil
 }
