@@ -204,6 +204,9 @@ func storableProblems(body []byte, v any) []Problem {
 	if loneSurrogate(body) {
 		return []Problem{{Path: "", Message: "body holds a lone UTF-16 surrogate escape (\\ud800-\\udfff not in a pair), which no store can hold"}}
 	}
+	if storableValue(v) {
+		return nil // the common case: no paths worked out for a spec that is fine
+	}
 	var probs []Problem
 	var walk func(path string, v any)
 	walk = func(path string, v any) {
@@ -236,6 +239,31 @@ func storableProblems(body []byte, v any) []Problem {
 	}
 	walk("", v)
 	return probs
+}
+
+// storableValue reports whether a decoded JSON value holds nothing that
+// storableProblems would report.
+func storableValue(v any) bool {
+	switch x := v.(type) {
+	case string:
+		return strings.IndexByte(x, 0) < 0
+	case json.Number:
+		_, err := strconv.ParseFloat(string(x), 64)
+		return err == nil
+	case []any:
+		for _, e := range x {
+			if !storableValue(e) {
+				return false
+			}
+		}
+	case map[string]any:
+		for k, e := range x {
+			if strings.IndexByte(k, 0) >= 0 || !storableValue(e) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // loneSurrogate reports whether JSON text holds a \u escape of a UTF-16
