@@ -313,9 +313,17 @@ func (b *broker) events(ctx context.Context, tenant, id string, after int64, lim
 	}
 	b.mu.Lock()
 	if !within {
+		// The read replaces the tail, but appends committed while it ran
+		// joined the old one and are not in what was read (it may have
+		// been taken before they committed): keep them after it. extend
+		// drops what the read already has and marks a gap stale.
+		meanwhile := t.tail
 		t.tail = nil
+		t.extend(evs)
+		t.extend(meanwhile)
+	} else {
+		t.extend(evs)
 	}
-	t.extend(evs)
 	if len(evs) == page {
 		t.stale = true // there may be more than one page
 	}
