@@ -66,11 +66,7 @@ func (w *worker) hold(ctx context.Context, evs ...Event) error {
 	w.st = next
 	w.holdMu.Lock()
 	w.held = h
-	fctx := w.runCtx
-	if fctx == nil {
-		fctx = ctx
-	}
-	h.timer = time.AfterFunc(w.rt.holdSelection, func() { w.flushHeld(fctx, h) })
+	h.timer = time.AfterFunc(w.rt.holdSelection, func() { w.flushHeld(w.runCtx, h) })
 	w.holdMu.Unlock()
 	return nil
 }

@@ -120,7 +120,7 @@ var createSQL = `WITH new_chat AS (
 	RETURNING id
 )
 INSERT INTO events (chat_id, seq, type, role, name, content, tool_calls, tool_responses, data, created_at)
-SELECT n.id, ` + eventSelect(14) + ` CROSS JOIN new_state n`
+SELECT n.id, ` + eventSelect(14, false) + ` CROSS JOIN new_state n`
 
 // createOp is a create waiting in the group committer.
 type createOp struct {
@@ -137,8 +137,8 @@ func (s *Store) CreateChat(ctx context.Context, p *chat.CreateChatParams) (*chat
 	}
 	// Postgres keeps microseconds; pgx truncates, and so does the chat we return.
 	created := param.Time(p.CreatedAt, s.now).Truncate(time.Microsecond)
-	evs, err := eventArrays(p.Events, created)
-	if err != nil {
+	var evs eventColumns
+	if err := evs.add(p.Events, created); err != nil {
 		return nil, false, fmt.Errorf("create chat %s: %w", id, err)
 	}
 	c := &chat.Chat{ID: id, Tenant: p.Tenant, Name: param.Text(p.Name), Spec: p.Spec, Metadata: nullableJSON(p.Metadata),
@@ -153,7 +153,7 @@ func (s *Store) CreateChat(ctx context.Context, p *chat.CreateChatParams) (*chat
 		id, p.Tenant, nullString(c.Name), []byte(p.Spec), nullJSON(p.Metadata),
 		nullString(p.IdempotencyKey), nullString(p.RequestHash), created,
 		c.LastSeq, c.MessageCount, nullString(c.Owner), lease, c.Epoch,
-	}, evs...)
+	}, evs.args()...)
 	err = s.commit.Append(ctx, &op{create: &createOp{id: id, args: args}})
 	switch {
 	case errors.Is(err, chat.ErrFenced): // the idempotency key is taken

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -55,74 +56,85 @@ func (s *Store) ListEvents(ctx context.Context, p *chat.ListEventsParams) ([]cha
 	return es, nil
 }
 
-// eventSelect is the select list and FROM clause that turn the nine column
-// arrays of eventArrays, bound from parameter $first on, into event rows.
-// Passing columns as arrays makes the insert one statement with a fixed
-// text however many events an append has: one prepared statement, one
-// round trip, and a single statement that the append's fencing CTE can
+// eventSelect is the select list and FROM clause that turn the column
+// arrays of eventColumns, bound from parameter $first on, into event rows.
+// With ord, a leading int[] parameter tags each row with the append it
+// belongs to (appendsSQL). Passing columns as arrays makes the insert one
+// statement with a fixed text however many events there are: one prepared
+// statement, one round trip, and a single statement that a fencing CTE can
 // guard as a whole.
-func eventSelect(first int) string {
-	return fmt.Sprintf(`e.seq, e.type, e.role, e.name, e.content,
-		e.tool_calls::jsonb, e.tool_responses::jsonb, e.data::jsonb, e.created_at
-		FROM unnest($%d::bigint[], $%d::text[], $%d::text[], $%d::text[], $%d::text[],
-			$%d::text[], $%d::text[], $%d::text[], $%d::timestamptz[])
-		AS e(seq, type, role, name, content, tool_calls, tool_responses, data, created_at)`,
-		first, first+1, first+2, first+3, first+4, first+5, first+6, first+7, first+8)
-}
-
-// eventSelectOrd is eventSelect with a leading int[] parameter, ord,
-// that tags each event row with the append it belongs to.
-func eventSelectOrd(first int) string {
-	return fmt.Sprintf(`e.seq, e.type, e.role, e.name, e.content,
-		e.tool_calls::jsonb, e.tool_responses::jsonb, e.data::jsonb, e.created_at
-		FROM unnest($%d::int[], $%d::bigint[], $%d::text[], $%d::text[], $%d::text[], $%d::text[],
-			$%d::text[], $%d::text[], $%d::text[], $%d::timestamptz[])
-		AS e(ord, seq, type, role, name, content, tool_calls, tool_responses, data, created_at)`,
-		first, first+1, first+2, first+3, first+4, first+5, first+6, first+7, first+8, first+9)
-}
-
-// eventArrays returns the column arrays for eventSelect. Absent values are
-// NULL (nil pointers); a zero CreatedAt becomes def.
-func eventArrays(events []chat.Event, def time.Time) ([]any, error) {
-	n := len(events)
-	var (
-		seqs                   = make([]int64, n)
-		types                  = make([]string, n)
-		roles, names, contents = make([]*string, n), make([]*string, n), make([]*string, n)
-		calls, resps, data     = make([]*string, n), make([]*string, n), make([]*string, n)
-		created                = make([]time.Time, n)
-	)
-	opt := func(s string) *string {
-		if s == "" {
-			return nil
-		}
-		return &s
+func eventSelect(first int, ord bool) string {
+	types := []string{"bigint", "text", "text", "text", "text", "text", "text", "text", "timestamptz"}
+	names := "seq, type, role, name, content, tool_calls, tool_responses, data, created_at"
+	if ord {
+		types = append([]string{"int"}, types...)
+		names = "ord, " + names
 	}
+	params := make([]string, len(types))
+	for i, t := range types {
+		params[i] = fmt.Sprintf("$%d::%s[]", first+i, t)
+	}
+	return `e.seq, e.type, e.role, e.name, e.content,
+		e.tool_calls::jsonb, e.tool_responses::jsonb, e.data::jsonb, e.created_at
+		FROM unnest(` + strings.Join(params, ", ") + `) AS e(` + names + `)`
+}
+
+// eventColumns are events as the column arrays of eventSelect. Absent
+// values are NULL (nil pointers).
+type eventColumns struct {
+	seqs                                        []int64
+	types                                       []string
+	roles, names, contents, calls, resps, datas []*string
+	created                                     []time.Time
+}
+
+// add appends events to the columns; a zero CreatedAt becomes def.
+func (c *eventColumns) add(events []chat.Event, def time.Time) error {
 	for i := range events {
 		e := &events[i]
-		seqs[i], types[i] = e.Seq, string(e.Type)
-		roles[i], names[i], contents[i] = opt(param.Text(e.Role)), opt(param.Text(e.Name)), opt(param.Text(e.Content))
+		var calls, resps *string
 		if len(e.ToolCalls) > 0 {
 			b, err := json.Marshal(param.ToolCalls(e.ToolCalls))
 			if err != nil {
-				return nil, fmt.Errorf("seq %d: tool_calls: %w", e.Seq, err)
+				return fmt.Errorf("seq %d: tool_calls: %w", e.Seq, err)
 			}
-			calls[i] = opt(string(b))
+			calls = optText(string(b))
 		}
 		if len(e.ToolResponses) > 0 {
 			b, err := json.Marshal(param.ToolResponses(e.ToolResponses))
 			if err != nil {
-				return nil, fmt.Errorf("seq %d: tool_responses: %w", e.Seq, err)
+				return fmt.Errorf("seq %d: tool_responses: %w", e.Seq, err)
 			}
-			resps[i] = opt(string(b))
+			resps = optText(string(b))
 		}
-		data[i] = opt(string(e.Data))
-		created[i] = def
+		created := def
 		if !e.CreatedAt.IsZero() {
-			created[i] = e.CreatedAt
+			created = e.CreatedAt
 		}
+		c.seqs = append(c.seqs, e.Seq)
+		c.types = append(c.types, string(e.Type))
+		c.roles = append(c.roles, optText(param.Text(e.Role)))
+		c.names = append(c.names, optText(param.Text(e.Name)))
+		c.contents = append(c.contents, optText(param.Text(e.Content)))
+		c.calls = append(c.calls, calls)
+		c.resps = append(c.resps, resps)
+		c.datas = append(c.datas, optText(string(e.Data)))
+		c.created = append(c.created, created)
 	}
-	return []any{seqs, types, roles, names, contents, calls, resps, data, created}, nil
+	return nil
+}
+
+// args are the columns as eventSelect's parameters, in order.
+func (c *eventColumns) args() []any {
+	return []any{c.seqs, c.types, c.roles, c.names, c.contents, c.calls, c.resps, c.datas, c.created}
+}
+
+// optText is s, or NULL when empty.
+func optText(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // op is one member of a group commit: an append, or the creation of a chat.
@@ -193,7 +205,7 @@ var appendsSQL = `WITH a AS (
 	RETURNING a.ord, s.id
 ), inserted AS (
 	INSERT INTO events (chat_id, seq, type, role, name, content, tool_calls, tool_responses, data, created_at)
-	SELECT u.id, ` + eventSelectOrd(19) + ` JOIN fenced_update u ON u.ord = e.ord
+	SELECT u.id, ` + eventSelect(19, true) + ` JOIN fenced_update u ON u.ord = e.ord
 )
 SELECT ord FROM fenced_update`
 
@@ -286,19 +298,18 @@ type appendRows struct {
 	completed, inputExpires               []*time.Time
 	updated                               []time.Time
 	release                               []bool
-	// ev holds the event columns, led by the ord of their append.
-	evOrd                                               []int32
-	evSeq                                               []int64
-	evType                                              []string
-	evRole, evName, evContent, evCalls, evResps, evData []*string
-	evCreated                                           []time.Time
+	// evOrd is the ord of each event's append; ev are the events.
+	evOrd []int32
+	ev    eventColumns
 }
 
 func (r *appendRows) add(ord int, p *chat.AppendParams) error {
 	u := &p.Update
-	evs, err := eventArrays(p.Events, u.UpdatedAt)
-	if err != nil {
+	if err := r.ev.add(p.Events, u.UpdatedAt); err != nil {
 		return fmt.Errorf("chat %s: %w", p.ChatID, err)
+	}
+	for range p.Events {
+		r.evOrd = append(r.evOrd, int32(ord))
 	}
 	r.ord = append(r.ord, int32(ord))
 	r.id = append(r.id, p.ChatID)
@@ -318,32 +329,12 @@ func (r *appendRows) add(ord int, p *chat.AppendParams) error {
 	r.updated = append(r.updated, u.UpdatedAt)
 	r.release = append(r.release, u.ReleaseLease)
 	r.inputExpires = append(r.inputExpires, u.InputExpiresAt)
-	for range p.Events {
-		r.evOrd = append(r.evOrd, int32(ord))
-	}
-	r.evSeq = append(r.evSeq, evs[0].([]int64)...)
-	r.evType = append(r.evType, evs[1].([]string)...)
-	r.evRole = append(r.evRole, evs[2].([]*string)...)
-	r.evName = append(r.evName, evs[3].([]*string)...)
-	r.evContent = append(r.evContent, evs[4].([]*string)...)
-	r.evCalls = append(r.evCalls, evs[5].([]*string)...)
-	r.evResps = append(r.evResps, evs[6].([]*string)...)
-	r.evData = append(r.evData, evs[7].([]*string)...)
-	r.evCreated = append(r.evCreated, evs[8].([]time.Time)...)
 	return nil
 }
 
 // args are appendsSQL's parameters, in order.
 func (r *appendRows) args() []any {
-	return []any{r.ord, r.id, r.epoch, r.prevSeq, r.status, r.stopReason, r.stopDetail, r.errText,
+	return append([]any{r.ord, r.id, r.epoch, r.prevSeq, r.status, r.stopReason, r.stopDetail, r.errText,
 		r.turns, r.msgs, r.prompt, r.comp, r.pend, r.completed, r.updated, r.lastSeq, r.release, r.inputExpires,
-		r.evOrd, r.evSeq, r.evType, r.evRole, r.evName, r.evContent, r.evCalls, r.evResps, r.evData, r.evCreated}
-}
-
-// optText is s, or NULL when empty.
-func optText(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
+		r.evOrd}, r.ev.args()...)
 }
