@@ -34,7 +34,9 @@ type config struct {
 	warmup   time.Duration
 	messages int
 	waiting  int
-	agentd   string
+	// history: completed chats put in the store before the first phase.
+	history int
+	agentd  string
 	// statements: how many of agentd's statements to list per phase, by
 	// calls per message (0: none).
 	statements int
@@ -54,6 +56,7 @@ func main() {
 	flag.DurationVar(&cfg.warmup, "warmup", 2*time.Second, "unmeasured time before each agentd phase")
 	flag.IntVar(&cfg.messages, "messages", 20, "messages per chat (the task and messages-1 agent turns)")
 	flag.IntVar(&cfg.waiting, "waiting", 10000, "chats waiting on a slow model for the memory figure (0: skip)")
+	flag.IntVar(&cfg.history, "history", 20000, "completed chats of 20 messages in the store before the first phase")
 	flag.StringVar(&cfg.agentd, "agentd", "", "agentd binary (default: built from this checkout)")
 	flag.IntVar(&cfg.statements, "statements", 0, "list agentd's N most frequent statements of each phase, per message")
 	flag.DurationVar(&cfg.hold, "hold", 0, "after the memory phase, keep agentd running this long (or until interrupted) with pprof on its admin address")
@@ -116,6 +119,9 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer ag.stop()
+	if err := pg.history(ctx, cfg.history, cfg.messages); err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
 
 	fmt.Fprintf(cfg.out, "bench-compare: %d-message round-robin replay chats (3 agents) vs pgbench one-row INSERTs; Postgres fsync on; %s per phase; %d CPUs\n\n",
 		cfg.messages, cfg.duration, runtime.NumCPU())

@@ -59,7 +59,7 @@ func TestOneTinyRound(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	err := run(ctx, config{conc: []int{2}, duration: time.Second, warmup: 500 * time.Millisecond,
-		messages: 4, waiting: 20, agentd: bin, out: &out})
+		messages: 4, waiting: 20, history: 50, agentd: bin, out: &out})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}

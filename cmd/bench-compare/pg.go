@@ -243,3 +243,33 @@ func rssOf(pid int) (int64, error) {
 	}
 	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
 }
+
+// history puts n completed chats of messages messages each into agentd's
+// store, straight into its tables, and analyzes them: the benchmark runs on
+// the store of a server that has run a while, not on empty tables.
+//
+// Empty tables would measure the first minute of a new database. Postgres
+// plans each statement for the tables' size when a connection first runs it
+// and keeps the plan until autovacuum's ANALYZE (at most once a minute)
+// invalidates it, so on a store that starts empty, each batch of appends
+// would scan chat_state from end to end for the rest of a phase. Chats of
+// the past are also what decides how deep the indexes are that appends
+// insert into.
+func (pg *pgServer) history(ctx context.Context, n, messages int) error {
+	if n <= 0 {
+		return nil
+	}
+	_, err := pg.query(ctx, "agentd", fmt.Sprintf(`
+		CREATE TEMP TABLE past AS SELECT gen_random_uuid() AS id,
+			now() - interval '1 day' + i * interval '1 second' AS at FROM generate_series(1, %[1]d) AS i;
+		INSERT INTO chats (id, tenant, name, spec, created_at)
+			SELECT id, 'default', 'history', '{"agents": []}', at FROM past;
+		INSERT INTO chat_state (id, status, stop_reason, last_seq, turns, message_count, epoch,
+				created_at, updated_at, completed_at)
+			SELECT id, 'completed', 'max_round', %[2]d, %[2]d - 1, %[2]d, 1, at, at, at FROM past;
+		INSERT INTO events (chat_id, seq, type, role, name, content, created_at)
+			SELECT id, seq, 'message', 'assistant', 'coder', 'a message of a past chat', at
+			FROM past, generate_series(1, %[2]d) AS seq;
+		ANALYZE;`, n, messages))
+	return err
+}
