@@ -359,6 +359,17 @@ func TestRequestOptions(t *testing.T) {
 	if r, err := ParseRequest([]byte(`{"task": "x", "agents": []}`)); r != nil || err != nil {
 		t.Errorf("a native spec: %v, %v", r, err)
 	}
+	// A key spelled with escapes is still the team.
+	body := request(t, readFixture(t, "round_robin"), "")
+	escaped := bytes.Replace(body, []byte(`"team"`), []byte(`"t\u0065am"`), 1)
+	if r, err := ParseRequest(escaped); bytes.Equal(escaped, body) || r == nil || err != nil {
+		t.Errorf("a team under an escaped key: %v, %v", r, err)
+	}
+	for body, want := range map[string]bool{`{"task": "x"}`: false, `{"t\u0065am": {}}`: true, `{"task": "a team"}`: true} {
+		if got := mayHoldKey([]byte(body), teamKey); got != want {
+			t.Errorf("mayHoldKey(%s) = %v, want %v", body, got, want)
+		}
+	}
 }
 
 // TestMapProblems: problems the spec's validation finds point into the file.

@@ -30,6 +30,9 @@ type Request struct {
 // team that cannot be translated is a *chat.ValidationError listing every
 // problem. The body must already be known to hold one JSON value.
 func ParseRequest(body []byte) (*Request, error) {
+	if !mayHoldKey(body, teamKey) {
+		return nil, nil // nearly every request: no decode just to find no team
+	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil || top == nil {
 		return nil, nil // not an object: the spec decoder reports it
@@ -96,4 +99,11 @@ func marshal(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// mayHoldKey reports whether a JSON body could have an object key k (plain
+// ASCII letters): it does unless k appears nowhere in it and no \u escape
+// could spell it.
+func mayHoldKey(body []byte, k string) bool {
+	return bytes.Contains(body, []byte(k)) || bytes.Contains(body, []byte(`\u`))
 }
