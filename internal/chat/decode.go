@@ -32,8 +32,12 @@ func DecodeSpec(body []byte) (*Spec, []Problem) {
 	if probs = storableProblems(body, v); len(probs) > 0 {
 		return nil, probs
 	}
-	checkShape(&probs, "", v, reflect.TypeFor[Spec]())
-	if len(probs) > 0 {
+	// A quick pass first: most specs are fine, and saying where a problem
+	// is (JSON pointers, keys in order) is only worth its cost when there
+	// is one.
+	if quick := (shapeCheck{quick: true}); !quick.check("", v, specType) {
+		full := shapeCheck{probs: &probs}
+		full.check("", v, specType)
 		return nil, probs
 	}
 	var s Spec
@@ -49,107 +53,155 @@ var (
 	rawMessageType     = reflect.TypeFor[json.RawMessage]()
 	modelRefType       = reflect.TypeFor[ModelRef]()
 	replayResponseType = reflect.TypeFor[ReplayResponse]()
+	modelConfigType    = reflect.TypeFor[ModelConfig]()
+	specType           = reflect.TypeFor[Spec]()
 )
 
-// checkShape walks a generic JSON value beside the Go type it will be decoded
-// into and records unknown fields and type mismatches.
-func checkShape(probs *[]Problem, path string, v any, t reflect.Type) {
+// shapeCheck walks a generic JSON value beside the Go type it will be
+// decoded into and records unknown fields and type mismatches. A quick one
+// only tells whether there is any: it stops at the first, works out no
+// paths and visits keys in any order.
+type shapeCheck struct {
+	quick bool
+	probs *[]Problem
+}
+
+// check reports whether v fits t; a full check records every problem.
+func (c shapeCheck) check(path string, v any, t reflect.Type) bool {
 	if v == nil {
-		return // null decodes to the zero value of any Go type
+		return true // null decodes to the zero value of any Go type
 	}
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	add := func(msg string) { *probs = append(*probs, Problem{Path: path, Message: msg}) }
+	add := func(msg string) bool {
+		if !c.quick {
+			*c.probs = append(*c.probs, Problem{Path: path, Message: msg})
+		}
+		return false
+	}
+	// sub is the path of member k; only a full check needs it.
+	sub := func(k string) string {
+		if c.quick {
+			return ""
+		}
+		return path + "/" + k
+	}
 	switch t {
 	case rawMessageType:
-		return
+		return true
 	case modelRefType:
 		if _, ok := v.(string); ok {
-			return
+			return true
 		}
 		if _, ok := v.(map[string]any); !ok {
-			add("must be a model name or a model object")
-			return
+			return add("must be a model name or a model object")
 		}
-		checkShape(probs, path, v, reflect.TypeFor[ModelConfig]())
-		return
+		return c.check(path, v, modelConfigType)
 	case replayResponseType:
 		if _, ok := v.(string); ok {
-			return
+			return true
 		}
 		if _, ok := v.(map[string]any); !ok {
-			add("must be a string or an object")
-			return
+			return add("must be a string or an object")
 		}
 		// Fall through to the struct check below.
 	}
+	ok := true
 	switch t.Kind() {
 	case reflect.Struct:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			add("must be an object")
-			return
+		obj, isObj := v.(map[string]any)
+		if !isObj {
+			return add("must be an object")
 		}
 		fields := jsonFields(t)
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
-			keys = append(keys, k)
+		if c.quick {
+			for k, e := range obj {
+				if ft, known := fields[k]; !known || !c.check("", e, ft) {
+					return false
+				}
+			}
+			return true
 		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			ft, ok := fields[k]
-			if !ok {
-				*probs = append(*probs, Problem{Path: path + "/" + escapePointer(k), Message: "unknown field"})
+		for _, k := range sortedKeys(obj) {
+			ft, known := fields[k]
+			if !known {
+				*c.probs = append(*c.probs, Problem{Path: sub(escapePointer(k)), Message: "unknown field"})
+				ok = false
 				continue
 			}
-			checkShape(probs, path+"/"+escapePointer(k), obj[k], ft)
+			if !c.check(sub(escapePointer(k)), obj[k], ft) {
+				ok = false
+			}
 		}
 	case reflect.Slice:
-		arr, ok := v.([]any)
-		if !ok {
-			add("must be an array")
-			return
+		arr, isArr := v.([]any)
+		if !isArr {
+			return add("must be an array")
 		}
 		for i, e := range arr {
-			checkShape(probs, path+"/"+strconv.Itoa(i), e, t.Elem())
+			var p string
+			if !c.quick {
+				p = sub(strconv.Itoa(i))
+			}
+			if !c.check(p, e, t.Elem()) {
+				if c.quick {
+					return false
+				}
+				ok = false
+			}
 		}
 	case reflect.Map:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			add("must be an object")
-			return
+		obj, isObj := v.(map[string]any)
+		if !isObj {
+			return add("must be an object")
 		}
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
-			keys = append(keys, k)
+		if c.quick {
+			for _, e := range obj {
+				if !c.check("", e, t.Elem()) {
+					return false
+				}
+			}
+			return true
 		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			checkShape(probs, path+"/"+escapePointer(k), obj[k], t.Elem())
+		for _, k := range sortedKeys(obj) {
+			if !c.check(sub(escapePointer(k)), obj[k], t.Elem()) {
+				ok = false
+			}
 		}
 	case reflect.String:
-		if _, ok := v.(string); !ok {
-			add("must be a string")
+		if _, isStr := v.(string); !isStr {
+			return add("must be a string")
 		}
 	case reflect.Bool:
-		if _, ok := v.(bool); !ok {
-			add("must be a boolean")
+		if _, isBool := v.(bool); !isBool {
+			return add("must be a boolean")
 		}
 	case reflect.Int, reflect.Int64, reflect.Int32:
-		n, ok := v.(json.Number)
-		if !ok {
-			add("must be an integer")
-			return
+		n, isNum := v.(json.Number)
+		if !isNum {
+			return add("must be an integer")
 		}
 		if _, err := n.Int64(); err != nil {
-			add("must be an integer")
+			return add("must be an integer")
 		}
 	case reflect.Float64:
-		if _, ok := v.(json.Number); !ok {
-			add("must be a number")
+		if _, isNum := v.(json.Number); !isNum {
+			return add("must be a number")
 		}
 	}
+	return ok
+}
+
+// sortedKeys are obj's keys in order, so that problems come in a stable
+// order.
+func sortedKeys(obj map[string]any) []string {
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // jsonFields maps the JSON names of a struct's fields to their types.
