@@ -61,5 +61,5 @@ func (s *state) resume(env stepEnv) step {
 	} else {
 		d.Turn, d.End = s.pending.Turn, true
 	}
-	return appendStep(runningEvent(), Event{Type: EventMessage, Role: RoleUser, Name: a.Name, Content: content, Data: mustJSON(d)})
+	return appendStep(runningEvent(), withData(Event{Type: EventMessage, Role: RoleUser, Name: a.Name, Content: content}, d))
 }

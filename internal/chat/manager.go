@@ -168,11 +168,11 @@ func modelReply(a *AgentSpec, turn int, resp *ModelResponse, box *toolbox, refle
 	usage := resp.Usage
 	d := messageData{Usage: &usage, Kind: kindModel, Turn: turn, End: true}
 	if reflect {
-		return Event{Type: EventMessage, Role: RoleAssistant, Name: a.Name, Content: resp.Content, Data: mustJSON(d)}
+		return withData(Event{Type: EventMessage, Role: RoleAssistant, Name: a.Name, Content: resp.Content}, d)
 	}
 	routed := len(resp.ToolCalls) > 0 && slices.ContainsFunc(resp.ToolCalls, func(c ToolCall) bool { return box.byName[c.Function.Name].executor != "" })
 	d.End = len(resp.ToolCalls) == 0 || routed
-	return Event{Type: EventMessage, Role: RoleAssistant, Name: a.Name, Content: resp.Content, ToolCalls: resp.ToolCalls, Data: mustJSON(d)}
+	return withData(Event{Type: EventMessage, Role: RoleAssistant, Name: a.Name, Content: resp.Content, ToolCalls: resp.ToolCalls}, d)
 }
 
 // toolSummary ends a turn whose iterations are used up without reflection:
@@ -186,8 +186,7 @@ func (s *state) toolSummary(a *AgentSpec, turn int) Event {
 		lines = append(lines, strings.NewReplacer("{tool_name}", c.Function.Name, "{arguments}", c.Function.Arguments,
 			"{result}", r.Content, "{is_error}", pyBool(r.IsError)).Replace(format))
 	}
-	return Event{Type: EventMessage, Role: RoleAssistant, Name: a.Name, Content: strings.Join(lines, "\n"),
-		Data: mustJSON(messageData{Kind: kindSummary, Turn: turn, End: true})}
+	return withData(Event{Type: EventMessage, Role: RoleAssistant, Name: a.Name, Content: strings.Join(lines, "\n")}, messageData{Kind: kindSummary, Turn: turn, End: true})
 }
 
 // pyBool is a bool as Python's str.format writes it, which AgentChat uses
@@ -298,8 +297,7 @@ func (s *state) autoReplyStep(a *AgentSpec, turn int) step {
 			return step{kind: stepCode, agent: a, turn: turn, blocks: blocks}
 		}
 	}
-	return appendStep(Event{Type: EventMessage, Role: RoleUser, Name: a.Name, Content: derefOr(a.DefaultAutoReply, ""),
-		Data: mustJSON(messageData{Kind: kindAuto, Turn: turn, End: true})})
+	return appendStep(withData(Event{Type: EventMessage, Role: RoleUser, Name: a.Name, Content: derefOr(a.DefaultAutoReply, "")}, messageData{Kind: kindAuto, Turn: turn, End: true}))
 }
 
 // codeReply is a user_proxy's reply with the result of its code blocks.
@@ -308,9 +306,8 @@ func codeReply(a *AgentSpec, turn int, res *CodeResult) Event {
 	if res.ExitCode != 0 {
 		outcome = "execution failed"
 	}
-	return Event{Type: EventMessage, Role: RoleUser, Name: a.Name,
-		Content: fmt.Sprintf("exitcode: %d (%s)\nCode output: %s", res.ExitCode, outcome, res.Output),
-		Data:    mustJSON(messageData{Kind: kindAuto, Turn: turn, End: true, CodeResult: res})}
+	return withData(Event{Type: EventMessage, Role: RoleUser, Name: a.Name,
+		Content: fmt.Sprintf("exitcode: %d (%s)\nCode output: %s", res.ExitCode, outcome, res.Output)}, messageData{Kind: kindAuto, Turn: turn, End: true, CodeResult: res})
 }
 
 // inputRequest makes the input.requested event that pauses the chat.

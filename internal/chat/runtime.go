@@ -215,6 +215,7 @@ func (r *Runtime) Ready() bool { return !r.stopping.Load() }
 // appended is called after a worker's events are durable: it hands them to
 // the chat's local subscribers and counts what was written.
 func (r *Runtime) appended(chatID string, evs []Event, after *state) {
+	untyped(evs)
 	// The messages of evs are the last of after's, already decoded there.
 	msgs := 0
 	for _, e := range evs {

@@ -280,7 +280,7 @@ func (s *state) selectStep(env stepEnv) step {
 }
 
 func selectedEvent(sel selection) Event {
-	return Event{Type: EventSpeakerSelected, Data: mustJSON(sel)}
+	return withData(Event{Type: EventSpeakerSelected}, sel)
 }
 
 // autoSelection is the auto selector's choice after its attempts, AutoGen

@@ -44,11 +44,10 @@ func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, err
 	for _, m := range spec.Messages {
 		// Tool calls and responses are kept: the agent that made them sees
 		// them in its model context as AgentChat keeps them.
-		evs = append(evs, Event{Type: EventMessage, Role: m.Role, Name: cmp.Or(m.Name, UserName), Content: m.Content,
-			ToolCalls: m.ToolCalls, ToolResponses: m.ToolResponses, Data: mustJSON(messageData{Kind: kindHistory, Type: m.Type}), CreatedAt: now})
+		evs = append(evs, withData(Event{Type: EventMessage, Role: m.Role, Name: cmp.Or(m.Name, UserName), Content: m.Content,
+			ToolCalls: m.ToolCalls, ToolResponses: m.ToolResponses, CreatedAt: now}, messageData{Kind: kindHistory, Type: m.Type}))
 	}
-	evs = append(evs, Event{Type: EventMessage, Role: RoleUser, Name: UserName, Content: spec.Task,
-		Data: mustJSON(messageData{Kind: kindTask}), CreatedAt: now})
+	evs = append(evs, withData(Event{Type: EventMessage, Role: RoleUser, Name: UserName, Content: spec.Task, CreatedAt: now}, messageData{Kind: kindTask}))
 	for i := range evs {
 		evs[i].Seq = int64(i + 1)
 	}

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -132,7 +133,13 @@ func terminalStatus(t EventType) Status {
 }
 
 // decodeData decodes an event's data into v; no data is the zero value.
-func decodeData(e Event, v any) error {
+// An event that still carries the value its data was encoded from gives
+// that value.
+func decodeData[T any](e Event, v *T) error {
+	if t, ok := e.typed.(T); ok {
+		*v = t
+		return nil
+	}
 	if len(e.Data) == 0 {
 		return nil
 	}
@@ -140,6 +147,26 @@ func decodeData(e Event, v any) error {
 		return fmt.Errorf("decode data: %w", err)
 	}
 	return nil
+}
+
+// withData is e with data v: encoded for the log, and kept as it is for the
+// worker's fold when decoding the encoding gives v back. That is so for the
+// values folded from typed events (plain fields, strings and ints, no
+// times), except for text the encoding mended: invalid UTF-8 (written as
+// \ufffd) and NUL (\u0000, which storable mends once more).
+func withData(e Event, v any) Event {
+	e.Data = mustJSON(v)
+	if !bytes.Contains(e.Data, []byte(`\ufffd`)) && !bytes.Contains(e.Data, []byte(`\u0000`)) {
+		e.typed = v
+	}
+	return e
+}
+
+// untyped drops the values withData kept, before events leave the worker.
+func untyped(evs []Event) {
+	for i := range evs {
+		evs[i].typed = nil
+	}
 }
 
 func (s *state) fold(e Event) error {

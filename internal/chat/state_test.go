@@ -23,12 +23,14 @@ func created(spec *Spec) []Event {
 	return evs
 }
 
-// fold returns the state of a log, failing the test on an event that does
-// not fold.
+// fold returns the state of a log as a store gives it back (no typed
+// data: everything decoded), failing the test on an event that does not
+// fold.
 func fold(t *testing.T, spec *Spec, evs []Event) *state {
 	t.Helper()
 	s := newState(spec, min(derefOr(spec.MaxRound, DefaultMaxRound), DefaultLimits.MaxRound))
 	for _, e := range evs {
+		e.typed = nil
 		if err := s.apply(e); err != nil {
 			t.Fatal(err)
 		}
@@ -401,4 +403,30 @@ func randomInput(rng *rand.Rand, s *state) json.RawMessage {
 	}
 	c := []string{"go on", "exit", "STOP"}[rng.IntN(3)]
 	return mustJSON(Input{RequestID: p.RequestID, Content: &c})
+}
+
+// A worker folds its own events from the values they were encoded from,
+// unless the encoding changed them: then it decodes, as a worker that reads
+// the log does.
+func TestWithDataKeepsOnlyWhatDecodesTheSame(t *testing.T) {
+	for _, c := range []struct {
+		out  string
+		kept bool
+	}{{"fine <ok> & done", true}, {"bad \xff byte", false}, {"nul \x00 char", false}} {
+		e := storable(withData(Event{Type: EventMessage}, messageData{Kind: kindAuto, CodeResult: &CodeResult{Output: c.out}}))
+		if (e.typed != nil) != c.kept {
+			t.Errorf("%q: typed kept = %v, want %v", c.out, e.typed != nil, c.kept)
+		}
+		var typed, decoded messageData
+		if err := decodeData(e, &typed); err != nil {
+			t.Fatal(err)
+		}
+		e.typed = nil
+		if err := decodeData(e, &decoded); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(typed, decoded) {
+			t.Errorf("%q: folded %+v, the log gives %+v", c.out, typed.CodeResult, decoded.CodeResult)
+		}
+	}
 }

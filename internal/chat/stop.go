@@ -19,7 +19,7 @@ type terminalData struct {
 
 func terminalEvent(status Status, reason StopReason, detail, errText string) Event {
 	typ := map[Status]EventType{StatusCompleted: EventChatCompleted, StatusFailed: EventChatFailed, StatusCancelled: EventChatCancelled}[status]
-	return Event{Type: typ, Data: mustJSON(terminalData{Status: status, StopReason: reason, StopDetail: detail, Error: errText})}
+	return withData(Event{Type: typ}, terminalData{Status: status, StopReason: reason, StopDetail: detail, Error: errText})
 }
 
 // failedEvent ends a chat that cannot go on: the error is its error and

@@ -70,8 +70,7 @@ func toolMessage(executor string, turn int, calls []ToolCall, responses []ToolRe
 	for i, c := range calls {
 		names[i] = c.Function.Name
 	}
-	return Event{Type: EventMessage, Role: RoleTool, Name: executor, ToolResponses: responses,
-		Data: mustJSON(messageData{Kind: kindTool, Turn: turn, End: end, Functions: names})}
+	return withData(Event{Type: EventMessage, Role: RoleTool, Name: executor, ToolResponses: responses}, messageData{Kind: kindTool, Turn: turn, End: end, Functions: names})
 }
 
 // executes reports whether a user_proxy runs the function: one of its
@@ -130,8 +129,7 @@ func toolTurnEvents(a *AgentSpec, turn int, open *Message, results []ToolRespons
 	}
 	evs := []Event{toolMessage(a.Name, turn, open.ToolCalls, results, false)}
 	if target != "" {
-		evs = append(evs, Event{Type: EventMessage, Role: RoleAssistant, Name: a.Name, Content: handoffContent(target),
-			Data: mustJSON(messageData{Kind: kindHandoff, Handoff: target, Turn: turn, End: true})})
+		evs = append(evs, withData(Event{Type: EventMessage, Role: RoleAssistant, Name: a.Name, Content: handoffContent(target)}, messageData{Kind: kindHandoff, Handoff: target, Turn: turn, End: true}))
 	}
 	return evs
 }

@@ -195,6 +195,12 @@ type Event struct {
 	ToolResponses []ToolResponse  `json:"tool_responses,omitempty"`
 	Data          json.RawMessage `json:"data,omitempty"`
 	CreatedAt     time.Time       `json:"created_at"`
+
+	// typed is the value Data was encoded from, on the events a worker
+	// makes (see withData), so that its fold does not decode them again.
+	// It is dropped before the events are published; events read from a
+	// store never have it.
+	typed any
 }
 
 // Chat is the record of one chat: its spec and the summary of its log.
