@@ -75,6 +75,11 @@ func TestATurnIsOneAppend(t *testing.T) {
 	if alone != 0 || with != 6 {
 		t.Fatalf("%d selections appended alone, %d with their message; want 0 and 6: %v", alone, with, as)
 	}
+	// The chat's start goes with its first turn: the worker's first append
+	// is chat.running, the selection and the first reply.
+	if want := []chat.EventType{chat.EventChatRunning, chat.EventSpeakerSelected, chat.EventMessage}; len(as) == 0 || !slices.Equal(as[0].types, want) {
+		t.Fatalf("first append = %v, want %v", as, want)
+	}
 	if want := []string{"go", "a-0", "b-0", "a-1", "b-1", "a-2", "b-2"}; !slices.Equal(contents(messages(t, log, c.ID)), want) {
 		t.Fatalf("messages = %v", contents(messages(t, log, c.ID)))
 	}

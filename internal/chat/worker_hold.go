@@ -3,6 +3,7 @@ package chat
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -10,8 +11,8 @@ import (
 // written together with the turn's first output.
 const defaultHoldSelection = 20 * time.Millisecond
 
-// heldAppend is a speaker selection the worker acts on before it is
-// durable. A turn is then one append and one commit wait, not two: the
+// heldAppend is a speaker selection (and, for a chat that starts, its
+// chat.running) the worker acts on before it is durable. A turn is then one append and one commit wait, not two: the
 // selection is written with the turn's first output (commit), and the
 // model call starts at once instead of after the selection's commit. A
 // turn slower than the hold delay gets its selection appended alone
@@ -22,7 +23,8 @@ const defaultHoldSelection = 20 * time.Millisecond
 // the worker stops before the selection is durable, it was neither
 // published nor recorded, and the next worker selects again from the same
 // log as it redoes the turn (for auto selection, with another selector
-// call).
+// call). A chat whose chat.running was not written is still queued, under
+// the worker's lease, and the next worker starts it again.
 type heldAppend struct {
 	// evs are the planned events (seqs and times set); st is the worker's
 	// state after them and base the confirmed state before them.
@@ -35,11 +37,19 @@ type heldAppend struct {
 	err     error
 }
 
-// holdable reports whether a step is a speaker selection the worker may act
-// on before it is durable.
+// holdable reports whether a step is a speaker selection, or the start of
+// a queued chat, that the worker may act on before it is durable.
 func (w *worker) holdable(s step) bool {
 	if s.kind != stepAppend || len(s.before) > 0 || len(s.events) == 0 || w.inputResponse != nil ||
-		w.rt.holdSelection < 0 || w.st.status != StatusRunning {
+		w.rt.holdSelection < 0 {
+		return false
+	}
+	if w.st.status == StatusQueued {
+		// A new chat's chat.running goes with its first turn: one commit
+		// wait less before the first reply.
+		return len(s.events) == 1 && s.events[0].Type == EventChatRunning
+	}
+	if w.st.status != StatusRunning {
 		return false
 	}
 	for _, e := range s.events {
@@ -63,6 +73,14 @@ func (w *worker) hold(ctx context.Context, evs ...Event) error {
 		return w.commit(ctx, evs...)
 	}
 	h := &heldAppend{evs: out, st: next, base: w.st}
+	// What is held already (a chat's start) is held on with these events.
+	if prev := w.takeHeld(); prev != nil && !prev.flushed {
+		if prev.err != nil {
+			w.st = prev.base
+			return prev.err
+		}
+		h.evs, h.base = append(slices.Clip(prev.evs), out...), prev.base
+	}
 	w.st = next
 	w.holdMu.Lock()
 	w.held = h
