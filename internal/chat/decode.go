@@ -140,16 +140,13 @@ func (c shapeCheck) check(path string, v any, t reflect.Type) bool {
 			return add("must be an array")
 		}
 		for i, e := range arr {
-			var p string
-			if !c.quick {
-				p = sub(strconv.Itoa(i))
+			if c.check(sub(strconv.Itoa(i)), e, t.Elem()) {
+				continue
 			}
-			if !c.check(p, e, t.Elem()) {
-				if c.quick {
-					return false
-				}
-				ok = false
+			if c.quick {
+				return false
 			}
+			ok = false
 		}
 	case reflect.Map:
 		obj, isObj := v.(map[string]any)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -267,26 +266,22 @@ func (e *appendError) Unwrap() error { return e.err }
 // adopt the new state and publish the events. An append that fails leaves
 // the worker's state as the store has it.
 func (w *worker) commit(ctx context.Context, evs ...Event) error {
-	h := w.takeHeld()
-	pending := h != nil && !h.flushed
-	if h != nil && h.err != nil {
-		w.st = h.base
-		return h.err
+	held, base, err := w.takeUnwritten()
+	if err != nil {
+		return err
 	}
 	for i := range evs {
 		evs[i] = storable(evs[i])
 	}
 	env := w.env()
 	next, evs, err := w.st.plan(evs, env, w.id)
-	if pending {
-		w.st = h.base // until the append below confirms the held events
+	if base != nil {
+		w.st = base // until the append below confirms the held events
 	}
 	if err != nil {
 		return fmt.Errorf("fold events of chat %s: %w", w.id, err)
 	}
-	if pending {
-		evs = append(slices.Clip(h.evs), evs...)
-	}
+	evs = append(held, evs...)
 	if err := w.append(ctx, &AppendParams{ChatID: w.id, Epoch: w.epoch, Events: evs, Update: next.update(env.now)}); err != nil {
 		return &appendError{err: fmt.Errorf("append seq %d..%d to chat %s: %w", evs[0].Seq, evs[len(evs)-1].Seq, w.id, err)}
 	}

@@ -12,12 +12,12 @@ import (
 const defaultHoldSelection = 20 * time.Millisecond
 
 // heldAppend is a speaker selection (and, for a chat that starts, its
-// chat.running) the worker acts on before it is durable. A turn is then one append and one commit wait, not two: the
-// selection is written with the turn's first output (commit), and the
-// model call starts at once instead of after the selection's commit. A
-// turn slower than the hold delay gets its selection appended alone
-// meanwhile (flushHeld), so that followers see who speaks during a long
-// model call.
+// chat.running) the worker acts on before it is durable. A turn is then one
+// append and one commit wait, not two: the selection is written with the
+// turn's first output (commit), and the model call starts at once instead
+// of after the selection's commit. A turn slower than the hold delay gets
+// its selection appended alone meanwhile (flushHeld), so that followers see
+// who speaks during a long model call.
 //
 // Holding is safe because a selection can be made again from the log: if
 // the worker stops before the selection is durable, it was neither
@@ -72,15 +72,15 @@ func (w *worker) hold(ctx context.Context, evs ...Event) error {
 	if len(out) != len(evs) || next.status != StatusRunning {
 		return w.commit(ctx, evs...)
 	}
-	h := &heldAppend{evs: out, st: next, base: w.st}
 	// What is held already (a chat's start) is held on with these events.
-	if prev := w.takeHeld(); prev != nil && !prev.flushed {
-		if prev.err != nil {
-			w.st = prev.base
-			return prev.err
-		}
-		h.evs, h.base = append(slices.Clip(prev.evs), out...), prev.base
+	prev, base, err := w.takeUnwritten()
+	if err != nil {
+		return err
 	}
+	if base == nil {
+		base = w.st
+	}
+	h := &heldAppend{evs: append(prev, out...), st: next, base: base}
 	w.st = next
 	w.holdMu.Lock()
 	w.held = h
@@ -123,15 +123,25 @@ func (w *worker) takeHeld() *heldAppend {
 // dropped, and the worker's state is the confirmed one again. It returns
 // the error of a flush whose outcome is unknown.
 func (w *worker) settleHeld() error {
+	_, base, err := w.takeUnwritten()
+	if base != nil {
+		w.st = base
+	}
+	return err
+}
+
+// takeUnwritten removes the held events and returns those still to be
+// appended, with the confirmed state before them; none and a nil state when
+// nothing is held or the flush wrote it. A flush whose outcome is unknown
+// puts the worker back on the confirmed state and returns its error.
+func (w *worker) takeUnwritten() ([]Event, *state, error) {
 	h := w.takeHeld()
 	switch {
 	case h == nil || h.flushed:
-		return nil
+		return nil, nil, nil
 	case h.err != nil:
 		w.st = h.base
-		return h.err
-	default:
-		w.st = h.base
-		return nil
+		return nil, nil, h.err
 	}
+	return slices.Clip(h.evs), h.base, nil
 }
