@@ -2,8 +2,11 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/store/internal/param"
@@ -92,10 +95,38 @@ func (s *Store) Claim(ctx context.Context, p *chat.ClaimParams) ([]*chat.Chat, e
 	return cs, nil
 }
 
-// RenewLeases implements chat.Store, in one statement for all leases. A
-// lease is held while the chat's owner and epoch are still the caller's: any
-// claim by someone else bumps the epoch, so renewing a lease that expired
-// but was not taken over is safe.
+// renewSQL extends, in one statement, the leases of the chats whose rows it
+// can lock now, and says for each row it locked whether the lease was still
+// the caller's.
+//
+// Why SKIP LOCKED: an append batch locks the rows of its chats and holds
+// them until its commit, in whatever order its plan visits them. A renewal
+// that waited for a row while holding others could close a cycle with such
+// a batch; Postgres then breaks the deadlock only after deadlock_timeout,
+// stalling every chat of the batch for that long and failing one side. So
+// this statement waits for nothing: a row an append holds right now is left
+// out, and RenewLeases renews it alone, one row per statement, which holds
+// no other lock while it waits.
+const renewSQL = `WITH locked AS (
+	SELECT s.id, l.epoch, s.epoch = l.epoch AND s.owner = $4 AS held, s.cancel_requested
+	FROM chat_state s JOIN unnest($2::uuid[], $3::bigint[]) AS l(id, epoch) ON s.id = l.id
+	FOR NO KEY UPDATE OF s SKIP LOCKED
+), renewed AS (
+	UPDATE chat_state AS c SET lease_expires_at = $1
+	FROM locked WHERE c.id = locked.id AND locked.held
+)
+SELECT id::text, epoch, held, cancel_requested FROM locked`
+
+// renewOneSQL renews the lease of one chat whose row renewSQL found locked.
+const renewOneSQL = `UPDATE chat_state SET lease_expires_at = $1
+	WHERE id = $2 AND epoch = $3 AND owner = $4
+	RETURNING cancel_requested`
+
+// RenewLeases implements chat.Store, in one statement for all leases but
+// those whose rows are being written right now (see renewSQL). A lease is
+// held while the chat's owner and epoch are still the caller's: any claim by
+// someone else bumps the epoch, so renewing a lease that expired but was not
+// taken over is safe.
 func (s *Store) RenewLeases(ctx context.Context, p *chat.RenewLeasesParams) ([]chat.LeaseState, error) {
 	states := make([]chat.LeaseState, len(p.Leases))
 	for i, l := range p.Leases {
@@ -111,6 +142,7 @@ func (s *Store) RenewLeases(ctx context.Context, p *chat.RenewLeasesParams) ([]c
 		id    string
 		epoch int64
 	}
+	type answer struct{ held, cancel bool }
 	var ids []string
 	var epochs []int64
 	for _, l := range p.Leases {
@@ -118,32 +150,41 @@ func (s *Store) RenewLeases(ctx context.Context, p *chat.RenewLeasesParams) ([]c
 			ids, epochs = append(ids, id), append(epochs, l.Epoch)
 		}
 	}
-	rows, err := s.pool.Query(ctx, `UPDATE chat_state AS c SET lease_expires_at = $1
-		FROM unnest($2::uuid[], $3::bigint[]) AS l(id, epoch)
-		WHERE c.id = l.id AND c.epoch = l.epoch AND c.owner = $4
-		RETURNING c.id::text, c.epoch, c.cancel_requested`, p.LeaseUntil, ids, epochs, p.Owner)
+	rows, err := s.pool.Query(ctx, renewSQL, p.LeaseUntil, ids, epochs, p.Owner)
 	if err != nil {
 		return nil, fmt.Errorf("renew leases of %s: %w", p.Owner, translate(err))
 	}
-	defer rows.Close()
-	held := map[key]bool{} // value: cancel requested
-	for rows.Next() {
-		var (
-			k      key
-			cancel bool
-		)
-		if err := rows.Scan(&k.id, &k.epoch, &cancel); err != nil {
-			return nil, fmt.Errorf("renew leases of %s: %w", p.Owner, err)
-		}
-		held[k] = cancel
-	}
-	if err := rows.Err(); err != nil {
+	answers := map[key]answer{}
+	var k key
+	var a answer
+	_, err = pgx.ForEachRow(rows, []any{&k.id, &k.epoch, &a.held, &a.cancel}, func() error {
+		answers[k] = a
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("renew leases of %s: %w", p.Owner, translate(err))
+	}
+	// The rows left out were locked by a write in progress (or are gone).
+	for i, id := range ids {
+		k := key{id, epochs[i]}
+		if _, ok := answers[k]; ok {
+			continue
+		}
+		var cancel bool
+		err := s.pool.QueryRow(ctx, renewOneSQL, p.LeaseUntil, id, epochs[i], p.Owner).Scan(&cancel)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			answers[k] = answer{}
+		case err != nil:
+			return nil, fmt.Errorf("renew lease of chat %s for %s: %w", id, p.Owner, translate(err))
+		default:
+			answers[k] = answer{held: true, cancel: cancel}
+		}
 	}
 	for i, l := range p.Leases {
 		id, _ := param.ChatID(l.ChatID)
-		if cancel, ok := held[key{id, l.Epoch}]; ok {
-			states[i].Held, states[i].CancelRequested = true, cancel
+		if a := answers[key{id, l.Epoch}]; a.held {
+			states[i].Held, states[i].CancelRequested = true, a.cancel
 		}
 	}
 	return states, nil

@@ -1,0 +1,95 @@
+package postgres
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentd/agentd/internal/chat"
+)
+
+// TestRenewLeasesWaitsForNoRowWhileHoldingOthers holds one chat's row
+// locked, as an append batch does until it commits, and renews the leases
+// of that chat and another. The other lease must be renewed and committed
+// while the row is still locked: a renewal that sat on the other row while
+// it waited could deadlock with a batch that wants that row next, and
+// Postgres breaks such a cycle only after deadlock_timeout.
+func TestRenewLeasesWaitsForNoRowWhileHoldingOthers(t *testing.T) {
+	t.Parallel()
+	s := newStore(t).(*Store)
+	ctx := t.Context()
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i := range 2 {
+		at := base.Add(time.Duration(i) * time.Second)
+		if _, _, err := s.CreateChat(ctx, &chat.CreateChatParams{
+			ID: uuid.NewString(), Tenant: "acme", Spec: json.RawMessage(`{}`), CreatedAt: at,
+			Events: []chat.Event{{Seq: 1, Type: chat.EventChatCreated, Data: json.RawMessage(`{}`), CreatedAt: at}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimed, err := s.Claim(ctx, &chat.ClaimParams{Owner: "a", Now: base, LeaseUntil: base.Add(time.Minute), Limit: 2})
+	if err != nil || len(claimed) != 2 {
+		t.Fatalf("Claim: %d chats, %v", len(claimed), err)
+	}
+	free, busy := claimed[0], claimed[1]
+
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `UPDATE chat_state SET updated_at = now() WHERE id = $1`, busy.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	until := base.Add(2 * time.Minute)
+	type result struct {
+		states []chat.LeaseState
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		states, err := s.RenewLeases(ctx, &chat.RenewLeasesParams{Owner: "a", LeaseUntil: until,
+			Leases: []chat.Lease{{ChatID: busy.ID, Epoch: busy.Epoch}, {ChatID: free.ID, Epoch: free.Epoch}}})
+		done <- result{states, err}
+	}()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var got time.Time
+		if err := s.pool.QueryRow(ctx, `SELECT lease_expires_at FROM chat_state WHERE id = $1`, free.ID).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Equal(until) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the free chat's lease was not renewed while another chat's row was locked")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("RenewLeases returned while the busy row was locked: %+v, %v", r.states, r.err)
+	default:
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	for _, st := range r.states {
+		if !st.Held {
+			t.Errorf("lease of %s not held after renewal", st.ChatID)
+		}
+	}
+	var got time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT lease_expires_at FROM chat_state WHERE id = $1`, busy.ID).Scan(&got); err != nil || !got.Equal(until) {
+		t.Fatalf("busy chat's lease expires at %v (%v), want %v", got, err, until)
+	}
+}
