@@ -32,6 +32,32 @@ type broker struct {
 type Wake struct {
 	Progress Progress
 	Known    bool
+	// ended is the record the append that ended the chat wrote, when this
+	// wake comes from that append: see Ended.
+	ended *ChatUpdate
+}
+
+// Ended returns chat c, as read before, as the append that ended it left
+// it, when the wake comes from that append: what never changes after
+// create is c's, the rest is what the append wrote. So a waiter for the end
+// needs no read of the store either. A terminal chat changes no more, but
+// for a cancel request, which no client sees.
+func (wk Wake) Ended(c *Chat) (*Chat, bool) {
+	u := wk.ended
+	if u == nil {
+		return nil, false
+	}
+	e := *c
+	e.Status, e.StopReason, e.StopDetail, e.Error = u.Status, u.StopReason, u.StopDetail, u.Error
+	e.Turns, e.MessageCount = u.Turns, u.MessageCount
+	e.PromptTokens, e.CompletionTokens = u.PromptTokens, u.CompletionTokens
+	e.PendingInput, e.InputExpiresAt, e.InputResponse = u.PendingInput, u.InputExpiresAt, nil
+	e.CompletedAt, e.UpdatedAt = u.CompletedAt, u.UpdatedAt
+	e.LastSeq = wk.Progress.LastSeq
+	if u.ReleaseLease {
+		e.Owner, e.LeaseExpiresAt = "", nil
+	}
+	return &e, true
 }
 
 // topic is one chat's subscribers and its kept tail of events.
@@ -49,6 +75,10 @@ type topic struct {
 	// runs, no other replica can append, so a notification is the echo of
 	// our own append, already delivered.
 	local int
+	// known is where a worker of this replica has the chat while one runs:
+	// as its lease found it, then as its last append left it. A new
+	// subscriber starts from it instead of reading the store.
+	known Wake
 	// fill serialises catching up from the store, so concurrent readers
 	// share one query.
 	fill sync.Mutex
@@ -77,12 +107,22 @@ func (b *broker) dropLocked(id string, t *topic) {
 }
 
 func (b *broker) subscribe(id string) (<-chan Wake, func()) {
+	_, ch, stop := b.follow(id)
+	return ch, stop
+}
+
+// follow subscribes to the chat and returns, with the subscription, where
+// the chat stands if a worker of this replica runs it (Known), as of the
+// subscription: every later append wakes the subscriber.
+func (b *broker) follow(id string) (Wake, <-chan Wake, func()) {
 	ch := make(chan Wake, 1)
 	b.mu.Lock()
-	b.topicLocked(id).subs[ch] = struct{}{}
+	t := b.topicLocked(id)
+	t.subs[ch] = struct{}{}
+	now := t.known
 	b.mu.Unlock()
 	var once sync.Once
-	return ch, func() {
+	return now, ch, func() {
 		once.Do(func() {
 			b.mu.Lock()
 			if t := b.topics[id]; t != nil {
@@ -131,9 +171,11 @@ func (b *broker) publishDelta(id string, d Delta) {
 // worker ends before the chat did, whatever another owner may have
 // appended meanwhile is looked for once; after a confirmed end nobody
 // appends.
-func (b *broker) workerStarted(id string) {
+func (b *broker) workerStarted(id string, p Progress) {
 	b.mu.Lock()
-	b.topicLocked(id).local++
+	t := b.topicLocked(id)
+	t.local++
+	t.known = Wake{Progress: p, Known: true}
 	b.mu.Unlock()
 }
 
@@ -145,6 +187,9 @@ func (b *broker) workerEnded(id string, chatEnded bool) {
 		return
 	}
 	t.local--
+	if t.local == 0 {
+		t.known = Wake{}
+	}
 	if !chatEnded {
 		t.stale = true
 		b.signalLocked(t, Wake{})
@@ -153,17 +198,23 @@ func (b *broker) workerEnded(id string, chatEnded bool) {
 }
 
 // committed takes the events a worker of this replica just appended, and
-// the chat's progress after them: the events join the tail and the
+// the chat's progress after them (wk): the events join the tail and the
 // subscribers are woken with the progress.
-func (b *broker) committed(id string, evs []Event, p Progress) {
+func (b *broker) committed(id string, evs []Event, wk Wake) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	t := b.topics[id]
-	if t == nil || len(t.subs) == 0 {
+	if t == nil {
+		return
+	}
+	if t.local > 0 {
+		t.known = wk
+	}
+	if len(t.subs) == 0 {
 		return
 	}
 	t.extend(evs)
-	b.signalLocked(t, Wake{Progress: p, Known: true})
+	b.signalLocked(t, wk)
 }
 
 // notified is called when the store says the chat's log grew (on any

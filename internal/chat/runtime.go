@@ -108,10 +108,14 @@ func NewRuntime(cfg RuntimeConfig) (*Runtime, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	now := cfg.Now
-	if now == nil {
-		now = func() time.Time { return time.Now().UTC() }
+	clock := cfg.Now
+	if clock == nil {
+		clock = func() time.Time { return time.Now().UTC() }
 	}
+	// Times are kept to the microsecond, which is what Postgres stores: so
+	// what a worker wrote is what a read of the store gives back (see
+	// Wake.Ended), on either store.
+	now := func() time.Time { return clock().Truncate(time.Microsecond) }
 	m, err := newMetrics(reg, cfg.Store, cmp.Or(cfg.StatusCountsTTL, DefaultStatusCountsTTL), now)
 	if err != nil {
 		return nil, fmt.Errorf("register chat metrics: %w", err)
@@ -214,7 +218,7 @@ func (r *Runtime) Ready() bool { return !r.stopping.Load() }
 
 // appended is called after a worker's events are durable: it hands them to
 // the chat's local subscribers and counts what was written.
-func (r *Runtime) appended(chatID string, evs []Event, after *state) {
+func (r *Runtime) appended(chatID string, evs []Event, after *state, upd *ChatUpdate) {
 	untyped(evs)
 	// The messages of evs are the last of after's, already decoded there.
 	msgs := 0
@@ -253,5 +257,9 @@ func (r *Runtime) appended(chatID string, evs []Event, after *state) {
 			r.log.Log(context.Background(), level, "chat "+string(d.Status), attrs...)
 		}
 	}
-	r.broker.committed(chatID, evs, Progress{Status: after.status, LastSeq: after.lastSeq})
+	wk := Wake{Progress: Progress{Status: after.status, LastSeq: after.lastSeq}, Known: true}
+	if after.status.Terminal() {
+		wk.ended = upd
+	}
+	r.broker.committed(chatID, evs, wk)
 }

@@ -188,7 +188,7 @@ func (s *scheduler) startWorker(base context.Context, c *Chat, seed *workerSeed)
 	s.wg.Add(1)
 	s.mu.Unlock()
 	r.metrics.workers.Inc()
-	r.broker.workerStarted(c.ID)
+	r.broker.workerStarted(c.ID, Progress{Status: c.Status, LastSeq: c.LastSeq, InputAnswered: len(c.InputResponse) > 0})
 	// The worker is made here, not in its goroutine: decoding the spec
 	// takes a deep stack, which the goroutine would keep (or grow into)
 	// for the rest of its life, most of it spent waiting on a model. The

@@ -114,6 +114,13 @@ func (r *Runtime) Subscribe(chatID string) (<-chan Wake, func()) {
 	return r.broker.subscribe(chatID)
 }
 
+// Follow subscribes as Subscribe does and also returns where the chat
+// stands if a worker of this replica runs it (Known; see Wake): a waiter
+// then starts from that instead of reading the store.
+func (r *Runtime) Follow(chatID string) (Wake, <-chan Wake, func()) {
+	return r.broker.follow(chatID)
+}
+
 // SubscribeDeltas returns the fragments of replies being streamed for the
 // chat on this replica, and a function that ends the subscription. A slow
 // reader loses fragments rather than slowing the model call down.

@@ -282,12 +282,13 @@ func (w *worker) commit(ctx context.Context, evs ...Event) error {
 		return fmt.Errorf("fold events of chat %s: %w", w.id, err)
 	}
 	evs = append(held, evs...)
-	if err := w.append(ctx, &AppendParams{ChatID: w.id, Epoch: w.epoch, Events: evs, Update: next.update(env.now)}); err != nil {
+	upd := next.update(env.now)
+	if err := w.append(ctx, &AppendParams{ChatID: w.id, Epoch: w.epoch, Events: evs, Update: upd}); err != nil {
 		return &appendError{err: fmt.Errorf("append seq %d..%d to chat %s: %w", evs[0].Seq, evs[len(evs)-1].Seq, w.id, err)}
 	}
 	w.st = next
 	w.inputResponse = nil // the store cleared it with this append
-	w.rt.appended(w.id, evs, next)
+	w.rt.appended(w.id, evs, next, &upd)
 	return nil
 }
 

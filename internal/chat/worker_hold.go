@@ -96,13 +96,14 @@ func (w *worker) flushHeld(ctx context.Context, h *heldAppend) {
 	if w.held != h || h.flushed || h.err != nil {
 		return
 	}
-	err := w.append(ctx, &AppendParams{ChatID: w.id, Epoch: w.epoch, Events: h.evs, Update: h.st.update(w.rt.now())})
+	upd := h.st.update(w.rt.now())
+	err := w.append(ctx, &AppendParams{ChatID: w.id, Epoch: w.epoch, Events: h.evs, Update: upd})
 	if err != nil {
 		h.err = &appendError{err: fmt.Errorf("append seq %d..%d to chat %s: %w", h.evs[0].Seq, h.evs[len(h.evs)-1].Seq, w.id, err)}
 		return
 	}
 	h.flushed = true
-	w.rt.appended(w.id, h.evs, h.st)
+	w.rt.appended(w.id, h.evs, h.st, &upd)
 }
 
 // takeHeld removes the held selection, if any, waiting for a flush in

@@ -114,33 +114,42 @@ func (c *chatsResource) waitTerminal(ctx context.Context, ch *chat.Chat, wait ti
 		return ch, nil
 	}
 	tenant := Tenant(ctx)
-	signal, unsubscribe := c.chats.Subscribe(ch.ID)
+	// Start from where this replica's worker has the chat, if it runs it;
+	// else read after subscribing: a commit between the caller's read and
+	// the subscription would otherwise never wake us. Then only the
+	// progress is read, when a wake-up did not bring it (see chat.Wake),
+	// and the whole chat once at the end, unless the wake-up of the append
+	// that ended it brought that too.
+	wk, signal, unsubscribe := c.chats.Follow(ch.ID)
 	defer unsubscribe()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	// Read after subscribing: a commit between the caller's read and the
-	// subscription would otherwise never wake us. Then only the progress
-	// is read, when a wake-up did not bring it (see chat.Wake); the whole
-	// chat once, at the end.
-	p, err := c.chats.Progress(ctx, tenant, ch.ID)
+	var err error
+	if !wk.Known {
+		wk.Progress, err = c.chats.Progress(ctx, tenant, ch.ID)
+	}
 	for {
 		if err != nil {
 			return nil, err
 		}
-		if settledProgress(p) {
+		if settledProgress(wk.Progress) {
+			if ended, ok := wk.Ended(ch); ok {
+				return ended, nil
+			}
 			return c.chats.Get(ctx, tenant, ch.ID)
 		}
 		select {
-		case wk, ok := <-signal:
+		case next, ok := <-signal:
 			if !ok {
 				// The runtime ended the subscription (shutting down): no
 				// more wake-ups will come, so wait out the time only.
 				signal = nil
 			}
-			if wk.Known && wk.Progress.LastSeq >= p.LastSeq {
-				p = wk.Progress
+			if next.Known && next.Progress.LastSeq >= wk.Progress.LastSeq {
+				wk = next
 			} else if ok {
-				p, err = c.chats.Progress(ctx, tenant, ch.ID)
+				wk = chat.Wake{}
+				wk.Progress, err = c.chats.Progress(ctx, tenant, ch.ID)
 			}
 		case <-timer.C:
 			return c.chats.Get(ctx, tenant, ch.ID)

@@ -49,6 +49,10 @@ type Chats interface {
 	// Subscribe returns a channel that receives a (coalesced) value whenever
 	// new events of the chat are committed, and a function ending the subscription.
 	Subscribe(chatID string) (<-chan chat.Wake, func())
+	// Follow subscribes as Subscribe does and also returns where the chat
+	// stands if this replica runs it (Wake.Known), so that a waiter needs
+	// no read of the store to start from.
+	Follow(chatID string) (chat.Wake, <-chan chat.Wake, func())
 	// SubscribeDeltas returns the fragments of replies a model is streaming
 	// for the chat (ephemeral message.delta events), and a function ending
 	// the subscription.

@@ -99,6 +99,14 @@ func (f *fakeChats) Subscribe(chatID string) (<-chan chat.Wake, func()) {
 	return f.subscribe(chatID)
 }
 
+func (f *fakeChats) Follow(chatID string) (chat.Wake, <-chan chat.Wake, func()) {
+	if f.subscribe == nil {
+		return f.Chats.Follow(chatID)
+	}
+	ch, stop := f.subscribe(chatID)
+	return chat.Wake{}, ch, stop
+}
+
 func (f *fakeChats) Cancel(ctx context.Context, tenant, id string) (*chat.Chat, bool, error) {
 	if f.cancel == nil {
 		return f.Chats.Cancel(ctx, tenant, id)
@@ -223,6 +231,11 @@ func (l *memLog) Subscribe(chatID string) (<-chan chat.Wake, func()) {
 		defer l.mu.Unlock()
 		delete(l.subs, ch)
 	}
+}
+
+func (l *memLog) Follow(chatID string) (chat.Wake, <-chan chat.Wake, func()) {
+	ch, stop := l.Subscribe(chatID)
+	return chat.Wake{}, ch, stop
 }
 
 func (l *memLog) Ready() bool { return true }

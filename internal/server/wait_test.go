@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,20 +15,27 @@ import (
 	"github.com/agentd/agentd/internal/store"
 )
 
-// progressCounter is the real store, counting the progress reads.
-type progressCounter struct {
+// readCounter is the real store, counting the reads of a chat.
+type readCounter struct {
 	chat.Store
-	progress atomic.Int64
+	progress, chats atomic.Int64
 }
 
-func (p *progressCounter) GetProgress(ctx context.Context, tenant, id string) (chat.Progress, error) {
+func (p *readCounter) GetProgress(ctx context.Context, tenant, id string) (chat.Progress, error) {
 	p.progress.Add(1)
 	return p.Store.GetProgress(ctx, tenant, id)
 }
 
+func (p *readCounter) GetChat(ctx context.Context, tenant, id string) (*chat.Chat, error) {
+	p.chats.Add(1)
+	return p.Store.GetChat(ctx, tenant, id)
+}
+
 // A client waiting for a chat run on this replica is woken with what each
-// append committed: it reads the chat's progress once, not per append.
-func TestWaitingOnALocalChatReadsItsProgressOnce(t *testing.T) {
+// append committed, starting from where the worker has the chat, and the
+// append that ends it brings the chat: it reads nothing from the store,
+// and is answered what a read of the store answers.
+func TestWaitingOnALocalChatReadsNothing(t *testing.T) {
 	db, err := store.Open(t.Context(), store.Config{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +44,7 @@ func TestWaitingOnALocalChatReadsItsProgressOnce(t *testing.T) {
 	if err := db.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	counted := &progressCounter{Store: db}
+	counted := &readCounter{Store: db}
 	models, err := llm.New(llm.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +65,7 @@ func TestWaitingOnALocalChatReadsItsProgressOnce(t *testing.T) {
 	for i := range 12 {
 		responses = append(responses, fmt.Sprintf(`{"content": "turn %d", "delay_ms": 20}`, i))
 	}
-	spec := fmt.Sprintf(`{"task": "go", "max_round": 12, "agents": [{"name": "a", "type": "assistant",
+	spec := fmt.Sprintf(`{"task": "go", "max_round": 12, "metadata": {"b": 1,  "a": [2]}, "agents": [{"name": "a", "type": "assistant",
 		"model": {"provider": "replay", "responses": [%s]}}]}`, strings.Join(responses, ","))
 	ts := newTestServer(t, Config{}, rt)
 	rec := ts.do(t, http.MethodPost, "/v1/chats?wait_s=30", spec)
@@ -65,10 +73,16 @@ func TestWaitingOnALocalChatReadsItsProgressOnce(t *testing.T) {
 	if body["status"] != "completed" || body["message_count"] != float64(13) {
 		t.Fatalf("chat = %v", body)
 	}
-	// One read after subscribing; every wake-up after it came from an
-	// append of this replica's worker and brought the progress along.
-	if n := counted.progress.Load(); n != 1 {
-		t.Fatalf("%d progress reads for a chat of 12 turns, want 1", n)
+	if n, m := counted.progress.Load(), counted.chats.Load(); n != 0 || m != 0 {
+		t.Fatalf("%d progress reads and %d chat reads for a chat of 12 turns, want none", n, m)
+	}
+	for _, include := range []string{"", "include=spec"} {
+		rec = ts.do(t, http.MethodPost, "/v1/chats?wait_s=30&"+include, spec)
+		waited := decodeJSON(t, rec, http.StatusCreated)
+		got := decodeJSON(t, ts.do(t, http.MethodGet, fmt.Sprintf("/v1/chats/%s?%s", waited["id"], include), ""), http.StatusOK)
+		if !reflect.DeepEqual(waited, got) {
+			t.Fatalf("POST with wait_s answered\n%v\nGET answers\n%v", waited, got)
+		}
 	}
 	rec = ts.do(t, http.MethodGet, fmt.Sprintf("/v1/chats/%s/messages?after=13&wait_s=5", body["id"]), "")
 	if got := decodeJSON(t, rec, http.StatusOK); got["status"] != "completed" {
