@@ -50,27 +50,50 @@ func handoffDef(target string) ToolDef {
 // several tool messages), which is what context.buffer_size counts: the last
 // N are kept, never starting with tool results.
 func agentContext(spec *Spec, a *AgentSpec, msgs []Message, meta []messageData) []ModelMessage {
-	responses := map[string]ToolResponse{}
+	return appendAgentContext(nil, spec, a, msgs, meta)
+}
+
+// appendAgentContext appends agentContext's messages to out. It is made for
+// every model call, so it is built in place: one slice for the whole
+// context, not one per message and then a copy.
+func appendAgentContext(out []ModelMessage, spec *Spec, a *AgentSpec, msgs []Message, meta []messageData) []ModelMessage {
+	var (
+		responses map[string]ToolResponse
+		ownCalls  map[string]bool
+	)
 	for _, m := range msgs {
 		for _, r := range m.ToolResponses {
+			if responses == nil {
+				responses = map[string]ToolResponse{}
+			}
 			responses[r.ToolCallID] = r
 		}
-	}
-	ownCalls := map[string]bool{}
-	for _, m := range msgs {
 		if m.Name == a.Name {
 			for _, c := range m.ToolCalls {
+				if ownCalls == nil {
+					ownCalls = map[string]bool{}
+				}
 				ownCalls[c.ID] = true
 			}
 		}
 	}
-	var conv [][]ModelMessage
+	// starts are where each AgentChat message begins in out: only a
+	// buffered context, which keeps the last N of them, needs them.
+	buffered := a.Context != nil && a.Context.BufferSize != nil
+	var starts []int
+	base := len(out)
+	add := func(ms ...ModelMessage) {
+		if buffered {
+			starts = append(starts, len(out))
+		}
+		out = append(out, ms...)
+	}
 	for i, m := range msgs {
 		own := m.Name == a.Name && m.Role != RoleUser
 		switch {
 		case !own && m.Type == TypeToolCallRequestEvent && meta[i].End:
 			// A reply whose calls a user_proxy runs ends its turn there.
-			conv = append(conv, []ModelMessage{{Role: RoleUser, Name: m.Name, Content: describeCalls(m)}})
+			add(ModelMessage{Role: RoleUser, Name: m.Name, Content: describeCalls(m)})
 		case !own && m.Type == TypeToolCallExecutionEvent && spec.isUserProxy(m.Name):
 			var parts []string
 			for _, r := range m.ToolResponses {
@@ -79,29 +102,40 @@ func agentContext(spec *Spec, a *AgentSpec, msgs []Message, meta []messageData) 
 				}
 			}
 			if len(parts) > 0 {
-				conv = append(conv, []ModelMessage{{Role: RoleUser, Name: m.Name, Content: strings.Join(parts, "\n")}})
+				add(ModelMessage{Role: RoleUser, Name: m.Name, Content: strings.Join(parts, "\n")})
 			}
 		case own && m.Type == TypeToolCallRequestEvent:
-			conv = append(conv, []ModelMessage{{Role: RoleAssistant, Content: m.Content, ToolCalls: m.ToolCalls}})
-			conv = append(conv, toolResults(m.ToolCalls, responses))
+			add(ModelMessage{Role: RoleAssistant, Content: m.Content, ToolCalls: m.ToolCalls})
+			add(toolResults(m.ToolCalls, responses)...)
 		case own && m.Type == TypeTextMessage:
-			conv = append(conv, []ModelMessage{{Role: RoleAssistant, Content: m.Content}})
+			add(ModelMessage{Role: RoleAssistant, Content: m.Content})
 		case own || !isChatMessage(m):
 			// Own summaries and handoffs, and everyone's inner events.
 		case m.Type == TypeHandoffMessage:
-			conv = append(conv, handoffContext(spec, msgs[:i], meta[:i], m, meta[i].Turn, responses)...)
-			conv = append(conv, []ModelMessage{{Role: RoleUser, Name: m.Name, Content: m.Content}})
+			for _, g := range handoffContext(spec, msgs[:i], meta[:i], m, meta[i].Turn, responses) {
+				add(g...)
+			}
+			add(ModelMessage{Role: RoleUser, Name: m.Name, Content: m.Content})
 		default:
-			conv = append(conv, []ModelMessage{{Role: RoleUser, Name: m.Name, Content: m.Content}})
+			add(ModelMessage{Role: RoleUser, Name: m.Name, Content: m.Content})
 		}
 	}
-	if a.Context != nil && a.Context.BufferSize != nil && len(conv) > *a.Context.BufferSize {
-		conv = conv[len(conv)-*a.Context.BufferSize:]
-		if len(conv) > 0 && conv[0][0].Role == RoleTool {
-			conv = conv[1:]
+	if buffered && len(starts) > *a.Context.BufferSize {
+		// The last N, never starting with tool results.
+		k := len(starts) - *a.Context.BufferSize
+		start := func(k int) int {
+			if k < len(starts) {
+				return starts[k]
+			}
+			return len(out)
 		}
+		cut := start(k)
+		if cut < len(out) && out[cut].Role == RoleTool {
+			cut = start(k + 1)
+		}
+		out = append(out[:base], out[cut:]...)
 	}
-	return slices.Concat(conv...)
+	return out
 }
 
 // toolResults answers each call in order with its recorded response.

@@ -7,13 +7,14 @@ const defaultSystemMessage = "You are a helpful AI assistant. Solve tasks using 
 // message (AgentChat's default when unset; none when empty), then its view
 // of the conversation (see agentContext).
 func (s *state) modelContext(a *AgentSpec) []ModelMessage {
-	conv := agentContext(s.spec, a, s.msgs, s.meta)
 	sys := defaultSystemMessage
 	if a.SystemMessage != nil {
 		sys = *a.SystemMessage
 	}
-	if sys == "" {
-		return conv
+	// About one model message per message of the log, and the system's.
+	out := make([]ModelMessage, 0, len(s.msgs)+1)
+	if sys != "" {
+		out = append(out, ModelMessage{Role: RoleSystem, Content: sys})
 	}
-	return append([]ModelMessage{{Role: RoleSystem, Content: sys}}, conv...)
+	return appendAgentContext(out, s.spec, a, s.msgs, s.meta)
 }
