@@ -32,6 +32,7 @@ bench:
 FUZZTIME ?= 5000x
 FUZZ_TARGETS = \
 	./internal/chat:FuzzDecodeSpec \
+	./internal/chat:FuzzDecodeFast \
 	./internal/chat:FuzzTermination \
 	./internal/chat:FuzzTextMatchPattern \
 	./internal/chat:FuzzExtractCodeBlocks \

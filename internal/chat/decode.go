@@ -16,6 +16,15 @@ import (
 // than stopping at the first one as encoding/json does. It is the first half
 // of validation; Validate does the rest.
 func DecodeSpec(body []byte) (*Spec, []Problem) {
+	if s, ok := decodeFast(body); ok {
+		return s, nil
+	}
+	return decodeThorough(body)
+}
+
+// decodeThorough is DecodeSpec for a body decodeFast gave up on: it finds
+// every problem, with its path.
+func decodeThorough(body []byte) (*Spec, []Problem) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
@@ -209,7 +218,18 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 	if m, ok := fieldsByType.Load(t); ok {
 		return m.(map[string]reflect.Type)
 	}
-	m := make(map[string]reflect.Type, t.NumField())
+	fields := jsonFieldsOf(t)
+	m := make(map[string]reflect.Type, len(fields))
+	for name, f := range fields {
+		m[name] = f.Type
+	}
+	fieldsByType.Store(t, m)
+	return m
+}
+
+// jsonFieldsOf maps the JSON names of a struct's fields to the fields.
+func jsonFieldsOf(t reflect.Type) map[string]reflect.StructField {
+	m := make(map[string]reflect.StructField, t.NumField())
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if !f.IsExported() {
@@ -222,9 +242,8 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		if name == "" {
 			name = f.Name
 		}
-		m[name] = f.Type
+		m[name] = f
 	}
-	fieldsByType.Store(t, m)
 	return m
 }
 
