@@ -62,8 +62,11 @@ func (wk Wake) Ended(c *Chat) (*Chat, bool) {
 
 // topic is one chat's subscribers and its kept tail of events.
 type topic struct {
-	subs   map[chan Wake]struct{}
-	deltas map[chan Delta]struct{}
+	subs map[chan Wake]struct{}
+	// readers counts the subscribers that read events (Subscribe, not
+	// Follow): only for them is the tail kept.
+	readers int
+	deltas  map[chan Delta]struct{}
 	// tail holds the latest committed events known here, consecutive seqs.
 	tail []Event
 	// stale says that events may have been committed after tail (another
@@ -107,18 +110,27 @@ func (b *broker) dropLocked(id string, t *topic) {
 }
 
 func (b *broker) subscribe(id string) (<-chan Wake, func()) {
-	_, ch, stop := b.follow(id)
+	_, ch, stop := b.add(id, true)
 	return ch, stop
 }
 
-// follow subscribes to the chat and returns, with the subscription, where
-// the chat stands if a worker of this replica runs it (Known), as of the
-// subscription: every later append wakes the subscriber.
+// follow subscribes to the chat's wake-ups only, not to its events, and
+// returns, with the subscription, where the chat stands if a worker of
+// this replica runs it (Known), as of the subscription: every later append
+// wakes the subscriber.
 func (b *broker) follow(id string) (Wake, <-chan Wake, func()) {
+	return b.add(id, false)
+}
+
+// add subscribes to the chat's wake-ups; a reader also reads its events.
+func (b *broker) add(id string, reader bool) (Wake, <-chan Wake, func()) {
 	ch := make(chan Wake, 1)
 	b.mu.Lock()
 	t := b.topicLocked(id)
 	t.subs[ch] = struct{}{}
+	if reader {
+		t.readers++
+	}
 	now := t.known
 	b.mu.Unlock()
 	var once sync.Once
@@ -127,6 +139,9 @@ func (b *broker) follow(id string) (Wake, <-chan Wake, func()) {
 			b.mu.Lock()
 			if t := b.topics[id]; t != nil {
 				delete(t.subs, ch)
+				if reader {
+					t.readers--
+				}
 				b.dropLocked(id, t)
 			}
 			b.mu.Unlock()
@@ -213,7 +228,11 @@ func (b *broker) committed(id string, evs []Event, wk Wake) {
 	if len(t.subs) == 0 {
 		return
 	}
-	t.extend(evs)
+	if t.readers > 0 {
+		t.extend(evs)
+	} else {
+		t.tail, t.stale = nil, true // a reader that comes fills it from the store
+	}
 	b.signalLocked(t, wk)
 }
 
@@ -311,7 +330,7 @@ func (t *topic) read(after int64, limit int) ([]Event, bool) {
 func (b *broker) events(ctx context.Context, tenant, id string, after int64, limit int, check func() error) ([]Event, error) {
 	b.mu.Lock()
 	t := b.topics[id]
-	if t == nil || len(t.subs) == 0 {
+	if t == nil || t.readers == 0 {
 		b.mu.Unlock()
 		if err := check(); err != nil {
 			return nil, err

@@ -1,0 +1,36 @@
+package chat
+
+import "testing"
+
+// A chat followed only for its progress (a wait for its end) keeps no tail
+// of events; a reader that subscribes after that reads the store first,
+// and the appends after it join the tail.
+func TestTheTailIsKeptOnlyForReaders(t *testing.T) {
+	b := newBroker(nil)
+	const id = "c"
+	b.workerStarted(id, Progress{Status: StatusQueued, LastSeq: 2})
+	at := func(seq int64) Wake {
+		return Wake{Progress: Progress{Status: StatusRunning, LastSeq: seq}, Known: true}
+	}
+	now, _, stopFollow := b.follow(id)
+	defer stopFollow()
+	if !now.Known || now.Progress.LastSeq != 2 {
+		t.Fatalf("following started from %+v, want the worker's start at seq 2", now)
+	}
+	b.committed(id, []Event{{Seq: 3}, {Seq: 4}}, at(4))
+	if tp := b.topics[id]; len(tp.tail) != 0 || !tp.stale {
+		t.Fatalf("tail %v (stale %v) kept for a follower only", tp.tail, tp.stale)
+	}
+	now, _, stopRead := b.add(id, true)
+	defer stopRead()
+	if now.Progress.LastSeq != 4 {
+		t.Fatalf("a new subscriber starts from %+v, want seq 4", now)
+	}
+	b.committed(id, []Event{{Seq: 5}}, at(5))
+	if tp := b.topics[id]; len(tp.tail) != 1 || tp.tail[0].Seq != 5 || !tp.stale {
+		t.Fatalf("tail %v (stale %v), want [5] still to be filled from the store", tp.tail, tp.stale)
+	}
+	if _, ok := b.readTail(b.topics[id], 0, 10); ok {
+		t.Fatal("the tail answered a read from seq 0, which it does not hold")
+	}
+}
