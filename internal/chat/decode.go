@@ -16,10 +16,27 @@ import (
 // than stopping at the first one as encoding/json does. It is the first half
 // of validation; Validate does the rest.
 func DecodeSpec(body []byte) (*Spec, []Problem) {
-	if s, ok := decodeFast(body); ok {
+	if s, _, ok := decodeFast(body); ok {
 		return s, nil
 	}
 	return decodeThorough(body)
+}
+
+// decodeCompact is DecodeSpec that also returns the body compacted (as
+// json.Compact does), which is what a chat stores and hashes.
+func decodeCompact(body []byte) (*Spec, []byte, []Problem) {
+	if s, compact, ok := decodeFast(body); ok {
+		return s, compact, nil
+	}
+	s, probs := decodeThorough(body)
+	if len(probs) > 0 {
+		return nil, nil, probs
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, body); err != nil {
+		return nil, nil, []Problem{{Message: err.Error()}}
+	}
+	return s, compact.Bytes(), nil
 }
 
 // decodeThorough is DecodeSpec for a body decodeFast gave up on: it finds

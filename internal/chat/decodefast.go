@@ -20,20 +20,30 @@ import (
 // DecodeSpec then decodes the body its thorough way and says what is wrong.
 // So for a body it accepts it must give exactly what json.Unmarshal gives:
 // FuzzDecodeSpec checks that against the thorough way.
-func decodeFast(body []byte) (*Spec, bool) {
+//
+// It also returns the body compacted, as json.Compact would: what is stored
+// and hashed. That is body itself when it holds no whitespace between
+// tokens.
+func decodeFast(body []byte) (*Spec, []byte, bool) {
 	// What storableProblems refuses: a NUL can only come from an escape, as
 	// JSON strings hold no raw control characters.
 	if !utf8.Valid(body) || bytes.Contains(body, []byte(`\u0000`)) || loneSurrogate(body) {
-		return nil, false
+		return nil, nil, false
 	}
 	d := fastDecoder{b: body}
 	var s Spec
 	d.ws()
 	if d.peek() != '{' || !d.value(reflect.ValueOf(&s).Elem()) {
-		return nil, false
+		return nil, nil, false
 	}
 	d.ws()
-	return &s, d.i == len(d.b)
+	if d.i != len(d.b) {
+		return nil, nil, false
+	}
+	if d.compact == nil {
+		return &s, body, true
+	}
+	return &s, append(d.compact, body[d.kept:]...), true
 }
 
 // maxFastDepth bounds the nesting decodeFast follows; deeper bodies take
@@ -45,6 +55,10 @@ type fastDecoder struct {
 	b     []byte
 	i     int
 	depth int
+	// compact is the body up to kept without whitespace between tokens;
+	// nil until the first such whitespace.
+	compact []byte
+	kept    int
 }
 
 func (d *fastDecoder) peek() byte {
@@ -54,16 +68,25 @@ func (d *fastDecoder) peek() byte {
 	return 0
 }
 
-// ws skips JSON whitespace.
+// ws skips JSON whitespace, leaving it out of the compacted body.
 func (d *fastDecoder) ws() {
+	start := d.i
 	for d.i < len(d.b) {
 		switch d.b[d.i] {
 		case ' ', '\t', '\n', '\r':
 			d.i++
-		default:
-			return
+			continue
 		}
+		break
 	}
+	if d.i == start {
+		return
+	}
+	if d.compact == nil {
+		d.compact = make([]byte, 0, len(d.b))
+	}
+	d.compact = append(d.compact, d.b[d.kept:start]...)
+	d.kept = d.i
 }
 
 // next skips whitespace and then c, reporting whether c was there.

@@ -18,10 +18,14 @@ import (
 // problem. It reports whether decodeFast accepted the body.
 func agreesWithThorough(t *testing.T, body []byte) bool {
 	t.Helper()
-	fast, ok := decodeFast(body)
+	fast, compact, ok := decodeFast(body)
 	slow, probs := decodeThorough(body)
 	if !ok {
 		return false
+	}
+	var want bytes.Buffer
+	if err := json.Compact(&want, body); err != nil || !bytes.Equal(compact, want.Bytes()) {
+		t.Fatalf("decodeFast compacted\n%s\nto\n%s\njson.Compact to\n%s (%v)", body, compact, want.Bytes(), err)
 	}
 	if len(probs) > 0 {
 		t.Fatalf("decodeFast accepted a body with problems %v:\n%s", probs, body)
@@ -70,7 +74,7 @@ func TestDecodeSpecTakesTheThoroughWayForWhatDecodeFastLeaves(t *testing.T) {
 		`{"task": "t", "task": "u", "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay"}}]}`,
 		`{"t\u0061sk": "t", "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay"}}]}`,
 	} {
-		if _, ok := decodeFast([]byte(body)); ok {
+		if _, _, ok := decodeFast([]byte(body)); ok {
 			t.Errorf("decodeFast accepted %s", body)
 		}
 		got, probs := DecodeSpec([]byte(body))

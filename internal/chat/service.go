@@ -1,7 +1,6 @@
 package chat
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -21,18 +20,14 @@ import (
 // Idempotency-Key already names with created=false. The chat's first events
 // (chat.created, resumed messages, the task) are written with it.
 func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, error) {
-	spec, probs := DecodeSpec(p.Body)
+	spec, compact, probs := decodeCompact(p.Body)
 	if len(probs) == 0 {
 		probs = Validate(spec, r.limits, r.env())
 	}
 	if len(probs) > 0 {
 		return nil, false, &ValidationError{Problems: probs}
 	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, p.Body); err != nil {
-		return nil, false, &ValidationError{Problems: []Problem{{Message: err.Error()}}}
-	}
-	sum := sha256.Sum256(compact.Bytes())
+	sum := sha256.Sum256(compact)
 	// The chat's worker, which decodes the stored spec, finds this one.
 	spec = r.specs.share(sum, spec)
 	id, err := uuid.NewV7()
@@ -52,7 +47,7 @@ func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, err
 		evs[i].Seq = int64(i + 1)
 	}
 	cp := &CreateChatParams{
-		ID: id.String(), Tenant: p.Tenant, Name: spec.Name, Spec: compact.Bytes(), Metadata: spec.Metadata,
+		ID: id.String(), Tenant: p.Tenant, Name: spec.Name, Spec: compact, Metadata: spec.Metadata,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: hex.EncodeToString(sum[:]), CreatedAt: now, Events: evs,
 	}
 	// A chat this replica has room for is created leased to it and its
