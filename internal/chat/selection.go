@@ -69,24 +69,21 @@ func (s *Spec) successors(last string) []string {
 // without last itself when repeats are not allowed (unless it is the only
 // one left, as AutoGen allows a lone agent to go on).
 func (s *Spec) candidates(last string) []string {
-	succ := s.successors(last)
-	if s.allowRepeat() || len(succ) <= 1 {
+	succ := s.successors(last) // a slice of its own, which this may change
+	if s.allowRepeat() || len(succ) <= 1 || !slices.ContainsFunc(succ, func(n string) bool { return n != last }) {
 		return succ
 	}
-	if others := slices.DeleteFunc(slices.Clone(succ), func(n string) bool { return n == last }); len(others) > 0 {
-		return others
-	}
-	return succ
+	return slices.DeleteFunc(succ, func(n string) bool { return n == last })
 }
 
 // nextInOrder is the first candidate after last in agents order, wrapping:
 // round robin, and the auto selector's fallback. It never returns a name
 // that is not a candidate.
 func nextInOrder(spec *Spec, last string, candidates []string) string {
-	names := agentNames(spec)
-	start := slices.Index(names, last) + 1 // 0 when last is no agent
-	for i := range names {
-		if n := names[(start+i)%len(names)]; slices.Contains(candidates, n) {
+	agents := spec.Agents
+	start := slices.IndexFunc(agents, func(a AgentSpec) bool { return a.Name == last }) + 1 // 0 when last is no agent
+	for i := range agents {
+		if n := agents[(start+i)%len(agents)].Name; slices.Contains(candidates, n) {
 			return n
 		}
 	}
