@@ -143,14 +143,18 @@ func (s *Store) RenewLeases(ctx context.Context, p *chat.RenewLeasesParams) ([]c
 		epoch int64
 	}
 	type answer struct{ held, cancel bool }
-	var ids []string
-	var epochs []int64
+	var (
+		ids    []string
+		uuids  [][16]byte
+		epochs []int64
+	)
 	for _, l := range p.Leases {
 		if id, ok := param.ChatID(l.ChatID); ok { // other ids cannot be held
-			ids, epochs = append(ids, id), append(epochs, l.Epoch)
+			u, _ := param.UUID(id)
+			ids, uuids, epochs = append(ids, id), append(uuids, u), append(epochs, l.Epoch)
 		}
 	}
-	rows, err := s.pool.Query(ctx, renewSQL, p.LeaseUntil, ids, epochs, p.Owner)
+	rows, err := s.pool.Query(ctx, renewSQL, p.LeaseUntil, uuids, epochs, p.Owner)
 	if err != nil {
 		return nil, fmt.Errorf("renew leases of %s: %w", p.Owner, translate(err))
 	}

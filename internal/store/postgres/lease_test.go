@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/agentd/agentd/internal/chat"
 )
@@ -91,5 +92,47 @@ func TestRenewLeasesWaitsForNoRowWhileHoldingOthers(t *testing.T) {
 	var got time.Time
 	if err := s.pool.QueryRow(ctx, `SELECT lease_expires_at FROM chat_state WHERE id = $1`, busy.ID).Scan(&got); err != nil || !got.Equal(until) {
 		t.Fatalf("busy chat's lease expires at %v (%v), want %v", got, err, until)
+	}
+}
+
+// The batched statements' arguments encode in Postgres's binary format:
+// one that pgx cannot encode so (a string as a uuid) is encoded as text
+// after a failed attempt, on every batch.
+func TestBatchedArgumentsEncodeInBinary(t *testing.T) {
+	t.Parallel()
+	s := newStore(t).(*Store)
+	ctx := t.Context()
+	var rows appendRows
+	at := time.Now()
+	if err := rows.add(0, &chat.AppendParams{ChatID: uuid.NewString(), Epoch: 1,
+		Events: []chat.Event{{Seq: 3, Type: chat.EventMessage, Role: chat.RoleAssistant, Name: "a", Content: "hi",
+			Data: json.RawMessage(`{"kind": "model"}`), CreatedAt: at}},
+		Update: chat.ChatUpdate{Status: chat.StatusRunning, CompletedAt: &at, UpdatedAt: at}}); err != nil {
+		t.Fatal(err)
+	}
+	renew := []any{at, [][16]byte{uuid.New()}, []int64{1}, "owner"}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for name, st := range map[string]struct {
+		sql  string
+		args []any
+	}{"appends": {appendsSQL, rows.args()}, "renewal": {renewSQL, renew}} {
+		sd, err := conn.Conn().Prepare(ctx, "", st.sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := conn.Conn().TypeMap()
+		for i, arg := range st.args {
+			oid := sd.ParamOIDs[i]
+			if m.FormatCodeForOID(oid) != pgtype.BinaryFormatCode {
+				continue
+			}
+			if _, err := m.Encode(oid, pgtype.BinaryFormatCode, arg, nil); err != nil {
+				t.Errorf("%s: argument $%d: %v", name, i+1, err)
+			}
+		}
 	}
 }

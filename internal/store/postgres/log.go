@@ -291,7 +291,7 @@ func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) err
 // appendsSQL.
 type appendRows struct {
 	ord, turns, msgs                      []int32
-	id                                    []string
+	id                                    [][16]byte
 	epoch, prevSeq, lastSeq, prompt, comp []int64
 	status                                []string
 	stopReason, stopDetail, errText, pend []*string
@@ -305,6 +305,10 @@ type appendRows struct {
 
 func (r *appendRows) add(ord int, p *chat.AppendParams) error {
 	u := &p.Update
+	id, ok := param.UUID(p.ChatID)
+	if !ok {
+		return fmt.Errorf("chat %q: %w: not a chat id", p.ChatID, param.ErrInvalid)
+	}
 	if err := r.ev.add(p.Events, u.UpdatedAt); err != nil {
 		return fmt.Errorf("chat %s: %w", p.ChatID, err)
 	}
@@ -312,7 +316,7 @@ func (r *appendRows) add(ord int, p *chat.AppendParams) error {
 		r.evOrd = append(r.evOrd, int32(ord))
 	}
 	r.ord = append(r.ord, int32(ord))
-	r.id = append(r.id, p.ChatID)
+	r.id = append(r.id, id)
 	r.epoch = append(r.epoch, p.Epoch)
 	r.prevSeq = append(r.prevSeq, p.Events[0].Seq-1)
 	r.lastSeq = append(r.lastSeq, p.Events[len(p.Events)-1].Seq)

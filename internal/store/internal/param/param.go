@@ -53,6 +53,14 @@ func ChatID(id string) (canonical string, ok bool) {
 	return u.String(), true
 }
 
+// UUID returns the 16 bytes of a chat id: what a uuid[] parameter takes
+// in Postgres's binary format (pgx has no binary encoding of a string as a
+// uuid, and falls back to text only after trying).
+func UUID(id string) ([16]byte, bool) {
+	u, err := uuid.Parse(id)
+	return u, err == nil
+}
+
 // Time returns t in UTC, or now() when t is zero (the caller did not say).
 func Time(t time.Time, now func() time.Time) time.Time {
 	if t.IsZero() {
