@@ -321,7 +321,7 @@ func (s *state) inputRequest(env stepEnv, p *PendingInput) Event {
 }
 
 func runningEvent() Event {
-	return Event{Type: EventChatRunning, Data: mustJSON(map[string]Status{"status": StatusRunning})}
+	return Event{Type: EventChatRunning, Data: json.RawMessage(`{"status":"running"}`)}
 }
 
 func (a *AgentSpec) humanInputMode() string {

@@ -155,7 +155,7 @@ func decodeData[T any](e Event, v *T) error {
 // times), except for text the encoding mended: invalid UTF-8 (written as
 // \ufffd) and NUL (\u0000, which storable mends once more).
 func withData(e Event, v any) Event {
-	e.Data = mustJSON(v)
+	e.Data = encodeData(v)
 	if !bytes.Contains(e.Data, []byte(`\ufffd`)) && !bytes.Contains(e.Data, []byte(`\u0000`)) {
 		e.typed = v
 	}
