@@ -1,7 +1,10 @@
 package postgres
 
 import (
+	"context"
 	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,6 +136,64 @@ func TestBatchedArgumentsEncodeInBinary(t *testing.T) {
 			if _, err := m.Encode(oid, pgtype.BinaryFormatCode, arg, nil); err != nil {
 				t.Errorf("%s: argument $%d: %v", name, i+1, err)
 			}
+		}
+	}
+}
+
+// The ids of a flush go in as few notifications as Postgres takes, each
+// id in one of them, whole.
+func TestPayloadsHoldEveryIDOnceWithinTheLimit(t *testing.T) {
+	var ids []string
+	for range 500 {
+		ids = append(ids, uuid.NewString())
+	}
+	ps := payloads(ids)
+	if len(ps) != 3 {
+		t.Errorf("%d payloads for 500 ids, want 3", len(ps))
+	}
+	var got []string
+	for _, p := range ps {
+		if len(p) > maxPayload {
+			t.Fatalf("payload of %d bytes", len(p))
+		}
+		got = append(got, strings.Split(p, ",")...)
+	}
+	if !slices.Equal(got, ids) {
+		t.Fatalf("payloads hold %d ids, not the 500 given in order", len(got))
+	}
+	if ps := payloads(nil); len(ps) != 0 {
+		t.Fatalf("payloads(nil) = %q", ps)
+	}
+}
+
+// A flush's notification names every chat it carries to the listeners.
+func TestOneNotificationWakesEveryChatItNames(t *testing.T) {
+	t.Parallel()
+	s := newStore(t).(*Store)
+	ctx, cancel := context.WithCancel(t.Context())
+	got := make(chan string, 100)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.Listen(ctx, chat.NotifyHandler{Appended: func(id string) { got <- id }})
+	}()
+	defer func() { cancel(); <-done }()
+	ids := []string{uuid.NewString(), uuid.NewString(), uuid.NewString()}
+	seen := map[string]bool{}
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for len(seen) < len(ids) {
+		select {
+		case id := <-got:
+			if !slices.Contains(ids, id) {
+				t.Fatalf("woken for %q, which no flush named", id)
+			}
+			seen[id] = true
+		case <-tick.C:
+			s.notify.add(ids) // until the listener listens
+		case <-deadline:
+			t.Fatalf("woken for %d of %d chats", len(seen), len(ids))
 		}
 	}
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -96,7 +97,31 @@ func (n *notifier) flush() {
 	// nothing durable. Commit it asynchronously (set_config with is_local
 	// true lasts for this transaction only; the CTE runs before the calls).
 	if _, err := n.pool.Exec(ctx, `WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
-		SELECT count(pg_notify('`+channelAppended+`', id)) FROM async, unnest($1::text[]) AS id`, ids); err != nil {
+		SELECT count(pg_notify('`+channelAppends+`', p)) FROM async, unnest($1::text[]) AS p`, payloads(ids)); err != nil {
 		n.log.Warn("notify appends", "chats", len(ids), "err", err)
 	}
+}
+
+// maxPayload is how long a notification's payload may be: Postgres takes
+// less than 8000 bytes.
+const maxPayload = 7999
+
+// payloads joins chat ids with commas into as few payloads as fit.
+func payloads(ids []string) []string {
+	var out []string
+	var b strings.Builder
+	for _, id := range ids {
+		if b.Len() > 0 && b.Len()+1+len(id) > maxPayload {
+			out = append(out, b.String())
+			b.Reset()
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(id)
+	}
+	if b.Len() > 0 {
+		out = append(out, b.String())
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -10,8 +11,14 @@ import (
 	"github.com/agentd/agentd/internal/chat"
 )
 
-// Notification channels. Their payload is a chat id.
+// Notification channels. The payload of channelAppends is the ids of the
+// chats whose logs grew, separated by commas: one notification per batch,
+// not one per chat, for the notifier to send and every listener to take.
+// channelAppended, one chat id per notification, is what replicas of
+// earlier versions send; it is still listened to, so that replicas of both
+// kinds wake each other during a rolling upgrade.
 const (
+	channelAppends  = "agentd_appends"
 	channelAppended = "agentd_appended"
 	channelCancel   = "agentd_cancel"
 )
@@ -58,7 +65,7 @@ func (s *Store) listenOnce(ctx context.Context, h chat.NotifyHandler, reconnecte
 			s.log.Warn("close notification listener connection", "err", cerr)
 		}
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+channelAppended+"; LISTEN "+channelCancel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+channelAppends+"; LISTEN "+channelAppended+"; LISTEN "+channelCancel); err != nil {
 		return false, fmt.Errorf("listen: %w", err)
 	}
 	if reconnected && h.Reconnected != nil {
@@ -70,6 +77,12 @@ func (s *Store) listenOnce(ctx context.Context, h chat.NotifyHandler, reconnecte
 			return true, fmt.Errorf("wait for notification: %w", err)
 		}
 		switch n.Channel {
+		case channelAppends:
+			if h.Appended != nil {
+				for id := range strings.SplitSeq(n.Payload, ",") {
+					h.Appended(id)
+				}
+			}
 		case channelAppended:
 			if h.Appended != nil {
 				h.Appended(n.Payload)
