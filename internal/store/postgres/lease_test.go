@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -195,5 +197,39 @@ func TestOneNotificationWakesEveryChatItNames(t *testing.T) {
 		case <-deadline:
 			t.Fatalf("woken for %d of %d chats", len(seen), len(ids))
 		}
+	}
+}
+
+// Under a stream of commits the notifier sends at most one statement per
+// notifyInterval, and every id in one of them.
+func TestNotificationsAreSentAtMostOncePerInterval(t *testing.T) {
+	t.Parallel()
+	var (
+		mu    sync.Mutex
+		sends int
+		sent  = map[string]bool{}
+	)
+	n := startNotifier(nil, nil, func(ids []string) {
+		mu.Lock()
+		defer mu.Unlock()
+		sends++
+		for _, id := range ids {
+			sent[id] = true
+		}
+	})
+	start := time.Now()
+	for i := range 200 {
+		n.add([]string{strconv.Itoa(i)})
+		time.Sleep(500 * time.Microsecond)
+	}
+	n.close()
+	elapsed := time.Since(start)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent) != 200 {
+		t.Fatalf("%d of 200 ids sent", len(sent))
+	}
+	if most := int(elapsed/notifyInterval) + 2; sends > most {
+		t.Fatalf("%d sends in %v, want at most %d", sends, elapsed, most)
 	}
 }

@@ -26,9 +26,16 @@ import (
 // and its notification; the chat's next append (by whichever replica takes
 // it over) notifies again, and a listener that reconnects re-reads
 // everything.
+//
+// Flushes are at least notifyInterval apart: under load the ids of many
+// batches share one statement, which would otherwise cost as much as the
+// batch it announces. Another replica's follower learns of an append that
+// much later at most; one on this replica is woken by the append itself.
 type notifier struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
+	// send sends the notifications of a flush (sendIDs; a test counts).
+	send func(ids []string)
 
 	mu      sync.Mutex
 	pending map[string]struct{}
@@ -38,11 +45,23 @@ type notifier struct {
 }
 
 func newNotifier(pool *pgxpool.Pool, log *slog.Logger) *notifier {
+	return startNotifier(pool, log, nil)
+}
+
+// startNotifier starts a notifier that sends with send, or with sendIDs.
+func startNotifier(pool *pgxpool.Pool, log *slog.Logger, send func(ids []string)) *notifier {
 	n := &notifier{pool: pool, log: log, pending: map[string]struct{}{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	n.send = send
+	if send == nil {
+		n.send = n.sendIDs
+	}
 	go n.loop()
 	return n
 }
+
+// notifyInterval is the least time between two flushes.
+const notifyInterval = 10 * time.Millisecond
 
 // add queues notifications for chat ids; it never blocks on the database.
 func (n *notifier) add(ids []string) {
@@ -65,6 +84,8 @@ func (n *notifier) close() {
 
 func (n *notifier) loop() {
 	defer close(n.done)
+	pause := time.NewTimer(0)
+	<-pause.C
 	for {
 		select {
 		case <-n.wake:
@@ -72,7 +93,15 @@ func (n *notifier) loop() {
 			n.flush()
 			return
 		}
+		start := time.Now()
 		n.flush()
+		pause.Reset(time.Until(start.Add(notifyInterval)))
+		select {
+		case <-pause.C:
+		case <-n.stop:
+			n.flush()
+			return
+		}
 	}
 }
 
@@ -90,6 +119,11 @@ func (n *notifier) flush() {
 	}
 	clear(n.pending)
 	n.mu.Unlock()
+	n.send(ids)
+}
+
+// sendIDs notifies the listeners of every replica that the chats' logs grew.
+func (n *notifier) sendIDs(ids []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// A transaction that notifies gets a transaction id and so a commit
