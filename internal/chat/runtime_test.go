@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -334,5 +335,41 @@ func TestCreateRunsTheChatWhereItWasCreated(t *testing.T) {
 		if got := waitTerminal(t, rt, id, 20*time.Second); got.Status != chat.StatusCompleted {
 			t.Fatalf("chat %s = %+v", id, got)
 		}
+	}
+}
+
+// claimCounter is the real store, counting the claim queries.
+type claimCounter struct {
+	chat.Store
+	claims atomic.Int64
+}
+
+func (c *claimCounter) Claim(ctx context.Context, p *chat.ClaimParams) ([]*chat.Chat, error) {
+	c.claims.Add(1)
+	return c.Store.Claim(ctx, p)
+}
+
+// Chats created where there is room run there without a claim query, and
+// their ends claim nothing: nothing waits for the room they free. A chat
+// created without room is claimed when room frees (see
+// TestCreateRunsTheChatWhereItWasCreated).
+func TestChatsThatRunWhereCreatedNeedNoClaims(t *testing.T) {
+	db := &claimCounter{Store: openStore(t)}
+	rt := newRuntime(t, db, func(c *chat.RuntimeConfig) { c.PollInterval = time.Hour })
+	// The claim at start, for what an earlier run left.
+	deadline := time.Now().Add(5 * time.Second)
+	for db.claims.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	before := db.claims.Load()
+	for range 10 {
+		c := create(t, rt, string(twoAgentSpec(2, 0, "")))
+		if got := waitTerminal(t, rt, c.ID, 10*time.Second); got.Status != chat.StatusCompleted {
+			t.Fatalf("chat = %+v", got)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // a claim the last end would wake
+	if n := db.claims.Load() - before; n != 0 {
+		t.Fatalf("%d claim queries for 10 chats that ran where they were created", n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -33,6 +34,13 @@ type scheduler struct {
 	stopped bool
 	wake    chan struct{}
 	wg      sync.WaitGroup
+	// backlog says a chat may be waiting to be claimed that no claim with
+	// room has looked for since: one created without room, handed back,
+	// answered or cancelled while unclaimed, or one of more than a claim
+	// took. Room that frees up is claimed into only then; other
+	// replicas' chats (left without room there, or whose owner died) are
+	// found by the poll.
+	backlog atomic.Bool
 }
 
 type runningWorker struct {
@@ -45,8 +53,23 @@ func newScheduler(rt *Runtime, maxActive int, leaseDur, poll time.Duration) *sch
 		workers: map[string]*runningWorker{}, wake: make(chan struct{}, 1)}
 }
 
-// kick wakes the claim loop without blocking.
+// kick wakes the claim loop without blocking, for a chat that may be
+// claimable now.
 func (s *scheduler) kick() {
+	s.backlog.Store(true)
+	s.wakeUp()
+}
+
+// roomFreed wakes the claim loop when a slot freed up and a chat may be
+// waiting for one. Without a backlog it does not: a claim then would find
+// nothing (about one query per chat otherwise).
+func (s *scheduler) roomFreed() {
+	if s.backlog.Load() {
+		s.wakeUp()
+	}
+}
+
+func (s *scheduler) wakeUp() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -95,7 +118,7 @@ func (s *scheduler) unreserve() {
 	s.mu.Lock()
 	s.reserved--
 	s.mu.Unlock()
-	s.kick() // room for another chat
+	s.roomFreed()
 }
 
 // startCreated runs a worker for a chat that Create leased to this replica,
@@ -147,11 +170,15 @@ func (s *scheduler) claim(ctx context.Context) {
 		free := s.maxActive - len(s.workers) - s.reserved
 		s.mu.Unlock()
 		if free <= 0 {
-			return
+			return // the backlog, if any, waits for room
 		}
+		// What becomes claimable from here on, this claim finds or the
+		// backlog says.
+		s.backlog.Store(false)
 		now := r.now()
 		chats, err := r.store.Claim(ctx, &ClaimParams{Owner: r.owner, Now: now, LeaseUntil: now.Add(s.leaseDur), Limit: min(free, 100)})
 		if err != nil {
+			s.backlog.Store(true)
 			if ctx.Err() == nil {
 				r.metrics.claimErrors.Inc()
 				r.log.Error("claim runnable chats", "err", err)
@@ -164,6 +191,7 @@ func (s *scheduler) claim(ctx context.Context) {
 		if len(chats) < min(free, 100) {
 			return
 		}
+		s.backlog.Store(true) // a full page: more may wait
 	}
 }
 
@@ -286,7 +314,11 @@ func (s *scheduler) workerEnded(w *worker, rw *runningWorker) {
 	s.mu.Unlock()
 	r.metrics.workers.Dec()
 	rw.cancel(nil)
-	s.kick() // room for another chat
+	if w.st.status.Terminal() {
+		s.roomFreed()
+	} else {
+		s.kick() // the chat was handed back (or its lease lost): claimable, here or elsewhere
+	}
 	s.wg.Done()
 }
 
