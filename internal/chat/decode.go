@@ -58,12 +58,7 @@ func decodeThorough(body []byte) (*Spec, []Problem) {
 	if probs = storableProblems(body, v); len(probs) > 0 {
 		return nil, probs
 	}
-	// A quick pass first: most specs are fine, and saying where a problem
-	// is (JSON pointers, keys in order) is only worth its cost when there
-	// is one.
-	if quick := (shapeCheck{quick: true}); !quick.check("", v, specType) {
-		full := shapeCheck{probs: &probs}
-		full.check("", v, specType)
+	if checkShape(&probs, "", v, specType); len(probs) > 0 {
 		return nil, probs
 	}
 	var s Spec
@@ -83,137 +78,97 @@ var (
 	specType           = reflect.TypeFor[Spec]()
 )
 
-// shapeCheck walks a generic JSON value beside the Go type it will be
-// decoded into and records unknown fields and type mismatches. A quick one
-// only tells whether there is any: it stops at the first, works out no
-// paths and visits keys in any order.
-type shapeCheck struct {
-	quick bool
-	probs *[]Problem
-}
-
-// check reports whether v fits t; a full check records every problem.
-func (c shapeCheck) check(path string, v any, t reflect.Type) bool {
+// checkShape walks a generic JSON value beside the Go type it will be
+// decoded into and records unknown fields and type mismatches. Specs without
+// problems seldom come this way (decodeFast takes them), so it says where
+// every problem is rather than stopping at the first.
+func checkShape(probs *[]Problem, path string, v any, t reflect.Type) {
 	if v == nil {
-		return true // null decodes to the zero value of any Go type
+		return // null decodes to the zero value of any Go type
 	}
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	add := func(msg string) bool {
-		if !c.quick {
-			*c.probs = append(*c.probs, Problem{Path: path, Message: msg})
-		}
-		return false
-	}
-	// sub is the path of member k; only a full check needs it.
-	sub := func(k string) string {
-		if c.quick {
-			return ""
-		}
-		return path + "/" + k
-	}
+	add := func(msg string) { *probs = append(*probs, Problem{Path: path, Message: msg}) }
 	switch t {
 	case rawMessageType:
-		return true
+		return
 	case modelRefType:
 		if _, ok := v.(string); ok {
-			return true
+			return
 		}
 		if _, ok := v.(map[string]any); !ok {
-			return add("must be a model name or a model object")
+			add("must be a model name or a model object")
+			return
 		}
-		return c.check(path, v, modelConfigType)
+		checkShape(probs, path, v, modelConfigType)
+		return
 	case replayResponseType:
 		if _, ok := v.(string); ok {
-			return true
+			return
 		}
 		if _, ok := v.(map[string]any); !ok {
-			return add("must be a string or an object")
+			add("must be a string or an object")
+			return
 		}
 		// Fall through to the struct check below.
 	}
-	ok := true
 	switch t.Kind() {
 	case reflect.Struct:
-		obj, isObj := v.(map[string]any)
-		if !isObj {
-			return add("must be an object")
+		obj, ok := v.(map[string]any)
+		if !ok {
+			add("must be an object")
+			return
 		}
 		fields := jsonFields(t)
-		if c.quick {
-			for k, e := range obj {
-				if ft, known := fields[k]; !known || !c.check("", e, ft) {
-					return false
-				}
-			}
-			return true
-		}
 		for _, k := range sortedKeys(obj) {
 			ft, known := fields[k]
 			if !known {
-				*c.probs = append(*c.probs, Problem{Path: sub(escapePointer(k)), Message: "unknown field"})
-				ok = false
+				*probs = append(*probs, Problem{Path: path + "/" + escapePointer(k), Message: "unknown field"})
 				continue
 			}
-			if !c.check(sub(escapePointer(k)), obj[k], ft) {
-				ok = false
-			}
+			checkShape(probs, path+"/"+escapePointer(k), obj[k], ft)
 		}
 	case reflect.Slice:
-		arr, isArr := v.([]any)
-		if !isArr {
-			return add("must be an array")
+		arr, ok := v.([]any)
+		if !ok {
+			add("must be an array")
+			return
 		}
 		for i, e := range arr {
-			if c.check(sub(strconv.Itoa(i)), e, t.Elem()) {
-				continue
-			}
-			if c.quick {
-				return false
-			}
-			ok = false
+			checkShape(probs, path+"/"+strconv.Itoa(i), e, t.Elem())
 		}
 	case reflect.Map:
-		obj, isObj := v.(map[string]any)
-		if !isObj {
-			return add("must be an object")
-		}
-		if c.quick {
-			for _, e := range obj {
-				if !c.check("", e, t.Elem()) {
-					return false
-				}
-			}
-			return true
+		obj, ok := v.(map[string]any)
+		if !ok {
+			add("must be an object")
+			return
 		}
 		for _, k := range sortedKeys(obj) {
-			if !c.check(sub(escapePointer(k)), obj[k], t.Elem()) {
-				ok = false
-			}
+			checkShape(probs, path+"/"+escapePointer(k), obj[k], t.Elem())
 		}
 	case reflect.String:
-		if _, isStr := v.(string); !isStr {
-			return add("must be a string")
+		if _, ok := v.(string); !ok {
+			add("must be a string")
 		}
 	case reflect.Bool:
-		if _, isBool := v.(bool); !isBool {
-			return add("must be a boolean")
+		if _, ok := v.(bool); !ok {
+			add("must be a boolean")
 		}
 	case reflect.Int, reflect.Int64, reflect.Int32:
-		n, isNum := v.(json.Number)
-		if !isNum {
-			return add("must be an integer")
+		n, ok := v.(json.Number)
+		if !ok {
+			add("must be an integer")
+			return
 		}
 		if _, err := n.Int64(); err != nil {
-			return add("must be an integer")
+			add("must be an integer")
 		}
 	case reflect.Float64:
-		if _, isNum := v.(json.Number); !isNum {
-			return add("must be a number")
+		if _, ok := v.(json.Number); !ok {
+			add("must be a number")
 		}
 	}
-	return ok
 }
 
 // sortedKeys are obj's keys in order, so that problems come in a stable
