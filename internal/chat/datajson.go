@@ -10,7 +10,7 @@ import (
 // for byte what json.Marshal writes, at a tenth of its cost; anything else,
 // or a string json.Marshal would escape, goes to json.Marshal.
 func encodeData(v any) json.RawMessage {
-	o := jsonObject{b: make([]byte, 0, 128), ok: true}
+	o := jsonObject{ok: true}
 	switch d := v.(type) {
 	case messageData:
 		if d.CodeResult != nil {
@@ -85,7 +85,7 @@ type jsonObject struct {
 	fields int
 }
 
-func (o *jsonObject) open() { o.b = append(o.b, '{') }
+func (o *jsonObject) open() { o.b = append(make([]byte, 0, 128), '{') }
 
 func (o *jsonObject) key(k string) {
 	if o.fields > 0 {
