@@ -362,3 +362,30 @@ func TestReadOnlyDatabaseFailsAtStart(t *testing.T) {
 		t.Fatalf("the error does not say the database cannot be written:\n%s", stderr.String())
 	}
 }
+
+// TestTheCollectorHasAFloor checks that the binary raises GOGC while its
+// heap is small (AGENTD_GC_HEAP_FLOOR_BYTES, 32 MiB by default) and that
+// 0 leaves GOGC alone.
+func TestTheCollectorHasAFloor(t *testing.T) {
+	t.Parallel()
+	gogc := func(p *proc) float64 {
+		v, ok := metricValue(p.scrape(), "go_gc_gogc_percent")
+		if !ok {
+			t.Fatal("no go_gc_gogc_percent in /metrics")
+		}
+		return v
+	}
+	floored := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none", "GOGC=100")
+	deadline := time.Now().Add(10 * time.Second)
+	for gogc(floored) <= 100 {
+		if time.Now().After(deadline) {
+			t.Fatalf("go_gc_gogc_percent = %v with the default floor, want more than 100", gogc(floored))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	plain := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none", "AGENTD_GC_HEAP_FLOOR_BYTES=0", "GOGC=100")
+	time.Sleep(500 * time.Millisecond)
+	if v := gogc(plain); v != 100 {
+		t.Errorf("go_gc_gogc_percent = %v with AGENTD_GC_HEAP_FLOOR_BYTES=0, want 100", v)
+	}
+}

@@ -33,6 +33,7 @@ type Config struct {
 	LeaseTTL         time.Duration
 	AppendTimeout    time.Duration
 	MaxBodyBytes     int64
+	GCHeapFloor      int64
 	LogLevel         string
 	LogFormat        string
 	Migrate          bool
@@ -89,6 +90,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&c.ModelCallTimeout, "model-call-timeout", env.duration("AGENTD_MODEL_CALL_TIMEOUT", 120*time.Second), "timeout of one model call attempt (AGENTD_MODEL_CALL_TIMEOUT)")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", int64(env.int("AGENTD_MAX_BODY_BYTES", 1<<20)), "largest request body (AGENTD_MAX_BODY_BYTES)")
 	str(&c.ToolAllowHosts, "tool-allow-hosts", "AGENTD_TOOL_ALLOW_HOSTS", "", "comma-separated hosts, host:port, IPs or CIDRs that http and mcp tools may reach (empty: any public host)")
+	fs.Int64Var(&c.GCHeapFloor, "gc-heap-floor-bytes", int64(env.int("AGENTD_GC_HEAP_FLOOR_BYTES", 32<<20)), "heap growth always allowed before a garbage collection, so a small heap is not collected over and over; 0: only GOGC (AGENTD_GC_HEAP_FLOOR_BYTES)")
 	fs.BoolVar(&c.ToolAllowPrivate, "tool-allow-private", env.bool("AGENTD_TOOL_ALLOW_PRIVATE", false), "let tools reach loopback and private addresses (AGENTD_TOOL_ALLOW_PRIVATE)")
 	fs.DurationVar(&c.DatabaseWait, "database-wait", env.duration("AGENTD_DATABASE_WAIT", 60*time.Second), "how long to retry an unreachable database at start before giving up (AGENTD_DATABASE_WAIT)")
 	fs.DurationVar(&c.ShutdownDrain, "shutdown-drain", env.duration("AGENTD_SHUTDOWN_DRAIN", 5*time.Second), "on SIGTERM, time between /readyz turning 503 and stopping, while requests are still served, so load balancers see the 503 first (AGENTD_SHUTDOWN_DRAIN)")
@@ -134,6 +136,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownGrace <= 0 {
 		bad("AGENTD_SHUTDOWN_GRACE must be positive")
+	}
+	if c.GCHeapFloor < 0 {
+		bad("AGENTD_GC_HEAP_FLOOR_BYTES must not be negative")
 	}
 	if c.DatabaseWait < 0 {
 		bad("AGENTD_DATABASE_WAIT must not be negative")

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/agentd/agentd/internal/gcfloor"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -99,6 +101,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return 1
 		}
 		return 0
+	}
+	// The collector's floor is the process's, not one Main's: in-process
+	// tests run several Mains, so it is set here and not in Main.
+	if t := gcfloor.New(uint64(cfg.GCHeapFloor)); t != nil {
+		tctx, stopTuning := context.WithCancel(ctx)
+		tuned := make(chan struct{})
+		go func() { defer close(tuned); t.Run(tctx, 250*time.Millisecond) }()
+		defer func() { stopTuning(); <-tuned }()
+		logger.Debug("garbage collector floor", "bytes", cfg.GCHeapFloor, "gogc", t.Base())
 	}
 	m := NewMain(cfg, logger)
 	if err := m.Run(ctx); err != nil {

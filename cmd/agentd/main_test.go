@@ -65,12 +65,13 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		"AGENTD_MAX_ACTIVE_CHATS", "0",
 		"AGENTD_SHUTDOWN_GRACE", "soon",
 		"AGENTD_LOG_FORMAT", "xml",
+		"AGENTD_GC_HEAP_FLOOR_BYTES", "-1",
 	))
 	err := c.Validate()
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{"not a loopback address", "AGENTD_DATABASE_URL", "AGENTD_SANDBOX", "AGENTD_MAX_ACTIVE_CHATS", `AGENTD_SHUTDOWN_GRACE="soon"`, "AGENTD_LOG_FORMAT"} {
+	for _, want := range []string{"not a loopback address", "AGENTD_DATABASE_URL", "AGENTD_SANDBOX", "AGENTD_MAX_ACTIVE_CHATS", `AGENTD_SHUTDOWN_GRACE="soon"`, "AGENTD_LOG_FORMAT", "AGENTD_GC_HEAP_FLOOR_BYTES"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %s:\n%v", want, err)
 		}
