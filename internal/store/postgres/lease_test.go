@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -102,42 +103,59 @@ func TestRenewLeasesWaitsForNoRowWhileHoldingOthers(t *testing.T) {
 
 // The batched statements' arguments encode in Postgres's binary format:
 // one that pgx cannot encode so (a string as a uuid) is encoded as text
-// after a failed attempt, on every batch.
+// after a failed attempt, on every batch. The appends' arrays, written by
+// writeAppends, must be of the types the statement's parameters have.
 func TestBatchedArgumentsEncodeInBinary(t *testing.T) {
 	t.Parallel()
 	s := newStore(t).(*Store)
 	ctx := t.Context()
-	var rows appendRows
 	at := time.Now()
-	if err := rows.add(0, &chat.AppendParams{ChatID: uuid.NewString(), Epoch: 1,
+	var bb batchBuffers
+	bb.ords = []int{0}
+	if err := bb.writeAppends([]*op{{append: &chat.AppendParams{ChatID: uuid.NewString(), Epoch: 1,
 		Events: []chat.Event{{Seq: 3, Type: chat.EventMessage, Role: chat.RoleAssistant, Name: "a", Content: "hi",
 			Data: json.RawMessage(`{"kind": "model"}`), CreatedAt: at}},
-		Update: chat.ChatUpdate{Status: chat.StatusRunning, CompletedAt: &at, UpdatedAt: at}}); err != nil {
+		Update: chat.ChatUpdate{Status: chat.StatusRunning, CompletedAt: &at, UpdatedAt: at}}}}); err != nil {
 		t.Fatal(err)
 	}
-	renew := []any{at, [][16]byte{uuid.New()}, []int64{1}, "owner"}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	for name, st := range map[string]struct {
-		sql  string
-		args []any
-	}{"appends": {appendsSQL, rows.args()}, "renewal": {renewSQL, renew}} {
-		sd, err := conn.Conn().Prepare(ctx, "", st.sql)
-		if err != nil {
-			t.Fatal(err)
+	m := conn.Conn().TypeMap()
+	sd, err := conn.Conn().Prepare(ctx, "", appendsSQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bb.params) != len(sd.ParamOIDs) {
+		t.Fatalf("%d arrays for %d parameters", len(bb.params), len(sd.ParamOIDs))
+	}
+	for i, p := range bb.params {
+		typ, ok := m.TypeForOID(sd.ParamOIDs[i])
+		if !ok {
+			t.Fatalf("$%d: unknown type %d", i+1, sd.ParamOIDs[i])
 		}
-		m := conn.Conn().TypeMap()
-		for i, arg := range st.args {
-			oid := sd.ParamOIDs[i]
-			if m.FormatCodeForOID(oid) != pgtype.BinaryFormatCode {
-				continue
-			}
-			if _, err := m.Encode(oid, pgtype.BinaryFormatCode, arg, nil); err != nil {
-				t.Errorf("%s: argument $%d: %v", name, i+1, err)
-			}
+		ac, ok := typ.Codec.(*pgtype.ArrayCodec)
+		if !ok {
+			t.Fatalf("$%d is a %s, not an array", i+1, typ.Name)
+		}
+		if elem := binary.BigEndian.Uint32(p[8:12]); elem != ac.ElementType.OID {
+			t.Errorf("$%d is a %s; its array has elements of type %d", i+1, typ.Name, elem)
+		}
+	}
+	renew := []any{at, [][16]byte{uuid.New()}, []int64{1}, "owner"}
+	sd, err = conn.Conn().Prepare(ctx, "", renewSQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, arg := range renew {
+		oid := sd.ParamOIDs[i]
+		if m.FormatCodeForOID(oid) != pgtype.BinaryFormatCode {
+			continue
+		}
+		if _, err := m.Encode(oid, pgtype.BinaryFormatCode, arg, nil); err != nil {
+			t.Errorf("renewal: argument $%d: %v", i+1, err)
 		}
 	}
 }

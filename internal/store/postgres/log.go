@@ -1,13 +1,18 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/store/internal/param"
@@ -209,136 +214,304 @@ var appendsSQL = `WITH a AS (
 )
 SELECT ord FROM fenced_update`
 
+// Names of the group committer's statements, prepared once per connection.
+const (
+	appendsStmt = "agentd_appends"
+	createStmt  = "agentd_create"
+)
+
+// batchBuffers are what one batch is encoded in: kept between batches
+// (batchPool), so a batch of the usual size allocates nothing for its
+// parameters.
+type batchBuffers struct {
+	arrays arrayWriter
+	params [][]byte
+	// formats are the parameters' formats: all binary.
+	formats []int16
+	// ords is the batch index of each append, in the order of the arrays.
+	ords []int
+	// create encodes a create's parameters through pgx.
+	create pgx.ExtendedQueryBuilder
+}
+
+var batchPool = sync.Pool{New: func() any { return new(batchBuffers) }}
+
+// binaryFormat is the result format of appendsSQL's one int column.
+var binaryFormat = []int16{pgx.BinaryFormatCode}
+
 // commitBatch is the groupcommit.CommitFunc. The appends and creates go to
-// the server as one pipelined pgx.Batch: one round trip, and, since a batch
+// the server as one pipelined batch: one round trip, and, since a batch
 // not wrapped in BEGIN/COMMIT runs as one implicit transaction, one commit
 // and one WAL flush for all of them. If any statement fails, the server
 // rolls back the whole batch and the committer retries its members one by
 // one.
+//
+// The batch goes through pgconn, below pgx's own batches, with the
+// appends' parameters written by writeAppends into buffers of ours; the
+// creates' parameters are still encoded by pgx.
 func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) error {
-	b := &pgx.Batch{}
-	var (
-		ids     []string
-		appends appendRows
-		ords    []int // batch index of each append row
-	)
+	bb := batchPool.Get().(*batchBuffers)
+	defer batchPool.Put(bb)
+	bb.ords = bb.ords[:0]
 	for i, o := range batch {
-		if o.create != nil {
-			b.Queue(createSQL, o.create.args...)
-			continue
+		if o.append != nil {
+			bb.ords = append(bb.ords, i)
 		}
-		ids = append(ids, o.append.ChatID)
-		if err := appends.add(len(ords), o.append); err != nil {
+	}
+	if len(bb.ords) > 0 {
+		if err := bb.writeAppends(batch); err != nil {
 			return err
 		}
-		ords = append(ords, i)
 	}
-	if len(ords) > 0 {
-		b.Queue(appendsSQL, appends.args()...)
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
 	}
-	br := s.pool.SendBatch(ctx, b)
-	for i, o := range batch {
-		if o.create == nil {
-			continue
-		}
-		tag, err := br.Exec()
+	defer conn.Release()
+	c := conn.Conn()
+	var b pgconn.Batch
+	if len(bb.ords) < len(batch) {
+		sd, err := c.Prepare(ctx, createStmt, createSQL)
 		if err != nil {
-			br.Close()
 			return err
 		}
-		// Zero rows: its idempotency key is taken.
-		fenced[i] = tag.RowsAffected() == 0
-	}
-	if len(ords) > 0 {
-		for _, i := range ords {
-			fenced[i] = true
-		}
-		rows, err := br.Query()
-		if err != nil {
-			br.Close()
-			return err
-		}
-		for rows.Next() {
-			var ord int32
-			if err := rows.Scan(&ord); err != nil {
-				rows.Close()
-				br.Close()
-				return err
+		for _, o := range batch {
+			if o.create == nil {
+				continue
 			}
-			fenced[ords[ord]] = false // the append took
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			br.Close()
-			return err
+			if err := bb.create.Build(c.TypeMap(), sd, o.create.args); err != nil {
+				return fmt.Errorf("create chat %s: %w", o.create.id, err)
+			}
+			// The batch copies the parameters: the builder is free again.
+			b.ExecStatement(sd, bb.create.ParamValues, bb.create.ParamFormats, bb.create.ResultFormats)
 		}
 	}
-	// Close reads up to the end of the pipeline, which includes the implicit
+	if len(bb.ords) > 0 {
+		sd, err := c.Prepare(ctx, appendsStmt, appendsSQL)
+		if err != nil {
+			return err
+		}
+		b.ExecStatement(sd, bb.params, bb.formats, binaryFormat)
+	}
+	res := c.PgConn().ExecBatch(ctx, &b)
+	if err := readBatch(res, batch, fenced, bb.ords); err != nil {
+		res.Close()
+		return err
+	}
+	// Close reads up to the end of the batch, which includes the implicit
 	// COMMIT: only now are the appends durable.
-	if err := br.Close(); err != nil {
+	if err := res.Close(); err != nil {
 		return err
 	}
 	// Tell every replica's listeners which logs grew, now that they did
 	// (see notifier). A fenced append only costs a spurious wake-up; a new
 	// chat has no followers yet, so creates notify no one.
-	if len(ids) > 0 {
+	if len(bb.ords) > 0 {
+		ids := make([]string, len(bb.ords))
+		for k, i := range bb.ords {
+			ids[k] = batch[i].append.ChatID
+		}
 		s.notify.add(ids)
 	}
 	return nil
 }
 
-// appendRows gathers the appends of a batch into the column arrays of
-// appendsSQL.
-type appendRows struct {
-	ord, turns, msgs                      []int32
-	id                                    [][16]byte
-	epoch, prevSeq, lastSeq, prompt, comp []int64
-	status                                []string
-	stopReason, stopDetail, errText, pend []*string
-	completed, inputExpires               []*time.Time
-	updated                               []time.Time
-	release                               []bool
-	// evOrd is the ord of each event's append; ev are the events.
-	evOrd []int32
-	ev    eventColumns
+// readBatch reads the results of commitBatch's statements, in the order
+// they were queued: each create's, then the appends'. It sets fenced.
+func readBatch(res *pgconn.MultiResultReader, batch []*op, fenced []bool, ords []int) error {
+	for i, o := range batch {
+		if o.create == nil {
+			continue
+		}
+		if !res.NextResult() {
+			return cmp.Or(res.Close(), errors.New("create: no result"))
+		}
+		tag, err := res.ResultReader().Close()
+		if err != nil {
+			return err
+		}
+		// Zero rows: its idempotency key is taken.
+		fenced[i] = tag.RowsAffected() == 0
+	}
+	if len(ords) == 0 {
+		return nil
+	}
+	if !res.NextResult() {
+		return cmp.Or(res.Close(), errors.New("appends: no result"))
+	}
+	for _, i := range ords {
+		fenced[i] = true
+	}
+	rr := res.ResultReader()
+	for rr.NextRow() {
+		v := rr.Values()
+		if len(v) != 1 || len(v[0]) != 4 {
+			rr.Close()
+			return fmt.Errorf("appends: unexpected row %q", v)
+		}
+		ord := int32(binary.BigEndian.Uint32(v[0]))
+		if ord < 0 || int(ord) >= len(ords) {
+			rr.Close()
+			return fmt.Errorf("appends: returned ord %d of %d", ord, len(ords))
+		}
+		fenced[ords[ord]] = false // the append took
+	}
+	_, err := rr.Close()
+	return err
 }
 
-func (r *appendRows) add(ord int, p *chat.AppendParams) error {
-	u := &p.Update
-	id, ok := param.UUID(p.ChatID)
-	if !ok {
-		return fmt.Errorf("chat %q: %w: not a chat id", p.ChatID, param.ErrInvalid)
+// writeAppends writes the appends of batch (at bb.ords) as appendsSQL's
+// parameters: $1..$18 a row per append, numbered by ord; from $19 a row
+// per event, tagged with its append's ord.
+func (bb *batchBuffers) writeAppends(batch []*op) error {
+	w := &bb.arrays
+	w.reset()
+	appends := func(f func(p *chat.AppendParams)) {
+		for _, i := range bb.ords {
+			f(batch[i].append)
+		}
 	}
-	if err := r.ev.add(p.Events, u.UpdatedAt); err != nil {
-		return fmt.Errorf("chat %s: %w", p.ChatID, err)
+	events := func(f func(ord int, p *chat.AppendParams, e *chat.Event)) {
+		for ord, i := range bb.ords {
+			p := batch[i].append
+			for k := range p.Events {
+				f(ord, p, &p.Events[k])
+			}
+		}
 	}
-	for range p.Events {
-		r.evOrd = append(r.evOrd, int32(ord))
+	// $1 ord, $2 id
+	w.begin(oidInt4)
+	for ord := range bb.ords {
+		w.int4(int32(ord))
 	}
-	r.ord = append(r.ord, int32(ord))
-	r.id = append(r.id, id)
-	r.epoch = append(r.epoch, p.Epoch)
-	r.prevSeq = append(r.prevSeq, p.Events[0].Seq-1)
-	r.lastSeq = append(r.lastSeq, p.Events[len(p.Events)-1].Seq)
-	r.status = append(r.status, string(u.Status))
-	r.stopReason = append(r.stopReason, optText(string(u.StopReason)))
-	r.stopDetail = append(r.stopDetail, optText(param.Text(u.StopDetail)))
-	r.errText = append(r.errText, optText(param.Text(u.Error)))
-	r.turns = append(r.turns, int32(u.Turns))
-	r.msgs = append(r.msgs, int32(u.MessageCount))
-	r.prompt = append(r.prompt, int64(u.PromptTokens))
-	r.comp = append(r.comp, int64(u.CompletionTokens))
-	r.pend = append(r.pend, optText(string(u.PendingInput)))
-	r.completed = append(r.completed, u.CompletedAt)
-	r.updated = append(r.updated, u.UpdatedAt)
-	r.release = append(r.release, u.ReleaseLease)
-	r.inputExpires = append(r.inputExpires, u.InputExpiresAt)
+	w.end()
+	w.begin(oidUUID)
+	for _, i := range bb.ords {
+		id, ok := param.UUID(batch[i].append.ChatID)
+		if !ok {
+			return fmt.Errorf("chat %q: %w: not a chat id", batch[i].append.ChatID, param.ErrInvalid)
+		}
+		w.uuid(id)
+	}
+	w.end()
+	// $3 epoch, $4 prev_seq
+	w.begin(oidInt8)
+	appends(func(p *chat.AppendParams) { w.int8(p.Epoch) })
+	w.end()
+	w.begin(oidInt8)
+	appends(func(p *chat.AppendParams) { w.int8(p.Events[0].Seq - 1) })
+	w.end()
+	// $5 status, $6 stop_reason, $7 stop_detail, $8 error
+	w.begin(oidText)
+	appends(func(p *chat.AppendParams) { w.text(string(p.Update.Status)) })
+	w.end()
+	w.begin(oidText)
+	appends(func(p *chat.AppendParams) { w.optText(string(p.Update.StopReason)) })
+	w.end()
+	w.begin(oidText)
+	appends(func(p *chat.AppendParams) { w.optText(param.Text(p.Update.StopDetail)) })
+	w.end()
+	w.begin(oidText)
+	appends(func(p *chat.AppendParams) { w.optText(param.Text(p.Update.Error)) })
+	w.end()
+	// $9 turns, $10 message_count, $11 prompt_tokens, $12 completion_tokens
+	w.begin(oidInt4)
+	appends(func(p *chat.AppendParams) { w.int4(int32(p.Update.Turns)) })
+	w.end()
+	w.begin(oidInt4)
+	appends(func(p *chat.AppendParams) { w.int4(int32(p.Update.MessageCount)) })
+	w.end()
+	w.begin(oidInt8)
+	appends(func(p *chat.AppendParams) { w.int8(int64(p.Update.PromptTokens)) })
+	w.end()
+	w.begin(oidInt8)
+	appends(func(p *chat.AppendParams) { w.int8(int64(p.Update.CompletionTokens)) })
+	w.end()
+	// $13 pending_input, $14 completed_at, $15 updated_at, $16 last_seq,
+	// $17 release, $18 input_expires_at
+	w.begin(oidText)
+	appends(func(p *chat.AppendParams) { w.optText(string(p.Update.PendingInput)) })
+	w.end()
+	w.begin(oidTimestamptz)
+	appends(func(p *chat.AppendParams) { w.optTime(p.Update.CompletedAt) })
+	w.end()
+	w.begin(oidTimestamptz)
+	appends(func(p *chat.AppendParams) { w.time(p.Update.UpdatedAt) })
+	w.end()
+	w.begin(oidInt8)
+	appends(func(p *chat.AppendParams) { w.int8(p.Events[len(p.Events)-1].Seq) })
+	w.end()
+	w.begin(oidBool)
+	appends(func(p *chat.AppendParams) { w.bool(p.Update.ReleaseLease) })
+	w.end()
+	w.begin(oidTimestamptz)
+	appends(func(p *chat.AppendParams) { w.optTime(p.Update.InputExpiresAt) })
+	w.end()
+	// $19 the events' ords, then eventSelect's columns.
+	w.begin(oidInt4)
+	events(func(ord int, _ *chat.AppendParams, _ *chat.Event) { w.int4(int32(ord)) })
+	w.end()
+	w.begin(oidInt8)
+	events(func(_ int, _ *chat.AppendParams, e *chat.Event) { w.int8(e.Seq) })
+	w.end()
+	w.begin(oidText)
+	events(func(_ int, _ *chat.AppendParams, e *chat.Event) { w.text(string(e.Type)) })
+	w.end()
+	w.begin(oidText)
+	events(func(_ int, _ *chat.AppendParams, e *chat.Event) { w.optText(param.Text(e.Role)) })
+	w.end()
+	w.begin(oidText)
+	events(func(_ int, _ *chat.AppendParams, e *chat.Event) { w.optText(param.Text(e.Name)) })
+	w.end()
+	w.begin(oidText)
+	events(func(_ int, _ *chat.AppendParams, e *chat.Event) { w.optText(param.Text(e.Content)) })
+	w.end()
+	var err error
+	w.begin(oidText)
+	events(func(_ int, p *chat.AppendParams, e *chat.Event) {
+		if len(e.ToolCalls) == 0 {
+			w.nullElem()
+			return
+		}
+		b, merr := json.Marshal(param.ToolCalls(e.ToolCalls))
+		if merr != nil && err == nil {
+			err = fmt.Errorf("chat %s: seq %d: tool_calls: %w", p.ChatID, e.Seq, merr)
+		}
+		w.text(string(b))
+	})
+	w.end()
+	w.begin(oidText)
+	events(func(_ int, p *chat.AppendParams, e *chat.Event) {
+		if len(e.ToolResponses) == 0 {
+			w.nullElem()
+			return
+		}
+		b, merr := json.Marshal(param.ToolResponses(e.ToolResponses))
+		if merr != nil && err == nil {
+			err = fmt.Errorf("chat %s: seq %d: tool_responses: %w", p.ChatID, e.Seq, merr)
+		}
+		w.text(string(b))
+	})
+	w.end()
+	if err != nil {
+		return err
+	}
+	w.begin(oidText)
+	events(func(_ int, _ *chat.AppendParams, e *chat.Event) { w.optText(string(e.Data)) })
+	w.end()
+	w.begin(oidTimestamptz)
+	events(func(_ int, p *chat.AppendParams, e *chat.Event) {
+		if e.CreatedAt.IsZero() {
+			w.time(p.Update.UpdatedAt)
+		} else {
+			w.time(e.CreatedAt)
+		}
+	})
+	w.end()
+	bb.params = w.params(bb.params[:0])
+	bb.formats = bb.formats[:0]
+	for range bb.params {
+		bb.formats = append(bb.formats, pgx.BinaryFormatCode)
+	}
 	return nil
-}
-
-// args are appendsSQL's parameters, in order.
-func (r *appendRows) args() []any {
-	return append([]any{r.ord, r.id, r.epoch, r.prevSeq, r.status, r.stopReason, r.stopDetail, r.errText,
-		r.turns, r.msgs, r.prompt, r.comp, r.pend, r.completed, r.updated, r.lastSeq, r.release, r.inputExpires,
-		r.evOrd}, r.ev.args()...)
 }
