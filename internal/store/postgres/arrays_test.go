@@ -57,40 +57,25 @@ func TestArraysAreWhatPgxSends(t *testing.T) {
 			times = append(times, when())
 		}
 		w.reset()
-		w.begin(oidInt4)
-		for _, v := range i4 {
-			w.int4(v)
+		array := func(oid uint32, f func(i int)) {
+			w.begin(oid)
+			for i := range n {
+				f(i)
+			}
+			w.end()
 		}
-		w.end()
-		w.begin(oidInt8)
-		for _, v := range i8 {
-			w.int8(v)
-		}
-		w.end()
-		w.begin(oidText)
-		for _, v := range texts {
-			if v == nil {
+		array(oidInt4, func(i int) { w.int4(i4[i]) })
+		array(oidInt8, func(i int) { w.int8(i8[i]) })
+		array(oidText, func(i int) {
+			if texts[i] == nil {
 				w.nullElem()
 			} else {
-				w.text(*v)
+				w.text(*texts[i])
 			}
-		}
-		w.end()
-		w.begin(oidBool)
-		for _, v := range bools {
-			w.bool(v)
-		}
-		w.end()
-		w.begin(oidUUID)
-		for _, v := range ids {
-			w.uuid(v)
-		}
-		w.end()
-		w.begin(oidTimestamptz)
-		for _, v := range times {
-			w.optTime(v)
-		}
-		w.end()
+		})
+		array(oidBool, func(i int) { w.bool(bools[i]) })
+		array(oidUUID, func(i int) { w.uuid(ids[i]) })
+		array(oidTimestamptz, func(i int) { w.optTime(times[i]) })
 		got := w.params(nil)
 		for k, c := range []struct {
 			oid uint32

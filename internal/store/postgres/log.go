@@ -366,148 +366,104 @@ func readBatch(res *pgconn.MultiResultReader, batch []*op, fenced []bool, ords [
 func (bb *batchBuffers) writeAppends(batch []*op) error {
 	w := &bb.arrays
 	w.reset()
-	appends := func(f func(p *chat.AppendParams)) {
+	// perAppend and perEvent write one array: an element per append, or
+	// per event of each append in turn.
+	perAppend := func(oid uint32, f func(p *chat.AppendParams)) {
+		w.begin(oid)
 		for _, i := range bb.ords {
 			f(batch[i].append)
 		}
+		w.end()
 	}
-	events := func(f func(ord int, p *chat.AppendParams, e *chat.Event)) {
+	perEvent := func(oid uint32, f func(ord int, p *chat.AppendParams, e *chat.Event)) {
+		w.begin(oid)
 		for ord, i := range bb.ords {
 			p := batch[i].append
 			for k := range p.Events {
 				f(ord, p, &p.Events[k])
 			}
 		}
+		w.end()
 	}
+	// jsonColumn writes the JSON of v(e), NULL when it is nil, keeping
+	// the first error.
+	var err error
+	jsonColumn := func(column string, v func(e *chat.Event) any) {
+		perEvent(oidText, func(_ int, p *chat.AppendParams, e *chat.Event) {
+			x := v(e)
+			if x == nil {
+				w.nullElem()
+				return
+			}
+			b, merr := json.Marshal(x)
+			if merr != nil && err == nil {
+				err = fmt.Errorf("chat %s: seq %d: %s: %w", p.ChatID, e.Seq, column, merr)
+			}
+			w.text(string(b))
+		})
+	}
+
 	// $1 ord, $2 id
-	w.begin(oidInt4)
-	for ord := range bb.ords {
-		w.int4(int32(ord))
-	}
-	w.end()
-	w.begin(oidUUID)
-	for _, i := range bb.ords {
-		id, ok := param.UUID(batch[i].append.ChatID)
-		if !ok {
-			return fmt.Errorf("chat %q: %w: not a chat id", batch[i].append.ChatID, param.ErrInvalid)
+	ord := int32(0)
+	perAppend(oidInt4, func(*chat.AppendParams) { w.int4(ord); ord++ })
+	perAppend(oidUUID, func(p *chat.AppendParams) {
+		id, ok := param.UUID(p.ChatID)
+		if !ok && err == nil {
+			err = fmt.Errorf("chat %q: %w: not a chat id", p.ChatID, param.ErrInvalid)
 		}
 		w.uuid(id)
-	}
-	w.end()
+	})
 	// $3 epoch, $4 prev_seq
-	w.begin(oidInt8)
-	appends(func(p *chat.AppendParams) { w.int8(p.Epoch) })
-	w.end()
-	w.begin(oidInt8)
-	appends(func(p *chat.AppendParams) { w.int8(p.Events[0].Seq - 1) })
-	w.end()
+	perAppend(oidInt8, func(p *chat.AppendParams) { w.int8(p.Epoch) })
+	perAppend(oidInt8, func(p *chat.AppendParams) { w.int8(p.Events[0].Seq - 1) })
 	// $5 status, $6 stop_reason, $7 stop_detail, $8 error
-	w.begin(oidText)
-	appends(func(p *chat.AppendParams) { w.text(string(p.Update.Status)) })
-	w.end()
-	w.begin(oidText)
-	appends(func(p *chat.AppendParams) { w.optText(string(p.Update.StopReason)) })
-	w.end()
-	w.begin(oidText)
-	appends(func(p *chat.AppendParams) { w.optText(param.Text(p.Update.StopDetail)) })
-	w.end()
-	w.begin(oidText)
-	appends(func(p *chat.AppendParams) { w.optText(param.Text(p.Update.Error)) })
-	w.end()
+	perAppend(oidText, func(p *chat.AppendParams) { w.text(string(p.Update.Status)) })
+	perAppend(oidText, func(p *chat.AppendParams) { w.optText(string(p.Update.StopReason)) })
+	perAppend(oidText, func(p *chat.AppendParams) { w.optText(param.Text(p.Update.StopDetail)) })
+	perAppend(oidText, func(p *chat.AppendParams) { w.optText(param.Text(p.Update.Error)) })
 	// $9 turns, $10 message_count, $11 prompt_tokens, $12 completion_tokens
-	w.begin(oidInt4)
-	appends(func(p *chat.AppendParams) { w.int4(int32(p.Update.Turns)) })
-	w.end()
-	w.begin(oidInt4)
-	appends(func(p *chat.AppendParams) { w.int4(int32(p.Update.MessageCount)) })
-	w.end()
-	w.begin(oidInt8)
-	appends(func(p *chat.AppendParams) { w.int8(int64(p.Update.PromptTokens)) })
-	w.end()
-	w.begin(oidInt8)
-	appends(func(p *chat.AppendParams) { w.int8(int64(p.Update.CompletionTokens)) })
-	w.end()
+	perAppend(oidInt4, func(p *chat.AppendParams) { w.int4(int32(p.Update.Turns)) })
+	perAppend(oidInt4, func(p *chat.AppendParams) { w.int4(int32(p.Update.MessageCount)) })
+	perAppend(oidInt8, func(p *chat.AppendParams) { w.int8(int64(p.Update.PromptTokens)) })
+	perAppend(oidInt8, func(p *chat.AppendParams) { w.int8(int64(p.Update.CompletionTokens)) })
 	// $13 pending_input, $14 completed_at, $15 updated_at, $16 last_seq,
 	// $17 release, $18 input_expires_at
-	w.begin(oidText)
-	appends(func(p *chat.AppendParams) { w.optText(string(p.Update.PendingInput)) })
-	w.end()
-	w.begin(oidTimestamptz)
-	appends(func(p *chat.AppendParams) { w.optTime(p.Update.CompletedAt) })
-	w.end()
-	w.begin(oidTimestamptz)
-	appends(func(p *chat.AppendParams) { w.time(p.Update.UpdatedAt) })
-	w.end()
-	w.begin(oidInt8)
-	appends(func(p *chat.AppendParams) { w.int8(p.Events[len(p.Events)-1].Seq) })
-	w.end()
-	w.begin(oidBool)
-	appends(func(p *chat.AppendParams) { w.bool(p.Update.ReleaseLease) })
-	w.end()
-	w.begin(oidTimestamptz)
-	appends(func(p *chat.AppendParams) { w.optTime(p.Update.InputExpiresAt) })
-	w.end()
+	perAppend(oidText, func(p *chat.AppendParams) { w.optText(string(p.Update.PendingInput)) })
+	perAppend(oidTimestamptz, func(p *chat.AppendParams) { w.optTime(p.Update.CompletedAt) })
+	perAppend(oidTimestamptz, func(p *chat.AppendParams) { w.time(p.Update.UpdatedAt) })
+	perAppend(oidInt8, func(p *chat.AppendParams) { w.int8(p.Events[len(p.Events)-1].Seq) })
+	perAppend(oidBool, func(p *chat.AppendParams) { w.bool(p.Update.ReleaseLease) })
+	perAppend(oidTimestamptz, func(p *chat.AppendParams) { w.optTime(p.Update.InputExpiresAt) })
 	// $19 the events' ords, then eventSelect's columns.
-	w.begin(oidInt4)
-	events(func(ord int, _ *chat.AppendParams, _ *chat.Event) { w.int4(int32(ord)) })
-	w.end()
-	w.begin(oidInt8)
-	events(func(_ int, _ *chat.AppendParams, e *chat.Event) { w.int8(e.Seq) })
-	w.end()
-	w.begin(oidText)
-	events(func(_ int, _ *chat.AppendParams, e *chat.Event) { w.text(string(e.Type)) })
-	w.end()
-	w.begin(oidText)
-	events(func(_ int, _ *chat.AppendParams, e *chat.Event) { w.optText(param.Text(e.Role)) })
-	w.end()
-	w.begin(oidText)
-	events(func(_ int, _ *chat.AppendParams, e *chat.Event) { w.optText(param.Text(e.Name)) })
-	w.end()
-	w.begin(oidText)
-	events(func(_ int, _ *chat.AppendParams, e *chat.Event) { w.optText(param.Text(e.Content)) })
-	w.end()
-	var err error
-	w.begin(oidText)
-	events(func(_ int, p *chat.AppendParams, e *chat.Event) {
+	perEvent(oidInt4, func(ord int, _ *chat.AppendParams, _ *chat.Event) { w.int4(int32(ord)) })
+	perEvent(oidInt8, func(_ int, _ *chat.AppendParams, e *chat.Event) { w.int8(e.Seq) })
+	perEvent(oidText, func(_ int, _ *chat.AppendParams, e *chat.Event) { w.text(string(e.Type)) })
+	perEvent(oidText, func(_ int, _ *chat.AppendParams, e *chat.Event) { w.optText(param.Text(e.Role)) })
+	perEvent(oidText, func(_ int, _ *chat.AppendParams, e *chat.Event) { w.optText(param.Text(e.Name)) })
+	perEvent(oidText, func(_ int, _ *chat.AppendParams, e *chat.Event) { w.optText(param.Text(e.Content)) })
+	jsonColumn("tool_calls", func(e *chat.Event) any {
 		if len(e.ToolCalls) == 0 {
-			w.nullElem()
-			return
+			return nil
 		}
-		b, merr := json.Marshal(param.ToolCalls(e.ToolCalls))
-		if merr != nil && err == nil {
-			err = fmt.Errorf("chat %s: seq %d: tool_calls: %w", p.ChatID, e.Seq, merr)
-		}
-		w.text(string(b))
+		return param.ToolCalls(e.ToolCalls)
 	})
-	w.end()
-	w.begin(oidText)
-	events(func(_ int, p *chat.AppendParams, e *chat.Event) {
+	jsonColumn("tool_responses", func(e *chat.Event) any {
 		if len(e.ToolResponses) == 0 {
-			w.nullElem()
-			return
+			return nil
 		}
-		b, merr := json.Marshal(param.ToolResponses(e.ToolResponses))
-		if merr != nil && err == nil {
-			err = fmt.Errorf("chat %s: seq %d: tool_responses: %w", p.ChatID, e.Seq, merr)
-		}
-		w.text(string(b))
+		return param.ToolResponses(e.ToolResponses)
 	})
-	w.end()
-	if err != nil {
-		return err
-	}
-	w.begin(oidText)
-	events(func(_ int, _ *chat.AppendParams, e *chat.Event) { w.optText(string(e.Data)) })
-	w.end()
-	w.begin(oidTimestamptz)
-	events(func(_ int, p *chat.AppendParams, e *chat.Event) {
+	perEvent(oidText, func(_ int, _ *chat.AppendParams, e *chat.Event) { w.optText(string(e.Data)) })
+	perEvent(oidTimestamptz, func(_ int, p *chat.AppendParams, e *chat.Event) {
 		if e.CreatedAt.IsZero() {
 			w.time(p.Update.UpdatedAt)
 		} else {
 			w.time(e.CreatedAt)
 		}
 	})
-	w.end()
+	if err != nil {
+		return err
+	}
 	bb.params = w.params(bb.params[:0])
 	bb.formats = bb.formats[:0]
 	for range bb.params {
