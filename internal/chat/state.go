@@ -36,7 +36,7 @@ type state struct {
 	selectorCalls int
 	autoReplies   map[string]int // per user_proxy, since its last human reply
 	pendingInput  *PendingInput  // the open input request, while awaiting input
-	term          *terminator
+	term          terminator
 	termFired     bool
 	// termBase holds the counts at the last reset of the termination tree
 	// (a human chose to go on after it fired), as AgentChat resets its

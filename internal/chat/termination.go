@@ -56,11 +56,11 @@ type terminator struct {
 	clock int
 }
 
-func newTerminator(c *Condition) *terminator {
+func newTerminator(c *Condition) terminator {
 	if c == nil {
-		return &terminator{}
+		return terminator{}
 	}
-	return &terminator{root: buildTermNode(c)}
+	return terminator{root: buildTermNode(c)}
 }
 
 func buildTermNode(c *Condition) *termNode {
@@ -243,9 +243,11 @@ func fromSources(m *Message, sources []string) bool {
 	return len(sources) == 0 || slices.Contains(sources, m.Name)
 }
 
-// clone returns an independent copy of the tree and its firing state.
-func (t *terminator) clone() *terminator {
-	c := &terminator{clock: t.clock}
+// clone returns an independent copy of the tree and its firing state. It
+// is a value, kept in the state itself: a chat without termination
+// conditions (no tree) clones without allocating.
+func (t *terminator) clone() terminator {
+	c := terminator{clock: t.clock}
 	if t.root != nil {
 		c.root = t.root.clone()
 	}

@@ -86,7 +86,8 @@ func TestTerminatorDeadline(t *testing.T) {
 	if !ok || !d.Equal(start.Add(2500*time.Millisecond)) {
 		t.Fatalf("deadline = %v %v", d, ok)
 	}
-	if _, ok := newTerminator(nil).deadline(start); ok {
+	none := newTerminator(nil)
+	if _, ok := none.deadline(start); ok {
 		t.Fatal("no conditions, but a deadline")
 	}
 }

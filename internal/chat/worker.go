@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Causes with which the runtime cuts a worker's context.
@@ -187,6 +188,11 @@ func (w *worker) turnContext(ctx context.Context, s step) context.Context {
 	if w.turnSpan == nil || w.turnNo != s.turn {
 		w.endTurnSpan(nil)
 		w.turnNo = s.turn
+		if !w.rt.parents.on {
+			// Tracing is off: no span, and no attributes made for none.
+			w.turnCtx, w.turnSpan = ctx, noop.Span{}
+			return ctx
+		}
 		w.turnCtx, w.turnSpan = w.rt.tracer.Start(ctx, "chat.turn", trace.WithAttributes(chatAttr(w.id),
 			attribute.String("agentd.agent", s.agent.Name), attribute.Int("agentd.turn", s.turn)))
 	}
@@ -388,8 +394,11 @@ func (w *worker) append(ctx context.Context, p *AppendParams) error {
 	backoff := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.rt.appendTimeout)
-		actx, span := w.rt.tracer.Start(actx, "chat.append", trace.WithAttributes(chatAttr(w.id),
-			attribute.Int("agentd.events", len(p.Events)), attribute.Int64("agentd.first_seq", p.Events[0].Seq)))
+		var span trace.Span = noop.Span{}
+		if w.rt.parents.on {
+			actx, span = w.rt.tracer.Start(actx, "chat.append", trace.WithAttributes(chatAttr(w.id),
+				attribute.Int("agentd.events", len(p.Events)), attribute.Int64("agentd.first_seq", p.Events[0].Seq)))
+		}
 		start := time.Now()
 		err := w.rt.store.Append(actx, p)
 		w.rt.metrics.appendSeconds.Observe(time.Since(start).Seconds())

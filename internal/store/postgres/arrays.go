@@ -116,6 +116,17 @@ func (w *arrayWriter) optText(s string) {
 	w.text(s)
 }
 
+// optBytes is optText for text held as bytes (JSON), without making a
+// string of it.
+func (w *arrayWriter) optBytes(b []byte) {
+	if len(b) == 0 {
+		w.nullElem()
+		return
+	}
+	w.elem(len(b))
+	w.buf = append(w.buf, b...)
+}
+
 // time writes t as a timestamptz: microseconds since 2000-01-01 UTC,
 // rounded down as pgx does.
 func (w *arrayWriter) time(t time.Time) {

@@ -67,10 +67,15 @@ func TestArraysAreWhatPgxSends(t *testing.T) {
 		array(oidInt4, func(i int) { w.int4(i4[i]) })
 		array(oidInt8, func(i int) { w.int8(i8[i]) })
 		array(oidText, func(i int) {
-			if texts[i] == nil {
-				w.nullElem()
-			} else {
-				w.text(*texts[i])
+			switch {
+			case texts[i] == nil && i%2 == 0:
+				w.optText("")
+			case texts[i] == nil:
+				w.optBytes(nil)
+			case i%2 == 0:
+				w.optText(*texts[i])
+			default:
+				w.optBytes([]byte(*texts[i]))
 			}
 		})
 		array(oidBool, func(i int) { w.bool(bools[i]) })

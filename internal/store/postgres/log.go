@@ -428,7 +428,7 @@ func (bb *batchBuffers) writeAppends(batch []*op) error {
 	perAppend(oidInt8, func(p *chat.AppendParams) { w.int8(int64(p.Update.CompletionTokens)) })
 	// $13 pending_input, $14 completed_at, $15 updated_at, $16 last_seq,
 	// $17 release, $18 input_expires_at
-	perAppend(oidText, func(p *chat.AppendParams) { w.optText(string(p.Update.PendingInput)) })
+	perAppend(oidText, func(p *chat.AppendParams) { w.optBytes(p.Update.PendingInput) })
 	perAppend(oidTimestamptz, func(p *chat.AppendParams) { w.optTime(p.Update.CompletedAt) })
 	perAppend(oidTimestamptz, func(p *chat.AppendParams) { w.time(p.Update.UpdatedAt) })
 	perAppend(oidInt8, func(p *chat.AppendParams) { w.int8(p.Events[len(p.Events)-1].Seq) })
@@ -453,7 +453,7 @@ func (bb *batchBuffers) writeAppends(batch []*op) error {
 		}
 		return param.ToolResponses(e.ToolResponses)
 	})
-	perEvent(oidText, func(_ int, _ *chat.AppendParams, e *chat.Event) { w.optText(string(e.Data)) })
+	perEvent(oidText, func(_ int, _ *chat.AppendParams, e *chat.Event) { w.optBytes(e.Data) })
 	perEvent(oidTimestamptz, func(_ int, p *chat.AppendParams, e *chat.Event) {
 		if e.CreatedAt.IsZero() {
 			w.time(p.Update.UpdatedAt)

@@ -46,11 +46,37 @@ func Limit(n, def, max int) int {
 // answer ErrNotFound without asking the database (Postgres would reject the
 // text as a uuid with a driver error).
 func ChatID(id string) (canonical string, ok bool) {
+	if isCanonical(id) {
+		return id, true // as almost every id is: spares a parse and a string
+	}
 	u, err := uuid.Parse(id)
 	if err != nil {
 		return "", false
 	}
 	return u.String(), true
+}
+
+// isCanonical reports whether id is a UUID in canonical form: 36
+// characters, lower-case hex digits with hyphens after the 8th, 12th,
+// 16th and 20th.
+func isCanonical(id string) bool {
+	if len(id) != 36 {
+		return false
+	}
+	for i := range len(id) {
+		c := id[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // UUID returns the 16 bytes of a chat id: what a uuid[] parameter takes

@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
+
 	"github.com/agentd/agentd/internal/chat"
 )
 
@@ -108,6 +110,30 @@ func TestCheckAppend(t *testing.T) {
 		mutate(p)
 		if _, err := CheckAppend(p); !errors.Is(err, ErrInvalid) {
 			t.Errorf("CheckAppend(%s): err = %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+// TestChatIDIsUUIDsCanonicalForm: the quick path for ids already in
+// canonical form must answer what parsing does, for every form of a UUID
+// and for near misses.
+func TestChatIDIsUUIDsCanonicalForm(t *testing.T) {
+	var ids []string
+	for range 200 {
+		u := uuid.New()
+		s := u.String()
+		ids = append(ids, s, strings.ToUpper(s), "{"+s+"}", "urn:uuid:"+s, strings.ReplaceAll(s, "-", ""),
+			s[:35], s+"0", s[:8]+"_"+s[9:], s[:3]+"g"+s[4:], s[:8]+s[9:]+"-")
+	}
+	for _, id := range ids {
+		got, ok := ChatID(id)
+		u, err := uuid.Parse(id)
+		want, wantOK := "", err == nil
+		if wantOK {
+			want = u.String()
+		}
+		if got != want || ok != wantOK {
+			t.Errorf("ChatID(%q) = %q, %v; want %q, %v", id, got, ok, want, wantOK)
 		}
 	}
 }
