@@ -236,6 +236,16 @@ type batchBuffers struct {
 
 var batchPool = sync.Pool{New: func() any { return new(batchBuffers) }}
 
+// maxKeptBatch bounds the buffer a batch leaves for the next: an event may
+// hold 8 MiB, and a batch that carried a few is not kept for ordinary ones.
+const maxKeptBatch = 1 << 20
+
+func putBatchBuffers(bb *batchBuffers) {
+	if cap(bb.arrays.buf) <= maxKeptBatch {
+		batchPool.Put(bb)
+	}
+}
+
 // binaryFormat is the result format of appendsSQL's one int column.
 var binaryFormat = []int16{pgx.BinaryFormatCode}
 
@@ -251,7 +261,7 @@ var binaryFormat = []int16{pgx.BinaryFormatCode}
 // creates' parameters are still encoded by pgx.
 func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) error {
 	bb := batchPool.Get().(*batchBuffers)
-	defer batchPool.Put(bb)
+	defer putBatchBuffers(bb)
 	bb.ords = bb.ords[:0]
 	for i, o := range batch {
 		if o.append != nil {
