@@ -32,7 +32,7 @@ type state struct {
 	started       time.Time
 	lastSpeaker   string
 	pending       *selection // a selected speaker whose turn has not ended
-	modelCalls    map[string]int
+	modelCalls    []int // per agent, by its index in spec.Agents
 	selectorCalls int
 	autoReplies   map[string]int // per user_proxy, since its last human reply
 	pendingInput  *PendingInput  // the open input request, while awaiting input
@@ -53,7 +53,7 @@ type state struct {
 	broken error
 }
 
-// newState returns the state of an empty log. Its count maps (modelCalls,
+// newState returns the state of an empty log. Its counts (modelCalls,
 // autoReplies) are made by their first count: a map costs every waiting
 // chat some hundred bytes, and most chats never count auto-replies.
 func newState(spec *Spec, maxRound int) *state {
@@ -70,7 +70,7 @@ func newState(spec *Spec, maxRound int) *state {
 // folded, and only one of s and its clone goes on (the other is dropped).
 func (s *state) clone() *state {
 	c := *s
-	c.modelCalls = maps.Clone(s.modelCalls)
+	c.modelCalls = slices.Clone(s.modelCalls)
 	c.autoReplies = maps.Clone(s.autoReplies)
 	c.term = s.term.clone()
 	c.delta = slices.Clip(s.delta) // appends to the clone's delta copy, never write into s's
@@ -225,7 +225,12 @@ func (s *state) foldMessage(e Event) error {
 	}
 	switch d.Kind {
 	case kindModel:
-		s.modelCalls = setCount(s.modelCalls, m.Name, s.modelCalls[m.Name]+1)
+		if i := s.spec.agentIndex(m.Name); i >= 0 {
+			if s.modelCalls == nil {
+				s.modelCalls = make([]int, len(s.spec.Agents))
+			}
+			s.modelCalls[i]++
+		}
 	case kindAuto:
 		s.autoReplies = setCount(s.autoReplies, m.Name, s.autoReplies[m.Name]+1)
 	case kindHuman:
@@ -298,9 +303,22 @@ func (s *state) agent(name string) *AgentSpec { return s.spec.agent(name) }
 
 // agent is the spec's agent of that name, or nil.
 func (s *Spec) agent(name string) *AgentSpec {
-	i := slices.IndexFunc(s.Agents, func(a AgentSpec) bool { return a.Name == name })
+	i := s.agentIndex(name)
 	if i < 0 {
 		return nil
 	}
 	return &s.Agents[i]
+}
+
+// agentIndex is the index in Agents of the agent of that name, or -1.
+func (s *Spec) agentIndex(name string) int {
+	return slices.IndexFunc(s.Agents, func(a AgentSpec) bool { return a.Name == name })
+}
+
+// modelCallsOf is how many model calls the agent of that name has made.
+func (s *state) modelCallsOf(name string) int {
+	if i := s.spec.agentIndex(name); i >= 0 && i < len(s.modelCalls) {
+		return s.modelCalls[i]
+	}
+	return 0
 }

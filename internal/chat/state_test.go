@@ -298,18 +298,19 @@ func checkLog(t *testing.T, log []Event, from int) {
 func compareStates(t *testing.T, live, rebuilt *state) {
 	t.Helper()
 	type view struct {
-		LastSeq                 int64
-		Status                  Status
-		Reason                  StopReason
-		Detail, Err             string
-		Msgs, RunMsgs, Turns    int
-		Usage                   Usage
-		LastSpeaker             string
-		Pending                 *selection
-		ModelCalls, AutoReplies map[string]int
-		SelectorCalls           int
-		PendingInput            *PendingInput
-		TermFired               bool
+		LastSeq              int64
+		Status               Status
+		Reason               StopReason
+		Detail, Err          string
+		Msgs, RunMsgs, Turns int
+		Usage                Usage
+		LastSpeaker          string
+		Pending              *selection
+		ModelCalls           []int
+		AutoReplies          map[string]int
+		SelectorCalls        int
+		PendingInput         *PendingInput
+		TermFired            bool
 	}
 	v := func(s *state) view {
 		return view{s.lastSeq, s.status, s.stopReason, s.stopDetail, s.errText, s.msgCount, s.runMsgs, s.turns, s.usage,

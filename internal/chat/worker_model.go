@@ -59,7 +59,7 @@ func (w *worker) callModel(ctx context.Context, a *AgentSpec, tools []ToolDef) (
 //
 //go:noinline
 func (w *worker) modelRequest(a *AgentSpec, tools []ToolDef) *ModelRequest {
-	req := &ModelRequest{ChatID: w.id, Caller: a.Name, Config: w.st.spec.resolveModel(a.Model), CallIndex: w.st.modelCalls[a.Name],
+	req := &ModelRequest{ChatID: w.id, Caller: a.Name, Config: w.st.spec.resolveModel(a.Model), CallIndex: w.st.modelCallsOf(a.Name),
 		Messages: w.st.modelContext(a), Tools: tools, OnDelta: w.deltaPublisher(a.Name)}
 	after := w.st.lastSeq
 	req.OnReset = func() {
