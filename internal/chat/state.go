@@ -32,7 +32,7 @@ type state struct {
 	started       time.Time
 	lastSpeaker   string
 	pending       *selection // a selected speaker whose turn has not ended
-	modelCalls    []int // per agent, by its index in spec.Agents
+	modelCalls    []int      // per agent, by its index in spec.Agents
 	selectorCalls int
 	autoReplies   map[string]int // per user_proxy, since its last human reply
 	pendingInput  *PendingInput  // the open input request, while awaiting input
