@@ -22,7 +22,7 @@ test: lint
 
 ## bench: throughput and memory figures (messages appended per second, memory per running chat, SSE fan-out to 1,000 streams of one chat: delivery p50/p99 and store reads per append), warm sandbox exec latency, worst-case text_match cost per message
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/chat/
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/chat/ ./internal/spec/
 	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 30m ./internal/store/...
 	$(GO) test -run '^$$' -bench WarmExec -benchtime 1x -timeout 10m ./internal/sandbox/
 
@@ -31,8 +31,8 @@ bench:
 ## "context deadline exceeded", although nothing was found.
 FUZZTIME ?= 5000x
 FUZZ_TARGETS = \
-	./internal/chat:FuzzDecodeSpec \
-	./internal/chat:FuzzDecodeFast \
+	./internal/spec:FuzzDecodeSpec \
+	./internal/spec:FuzzDecodeFast \
 	./internal/chat:FuzzTermination \
 	./internal/chat:FuzzTextMatchPattern \
 	./internal/chat:FuzzExtractCodeBlocks \

@@ -21,6 +21,7 @@ import (
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/sandbox"
 	"github.com/agentd/agentd/internal/server"
+	"github.com/agentd/agentd/internal/spec"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tool"
 	"github.com/agentd/agentd/internal/tracing"
@@ -131,7 +132,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.runtime, err = chat.NewRuntime(chat.RuntimeConfig{
 		Store: db, Models: m.models, Providers: providers, Tools: m.tools, Sandboxes: sandboxes, Logger: m.Logger, Registerer: reg,
 		MaxActiveChats: cfg.MaxActiveChats, LeaseDuration: cfg.LeaseTTL, AppendTimeout: cfg.AppendTimeout,
-		Limits: chat.Limits{MaxRound: cfg.MaxRoundLimit, MaxSandboxDiskMB: cfg.SandboxMaxDiskMB}, TracerProvider: tp,
+		Limits: spec.Limits{MaxRound: cfg.MaxRoundLimit, MaxSandboxDiskMB: cfg.SandboxMaxDiskMB}, TracerProvider: tp,
 	})
 	if err != nil {
 		return err

@@ -10,21 +10,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // The workload must stay a valid spec as the spec language evolves.
 func TestChatSpecIsValid(t *testing.T) {
 	for _, delay := range []int{0, 600_000} {
-		spec, probs := chat.DecodeSpec(chatSpec(20, delay))
+		sp, probs := spec.DecodeSpec(chatSpec(20, delay))
 		if len(probs) == 0 {
-			probs = chat.Validate(spec, chat.Limits{}, chat.Env{})
+			probs = spec.Validate(sp, spec.Limits{}, spec.Env{})
 		}
 		if len(probs) > 0 {
 			t.Fatalf("chatSpec(20, %d): %v", delay, probs)
 		}
-		if len(spec.Agents) != 3 || *spec.MaxRound != 19 {
-			t.Fatalf("chatSpec: %d agents, max_round %d", len(spec.Agents), *spec.MaxRound)
+		if len(sp.Agents) != 3 || *sp.MaxRound != 19 {
+			t.Fatalf("chatSpec: %d agents, max_round %d", len(sp.Agents), *sp.MaxRound)
 		}
 	}
 }

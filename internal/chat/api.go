@@ -3,35 +3,12 @@ package chat
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
-	"strings"
 	"time"
 )
 
 // ErrNoPendingInput is returned by Runtime.Input when the chat is not waiting
 // for input or the request_id is stale; the HTTP layer answers 409.
 var ErrNoPendingInput = errors.New("no input is pending for this request_id")
-
-// ValidationError lists every problem found in a request, each with a JSON
-// pointer to the offending value. The HTTP layer answers 422.
-type ValidationError struct {
-	Problems []Problem
-}
-
-// Problem is one validation failure.
-type Problem struct {
-	Path    string `json:"path"`
-	Message string `json:"message"`
-}
-
-func (e *ValidationError) Error() string {
-	var b strings.Builder
-	b.WriteString("invalid chat spec:")
-	for _, p := range e.Problems {
-		fmt.Fprintf(&b, " %s: %s;", p.Path, p.Message)
-	}
-	return strings.TrimSuffix(b.String(), ";")
-}
 
 // CreateParams are the arguments of Runtime.Create.
 type CreateParams struct {

@@ -35,7 +35,7 @@ func openBackend(b *testing.B, backend string) store.DB {
 // that, plus the lifecycle events).
 func BenchmarkChatThroughput(b *testing.B) {
 	const rounds = 20
-	spec := twoAgentSpec(rounds, 0, "")
+	sp := twoAgentSpec(rounds, 0, "")
 	for _, backend := range []string{"sqlite", "postgres"} {
 		for _, n := range []int{1, 32, 256} {
 			b.Run(fmt.Sprintf("%s/chats=%d", backend, n), func(b *testing.B) {
@@ -47,7 +47,7 @@ func BenchmarkChatThroughput(b *testing.B) {
 				for range b.N {
 					var wg sync.WaitGroup
 					for range n {
-						c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: spec})
+						c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: sp})
 						if err != nil {
 							b.Fatal(err)
 						}
@@ -71,7 +71,7 @@ func BenchmarkChatThroughput(b *testing.B) {
 // goroutines they add per chat.
 func BenchmarkMemoryPerRunningChat(b *testing.B) {
 	const n = 256
-	spec := twoAgentSpec(2, 60000, "")
+	sp := twoAgentSpec(2, 60000, "")
 	for range b.N {
 		db := openStore(b)
 		rt := newRuntime(b, db, func(c *chat.RuntimeConfig) { c.LeaseDuration = 30 * time.Second })
@@ -79,7 +79,7 @@ func BenchmarkMemoryPerRunningChat(b *testing.B) {
 		goroutines := runtime.NumGoroutine()
 		var ids []string
 		for range n {
-			c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: spec})
+			c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: sp})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -3,7 +3,8 @@ package chat
 import (
 	"regexp"
 	"slices"
-	"strings"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // codeBlock is one fenced block of a message.
@@ -18,22 +19,11 @@ type codeBlock struct {
 // a line of its own.
 var codeBlockRE = regexp.MustCompile("(?s)```[ \\t]*([\\w+.-]*)[ \\t]*\\r?\\n(.*?)\\r?\\n[ \\t]*```")
 
-// languageAliases maps the tags AutoGen accepts to the language that runs them.
-var languageAliases = map[string]string{
-	"python": "python", "py": "python", "python3": "python",
-	"sh": "sh", "bash": "sh", "shell": "sh",
-}
-
-// canonicalLanguage returns the language a tag runs as, or "".
-func canonicalLanguage(tag string) string {
-	return languageAliases[strings.ToLower(tag)]
-}
-
 // extractCodeBlocks returns the fenced blocks of text in order.
 func extractCodeBlocks(text string) []codeBlock {
 	var out []codeBlock
 	for _, m := range codeBlockRE.FindAllStringSubmatch(text, -1) {
-		out = append(out, codeBlock{Language: canonicalLanguage(m[1]), Tag: m[1], Code: m[2]})
+		out = append(out, codeBlock{Language: spec.CanonicalLanguage(m[1]), Tag: m[1], Code: m[2]})
 	}
 	return out
 }
@@ -47,7 +37,7 @@ func runnableBlocks(msgs []Message, agent string, languages []string) []codeBloc
 	if len(languages) > 0 {
 		allowed = allowed[:0]
 		for _, l := range languages {
-			allowed = append(allowed, canonicalLanguage(l))
+			allowed = append(allowed, spec.CanonicalLanguage(l))
 		}
 	}
 	start := 0

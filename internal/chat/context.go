@@ -3,12 +3,14 @@ package chat
 import (
 	"slices"
 	"strings"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // handoffTool is the name of the tool that hands off to target, as
 // AgentChat's Handoff names it: transfer_to_<target>, lower-cased.
 func handoffTool(target string) string {
-	return strings.ToLower(handoffPrefix + target)
+	return strings.ToLower(spec.HandoffPrefix + target)
 }
 
 // handoffParameters is the schema of a handoff tool: AgentChat generates
@@ -49,14 +51,14 @@ func handoffDef(target string) ToolDef {
 // Each element is one AgentChat LLM message (a tool-results message may hold
 // several tool messages), which is what context.buffer_size counts: the last
 // N are kept, never starting with tool results.
-func agentContext(spec *Spec, a *AgentSpec, msgs []Message, meta []messageData) []ModelMessage {
-	return appendAgentContext(nil, spec, a, msgs, meta)
+func agentContext(sp *spec.Spec, a *spec.Agent, msgs []Message, meta []messageData) []ModelMessage {
+	return appendAgentContext(nil, sp, a, msgs, meta)
 }
 
 // appendAgentContext appends agentContext's messages to out. It is made for
 // every model call, so it is built in place: one slice for the whole
 // context, not one per message and then a copy.
-func appendAgentContext(out []ModelMessage, spec *Spec, a *AgentSpec, msgs []Message, meta []messageData) []ModelMessage {
+func appendAgentContext(out []ModelMessage, sp *spec.Spec, a *spec.Agent, msgs []Message, meta []messageData) []ModelMessage {
 	var (
 		responses map[string]ToolResponse
 		ownCalls  map[string]bool
@@ -94,7 +96,7 @@ func appendAgentContext(out []ModelMessage, spec *Spec, a *AgentSpec, msgs []Mes
 		case !own && m.Type == TypeToolCallRequestEvent && meta[i].End:
 			// A reply whose calls a user_proxy runs ends its turn there.
 			add(ModelMessage{Role: RoleUser, Name: m.Name, Content: describeCalls(m)})
-		case !own && m.Type == TypeToolCallExecutionEvent && spec.isUserProxy(m.Name):
+		case !own && m.Type == TypeToolCallExecutionEvent && sp.IsUserProxy(m.Name):
 			var parts []string
 			for _, r := range m.ToolResponses {
 				if !ownCalls[r.ToolCallID] { // the caller has them after its calls
@@ -112,7 +114,7 @@ func appendAgentContext(out []ModelMessage, spec *Spec, a *AgentSpec, msgs []Mes
 		case own || !isChatMessage(m):
 			// Own summaries and handoffs, and everyone's inner events.
 		case m.Type == TypeHandoffMessage:
-			for _, g := range handoffContext(spec, msgs[:i], meta[:i], m, meta[i].Turn, responses) {
+			for _, g := range handoffContext(sp, msgs[:i], meta[:i], m, meta[i].Turn, responses) {
 				add(g...)
 			}
 			add(ModelMessage{Role: RoleUser, Name: m.Name, Content: m.Content})
@@ -155,7 +157,7 @@ func toolResults(calls []ToolCall, responses map[string]ToolResponse) []ModelMes
 // HandoffMessage.context): from the tool-call message of the same turn that
 // made the handoff, the calls that were not handoffs with their results, or,
 // with none, the text that came with the calls.
-func handoffContext(spec *Spec, before []Message, meta []messageData, h Message, turn int, responses map[string]ToolResponse) [][]ModelMessage {
+func handoffContext(sp *spec.Spec, before []Message, meta []messageData, h Message, turn int, responses map[string]ToolResponse) [][]ModelMessage {
 	var req *Message
 	for i := len(before) - 1; i >= 0 && meta[i].Turn == turn && before[i].Name == h.Name; i-- {
 		if before[i].Type == TypeToolCallRequestEvent {
@@ -167,7 +169,7 @@ func handoffContext(spec *Spec, before []Message, meta []messageData, h Message,
 		return nil
 	}
 	handoffs := map[string]bool{}
-	if from := spec.agent(h.Name); from != nil {
+	if from := sp.Agent(h.Name); from != nil {
 		for _, t := range from.Handoffs {
 			handoffs[handoffTool(t)] = true
 		}
@@ -192,10 +194,4 @@ func describeCalls(m Message) string {
 		lines = append(lines, "["+m.Name+" calls "+c.Function.Name+"("+c.Function.Arguments+")]")
 	}
 	return strings.Join(lines, "\n")
-}
-
-// isUserProxy reports whether name is a user_proxy of the chat.
-func (s *Spec) isUserProxy(name string) bool {
-	a := s.agent(name)
-	return a != nil && a.Type == AgentUserProxy
 }

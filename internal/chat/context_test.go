@@ -4,15 +4,17 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // TestAgentContext checks what an assistant sees of a log, message by
 // message; the golden runs in test/autogen check the same against AutoGen.
 func TestAgentContext(t *testing.T) {
-	spec := &Spec{Agents: []AgentSpec{
-		{Name: "a", Type: AgentAssistant, Tools: []string{"f"}, Handoffs: []string{"B"}},
-		{Name: "B", Type: AgentAssistant},
-		{Name: "px", Type: AgentUserProxy, Functions: []string{"g"}},
+	sp := &spec.Spec{Agents: []spec.Agent{
+		{Name: "a", Type: spec.AgentAssistant, Tools: []string{"f"}, Handoffs: []string{"B"}},
+		{Name: "B", Type: spec.AgentAssistant},
+		{Name: "px", Type: spec.AgentUserProxy, Functions: []string{"g"}},
 	}}
 	call := func(id, name string) ToolCall {
 		return ToolCall{ID: id, Type: "function", Function: FunctionCall{Name: name, Arguments: "{}"}}
@@ -60,7 +62,7 @@ assistant/:"passing" call c4 call c5
 tool/:"r4" for c4
 tool/:"Transferred to B, adopting the role of B immediately." for c5
 `
-	if got := show(agentContext(spec, &spec.Agents[0], msgs, meta)); got != wantA {
+	if got := show(agentContext(sp, &sp.Agents[0], msgs, meta)); got != wantA {
 		t.Errorf("a sees:\n%s\nwant:\n%s", got, wantA)
 	}
 	wantB := `user/user:"task"
@@ -71,25 +73,25 @@ assistant/:"passing" call c4
 tool/:"r4" for c4
 user/a:"Transferred to B, adopting the role of B immediately."
 `
-	if got := show(agentContext(spec, &spec.Agents[1], msgs, meta)); got != wantB {
+	if got := show(agentContext(sp, &sp.Agents[1], msgs, meta)); got != wantB {
 		t.Errorf("B sees:\n%s\nwant:\n%s", got, wantB)
 	}
 	// buffer_size counts AgentChat's messages: the two results of c1 and c2
 	// are one; a window never starts with results.
 	three := 3
-	spec.Agents[1].Context = &ContextSpec{BufferSize: &three}
+	sp.Agents[1].Context = &spec.ModelContext{BufferSize: &three}
 	wantB3 := `assistant/:"passing" call c4
 tool/:"r4" for c4
 user/a:"Transferred to B, adopting the role of B immediately."
 `
-	if got := show(agentContext(spec, &spec.Agents[1], msgs, meta)); got != wantB3 {
+	if got := show(agentContext(sp, &sp.Agents[1], msgs, meta)); got != wantB3 {
 		t.Errorf("B with buffer_size 3 sees:\n%s\nwant:\n%s", got, wantB3)
 	}
 	two := 2
-	spec.Agents[1].Context = &ContextSpec{BufferSize: &two}
+	sp.Agents[1].Context = &spec.ModelContext{BufferSize: &two}
 	wantB2 := `user/a:"Transferred to B, adopting the role of B immediately."
 `
-	if got := show(agentContext(spec, &spec.Agents[1], msgs, meta)); got != wantB2 {
+	if got := show(agentContext(sp, &sp.Agents[1], msgs, meta)); got != wantB2 {
 		t.Errorf("B with buffer_size 2 sees:\n%s\nwant:\n%s", got, wantB2)
 	}
 }

@@ -1,6 +1,8 @@
-// Package chat is agentd's domain: the chat spec, the messages and events of a
-// chat's append-only log, and the runtime that drives a chat from its log to a
-// terminal status (speaker selection, model turns, termination).
+// Package chat is agentd's engine: the messages and events of a chat's
+// append-only log, and the runtime that drives a chat from its log to a
+// terminal status (speaker selection, model turns, termination). What a
+// chat is asked to do, the spec, is decoded and validated by package spec
+// before it gets here.
 //
 // A chat is a pure state machine folded from its log, run by a thin effects
 // runner, as a raft node's state machine is run by the code that persists

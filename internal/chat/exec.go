@@ -2,8 +2,9 @@ package chat
 
 import (
 	"context"
-	"encoding/json"
 	"time"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // Sandboxes runs code in one isolated sandbox per chat (DESIGN §3.7).
@@ -59,10 +60,10 @@ type Tools interface {
 	// CheckTool validates one tool definition at create time: its
 	// parameters schema and implementation. Paths are JSON pointers
 	// relative to the tool ("/parameters", "/implementation/url").
-	CheckTool(t *ToolSpec) []Problem
+	CheckTool(t *spec.Tool) []spec.Problem
 	// Describe returns the functions a tool offers a model: the tool itself
 	// for http and sandbox tools, the server's list for an mcp tool.
-	Describe(ctx context.Context, chatID string, t *ToolSpec) ([]ToolDef, error)
+	Describe(ctx context.Context, chatID string, t *spec.Tool) ([]ToolDef, error)
 	// Call runs one function call. It never fails the chat: unparsable
 	// arguments, arguments that fail the schema, timeouts and execution
 	// errors all come back as a result with IsError set and content
@@ -77,7 +78,7 @@ type Tools interface {
 type ToolRequest struct {
 	ChatID string
 	// Tool is the spec entry that provides the function.
-	Tool *ToolSpec
+	Tool *spec.Tool
 	// Function is what Describe returned for the called name; its
 	// Parameters are the schema the arguments must satisfy.
 	Function ToolDef
@@ -94,16 +95,4 @@ type ToolRequest struct {
 type ToolResult struct {
 	Content string
 	IsError bool
-}
-
-// toolImplementation is the part of a tool's implementation object that the
-// chat itself looks at.
-type toolImplementation struct {
-	Type string `json:"type"`
-}
-
-func (t *ToolSpec) implementationType() string {
-	var impl toolImplementation
-	_ = json.Unmarshal(t.Implementation, &impl)
-	return impl.Type
 }

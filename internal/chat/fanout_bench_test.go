@@ -82,9 +82,9 @@ func BenchmarkSSEFanOut(b *testing.B) {
 		for i := 2; i <= 30; i++ {
 			responses = append(responses, fmt.Sprintf(`{"content": "turn %d", "delay_ms": 20}`, i))
 		}
-		spec := fmt.Sprintf(`{"task": "go", "max_round": 30, "agents": [{"name": "a", "type": "assistant",
+		sp := fmt.Sprintf(`{"task": "go", "max_round": 30, "agents": [{"name": "a", "type": "assistant",
 			"model": {"provider": "replay", "responses": [%s]}}]}`, strings.Join(responses, ","))
-		c, _, err := rt.Create(context.Background(), &chat.CreateParams{Tenant: server.DefaultTenant, Body: []byte(spec)})
+		c, _, err := rt.Create(context.Background(), &chat.CreateParams{Tenant: server.DefaultTenant, Body: []byte(sp)})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/sandbox"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // Append points of a chat, as faultStore recognises them.
@@ -354,7 +355,7 @@ func TestUnstorableSpecsAreRefusedAlikeOnBothStores(t *testing.T) {
 			"{\"task\": \"\xff\", \"agents\": [{\"name\": \"a\", \"type\": \"assistant\", \"model\": {\"provider\": \"replay\", \"responses\": [\"x\"]}}]}",
 		} {
 			_, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: []byte(body)})
-			var verr *chat.ValidationError
+			var verr *spec.ValidationError
 			if !errors.As(err, &verr) {
 				t.Errorf("%s: create %q: err = %v, want a validation error", name, body, err)
 			}

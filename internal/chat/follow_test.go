@@ -25,9 +25,9 @@ func TestFollowingALocalChatNeedsNoRead(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			db := open(t)
 			rt := newRuntime(t, db)
-			spec := bytes.Replace(twoAgentSpec(6, 20, ""), []byte(`"max_round"`),
+			sp := bytes.Replace(twoAgentSpec(6, 20, ""), []byte(`"max_round"`),
 				[]byte(`"metadata": {"ticket": "ABC-1",  "owner": {"team": "x"}}, "name": "review", "max_round"`), 1)
-			c := create(t, rt, string(spec))
+			c := create(t, rt, string(sp))
 			wk, sig, done := rt.Follow(c.ID)
 			defer done()
 			if !wk.Known {

@@ -13,6 +13,7 @@ import (
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/llm/openaitest"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // waitFor waits on the runtime's commit signals until the chat is in one of
@@ -64,9 +65,9 @@ func nextPause(t testing.TB, rt *chat.Runtime, c *chat.Chat) *chat.Chat {
 	}
 }
 
-func create(t testing.TB, rt *chat.Runtime, spec string) *chat.Chat {
+func create(t testing.TB, rt *chat.Runtime, sp string) *chat.Chat {
 	t.Helper()
-	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: []byte(spec)})
+	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: []byte(sp)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,11 +148,11 @@ func mustLastSeq(t testing.TB, db chat.Store, id string) int64 {
 func TestHumanInputTerminateOnTerminationAndOnMaxAutoReply(t *testing.T) {
 	db := openStore(t)
 	rt := newRuntime(t, db)
-	spec := `{"task": "go", "max_round": 20,
+	sp := `{"task": "go", "max_round": 20,
 		"agents": [{"name": "bot", "type": "assistant", "model": {"provider": "replay", "responses": ["one", "DONE", "three", "DONE again"]}},
 		           {"name": "boss", "type": "user_proxy", "human_input_mode": "TERMINATE", "max_consecutive_auto_reply": 1, "default_auto_reply": "continue"}],
 		"termination": {"text_mention": {"text": "DONE"}}}`
-	c := create(t, rt, spec)
+	c := create(t, rt, sp)
 	// bot "one", boss auto "continue" (1 of 1), bot "DONE" fires → the human is asked.
 	c = waitFor(t, rt, c.ID, 5*time.Second, chat.StatusAwaitingInput)
 	if p := pending(t, c); p.Agent != "boss" || !strings.Contains(p.Reason, "termination condition fired: Text 'DONE' mentioned") {
@@ -216,7 +217,7 @@ func TestManualSelection(t *testing.T) {
 		t.Fatalf("pending = %+v", p)
 	}
 	bad := "zed"
-	var ve *chat.ValidationError
+	var ve *spec.ValidationError
 	if err := rt.Input(context.Background(), "", c.ID, &chat.Input{RequestID: p.RequestID, Speaker: &bad}); !errors.As(err, &ve) || ve.Problems[0].Path != "/speaker" {
 		t.Fatalf("unknown speaker: %v", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentd/agentd/internal/spec"
+
 	"github.com/google/uuid"
 )
 
@@ -33,7 +35,7 @@ func (s *state) resume(env stepEnv) step {
 		return step{} // nothing to do yet; the lease is handed back
 	}
 	if p.Kind == "speaker" {
-		sel := selection{Agent: derefOr(in.Speaker, ""), Method: SelectManual, Candidates: p.Candidates, Turn: s.turns + 1, RequestID: p.RequestID}
+		sel := selection{Agent: derefOr(in.Speaker, ""), Method: spec.SelectManual, Candidates: p.Candidates, Turn: s.turns + 1, RequestID: p.RequestID}
 		return appendStep(runningEvent(), selectedEvent(sel))
 	}
 	a := s.agent(p.Agent)
@@ -42,7 +44,7 @@ func (s *state) resume(env stepEnv) step {
 	}
 	content := derefOr(in.Content, "")
 	switch {
-	case strings.TrimSpace(content) == "exit", content == "" && a.humanInputMode() != HumanInputAlways:
+	case strings.TrimSpace(content) == "exit", content == "" && a.InputMode() != spec.HumanInputAlways:
 		return appendStep(terminalEvent(StatusCompleted, StopHumanExit, fmt.Sprintf("The human of '%s' ended the chat.", a.Name), ""))
 	case content == "" && s.pending != nil:
 		// ALWAYS with nothing said: AutoGen goes on with the auto-reply.

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // This file is the group chat manager as a function of the log: given the
@@ -46,7 +48,7 @@ type step struct {
 	before []Event
 	// events are what a stepAppend appends.
 	events []Event
-	agent  *AgentSpec
+	agent  *spec.Agent
 	turn   int
 	// sel is the selection a stepSelect completes (method, candidates, turn).
 	sel selection
@@ -129,7 +131,7 @@ func (s *state) turnStep(env stepEnv, sel selection) step {
 	if a == nil {
 		return appendStep(failedEvent(fmt.Errorf("selected speaker %q is not an agent of the chat", sel.Agent)))
 	}
-	if a.Type == AgentAssistant {
+	if a.Type == spec.AgentAssistant {
 		return s.assistantStep(a, sel.Turn)
 	}
 	if m, proxy := s.routedCalls(); m != nil && proxy == a.Name {
@@ -147,7 +149,7 @@ func (s *state) turnStep(env stepEnv, sel selection) step {
 // asked anything. What ends the turn (a text reply, calls a user_proxy
 // runs, a handoff) is decided where the step's events are made
 // (modelReply, toolTurnEvents).
-func (s *state) assistantStep(a *AgentSpec, turn int) step {
+func (s *state) assistantStep(a *spec.Agent, turn int) step {
 	iter, open := s.turnProgress(turn)
 	switch {
 	case open != nil:
@@ -164,7 +166,7 @@ func (s *state) assistantStep(a *AgentSpec, turn int) step {
 // modelReply is the message of one model call of an assistant's turn. A
 // text reply ends the turn; so do calls for a user_proxy to run (box says
 // who runs what) and a reflection.
-func modelReply(a *AgentSpec, turn int, resp *ModelResponse, box *toolbox, reflect bool) Event {
+func modelReply(a *spec.Agent, turn int, resp *ModelResponse, box *toolbox, reflect bool) Event {
 	usage := resp.Usage
 	d := messageData{Usage: &usage, Kind: kindModel, Turn: turn, End: true}
 	if reflect {
@@ -177,7 +179,7 @@ func modelReply(a *AgentSpec, turn int, resp *ModelResponse, box *toolbox, refle
 
 // toolSummary ends a turn whose iterations are used up without reflection:
 // the last iteration's calls in tool_call_summary_format.
-func (s *state) toolSummary(a *AgentSpec, turn int) Event {
+func (s *state) toolSummary(a *spec.Agent, turn int) Event {
 	calls, responses := s.lastIteration(turn)
 	format := derefOr(a.ToolCallSummaryFormat, "{result}")
 	lines := make([]string, 0, len(calls))
@@ -254,7 +256,7 @@ func (s *state) routedCalls() (*Message, string) {
 	for _, c := range m.ToolCalls {
 		for i := range s.spec.Agents {
 			p := &s.spec.Agents[i]
-			if p.Type == AgentUserProxy && s.spec.executes(p, c.Function.Name) {
+			if p.Type == spec.AgentUserProxy && s.spec.Executes(p, c.Function.Name) {
 				return m, p.Name
 			}
 		}
@@ -267,13 +269,13 @@ func (s *state) routedCalls() (*Message, string) {
 // once max_consecutive_auto_reply auto-replies were given (a fired
 // termination condition asks too, see afterMessage); NEVER never asks and
 // ends the chat when the auto-replies run out.
-func (s *state) userProxyStep(env stepEnv, a *AgentSpec, turn int) step {
+func (s *state) userProxyStep(env stepEnv, a *spec.Agent, turn int) step {
 	limit := derefOr(a.MaxConsecutiveAutoReply, defaultMaxConsecutiveAutoReply)
-	switch a.humanInputMode() {
-	case HumanInputAlways:
+	switch a.InputMode() {
+	case spec.HumanInputAlways:
 		return appendStep(s.inputRequest(env, &PendingInput{Kind: "message", Agent: a.Name,
 			Reason: "Provide feedback. Send empty content to skip and use the auto-reply, or \"exit\" to end the chat."}))
-	case HumanInputTerminate:
+	case spec.HumanInputTerminate:
 		if s.autoReplies[a.Name] >= limit {
 			return appendStep(s.inputRequest(env, &PendingInput{Kind: "message", Agent: a.Name,
 				Reason: fmt.Sprintf("max_consecutive_auto_reply (%d) reached. Send content to go on, or empty content or \"exit\" to end the chat.", limit)}))
@@ -291,7 +293,7 @@ func (s *state) userProxyStep(env stepEnv, a *AgentSpec, turn int) step {
 // toward max_consecutive_auto_reply: the result of the code blocks
 // addressed to it when it executes code and there are any, else its default
 // auto-reply (AutoGen's default is "").
-func (s *state) autoReplyStep(a *AgentSpec, turn int) step {
+func (s *state) autoReplyStep(a *spec.Agent, turn int) step {
 	if a.CodeExecution != nil {
 		if blocks := runnableBlocks(s.msgs, a.Name, a.CodeExecution.Languages); len(blocks) > 0 {
 			return step{kind: stepCode, agent: a, turn: turn, blocks: blocks}
@@ -301,7 +303,7 @@ func (s *state) autoReplyStep(a *AgentSpec, turn int) step {
 }
 
 // codeReply is a user_proxy's reply with the result of its code blocks.
-func codeReply(a *AgentSpec, turn int, res *CodeResult) Event {
+func codeReply(a *spec.Agent, turn int, res *CodeResult) Event {
 	outcome := "execution succeeded"
 	if res.ExitCode != 0 {
 		outcome = "execution failed"
@@ -322,11 +324,4 @@ func (s *state) inputRequest(env stepEnv, p *PendingInput) Event {
 
 func runningEvent() Event {
 	return Event{Type: EventChatRunning, Data: json.RawMessage(`{"status":"running"}`)}
-}
-
-func (a *AgentSpec) humanInputMode() string {
-	if a.HumanInputMode == "" {
-		return HumanInputAlways // AutoGen's UserProxyAgent default
-	}
-	return a.HumanInputMode
 }

@@ -1,19 +1,15 @@
 package chat
 
-// AgentChat's names for messages (autogen_agentchat.messages), the "type" a
-// client sees on every message so that it can tell, for example, a tool-call
-// summary from a model's reply.
-const (
-	TypeTextMessage            = "TextMessage"
-	TypeToolCallRequestEvent   = "ToolCallRequestEvent"
-	TypeToolCallExecutionEvent = "ToolCallExecutionEvent"
-	TypeToolCallSummaryMessage = "ToolCallSummaryMessage"
-	TypeHandoffMessage         = "HandoffMessage"
-)
+import "github.com/agentd/agentd/internal/spec"
 
-// MessageTypes lists every message type agentd writes.
-var MessageTypes = []string{TypeTextMessage, TypeToolCallRequestEvent, TypeToolCallExecutionEvent,
-	TypeToolCallSummaryMessage, TypeHandoffMessage}
+// AgentChat's names for messages are the spec's (see spec.MessageTypes).
+const (
+	TypeTextMessage            = spec.TypeTextMessage
+	TypeToolCallRequestEvent   = spec.TypeToolCallRequestEvent
+	TypeToolCallExecutionEvent = spec.TypeToolCallExecutionEvent
+	TypeToolCallSummaryMessage = spec.TypeToolCallSummaryMessage
+	TypeHandoffMessage         = spec.TypeHandoffMessage
+)
 
 // messageType is AgentChat's type for a message event. It is derived from the
 // message's shape and kind, so logs written before types were shown get them
@@ -33,10 +29,8 @@ func messageType(e Event, d messageData) string {
 	switch {
 	case d.Type != "":
 		return d.Type
-	case len(e.ToolCalls) > 0:
-		return TypeToolCallRequestEvent
-	case e.Role == RoleTool || len(e.ToolResponses) > 0:
-		return TypeToolCallExecutionEvent
+	case len(e.ToolCalls) > 0 || e.Role == RoleTool || len(e.ToolResponses) > 0:
+		return spec.ShapeType(e.Role, e.ToolCalls, e.ToolResponses)
 	case kind == kindSummary:
 		return TypeToolCallSummaryMessage
 	case kind == kindHandoff:

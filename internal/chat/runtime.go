@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentd/agentd/internal/spec"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -51,7 +53,7 @@ type RuntimeConfig struct {
 	// appended with the turn's first output (default 20ms; negative: it is
 	// appended at once). See heldAppend.
 	HoldSelection time.Duration
-	Limits        Limits
+	Limits        spec.Limits
 	// TracerProvider traces chat runs, turns and appends; nil: no spans.
 	TracerProvider trace.TracerProvider
 	// StatusCountsTTL is how long the counts of agentd_chats are reused
@@ -73,7 +75,7 @@ type Runtime struct {
 	log           *slog.Logger
 	now           func() time.Time
 	owner         string
-	limits        Limits
+	limits        spec.Limits
 	appendTimeout time.Duration
 	holdSelection time.Duration
 	metrics       *metrics
@@ -125,7 +127,7 @@ func NewRuntime(cfg RuntimeConfig) (*Runtime, error) {
 		log:           cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
 		now:           now,
 		owner:         owner,
-		limits:        cfg.Limits.withDefaults(),
+		limits:        cfg.Limits.WithDefaults(),
 		appendTimeout: cmp.Or(cfg.AppendTimeout, defaultAppendTimeout),
 		holdSelection: cmp.Or(cfg.HoldSelection, defaultHoldSelection),
 		metrics:       m,
@@ -138,8 +140,8 @@ func NewRuntime(cfg RuntimeConfig) (*Runtime, error) {
 }
 
 // env is what this server offers specs.
-func (r *Runtime) env() Env {
-	e := Env{Providers: r.providers, Tools: r.tools}
+func (r *Runtime) env() spec.Env {
+	e := spec.Env{Providers: r.providers, Tools: r.tools}
 	if r.sandboxes != nil {
 		e.Sandbox = r.sandboxes.Backend()
 	}

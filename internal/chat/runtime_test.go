@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/spec"
 	"github.com/agentd/agentd/internal/store"
 )
 
@@ -125,8 +126,8 @@ func TestRuntimeRunsAChatToMaxRound(t *testing.T) {
 func TestTerminationFiresInTheSameAppendAsItsMessage(t *testing.T) {
 	db := openStore(t)
 	rt := newRuntime(t, db)
-	spec := twoAgentSpec(5, 0, `, "termination": {"any": [{"text_mention": {"text": "b-1"}}, {"token_usage": {"max_prompt_tokens": 1000}}]}`)
-	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: spec})
+	sp := twoAgentSpec(5, 0, `, "termination": {"any": [{"text_mention": {"text": "b-1"}}, {"token_usage": {"max_prompt_tokens": 1000}}]}`)
+	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: sp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,8 +145,8 @@ func TestTerminationFiresInTheSameAppendAsItsMessage(t *testing.T) {
 func TestReplayExhaustedFailsTheChat(t *testing.T) {
 	db := openStore(t)
 	rt := newRuntime(t, db)
-	spec := []byte(`{"task": "go", "max_round": 3, "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": ["only one"]}}]}`)
-	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: spec})
+	sp := []byte(`{"task": "go", "max_round": 3, "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": ["only one"]}}]}`)
+	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: sp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func TestCreateRejectsInvalidSpecWithEveryProblem(t *testing.T) {
 	db := openStore(t)
 	rt := newRuntime(t, db)
 	_, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: []byte(`{"task": "", "agents": [], "bogus": 1}`)})
-	var ve *chat.ValidationError
+	var ve *spec.ValidationError
 	if !asValidation(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Path != "/bogus" {
 		t.Fatalf("err = %v", err)
 	}
@@ -246,8 +247,8 @@ func TestCreateRejectsInvalidSpecWithEveryProblem(t *testing.T) {
 	}
 }
 
-func asValidation(err error, target **chat.ValidationError) bool {
-	ve, ok := err.(*chat.ValidationError)
+func asValidation(err error, target **spec.ValidationError) bool {
+	ve, ok := err.(*spec.ValidationError)
 	if ok {
 		*target = ve
 	}

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentd/agentd/internal/spec"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -136,7 +138,7 @@ func (s *scheduler) startCreated(c *Chat, seed *workerSeed) {
 // workerSeed is what a worker starts from instead of the stored chat: the
 // decoded spec and the whole log so far.
 type workerSeed struct {
-	spec *Spec
+	spec *spec.Spec
 	log  []Event
 }
 
@@ -337,7 +339,7 @@ func (s *scheduler) afterWorker(ctx context.Context, w *worker, lease Lease) {
 	if ended && r.tools != nil && len(w.st.spec.Tools) > 0 {
 		r.tools.ReleaseChat(w.id)
 	}
-	if ended && r.sandboxes != nil && w.st.spec.needsSandbox() {
+	if ended && r.sandboxes != nil && w.st.spec.NeedsSandbox() {
 		// The chat's sandbox goes with the chat; the reaper catches what a
 		// crash leaves behind.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // selection is the outcome of choosing the next speaker; it becomes the data
@@ -29,30 +31,11 @@ type selection struct {
 	Routed bool `json:"routed,omitempty"`
 }
 
-// method is the spec's selection method, round_robin when unset.
-func (s *Spec) method() string {
-	if s.SpeakerSelection != nil && s.SpeakerSelection.Method != "" {
-		return s.SpeakerSelection.Method
-	}
-	return SelectRoundRobin
-}
-
-// allowRepeat is allow_repeated_speaker. Its default is AutoGen's for the
-// method: false for auto (AgentChat's SelectorGroupChat), true otherwise
-// (AutoGen 0.2's GroupChat, which random follows).
-func (s *Spec) allowRepeat() bool {
-	sel := s.SpeakerSelection
-	if sel == nil || sel.AllowRepeatedSpeaker == nil {
-		return s.method() != SelectAuto
-	}
-	return *sel.AllowRepeatedSpeaker
-}
-
 // successors applies `transitions` (AutoGen's allowed_or_disallowed_speaker_
 // transitions) to the agents that may follow last. Before the first agent
 // turn (last is no agent) every agent may speak. With type "allowed", an
 // agent missing from the map has no successor; with "disallowed" it has all.
-func (s *Spec) successors(last string) []string {
+func successors(s *spec.Spec, last string) []string {
 	names := agentNames(s)
 	sel := s.SpeakerSelection
 	if sel == nil || len(sel.Transitions) == 0 || !slices.Contains(names, last) {
@@ -68,9 +51,9 @@ func (s *Spec) successors(last string) []string {
 // candidates are the agents eligible to speak after last: the successors,
 // without last itself when repeats are not allowed (unless it is the only
 // one left, as AutoGen allows a lone agent to go on).
-func (s *Spec) candidates(last string) []string {
-	succ := s.successors(last) // a slice of its own, which this may change
-	if s.allowRepeat() || len(succ) <= 1 || !slices.ContainsFunc(succ, func(n string) bool { return n != last }) {
+func candidates(s *spec.Spec, last string) []string {
+	succ := successors(s, last) // a slice of its own, which this may change
+	if s.AllowRepeat() || len(succ) <= 1 || !slices.ContainsFunc(succ, func(n string) bool { return n != last }) {
 		return succ
 	}
 	return slices.DeleteFunc(succ, func(n string) bool { return n == last })
@@ -79,9 +62,9 @@ func (s *Spec) candidates(last string) []string {
 // nextInOrder is the first candidate after last in agents order, wrapping:
 // round robin, and the auto selector's fallback. It never returns a name
 // that is not a candidate.
-func nextInOrder(spec *Spec, last string, candidates []string) string {
-	agents := spec.Agents
-	start := slices.IndexFunc(agents, func(a AgentSpec) bool { return a.Name == last }) + 1 // 0 when last is no agent
+func nextInOrder(sp *spec.Spec, last string, candidates []string) string {
+	agents := sp.Agents
+	start := slices.IndexFunc(agents, func(a spec.Agent) bool { return a.Name == last }) + 1 // 0 when last is no agent
 	for i := range agents {
 		if n := agents[(start+i)%len(agents)].Name; slices.Contains(candidates, n) {
 			return n
@@ -93,8 +76,8 @@ func nextInOrder(spec *Spec, last string, candidates []string) string {
 // pickRandom chooses uniformly among candidates. Seeded per turn, not per
 // chat: the choice of turn N depends on nothing but the seed and N, so it is
 // reproducible after a restart without storing generator state.
-func pickRandom(spec *Spec, candidates []string, turn int) string {
-	if seed := spec.SpeakerSelection.Seed; seed != nil {
+func pickRandom(sp *spec.Spec, candidates []string, turn int) string {
+	if seed := sp.SpeakerSelection.Seed; seed != nil {
 		return candidates[rand.New(rand.NewPCG(uint64(*seed), uint64(turn))).IntN(len(candidates))]
 	}
 	return candidates[rand.IntN(len(candidates))]
@@ -102,21 +85,21 @@ func pickRandom(spec *Spec, candidates []string, turn int) string {
 
 // swarmTarget is the Swarm speaker: the target of the latest handoff, else
 // the current speaker, else the first agent.
-func swarmTarget(spec *Spec, msgs []Message, last string) string {
+func swarmTarget(sp *spec.Spec, msgs []Message, last string) string {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Handoff != "" {
 			return msgs[i].Handoff
 		}
 	}
-	if slices.Contains(agentNames(spec), last) {
+	if slices.Contains(agentNames(sp), last) {
 		return last
 	}
-	return spec.Agents[0].Name
+	return sp.Agents[0].Name
 }
 
-func agentNames(spec *Spec) []string {
-	names := make([]string, len(spec.Agents))
-	for i, a := range spec.Agents {
+func agentNames(sp *spec.Spec) []string {
+	names := make([]string, len(sp.Agents))
+	for i, a := range sp.Agents {
 		names[i] = a.Name
 	}
 	return names
@@ -140,13 +123,13 @@ Read the above conversation. Then select the next role from {participants} to pl
 // not an assistant's inner tool-call and tool-result events — each as
 // "name: content" with trailing space trimmed and a blank line after it,
 // joined by newlines.
-func selectorPrompt(spec *Spec, candidates []string, msgs []Message) string {
+func selectorPrompt(sp *spec.Spec, candidates []string, msgs []Message) string {
 	tmpl := defaultSelectorPrompt
-	if p := spec.SpeakerSelection.SelectorPrompt; p != nil {
+	if p := sp.SpeakerSelection.SelectorPrompt; p != nil {
 		tmpl = *p
 	}
-	roles := make([]string, 0, len(spec.Agents))
-	for _, a := range spec.Agents {
+	roles := make([]string, 0, len(sp.Agents))
+	for _, a := range sp.Agents {
 		roles = append(roles, strings.TrimSpace(strings.Join(strings.Fields(a.Name+": "+a.Description), " ")))
 	}
 	history := make([]string, 0, len(msgs))
@@ -239,31 +222,31 @@ func judgeSelectorReply(names, candidates []string, reply, last string, allowRep
 // chat in which no agent may speak stops.
 func (s *state) selectStep(env stepEnv) step {
 	turn := s.turns + 1
-	method := s.spec.method()
+	method := s.spec.Method()
 	if _, proxy := s.routedCalls(); proxy != "" {
 		// Tool calls wait for the user_proxy that executes them (AutoGen's
 		// func_call_filter): it speaks next, whatever the method says.
 		return appendStep(selectedEvent(selection{Agent: proxy, Method: method, Candidates: []string{proxy}, Turn: turn, Routed: true}))
 	}
-	cands := s.spec.candidates(s.lastSpeaker)
+	cands := candidates(s.spec, s.lastSpeaker)
 	if len(cands) == 0 {
 		detail := fmt.Sprintf("No eligible speaker after '%s': the transitions allow none.", s.lastSpeaker)
 		return appendStep(terminalEvent(StatusCompleted, StopNoEligibleSpeaker, detail, ""))
 	}
 	sel := selection{Method: method, Candidates: cands, Turn: turn}
 	switch method {
-	case SelectRandom:
+	case spec.SelectRandom:
 		sel.Agent = pickRandom(s.spec, cands, turn)
-	case SelectManual:
+	case spec.SelectManual:
 		return appendStep(s.inputRequest(env, &PendingInput{Kind: "speaker", Candidates: cands,
 			Reason: fmt.Sprintf("Select the speaker of turn %d.", turn)}))
-	case SelectSwarm:
+	case spec.SelectSwarm:
 		sel.Agent = swarmTarget(s.spec, s.msgs, s.lastSpeaker)
 		if !containsName(cands, sel.Agent) {
 			detail := fmt.Sprintf("No eligible speaker: the swarm hands over to '%s', which the transitions do not allow after '%s'.", sel.Agent, s.lastSpeaker)
 			return appendStep(terminalEvent(StatusCompleted, StopNoEligibleSpeaker, detail, ""))
 		}
-	case SelectAuto:
+	case spec.SelectAuto:
 		if len(cands) > 1 {
 			return step{kind: stepSelect, sel: sel}
 		}
@@ -288,7 +271,7 @@ func (s *state) autoSelection(sel selection, replies []string, usage Usage) sele
 	names := agentNames(s.spec)
 	sel.Attempts, sel.Replies, sel.Usage = len(replies), replies, &usage
 	for _, r := range replies {
-		if agent, _ := judgeSelectorReply(names, sel.Candidates, r, s.lastSpeaker, s.spec.allowRepeat()); agent != "" {
+		if agent, _ := judgeSelectorReply(names, sel.Candidates, r, s.lastSpeaker, s.spec.AllowRepeat()); agent != "" {
 			sel.Agent = agent
 			return sel
 		}

@@ -6,23 +6,25 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
-func specOf(t *testing.T, s string) *Spec {
+func specOf(t *testing.T, s string) *spec.Spec {
 	t.Helper()
-	var spec Spec
-	if err := json.Unmarshal([]byte(s), &spec); err != nil {
+	var sp spec.Spec
+	if err := json.Unmarshal([]byte(s), &sp); err != nil {
 		t.Fatal(err)
 	}
-	return &spec
+	return &sp
 }
 
 func TestRoundRobinOrderAndTransitions(t *testing.T) {
-	spec := specOf(t, `{"agents": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}`)
+	sp := specOf(t, `{"agents": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}`)
 	var got []string
 	last := "user"
 	for range 5 {
-		last = nextInOrder(spec, last, spec.candidates(last))
+		last = nextInOrder(sp, last, candidates(sp, last))
 		got = append(got, last)
 	}
 	if want := []string{"a", "b", "c", "a", "b"}; !slices.Equal(got, want) {
@@ -30,18 +32,18 @@ func TestRoundRobinOrderAndTransitions(t *testing.T) {
 	}
 	allowed := specOf(t, `{"agents": [{"name": "a"}, {"name": "b"}, {"name": "c"}],
 		"speaker_selection": {"transitions": {"a": ["c"], "c": ["a", "b"]}, "transitions_type": "allowed"}}`)
-	if got := nextInOrder(allowed, "a", allowed.candidates("a")); got != "c" {
+	if got := nextInOrder(allowed, "a", candidates(allowed, "a")); got != "c" {
 		t.Fatalf("after a with a→c only: %s", got)
 	}
-	if got := allowed.candidates("b"); len(got) != 0 {
+	if got := candidates(allowed, "b"); len(got) != 0 {
 		t.Fatalf("b is not a key of allowed transitions, so it has no successor; got %v", got)
 	}
 	disallowed := specOf(t, `{"agents": [{"name": "a"}, {"name": "b"}, {"name": "c"}],
 		"speaker_selection": {"transitions": {"a": ["b"]}, "transitions_type": "disallowed"}}`)
-	if got := disallowed.candidates("a"); !slices.Equal(got, []string{"a", "c"}) {
+	if got := candidates(disallowed, "a"); !slices.Equal(got, []string{"a", "c"}) {
 		t.Fatalf("disallowed a→b: candidates %v", got)
 	}
-	if got := disallowed.candidates("b"); len(got) != 3 {
+	if got := candidates(disallowed, "b"); len(got) != 3 {
 		t.Fatalf("b has no disallowed transitions: %v", got)
 	}
 }
@@ -63,17 +65,17 @@ func TestRandomSelectionProperty(t *testing.T) {
 		}
 		seed, repeat := r.Int64(), r.IntN(2) == 0
 		typ := []string{"allowed", "disallowed"}[r.IntN(2)]
-		spec := &Spec{Agents: []AgentSpec{{Name: "a"}, {Name: "b"}, {Name: "c"}, {Name: "d"}},
-			SpeakerSelection: &SelectionSpec{Method: SelectRandom, Seed: &seed, AllowRepeatedSpeaker: &repeat, Transitions: trans, TransitionsType: typ}}
+		sp := &spec.Spec{Agents: []spec.Agent{{Name: "a"}, {Name: "b"}, {Name: "c"}, {Name: "d"}},
+			SpeakerSelection: &spec.Selection{Method: spec.SelectRandom, Seed: &seed, AllowRepeatedSpeaker: &repeat, Transitions: trans, TransitionsType: typ}}
 		run := func() []string {
 			var seq []string
 			last := "user"
 			for turn := 1; turn <= 30; turn++ {
-				c := spec.candidates(last)
+				c := candidates(sp, last)
 				if len(c) == 0 {
 					break
 				}
-				next := pickRandom(spec, c, turn)
+				next := pickRandom(sp, c, turn)
 				if last != "user" {
 					allowed := slices.Contains(trans[last], next)
 					if typ == "disallowed" {
@@ -82,8 +84,8 @@ func TestRandomSelectionProperty(t *testing.T) {
 					if !allowed {
 						t.Fatalf("%s → %s violates %s transitions %v", last, next, typ, trans)
 					}
-					if !repeat && next == last && len(spec.successors(last)) > 1 {
-						t.Fatalf("%s repeated although allow_repeated_speaker is false (successors %v)", last, spec.successors(last))
+					if !repeat && next == last && len(successors(sp, last)) > 1 {
+						t.Fatalf("%s repeated although allow_repeated_speaker is false (successors %v)", last, successors(sp, last))
 					}
 				}
 				seq = append(seq, next)
@@ -123,9 +125,9 @@ func TestJudgeSelectorReply(t *testing.T) {
 }
 
 func TestSelectorPrompt(t *testing.T) {
-	spec := specOf(t, `{"agents": [{"name": "a", "description": "Plans."}, {"name": "b", "description": "Codes."}, {"name": "c", "description": "Idle."}],
+	sp := specOf(t, `{"agents": [{"name": "a", "description": "Plans."}, {"name": "b", "description": "Codes."}, {"name": "c", "description": "Idle."}],
 		"speaker_selection": {"method": "auto"}}`)
-	got := selectorPrompt(spec, []string{"a", "b"}, []Message{{Name: "user", Content: "task"}, {Name: "a", Content: "plan  "},
+	got := selectorPrompt(sp, []string{"a", "b"}, []Message{{Name: "user", Content: "task"}, {Name: "a", Content: "plan  "},
 		{Name: "a", Type: TypeToolCallRequestEvent}})
 	// AgentChat lists every agent in {roles}, the candidates in
 	// {participants}, and each chat message of the history followed by a
@@ -137,8 +139,8 @@ func TestSelectorPrompt(t *testing.T) {
 		}
 	}
 	custom := "Pick from {participants}. Roles: {roles}. History: {history}"
-	spec.SpeakerSelection.SelectorPrompt = &custom
-	if got := selectorPrompt(spec, []string{"a"}, nil); got != "Pick from ['a']. Roles: a: Plans.\nb: Codes.\nc: Idle.. History: " {
+	sp.SpeakerSelection.SelectorPrompt = &custom
+	if got := selectorPrompt(sp, []string{"a"}, nil); got != "Pick from ['a']. Roles: a: Plans.\nb: Codes.\nc: Idle.. History: " {
 		t.Errorf("custom prompt = %q", got)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentd/agentd/internal/spec"
+
 	"github.com/google/uuid"
 )
 
@@ -20,34 +22,34 @@ import (
 // Idempotency-Key already names with created=false. The chat's first events
 // (chat.created, resumed messages, the task) are written with it.
 func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, error) {
-	spec, compact, probs := decodeCompact(p.Body)
+	sp, compact, probs := spec.DecodeCompact(p.Body)
 	if len(probs) == 0 {
-		probs = Validate(spec, r.limits, r.env())
+		probs = spec.Validate(sp, r.limits, r.env())
 	}
 	if len(probs) > 0 {
-		return nil, false, &ValidationError{Problems: probs}
+		return nil, false, &spec.ValidationError{Problems: probs}
 	}
 	sum := sha256.Sum256(compact)
 	// The chat's worker, which decodes the stored spec, finds this one.
-	spec = r.specs.share(sum, spec)
+	sp = r.specs.share(sum, sp)
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, false, fmt.Errorf("new chat id: %w", err)
 	}
 	now := r.now()
-	evs := []Event{{Seq: 1, Type: EventChatCreated, Data: mustJSON(map[string]any{"status": StatusQueued, "name": spec.Name}), CreatedAt: now}}
-	for _, m := range spec.Messages {
+	evs := []Event{{Seq: 1, Type: EventChatCreated, Data: mustJSON(map[string]any{"status": StatusQueued, "name": sp.Name}), CreatedAt: now}}
+	for _, m := range sp.Messages {
 		// Tool calls and responses are kept: the agent that made them sees
 		// them in its model context as AgentChat keeps them.
 		evs = append(evs, withData(Event{Type: EventMessage, Role: m.Role, Name: cmp.Or(m.Name, UserName), Content: m.Content,
 			ToolCalls: m.ToolCalls, ToolResponses: m.ToolResponses, CreatedAt: now}, messageData{Kind: kindHistory, Type: m.Type}))
 	}
-	evs = append(evs, withData(Event{Type: EventMessage, Role: RoleUser, Name: UserName, Content: spec.Task, CreatedAt: now}, messageData{Kind: kindTask}))
+	evs = append(evs, withData(Event{Type: EventMessage, Role: RoleUser, Name: UserName, Content: sp.Task, CreatedAt: now}, messageData{Kind: kindTask}))
 	for i := range evs {
 		evs[i].Seq = int64(i + 1)
 	}
 	cp := &CreateChatParams{
-		ID: id.String(), Tenant: p.Tenant, Name: spec.Name, Spec: compact, Metadata: spec.Metadata,
+		ID: id.String(), Tenant: p.Tenant, Name: sp.Name, Spec: compact, Metadata: sp.Metadata,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: hex.EncodeToString(sum[:]), CreatedAt: now, Events: evs,
 	}
 	// A chat this replica has room for is created leased to it and its
@@ -73,7 +75,7 @@ func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, err
 	}
 	switch {
 	case created && reserved && c.Owner == r.owner:
-		r.sched.startCreated(c, &workerSeed{spec: spec, log: evs})
+		r.sched.startCreated(c, &workerSeed{spec: sp, log: evs})
 	case reserved:
 		r.sched.unreserve() // an existing chat (idempotency key)
 	case created:
@@ -160,32 +162,32 @@ func (r *Runtime) Input(ctx context.Context, tenant, id string, in *Input) error
 	if in.RequestID != p.RequestID {
 		return ErrNoPendingInput
 	}
-	var probs []Problem
+	var probs []spec.Problem
 	switch p.Kind {
 	case "speaker":
 		switch {
 		case in.Speaker == nil:
-			probs = append(probs, Problem{Path: "/speaker", Message: "this request asks for a speaker: one of " + pyList(p.Candidates)})
+			probs = append(probs, spec.Problem{Path: "/speaker", Message: "this request asks for a speaker: one of " + pyList(p.Candidates)})
 		case !containsName(p.Candidates, *in.Speaker):
-			probs = append(probs, Problem{Path: "/speaker", Message: strconv.Quote(*in.Speaker) + " is not a candidate: pick one of " + pyList(p.Candidates)})
+			probs = append(probs, spec.Problem{Path: "/speaker", Message: strconv.Quote(*in.Speaker) + " is not a candidate: pick one of " + pyList(p.Candidates)})
 		}
 		if in.Content != nil {
-			probs = append(probs, Problem{Path: "/content", Message: "this request asks for a speaker, not a message"})
+			probs = append(probs, spec.Problem{Path: "/content", Message: "this request asks for a speaker, not a message"})
 		}
 	default:
 		if in.Content == nil {
-			probs = append(probs, Problem{Path: "/content", Message: "this request asks for a message (empty content skips or ends, see reason)"})
+			probs = append(probs, spec.Problem{Path: "/content", Message: "this request asks for a message (empty content skips or ends, see reason)"})
 		} else if strings.IndexByte(*in.Content, 0) >= 0 {
-			probs = append(probs, Problem{Path: "/content", Message: "must not contain the NUL character (\\u0000), which the store cannot hold"})
+			probs = append(probs, spec.Problem{Path: "/content", Message: "must not contain the NUL character (\\u0000), which the store cannot hold"})
 		} else if len(*in.Content) > r.limits.MaxTaskBytes {
-			probs = append(probs, Problem{Path: "/content", Message: fmt.Sprintf("must be at most %d bytes", r.limits.MaxTaskBytes)})
+			probs = append(probs, spec.Problem{Path: "/content", Message: fmt.Sprintf("must be at most %d bytes", r.limits.MaxTaskBytes)})
 		}
 		if in.Speaker != nil {
-			probs = append(probs, Problem{Path: "/speaker", Message: "this request asks for a message, not a speaker"})
+			probs = append(probs, spec.Problem{Path: "/speaker", Message: "this request asks for a message, not a speaker"})
 		}
 	}
 	if len(probs) > 0 {
-		return &ValidationError{Problems: probs}
+		return &spec.ValidationError{Problems: probs}
 	}
 	if _, err := r.store.SubmitInput(ctx, &SubmitInputParams{Tenant: tenant, ChatID: id, RequestID: in.RequestID, Response: mustJSON(in), Now: r.now()}); err != nil {
 		return err

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"sync"
 	"weak"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // specShare shares decoded specs between the chats of a replica whose
@@ -18,17 +20,17 @@ import (
 // collected, and its entry goes with it.
 type specShare struct {
 	mu sync.Mutex
-	m  map[[sha256.Size]byte]weak.Pointer[Spec]
+	m  map[[sha256.Size]byte]weak.Pointer[spec.Spec]
 }
 
 func newSpecShare() *specShare {
-	return &specShare{m: map[[sha256.Size]byte]weak.Pointer[Spec]{}}
+	return &specShare{m: map[[sha256.Size]byte]weak.Pointer[spec.Spec]{}}
 }
 
 // decode returns the spec stored as raw: the shared copy if there is one,
 // else a new one, shared from then on. A spec that does not decode is
 // returned as far as it decoded, with the error, and not shared.
-func (s *specShare) decode(raw []byte) (*Spec, error) {
+func (s *specShare) decode(raw []byte) (*spec.Spec, error) {
 	key := sha256.Sum256(raw)
 	s.mu.Lock()
 	sp := s.m[key].Value()
@@ -36,7 +38,7 @@ func (s *specShare) decode(raw []byte) (*Spec, error) {
 	if sp != nil {
 		return sp, nil
 	}
-	sp = new(Spec)
+	sp = new(spec.Spec)
 	if err := json.Unmarshal(raw, sp); err != nil {
 		return sp, err
 	}
@@ -46,7 +48,7 @@ func (s *specShare) decode(raw []byte) (*Spec, error) {
 // share returns the shared spec of the stored bytes whose SHA-256 is key:
 // the one already shared, else sp, which is shared from then on. sp must be
 // what those bytes decode to.
-func (s *specShare) share(key [sha256.Size]byte, sp *Spec) *Spec {
+func (s *specShare) share(key [sha256.Size]byte, sp *spec.Spec) *spec.Spec {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old := s.m[key].Value(); old != nil {

@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // Chats whose stored specs are the same bytes share one decoded spec, for as
@@ -37,12 +39,12 @@ func TestSpecShare(t *testing.T) {
 	}
 
 	// What Create decoded is what the worker gets.
-	mine := &Spec{Task: "mine"}
+	mine := &spec.Spec{Task: "mine"}
 	key := [32]byte{1}
 	if got := s.share(key, mine); got != mine {
 		t.Fatal("share did not keep the first spec")
 	}
-	if got := s.share(key, &Spec{Task: "mine"}); got != mine {
+	if got := s.share(key, &spec.Spec{Task: "mine"}); got != mine {
 		t.Fatal("share replaced a spec still in use")
 	}
 	runtime.KeepAlive(mine)

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // state is a chat as its log describes it: the fold of its events, and
@@ -14,7 +16,7 @@ import (
 // replaces it only with a state that the store confirmed (see worker.commit),
 // so what the worker believes is always what the log holds.
 type state struct {
-	spec     *Spec
+	spec     *spec.Spec
 	maxRound int
 
 	lastSeq       int64
@@ -56,12 +58,12 @@ type state struct {
 // newState returns the state of an empty log. Its counts (modelCalls,
 // autoReplies) are made by their first count: a map costs every waiting
 // chat some hundred bytes, and most chats never count auto-replies.
-func newState(spec *Spec, maxRound int) *state {
+func newState(sp *spec.Spec, maxRound int) *state {
 	return &state{
-		spec:     spec,
+		spec:     sp,
 		maxRound: maxRound,
 		status:   StatusQueued,
-		term:     newTerminator(spec.Termination),
+		term:     newTerminator(sp.Termination),
 	}
 }
 
@@ -225,7 +227,7 @@ func (s *state) foldMessage(e Event) error {
 	}
 	switch d.Kind {
 	case kindModel:
-		if i := s.spec.agentIndex(m.Name); i >= 0 {
+		if i := s.spec.AgentIndex(m.Name); i >= 0 {
 			if s.modelCalls == nil {
 				s.modelCalls = make([]int, len(s.spec.Agents))
 			}
@@ -299,25 +301,11 @@ func (s *state) update(now time.Time) ChatUpdate {
 }
 
 // agent returns the spec's agent of that name, or nil.
-func (s *state) agent(name string) *AgentSpec { return s.spec.agent(name) }
-
-// agent is the spec's agent of that name, or nil.
-func (s *Spec) agent(name string) *AgentSpec {
-	i := s.agentIndex(name)
-	if i < 0 {
-		return nil
-	}
-	return &s.Agents[i]
-}
-
-// agentIndex is the index in Agents of the agent of that name, or -1.
-func (s *Spec) agentIndex(name string) int {
-	return slices.IndexFunc(s.Agents, func(a AgentSpec) bool { return a.Name == name })
-}
+func (s *state) agent(name string) *spec.Agent { return s.spec.Agent(name) }
 
 // modelCallsOf is how many model calls the agent of that name has made.
 func (s *state) modelCallsOf(name string) int {
-	if i := s.spec.agentIndex(name); i >= 0 && i < len(s.modelCalls) {
+	if i := s.spec.AgentIndex(name); i >= 0 && i < len(s.modelCalls) {
 		return s.modelCalls[i]
 	}
 	return 0

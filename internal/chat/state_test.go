@@ -8,14 +8,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentd/agentd/internal/spec"
+	"github.com/agentd/agentd/internal/spec/spectest"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // created returns the first events of a chat, as Runtime.Create writes them.
-func created(spec *Spec) []Event {
+func created(sp *spec.Spec) []Event {
 	evs := []Event{{Seq: 1, Type: EventChatCreated, Data: mustJSON(map[string]any{"status": StatusQueued})}}
-	evs = append(evs, Event{Seq: 2, Type: EventMessage, Role: RoleUser, Name: UserName, Content: spec.Task,
+	evs = append(evs, Event{Seq: 2, Type: EventMessage, Role: RoleUser, Name: UserName, Content: sp.Task,
 		Data: mustJSON(messageData{Kind: kindTask})})
 	for i := range evs {
 		evs[i].CreatedAt = t0
@@ -26,9 +29,9 @@ func created(spec *Spec) []Event {
 // fold returns the state of a log as a store gives it back (no typed
 // data: everything decoded), failing the test on an event that does not
 // fold.
-func fold(t *testing.T, spec *Spec, evs []Event) *state {
+func fold(t *testing.T, sp *spec.Spec, evs []Event) *state {
 	t.Helper()
-	s := newState(spec, min(derefOr(spec.MaxRound, DefaultMaxRound), DefaultLimits.MaxRound))
+	s := newState(sp, min(derefOr(sp.MaxRound, spec.DefaultMaxRound), spec.DefaultLimits.MaxRound))
 	for _, e := range evs {
 		e.typed = nil
 		if err := s.apply(e); err != nil {
@@ -93,7 +96,7 @@ func TestNextDecisions(t *testing.T) {
 		name: "a selected assistant calls its model",
 		spec: two + `}`,
 		extra: func(*state, []Event) []Event {
-			return []Event{selectedEvent(selection{Agent: "b", Method: SelectRoundRobin, Turn: 1})}
+			return []Event{selectedEvent(selection{Agent: "b", Method: spec.SelectRoundRobin, Turn: 1})}
 		},
 		check: func(t *testing.T, st step) {
 			if st.kind != stepModel || st.agent.Name != "b" || st.turn != 1 || st.reflect {
@@ -140,14 +143,14 @@ func TestNextDecisions(t *testing.T) {
 		},
 	}} {
 		t.Run(tt.name, func(t *testing.T) {
-			spec := specOf(t, tt.spec)
-			s := fold(t, spec, created(spec))
+			sp := specOf(t, tt.spec)
+			s := fold(t, sp, created(sp))
 			env := testEnv()
 			st := s.next(env)
 			if st.kind != stepAppend || st.events[0].Type != EventChatRunning {
 				t.Fatalf("a queued chat starts running first; got %+v", st)
 			}
-			log := created(spec)
+			log := created(sp)
 			s, log = adopt(t, s, log, env, st.events...)
 			if tt.extra != nil {
 				for _, e := range tt.extra(s, log) {
@@ -175,10 +178,10 @@ func TestNextDecisions(t *testing.T) {
 // TestPlanLeavesStateAlone: planning an append changes nothing until the
 // worker adopts the result, so a failed append leaves the state as it was.
 func TestPlanLeavesStateAlone(t *testing.T) {
-	spec := specOf(t, `{"task": "t", "agents": [{"name": "a", "type": "assistant"}],
+	sp := specOf(t, `{"task": "t", "agents": [{"name": "a", "type": "assistant"}],
 		"termination": {"any": [{"text_mention": {"text": "DONE"}}, {"max_messages": 9}]}}`)
 	env := testEnv()
-	s := fold(t, spec, created(spec))
+	s := fold(t, sp, created(sp))
 	s, _ = adopt(t, s, nil, env, runningEvent(), selectedEvent(selection{Agent: "a", Turn: 1}))
 	before := s.clone()
 	next, evs, err := s.plan([]Event{{Type: EventMessage, Role: RoleAssistant, Name: "a", Content: "DONE",
@@ -198,12 +201,12 @@ func TestPlanLeavesStateAlone(t *testing.T) {
 // TestApplyErrorsNameTheSeq: an event that does not decode is an error
 // naming its seq, never a zero value, and the chat then fails.
 func TestApplyErrorsNameTheSeq(t *testing.T) {
-	spec := specOf(t, `{"task": "t", "agents": [{"name": "a", "type": "assistant"}]}`)
-	evs := created(spec)
+	sp := specOf(t, `{"task": "t", "agents": [{"name": "a", "type": "assistant"}]}`)
+	evs := created(sp)
 	evs = append(evs, Event{Seq: 3, Type: EventChatRunning, CreatedAt: t0},
 		Event{Seq: 4, Type: EventSpeakerSelected, Data: json.RawMessage(`{"agent": 7}`), CreatedAt: t0},
 		Event{Seq: 5, Type: EventMessage, Role: RoleAssistant, Name: "a", Data: json.RawMessage(`{"kind":"model","turn":1,"end":true}`), CreatedAt: t0})
-	s := newState(spec, 10)
+	s := newState(sp, 10)
 	var errs []error
 	for _, e := range evs {
 		if err := s.apply(e); err != nil {
@@ -223,7 +226,7 @@ func TestApplyErrorsNameTheSeq(t *testing.T) {
 	if d := dataOf[terminalData](t, st.events[0]); !strings.Contains(d.Error, "event seq 4") {
 		t.Fatalf("error %q does not name the seq", d.Error)
 	}
-	gap := newState(spec, 10)
+	gap := newState(sp, 10)
 	if err := gap.apply(Event{Seq: 2, Type: EventChatCreated}); err == nil || !strings.Contains(err.Error(), "seq 2") {
 		t.Fatalf("a gap: %v", err)
 	}
@@ -239,11 +242,11 @@ func TestApplyErrorsNameTheSeq(t *testing.T) {
 func TestStateProperty(t *testing.T) {
 	for seed := range uint64(300) {
 		rng := rand.New(rand.NewPCG(seed, 7))
-		spec := randomSpec(t, rng)
+		sp := randomSpec(t, rng)
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			env := testEnv()
-			log := created(spec)
-			s := fold(t, spec, log)
+			log := created(sp)
+			s := fold(t, sp, log)
 			for i := 0; ; i++ {
 				if i > 2000 {
 					t.Fatalf("no end after %d steps; status %s, turns %d", i, s.status, s.turns)
@@ -259,7 +262,7 @@ func TestStateProperty(t *testing.T) {
 				before := len(log)
 				s, log = adopt(t, s, log, env, evs...)
 				checkLog(t, log, before)
-				rebuilt := fold(t, spec, log)
+				rebuilt := fold(t, sp, log)
 				compareStates(t, s, rebuilt)
 				upd := s.update(t0)
 				if upd.Status != s.status || upd.ReleaseLease != (s.status.Terminal() || s.status == StatusAwaitingInput) ||
@@ -321,26 +324,8 @@ func compareStates(t *testing.T, live, rebuilt *state) {
 	}
 }
 
-func randomSpec(t *testing.T, rng *rand.Rand) *Spec {
-	methods := []string{"round_robin", "random", "auto", "manual", "swarm"}
-	modes := []string{"NEVER", "ALWAYS", "TERMINATE"}
-	var agents []string
-	n := 1 + rng.IntN(3)
-	for i := range n {
-		agents = append(agents, fmt.Sprintf(`{"name": "a%d", "type": "assistant", "tools": ["t"], "max_tool_iterations": %d, "reflect_on_tool_use": %v, "handoffs": ["p"]}`,
-			i, 1+rng.IntN(2), rng.IntN(2) == 0))
-	}
-	agents = append(agents, fmt.Sprintf(`{"name": "p", "type": "user_proxy", "human_input_mode": %q, "max_consecutive_auto_reply": %d, "code_execution": {}, "functions": ["f"]}`,
-		modes[rng.IntN(3)], 1+rng.IntN(3)))
-	conds := []string{`{"text_mention": {"text": "STOP"}}`, `{"max_messages": 12}`, `{"token_usage": {"max_total_tokens": 400}}`,
-		`{"all": [{"source_match": {"sources": ["p"]}}, {"text_mention": {"text": "STOP"}}]}`, `{"handoff": {"target": "p"}}`, `{"function_call": {"name": "f"}}`}
-	term := ""
-	if rng.IntN(4) > 0 {
-		term = `, "termination": ` + conds[rng.IntN(len(conds))]
-	}
-	return specOf(t, fmt.Sprintf(`{"task": "go", "agents": [%s], "max_round": %d, "tools": [{"name": "t"}, {"name": "f"}],
-		"speaker_selection": {"method": %q, "seed": %d, "max_attempts": 2}%s}`,
-		strings.Join(agents, ", "), 1+rng.IntN(8), methods[rng.IntN(len(methods))], rng.IntN(100), term))
+func randomSpec(t *testing.T, rng *rand.Rand) *spec.Spec {
+	return specOf(t, spectest.RandomSpec(rng))
 }
 
 // effect plays the world for one step: what a model, a tool, a sandbox

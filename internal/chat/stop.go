@@ -3,6 +3,8 @@ package chat
 import (
 	"fmt"
 	"time"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // This file is where a chat stops: every terminal event is made here (the
@@ -63,9 +65,9 @@ func (s *state) observeTime(now time.Time) bool {
 
 // terminateAsker is the first user_proxy with human_input_mode TERMINATE:
 // the human AutoGen asks before a chat ends.
-func (s *state) terminateAsker() *AgentSpec {
+func (s *state) terminateAsker() *spec.Agent {
 	for i := range s.spec.Agents {
-		if a := &s.spec.Agents[i]; a.Type == AgentUserProxy && a.HumanInputMode == HumanInputTerminate {
+		if a := &s.spec.Agents[i]; a.Type == spec.AgentUserProxy && a.HumanInputMode == spec.HumanInputTerminate {
 			return a
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // termState is what the termination conditions look at besides the delta:
@@ -39,7 +41,7 @@ type termMsg struct {
 // tree is rebuilt from the log by feeding it every message again, so it holds
 // no state the log does not.
 type termNode struct {
-	cond     *Condition
+	cond     *spec.Condition
 	re       *regexp.Regexp
 	children []*termNode
 	fired    bool
@@ -56,14 +58,14 @@ type terminator struct {
 	clock int
 }
 
-func newTerminator(c *Condition) terminator {
+func newTerminator(c *spec.Condition) terminator {
 	if c == nil {
 		return terminator{}
 	}
 	return terminator{root: buildTermNode(c)}
 }
 
-func buildTermNode(c *Condition) *termNode {
+func buildTermNode(c *spec.Condition) *termNode {
 	n := &termNode{cond: c}
 	if c.TextMatch != nil {
 		n.re = regexp.MustCompile(c.TextMatch.Pattern) // validated at create time

@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
-func cond(t *testing.T, s string) *Condition {
+func cond(t *testing.T, s string) *spec.Condition {
 	t.Helper()
-	var c Condition
+	var c spec.Condition
 	if err := json.Unmarshal([]byte(s), &c); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +41,7 @@ func TestTermination(t *testing.T) {
 		{"text_match", `{"text_match": {"pattern": "FINAL ANSWER: \\d+"}}`,
 			[]step{{name: "user", content: "FINAL ANSWER: 1"}, {name: "a", content: "FINAL ANSWER: x"}, {name: "a", content: "FINAL ANSWER: 42"}}, 2, StopTextMatch, "Text matched pattern 'FINAL ANSWER: \\d+'"},
 		{"token_usage", `{"token_usage": {"max_total_tokens": 30}}`,
-			[]step{{name: "user"}, {name: "a", usage: Usage{10, 10}}, {name: "a", usage: Usage{5, 5}}}, 2, StopTokenUsage, "Token usage limit reached, total token count: 30, prompt token count: 15, completion token count: 15."},
+			[]step{{name: "user"}, {name: "a", usage: Usage{PromptTokens: 10, CompletionTokens: 10}}, {name: "a", usage: Usage{PromptTokens: 5, CompletionTokens: 5}}}, 2, StopTokenUsage, "Token usage limit reached, total token count: 30, prompt token count: 15, completion token count: 15."},
 		{"source_match", `{"source_match": {"sources": ["b"]}}`,
 			[]step{{name: "user"}, {name: "a"}, {name: "b"}}, 2, StopSourceMatch, "'b' answered"},
 		{"timeout", `{"timeout_s": 5}`,

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // worstPatterns are patterns at the text_match limits that make RE2 do the
@@ -40,14 +42,14 @@ func worstTexts() []string {
 
 func TestTextMatchLimits(t *testing.T) {
 	for _, p := range worstPatterns() {
-		if msg := checkTextMatchPattern(p); msg != "" {
+		if msg := spec.CheckTextMatchPattern(p); msg != "" {
 			t.Errorf("worst-case pattern %q is refused (%s): the benchmark would measure nothing", p, msg)
 		}
 	}
 	for _, tc := range []struct {
 		pattern, want string
 	}{
-		{strings.Repeat("a", MaxTextMatchPattern+1), "bytes long"},
+		{strings.Repeat("a", spec.MaxTextMatchPattern+1), "bytes long"},
 		{`a{51}`, "repeats 51 times"},
 		{`(a{100}){100}`, "valid"},
 		{`((a{1,20}){1,20}){1,2}`, "too complex"},
@@ -55,17 +57,17 @@ func TestTextMatchLimits(t *testing.T) {
 		{`(?:\w{1,40}){1,5}`, "too complex"},
 		{`(?s)(?:.{0,30}){4}x`, "too complex"},
 	} {
-		if got := checkTextMatchPattern(tc.pattern); !strings.Contains(got, tc.want) {
+		if got := spec.CheckTextMatchPattern(tc.pattern); !strings.Contains(got, tc.want) {
 			t.Errorf("checkTextMatchPattern(%.40q) = %q, want it to contain %q", tc.pattern, got, tc.want)
 		}
 	}
 	for _, ok := range []string{`TERMINATE`, `(?i)\bdone\b`, `^APPROVE$`, `a{50}`} {
-		if got := checkTextMatchPattern(ok); got != "" {
+		if got := spec.CheckTextMatchPattern(ok); got != "" {
 			t.Errorf("checkTextMatchPattern(%q) = %q, want it accepted", ok, got)
 		}
 	}
-	long := strings.Repeat("x", 2*MaxTextMatchScan) + "é" + "TERMINATE"
-	if s := textMatchScope(long); len(s) > MaxTextMatchScan || !strings.HasSuffix(s, "TERMINATE") {
+	long := strings.Repeat("x", 2*spec.MaxTextMatchScan) + "é" + "TERMINATE"
+	if s := textMatchScope(long); len(s) > spec.MaxTextMatchScan || !strings.HasSuffix(s, "TERMINATE") {
 		t.Errorf("scope of a long message: %d bytes, suffix %q", len(s), s[max(0, len(s)-9):])
 	}
 }
@@ -90,7 +92,7 @@ func BenchmarkTextMatchWorstCase(b *testing.B) {
 	}
 	b.ReportMetric(float64(worst.Microseconds())/1000, "worst-ms/message")
 	b.Logf("worst-case text_match cost per message: %s (%s; pattern ≤ %d bytes, repeat ≤ %d, program ≤ %d instructions, scan ≤ %d bytes)",
-		worst, worstDesc, MaxTextMatchPattern, MaxTextMatchRepeat, MaxTextMatchProgram, MaxTextMatchScan)
+		worst, worstDesc, spec.MaxTextMatchPattern, spec.MaxTextMatchRepeat, spec.MaxTextMatchProgram, spec.MaxTextMatchScan)
 }
 
 // FuzzTermination decodes and validates a termination tree and feeds an
@@ -105,13 +107,13 @@ func FuzzTermination(f *testing.F) {
 	f.Fuzz(func(t *testing.T, cond, content, name string) {
 		body := `{"task": "t", "agents": [{"name": "a", "type": "assistant", "model": "m"}], ` +
 			`"models": {"m": {"provider": "replay", "responses": ["x"]}}, "termination": ` + cond + `}`
-		spec, probs := DecodeSpec([]byte(body))
-		if spec == nil || len(probs) > 0 || len(Validate(spec, Limits{}, Env{})) > 0 || spec.Termination == nil {
+		sp, probs := spec.DecodeSpec([]byte(body))
+		if sp == nil || len(probs) > 0 || len(spec.Validate(sp, spec.Limits{}, spec.Env{})) > 0 || sp.Termination == nil {
 			return
 		}
-		var walk func(c *Condition)
-		walk = func(c *Condition) {
-			if c.TextMatch != nil && checkTextMatchPattern(c.TextMatch.Pattern) != "" {
+		var walk func(c *spec.Condition)
+		walk = func(c *spec.Condition) {
+			if c.TextMatch != nil && spec.CheckTextMatchPattern(c.TextMatch.Pattern) != "" {
 				t.Fatalf("an accepted spec has a text_match pattern beyond the limits: %q", c.TextMatch.Pattern)
 			}
 			for i := range c.Any {
@@ -121,8 +123,8 @@ func FuzzTermination(f *testing.F) {
 				walk(&c.All[i])
 			}
 		}
-		walk(spec.Termination)
-		term := newTerminator(spec.Termination)
+		walk(sp.Termination)
+		term := newTerminator(sp.Termination)
 		now := time.Now()
 		st := termState{messages: 1, start: now.Add(-time.Second), now: now}
 		term.observe(nil, st)
@@ -142,15 +144,15 @@ func FuzzTextMatchPattern(f *testing.F) {
 	for _, p := range worstPatterns() {
 		f.Add(p, "abc")
 	}
-	f.Add(`[`, "é"+strings.Repeat("x", MaxTextMatchScan))
+	f.Add(`[`, "é"+strings.Repeat("x", spec.MaxTextMatchScan))
 	f.Fuzz(func(t *testing.T, pattern, text string) {
-		if checkTextMatchPattern(pattern) == "" {
+		if spec.CheckTextMatchPattern(pattern) == "" {
 			if _, err := regexp.Compile(pattern); err != nil {
 				t.Fatalf("accepted %q, which does not compile: %v", pattern, err)
 			}
 		}
 		s := textMatchScope(text)
-		if len(s) > MaxTextMatchScan || !strings.HasSuffix(text, s) {
+		if len(s) > spec.MaxTextMatchScan || !strings.HasSuffix(text, s) {
 			t.Fatalf("scope of %d bytes: %d bytes, not a suffix", len(text), len(s))
 		}
 		if utf8.ValidString(text) && !utf8.ValidString(s) {

@@ -2,6 +2,8 @@ package chat
 
 import (
 	"fmt"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // More message kinds of the tool loop.
@@ -11,14 +13,11 @@ const (
 	kindSummary = "summary" // the tool-call summary that ends a turn without reflection
 )
 
-// handoffPrefix names the generated handoff tools: transfer_to_<agent>.
-const handoffPrefix = "transfer_to_"
-
 // offered is one function a model may call in a turn, and who runs it.
 type offered struct {
 	def     ToolDef
-	tool    *ToolSpec // nil for handoffs and routed functions
-	handoff string    // the target agent of a handoff tool
+	tool    *spec.Tool // nil for handoffs and routed functions
+	handoff string     // the target agent of a handoff tool
 	// executor is the user_proxy that runs a function the caller does not
 	// own (AutoGen's function_map routing); "" when the caller runs it.
 	executor string
@@ -44,16 +43,6 @@ func (b *toolbox) add(o offered) {
 	b.defs = append(b.defs, o.def)
 }
 
-// tool returns the spec's tool of that name (validated to exist).
-func (s *Spec) tool(name string) *ToolSpec {
-	for i := range s.Tools {
-		if s.Tools[i].Name == name {
-			return &s.Tools[i]
-		}
-	}
-	return nil
-}
-
 // handoffContent is AgentChat's content of a handoff's tool result and message.
 func handoffContent(target string) string {
 	return fmt.Sprintf("Transferred to %s, adopting the role of %s immediately.", target, target)
@@ -73,22 +62,8 @@ func toolMessage(executor string, turn int, calls []ToolCall, responses []ToolRe
 	return withData(Event{Type: EventMessage, Role: RoleTool, Name: executor, ToolResponses: responses}, messageData{Kind: kindTool, Turn: turn, End: end, Functions: names})
 }
 
-// executes reports whether a user_proxy runs the function: one of its
-// functions is that tool, or an mcp tool that may offer it.
-func (s *Spec) executes(p *AgentSpec, fn string) bool {
-	for _, name := range p.Functions {
-		if name == fn {
-			return true
-		}
-		if t := s.tool(name); t != nil && t.implementationType() == "mcp" {
-			return true
-		}
-	}
-	return false
-}
-
 // sandboxLimits are the spec's sandbox settings for tools and code.
-func (s *Spec) sandboxLimits() SandboxLimits {
+func sandboxLimits(s *spec.Spec) SandboxLimits {
 	if s.Sandbox == nil {
 		return SandboxLimits{}
 	}
@@ -96,28 +71,12 @@ func (s *Spec) sandboxLimits() SandboxLimits {
 		DiskMB: derefOr(s.Sandbox.DiskMB, 0)}
 }
 
-// needsSandbox reports whether the chat runs code: a code-executing
-// user_proxy or a sandbox tool.
-func (s *Spec) needsSandbox() bool {
-	for i := range s.Agents {
-		if s.Agents[i].CodeExecution != nil {
-			return true
-		}
-	}
-	for i := range s.Tools {
-		if s.Tools[i].implementationType() == "sandbox" {
-			return true
-		}
-	}
-	return false
-}
-
 // toolTurnEvents are the events that answer an assistant's open calls:
 // the tool message with results, and, when the model handed off, the
 // handoff message that ends the turn. Every handoff call is answered with
 // its transfer text, as AgentChat runs every handoff tool of a reply; the
 // first one is taken.
-func toolTurnEvents(a *AgentSpec, turn int, open *Message, results []ToolResponse, box *toolbox) []Event {
+func toolTurnEvents(a *spec.Agent, turn int, open *Message, results []ToolResponse, box *toolbox) []Event {
 	var target string
 	for i, c := range open.ToolCalls {
 		if o := box.byName[c.Function.Name]; o.handoff != "" {
@@ -136,7 +95,7 @@ func toolTurnEvents(a *AgentSpec, turn int, open *Message, results []ToolRespons
 
 // routedReply is a user_proxy's answer to the calls routed to it: the
 // results of the calls it has functions for (owned), an error for the others.
-func routedReply(p *AgentSpec, turn int, open *Message, results []ToolResponse, owned map[string]offered) Event {
+func routedReply(p *spec.Agent, turn int, open *Message, results []ToolResponse, owned map[string]offered) Event {
 	for i, c := range open.ToolCalls {
 		if _, ok := owned[c.Function.Name]; !ok {
 			results[i] = errorResponse(c.ID, fmt.Sprintf("function %q is not executed by %s", c.Function.Name, p.Name))

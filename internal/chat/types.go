@@ -3,6 +3,8 @@ package chat
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // Status is the lifecycle state of a chat. The strings are part of the public
@@ -87,53 +89,20 @@ func (t EventType) Terminal() bool {
 	return t == EventChatCompleted || t == EventChatFailed || t == EventChatCancelled
 }
 
-// Message roles, as in the OpenAI chat API.
+// The roles and the name of the task's and humans' messages are the spec's
+// (a spec's history names them too).
 const (
-	RoleUser      = "user"
-	RoleAssistant = "assistant"
-	RoleTool      = "tool"
-	RoleSystem    = "system"
+	RoleUser      = spec.RoleUser
+	RoleAssistant = spec.RoleAssistant
+	RoleTool      = spec.RoleTool
+	RoleSystem    = spec.RoleSystem
+	UserName      = spec.UserName
 )
-
-// UserName is the name of the task and of human messages; no agent may use it.
-const UserName = "user"
-
-// ToolCall is one function call requested by a model (seed protocol shape).
-type ToolCall struct {
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function FunctionCall `json:"function"`
-}
-
-// FunctionCall is the function part of a ToolCall; Arguments is a JSON string.
-type FunctionCall struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
-// ToolResponse answers one ToolCall (seed protocol shape).
-type ToolResponse struct {
-	ToolCallID string `json:"tool_call_id"`
-	Role       string `json:"role"`
-	Content    string `json:"content"`
-	IsError    bool   `json:"is_error,omitempty"`
-}
 
 // CodeResult is the seed's CodeExecutionResult.
 type CodeResult struct {
 	ExitCode int    `json:"exit_code"`
 	Output   string `json:"output"`
-}
-
-// Usage counts the tokens of one model call (or a sum of them).
-type Usage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-}
-
-// Add returns the sum of two usages.
-func (u Usage) Add(o Usage) Usage {
-	return Usage{PromptTokens: u.PromptTokens + o.PromptTokens, CompletionTokens: u.CompletionTokens + o.CompletionTokens}
 }
 
 // Message is a chat message as clients see it: an event of type "message".

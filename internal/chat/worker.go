@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentd/agentd/internal/spec"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -78,17 +80,17 @@ type worker struct {
 // read by rebuild).
 func newWorker(rt *Runtime, c *Chat, seed *workerSeed) *worker {
 	var (
-		spec    *Spec
+		sp      *spec.Spec
 		specErr error
 	)
 	if seed != nil {
-		spec = seed.spec
+		sp = seed.spec
 	} else {
 		// Specs are validated before they are stored, so this cannot fail
 		// unless the database was edited by hand; the chat then fails.
-		spec, specErr = rt.specs.decode(c.Spec)
+		sp, specErr = rt.specs.decode(c.Spec)
 	}
-	st := newState(spec, min(derefOr(spec.MaxRound, DefaultMaxRound), rt.limits.MaxRound))
+	st := newState(sp, min(derefOr(sp.MaxRound, spec.DefaultMaxRound), rt.limits.MaxRound))
 	if specErr != nil {
 		st.broken = fmt.Errorf("decode stored spec: %w", specErr)
 	}
@@ -355,17 +357,6 @@ func (w *worker) finish(ctx context.Context, ev Event) {
 	if err := w.commit(ctx, ev); err != nil {
 		w.log.Error("append "+string(ev.Type), "err", err)
 	}
-}
-
-// resolveModel turns a validated model reference into its configuration.
-func (s *Spec) resolveModel(ref *ModelRef) ModelConfig {
-	if ref == nil {
-		return ModelConfig{}
-	}
-	if ref.Inline != nil {
-		return *ref.Inline
-	}
-	return s.Models[ref.Name]
 }
 
 func derefOr[T any](p *T, def T) T {

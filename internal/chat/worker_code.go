@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // defaultCodeTimeout bounds one code block when neither code_execution nor
@@ -12,7 +14,7 @@ const defaultCodeTimeout = 60
 
 // executeBlocks runs blocks in order in the chat's sandbox and stops at the
 // first that fails, as AutoGen's executors do; the outputs are joined.
-func (w *worker) executeBlocks(ctx context.Context, a *AgentSpec, blocks []codeBlock) (*CodeResult, error) {
+func (w *worker) executeBlocks(ctx context.Context, a *spec.Agent, blocks []codeBlock) (*CodeResult, error) {
 	if w.rt.sandboxes == nil {
 		return nil, fmt.Errorf("agent %s executes code, but this server has no sandbox", a.Name)
 	}
@@ -27,7 +29,7 @@ func (w *worker) executeBlocks(ctx context.Context, a *AgentSpec, blocks []codeB
 	res := &CodeResult{}
 	for _, b := range blocks {
 		r, err := w.rt.sandboxes.Exec(ctx, &ExecRequest{ChatID: w.id, Language: b.Language, Code: b.Code,
-			Timeout: seconds(float64(timeout)), Limits: w.st.spec.sandboxLimits()})
+			Timeout: seconds(float64(timeout)), Limits: sandboxLimits(w.st.spec)})
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // modelStep makes one model call of an assistant's turn and appends its
@@ -24,7 +26,7 @@ func (w *worker) modelStep(ctx context.Context, s step) error {
 
 // askModel offers an assistant its tools (none to reflect) and calls its
 // model.
-func (w *worker) askModel(ctx context.Context, a *AgentSpec, reflect bool) (*ModelResponse, *toolbox, error) {
+func (w *worker) askModel(ctx context.Context, a *spec.Agent, reflect bool) (*ModelResponse, *toolbox, error) {
 	box, err := w.modelTools(ctx, a, reflect)
 	if err != nil {
 		return nil, nil, err
@@ -34,7 +36,7 @@ func (w *worker) askModel(ctx context.Context, a *AgentSpec, reflect bool) (*Mod
 }
 
 //go:noinline
-func (w *worker) modelTools(ctx context.Context, a *AgentSpec, reflect bool) (*toolbox, error) {
+func (w *worker) modelTools(ctx context.Context, a *spec.Agent, reflect bool) (*toolbox, error) {
 	if reflect {
 		return &toolbox{}, nil
 	}
@@ -42,13 +44,13 @@ func (w *worker) modelTools(ctx context.Context, a *AgentSpec, reflect bool) (*t
 }
 
 //go:noinline
-func (w *worker) commitReply(ctx context.Context, a *AgentSpec, turn int, resp *ModelResponse, box *toolbox, reflect bool) error {
+func (w *worker) commitReply(ctx context.Context, a *spec.Agent, turn int, resp *ModelResponse, box *toolbox, reflect bool) error {
 	return w.commit(ctx, modelReply(a, turn, resp, box, reflect))
 }
 
 // callModel makes one model call for an assistant with its system message,
 // its view of the conversation and the functions it may call.
-func (w *worker) callModel(ctx context.Context, a *AgentSpec, tools []ToolDef) (*ModelResponse, error) {
+func (w *worker) callModel(ctx context.Context, a *spec.Agent, tools []ToolDef) (*ModelResponse, error) {
 	req := w.modelRequest(a, tools)
 	start := time.Now()
 	resp, err := w.rt.models.Complete(ctx, req)
@@ -58,8 +60,8 @@ func (w *worker) callModel(ctx context.Context, a *AgentSpec, tools []ToolDef) (
 // modelRequest is the request of an assistant's model call.
 //
 //go:noinline
-func (w *worker) modelRequest(a *AgentSpec, tools []ToolDef) *ModelRequest {
-	req := &ModelRequest{ChatID: w.id, Caller: a.Name, Config: w.st.spec.resolveModel(a.Model), CallIndex: w.st.modelCallsOf(a.Name),
+func (w *worker) modelRequest(a *spec.Agent, tools []ToolDef) *ModelRequest {
+	req := &ModelRequest{ChatID: w.id, Caller: a.Name, Config: w.st.spec.ResolveModel(a.Model), CallIndex: w.st.modelCallsOf(a.Name),
 		Messages: w.st.modelContext(a), Tools: tools, OnDelta: w.deltaPublisher(a.Name)}
 	after := w.st.lastSeq
 	req.OnReset = func() {
@@ -96,13 +98,13 @@ func (w *worker) deltaPublisher(agent string) func(string) {
 // feedback; the state then picks the agent or the fallback
 // (state.autoSelection).
 func (w *worker) selectAuto(ctx context.Context, sel selection) (selection, error) {
-	spec := w.st.spec
-	ss := spec.SpeakerSelection
-	cfg := spec.resolveModel(ss.Model)
-	msgs := []ModelMessage{{Role: RoleSystem, Content: selectorPrompt(spec, sel.Candidates, w.st.msgs)}}
+	sp := w.st.spec
+	ss := sp.SpeakerSelection
+	cfg := sp.ResolveModel(ss.Model)
+	msgs := []ModelMessage{{Role: RoleSystem, Content: selectorPrompt(sp, sel.Candidates, w.st.msgs)}}
 	var usage Usage
 	var replies []string
-	names := agentNames(spec)
+	names := agentNames(sp)
 	for attempt := range derefOr(ss.MaxAttempts, 3) {
 		req := &ModelRequest{ChatID: w.id, Config: cfg, CallIndex: w.st.selectorCalls + attempt, Messages: msgs}
 		start := time.Now()
@@ -116,7 +118,7 @@ func (w *worker) selectAuto(ctx context.Context, sel selection) (selection, erro
 		}
 		usage = usage.Add(resp.Usage)
 		replies = append(replies, resp.Content)
-		agent, feedback := judgeSelectorReply(names, sel.Candidates, resp.Content, w.st.lastSpeaker, spec.allowRepeat())
+		agent, feedback := judgeSelectorReply(names, sel.Candidates, resp.Content, w.st.lastSpeaker, sp.AllowRepeat())
 		if agent != "" {
 			break
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // toolsStep runs an assistant's open calls — its own tools, handoffs, and
@@ -28,7 +30,7 @@ func (w *worker) toolsStep(ctx context.Context, s step) error {
 func (w *worker) routedStep(ctx context.Context, s step) error {
 	owned := map[string]offered{}
 	for _, fn := range s.agent.Functions {
-		t := w.st.spec.tool(fn)
+		t := w.st.spec.Tool(fn)
 		defs, err := w.rt.tools.Describe(ctx, w.id, t)
 		if err != nil {
 			return fmt.Errorf("describe function %s: %w", fn, err)
@@ -48,10 +50,10 @@ func (w *worker) routedStep(ctx context.Context, s step) error {
 }
 
 // toolboxFor describes the functions offered to an assistant in this turn.
-func (w *worker) toolboxFor(ctx context.Context, a *AgentSpec) (*toolbox, error) {
+func (w *worker) toolboxFor(ctx context.Context, a *spec.Agent) (*toolbox, error) {
 	b := &toolbox{}
 	for _, name := range a.Tools {
-		t := w.st.spec.tool(name)
+		t := w.st.spec.Tool(name)
 		defs, err := w.rt.tools.Describe(ctx, w.id, t)
 		if err != nil {
 			return nil, fmt.Errorf("describe tool %s: %w", name, err)
@@ -62,11 +64,11 @@ func (w *worker) toolboxFor(ctx context.Context, a *AgentSpec) (*toolbox, error)
 	}
 	for i := range w.st.spec.Agents {
 		p := &w.st.spec.Agents[i]
-		if p.Type != AgentUserProxy {
+		if p.Type != spec.AgentUserProxy {
 			continue
 		}
 		for _, fn := range p.Functions {
-			t := w.st.spec.tool(fn)
+			t := w.st.spec.Tool(fn)
 			defs, err := w.rt.tools.Describe(ctx, w.id, t)
 			if err != nil {
 				return nil, fmt.Errorf("describe function %s: %w", fn, err)
@@ -101,7 +103,7 @@ func (w *worker) runCalls(ctx context.Context, calls []ToolCall, mine func(ToolC
 		go func() {
 			defer wg.Done()
 			res := w.rt.tools.Call(ctx, &ToolRequest{ChatID: w.id, Tool: o.tool, Function: o.def, CallID: c.ID,
-				Arguments: c.Function.Arguments, Limits: w.st.spec.sandboxLimits()})
+				Arguments: c.Function.Arguments, Limits: sandboxLimits(w.st.spec)})
 			out[i] = ToolResponse{ToolCallID: c.ID, Role: RoleTool, Content: res.Content, IsError: res.IsError}
 		}()
 	}

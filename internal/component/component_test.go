@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden specs and exports in testdata")
@@ -38,7 +39,7 @@ func request(t *testing.T, team []byte, extra string) []byte {
 }
 
 // specOf translates a request body and decodes the spec it makes.
-func specOf(t *testing.T, body []byte) (*chat.Spec, *Request) {
+func specOf(t *testing.T, body []byte) (*spec.Spec, *Request) {
 	t.Helper()
 	req, err := ParseRequest(body)
 	if err != nil {
@@ -47,20 +48,20 @@ func specOf(t *testing.T, body []byte) (*chat.Spec, *Request) {
 	if req == nil {
 		t.Fatal("ParseRequest: not a team request")
 	}
-	spec, probs := chat.DecodeSpec(req.Spec)
+	sp, probs := spec.DecodeSpec(req.Spec)
 	if len(probs) > 0 {
 		t.Fatalf("DecodeSpec of the translated spec: %v\n%s", probs, req.Spec)
 	}
-	return spec, req
+	return sp, req
 }
 
 // acceptAll is a tool checker that accepts every definition: the tool
 // checks themselves are internal/tool's and are tested there (and in e2e).
 type acceptAll struct{ chat.Tools }
 
-func (acceptAll) CheckTool(*chat.ToolSpec) []chat.Problem { return nil }
+func (acceptAll) CheckTool(*spec.Tool) []spec.Problem { return nil }
 
-var env = chat.Env{Providers: []string{"openai"}, Tools: acceptAll{}, Sandbox: "bwrap"}
+var env = spec.Env{Providers: []string{"openai"}, Tools: acceptAll{}, Sandbox: "bwrap"}
 
 func golden(t *testing.T, path string, got []byte) {
 	t.Helper()
@@ -95,8 +96,8 @@ func TestAcceptedFixtures(t *testing.T) {
 	for _, name := range accepted {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			spec, req := specOf(t, request(t, readFixture(t, name), ""))
-			if probs := chat.Validate(spec, chat.Limits{}, env); len(probs) > 0 {
+			sp, req := specOf(t, request(t, readFixture(t, name), ""))
+			if probs := spec.Validate(sp, spec.Limits{}, env); len(probs) > 0 {
 				t.Fatalf("the translated spec is invalid: %v", req.Translation.MapProblems(probs))
 			}
 			golden(t, filepath.Join("testdata", "spec", name+".json"), req.Spec)
@@ -113,8 +114,8 @@ func TestRoundTrip(t *testing.T) {
 	for _, name := range accepted {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			spec, req := specOf(t, request(t, readFixture(t, name), ""))
-			team, probs := ToTeam(spec)
+			sp, req := specOf(t, request(t, readFixture(t, name), ""))
+			team, probs := ToTeam(sp)
 			if len(probs) > 0 {
 				t.Fatalf("ToTeam: %v", probs)
 			}
@@ -176,9 +177,9 @@ func TestAgentChatLoadsExports(t *testing.T) {
 func TestRefusedFive(t *testing.T) {
 	t.Parallel()
 	_, err := ParseRequest(request(t, readFixture(t, "refused_five"), ""))
-	ve, ok := err.(*chat.ValidationError)
+	ve, ok := err.(*spec.ValidationError)
 	if !ok {
-		t.Fatalf("err = %v, want a *chat.ValidationError", err)
+		t.Fatalf("err = %v, want a *spec.ValidationError", err)
 	}
 	want := []struct{ path, provider string }{
 		{"/team/config/participants/0/config/workbench/0/config/tools/0", "autogen_core.tools.FunctionTool"},
@@ -262,11 +263,11 @@ func TestRefusals(t *testing.T) {
 				body = []byte(`{"task": "x", "agents": [], "team": ` + rr(assistant("a", ""), "") + `}`)
 			}
 			_, err := ParseRequest(body)
-			ve, ok := err.(*chat.ValidationError)
+			ve, ok := err.(*spec.ValidationError)
 			if !ok {
-				t.Fatalf("err = %v, want a *chat.ValidationError", err)
+				t.Fatalf("err = %v, want a *spec.ValidationError", err)
 			}
-			i := slices.IndexFunc(ve.Problems, func(p chat.Problem) bool { return p.Path == tc.path })
+			i := slices.IndexFunc(ve.Problems, func(p spec.Problem) bool { return p.Path == tc.path })
 			if i < 0 {
 				t.Fatalf("no problem at %s: %v", tc.path, ve.Problems)
 			}
@@ -320,10 +321,10 @@ func TestConditions(t *testing.T) {
 // used, and the response says so.
 func TestModelClients(t *testing.T) {
 	t.Parallel()
-	spec, req := specOf(t, request(t, readFixture(t, "assistant_options"), ""))
+	sp, req := specOf(t, request(t, readFixture(t, "assistant_options"), ""))
 	for i, want := range []string{`{"provider":"openai","model":"gpt-4o-mini","temperature":0.2,"top_p":0.9,"max_tokens":256,"seed":7,"parallel_tool_calls":false}`,
 		`{"provider":"openai","model":"gpt-4o"}`} {
-		got, _ := json.Marshal(spec.Agents[i].Model)
+		got, _ := json.Marshal(sp.Agents[i].Model)
 		if string(got) != want {
 			t.Errorf("agent %d model = %s, want %s", i, got, want)
 		}
@@ -348,9 +349,9 @@ func TestModelClients(t *testing.T) {
 // team without max_turns is warned about agentd's max_round.
 func TestRequestOptions(t *testing.T) {
 	t.Parallel()
-	spec, _ := specOf(t, request(t, readFixture(t, "round_robin"), `, "name": "poem", "max_round": 3, "metadata": {"k": "v"}`))
-	if spec.Name != "poem" || spec.MaxRound == nil || *spec.MaxRound != 3 || string(spec.Metadata) != `{"k":"v"}` {
-		t.Errorf("spec = name %q, max_round %v, metadata %s", spec.Name, spec.MaxRound, spec.Metadata)
+	sp, _ := specOf(t, request(t, readFixture(t, "round_robin"), `, "name": "poem", "max_round": 3, "metadata": {"k": "v"}`))
+	if sp.Name != "poem" || sp.MaxRound == nil || *sp.MaxRound != 3 || string(sp.Metadata) != `{"k":"v"}` {
+		t.Errorf("spec = name %q, max_round %v, metadata %s", sp.Name, sp.MaxRound, sp.Metadata)
 	}
 	_, req := specOf(t, request(t, readFixture(t, "human"), ""))
 	if !slices.ContainsFunc(req.Translation.Warnings, func(w Warning) bool { return w.Path == "/team/config/max_turns" }) {
@@ -377,11 +378,11 @@ func TestMapProblems(t *testing.T) {
 	t.Parallel()
 	team := rr(assistant("a", `, "handoffs": ["nobody"]`), `, "max_turns": 1000, "termination_condition": `+
 		mk(provOr, `{"conditions": [`+mk(provOr, `{"conditions": [`+mk(provMaxMessage, `{"max_messages": 5}`)+`,`+mk(provHandoff, `{"target": "ghost"}`)+`]}`)+`]}`))
-	spec, req := specOf(t, request(t, []byte(team), ""))
+	sp, req := specOf(t, request(t, []byte(team), ""))
 	got := map[string]bool{}
 	// A server without the openai provider: the problem is the client's provider.
-	spec.Agents[0].Model.Inline.Provider = "openai"
-	for _, p := range req.Translation.MapProblems(chat.Validate(spec, chat.Limits{}, chat.Env{Tools: acceptAll{}})) {
+	sp.Agents[0].Model.Inline.Provider = "openai"
+	for _, p := range req.Translation.MapProblems(spec.Validate(sp, spec.Limits{}, spec.Env{Tools: acceptAll{}})) {
 		got[p.Path] = true
 	}
 	for _, want := range []string{
@@ -399,7 +400,7 @@ func TestMapProblems(t *testing.T) {
 // TestExportProblems: what AgentChat cannot express is listed, every one.
 func TestExportProblems(t *testing.T) {
 	t.Parallel()
-	spec, probs := chat.DecodeSpec([]byte(`{"task": "x",
+	sp, probs := spec.DecodeSpec([]byte(`{"task": "x",
 		"agents": [{"name": "a", "type": "assistant", "model": "m", "tools": ["t"]},
 		           {"name": "p", "type": "user_proxy", "human_input_mode": "TERMINATE", "functions": ["t"]}],
 		"models": {"m": {"provider": "replay", "responses": [{"content": "x", "delay_ms": 5}]}},
@@ -409,7 +410,7 @@ func TestExportProblems(t *testing.T) {
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
-	_, probs = ToTeam(spec)
+	_, probs = ToTeam(sp)
 	var paths []string
 	for _, p := range probs {
 		paths = append(paths, p.Path)
@@ -427,7 +428,7 @@ func TestExportProblems(t *testing.T) {
 // the same chat (named models become inline, defaults become explicit).
 func TestExportNative(t *testing.T) {
 	t.Parallel()
-	spec, probs := chat.DecodeSpec([]byte(`{"task": "x", "name": "n",
+	sp, probs := spec.DecodeSpec([]byte(`{"task": "x", "name": "n",
 		"agents": [{"name": "a", "type": "assistant", "model": "m", "handoffs": ["b"]},
 		           {"name": "b", "type": "assistant", "model": "m", "system_message": ""}],
 		"models": {"m": {"provider": "openai", "model": "gpt-4o-mini", "temperature": 0}},
@@ -437,19 +438,19 @@ func TestExportNative(t *testing.T) {
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
-	team, probs := ToTeam(spec)
+	team, probs := ToTeam(sp)
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
 	raw, _ := marshal(team)
 	back, req := specOf(t, request(t, raw, ""))
-	if back.Name != "n" || *back.MaxRound != 4 || back.SpeakerSelection.Method != chat.SelectSwarm ||
+	if back.Name != "n" || *back.MaxRound != 4 || back.SpeakerSelection.Method != spec.SelectSwarm ||
 		back.Agents[0].Model.Inline.Model != "gpt-4o-mini" || *back.Agents[0].Model.Inline.Temperature != 0 ||
 		*back.Agents[0].SystemMessage != defaultSystemMessage || *back.Agents[1].SystemMessage != "" ||
 		!slices.Equal(back.Agents[0].Handoffs, []string{"b"}) {
 		t.Errorf("translated back: %s", req.Spec)
 	}
-	if probs := chat.Validate(back, chat.Limits{}, env); len(probs) > 0 {
+	if probs := spec.Validate(back, spec.Limits{}, env); len(probs) > 0 {
 		t.Errorf("invalid: %v", probs)
 	}
 }
@@ -473,11 +474,11 @@ func FuzzFromTeam(f *testing.F) {
 		if err != nil || req == nil {
 			return
 		}
-		spec, probs := chat.DecodeSpec(req.Spec)
-		if len(probs) > 0 || len(chat.Validate(spec, chat.Limits{}, env)) > 0 {
+		sp, probs := spec.DecodeSpec(req.Spec)
+		if len(probs) > 0 || len(spec.Validate(sp, spec.Limits{}, env)) > 0 {
 			return // the spec's own validation reports it
 		}
-		exported, probs := ToTeam(spec)
+		exported, probs := ToTeam(sp)
 		if len(probs) > 0 {
 			return
 		}

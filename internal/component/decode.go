@@ -8,13 +8,13 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // report collects the problems and warnings of one translation, so that
 // every problem of a file is reported at once.
 type report struct {
-	probs []chat.Problem
+	probs []spec.Problem
 	warns []Warning
 	// components counts the components read; past maxComponents the file
 	// is refused as a whole, so that a hostile file (say, thousands of
@@ -27,7 +27,7 @@ type report struct {
 const maxComponents = 1000
 
 func (r *report) problem(path, format string, args ...any) {
-	r.probs = append(r.probs, chat.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	r.probs = append(r.probs, spec.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 }
 
 func (r *report) warn(path, format string, args ...any) {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // componentTypes are the component_type values AgentChat 0.7.5 writes.
@@ -42,7 +43,7 @@ func newComponent(provider, description string, config any) Component {
 // exporter collects the problems of one export.
 type exporter struct {
 	r    report
-	spec *chat.Spec
+	spec *spec.Spec
 }
 
 // ToTeam exports a chat spec as an AgentChat team component that
@@ -50,7 +51,7 @@ type exporter struct {
 // express (random or manual selection, transitions, functions a user_proxy
 // runs for others, http and sandbox tools, text_match, ...) is reported as
 // problems, every one at once, with paths into the spec.
-func ToTeam(spec *chat.Spec) (*Component, []chat.Problem) {
+func ToTeam(spec *spec.Spec) (*Component, []spec.Problem) {
 	e := &exporter{spec: spec}
 	team := e.team()
 	if len(e.r.probs) > 0 {
@@ -86,7 +87,7 @@ func (e *exporter) team() Component {
 	}
 	provider, desc := provRoundRobin, "A team that runs a group chat with participants taking turns in a round-robin fashion to publish a message to all."
 	sel := s.SpeakerSelection
-	method := chat.SelectRoundRobin
+	method := spec.SelectRoundRobin
 	if sel != nil && sel.Method != "" {
 		method = sel.Method
 	}
@@ -99,16 +100,16 @@ func (e *exporter) team() Component {
 		}
 	}
 	switch method {
-	case chat.SelectRoundRobin:
+	case spec.SelectRoundRobin:
 		if sel != nil && sel.AllowRepeatedSpeaker != nil {
 			e.r.problem("/speaker_selection/allow_repeated_speaker", "RoundRobinGroupChat has no allow_repeated_speaker")
 		}
-	case chat.SelectSwarm:
+	case spec.SelectSwarm:
 		provider, desc = provSwarm, "A group chat team that selects the next speaker based on handoff message only."
 		if sel.AllowRepeatedSpeaker != nil {
 			e.r.problem("/speaker_selection/allow_repeated_speaker", "Swarm has no allow_repeated_speaker")
 		}
-	case chat.SelectAuto:
+	case spec.SelectAuto:
 		provider, desc = provSelector, "A group chat team that have participants takes turn to publish a message to all, using a ChatCompletion model to select the next speaker after each message."
 		if sel.Model != nil {
 			if m := e.model("/speaker_selection/model", sel.Model); m != nil {
@@ -136,11 +137,11 @@ func (e *exporter) team() Component {
 	return newComponent(provider, desc, cfg)
 }
 
-func (e *exporter) agent(path string, a *chat.AgentSpec) Component {
+func (e *exporter) agent(path string, a *spec.Agent) Component {
 	switch a.Type {
-	case chat.AgentAssistant:
+	case spec.AgentAssistant:
 		return e.assistant(path, a)
-	case chat.AgentUserProxy:
+	case spec.AgentUserProxy:
 		if len(a.Functions) > 0 {
 			e.r.problem(path+"/functions", "AgentChat has no agent that executes functions for others; give the tools to the assistant")
 		}
@@ -150,7 +151,7 @@ func (e *exporter) agent(path string, a *chat.AgentSpec) Component {
 		if a.CodeExecution != nil {
 			return e.codeExecutor(path, a)
 		}
-		if a.HumanInputMode != "" && a.HumanInputMode != chat.HumanInputAlways {
+		if a.HumanInputMode != "" && a.HumanInputMode != spec.HumanInputAlways {
 			e.r.problem(path+"/human_input_mode", "AgentChat's UserProxyAgent asks the human every time (ALWAYS); %s has no equivalent", a.HumanInputMode)
 		}
 		if a.DefaultAutoReply != nil {
@@ -164,7 +165,7 @@ func (e *exporter) agent(path string, a *chat.AgentSpec) Component {
 	}
 }
 
-func (e *exporter) assistant(path string, a *chat.AgentSpec) Component {
+func (e *exporter) assistant(path string, a *spec.Agent) Component {
 	cfg := map[string]any{"name": a.Name, "model_client_stream": false, "metadata": map[string]string{}}
 	if a.Model != nil {
 		if m := e.model(path+"/model", a.Model); m != nil {
@@ -220,7 +221,7 @@ func (e *exporter) assistant(path string, a *chat.AgentSpec) Component {
 
 // toolWorkbench exports an mcp tool as an McpWorkbench.
 func (e *exporter) toolWorkbench(path, name string) (Component, bool) {
-	var t *chat.ToolSpec
+	var t *spec.Tool
 	for i := range e.spec.Tools {
 		if e.spec.Tools[i].Name == name {
 			t = &e.spec.Tools[i]
@@ -253,8 +254,8 @@ func (e *exporter) toolWorkbench(path, name string) (Component, bool) {
 		map[string]any{"server_params": params, "tool_overrides": map[string]any{}}), true
 }
 
-func (e *exporter) codeExecutor(path string, a *chat.AgentSpec) Component {
-	if a.HumanInputMode != chat.HumanInputNever {
+func (e *exporter) codeExecutor(path string, a *spec.Agent) Component {
+	if a.HumanInputMode != spec.HumanInputNever {
 		e.r.problem(path+"/human_input_mode", "AgentChat's CodeExecutorAgent never asks a human: only NEVER exports")
 	}
 	if a.DefaultAutoReply != nil && *a.DefaultAutoReply != noCodeBlocksMessage {
@@ -281,7 +282,7 @@ func (e *exporter) codeExecutor(path string, a *chat.AgentSpec) Component {
 var modelInfo = map[string]any{"vision": false, "function_calling": true, "json_output": true,
 	"family": "unknown", "structured_output": true, "multiple_system_messages": true}
 
-func (e *exporter) model(path string, ref *chat.ModelRef) *Component {
+func (e *exporter) model(path string, ref *spec.ModelRef) *Component {
 	m := ref.Inline
 	if m == nil {
 		cfg, ok := e.spec.Models[ref.Name]
@@ -323,7 +324,7 @@ func (e *exporter) model(path string, ref *chat.ModelRef) *Component {
 
 // replayItem is a scripted response as ReplayChatCompletionClient holds it:
 // a string, or a CreateResult for tool calls and usage.
-func (e *exporter) replayItem(path string, r chat.ReplayResponse) any {
+func (e *exporter) replayItem(path string, r spec.ReplayResponse) any {
 	if r.DelayMS != 0 {
 		e.r.problem(path+"/delay_ms", "ReplayChatCompletionClient has no delay")
 	}
@@ -370,7 +371,7 @@ func argumentString(raw json.RawMessage) string {
 	return buf.String()
 }
 
-func (e *exporter) condition(path string, c *chat.Condition) (Component, bool) {
+func (e *exporter) condition(path string, c *spec.Condition) (Component, bool) {
 	mk := func(p string, cfg any) (Component, bool) { return newComponent(p, "", cfg), true }
 	switch {
 	case c.MaxMessages != nil:

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 
-	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // teamKey is the request field that holds a team component.
@@ -27,7 +27,7 @@ type Request struct {
 
 // ParseRequest reads a POST /v1/chats body. It returns nil (and no error)
 // for a body without a "team" field: a native spec, decoded elsewhere. A
-// team that cannot be translated is a *chat.ValidationError listing every
+// team that cannot be translated is a *spec.ValidationError listing every
 // problem. The body must already be known to hold one JSON value.
 func ParseRequest(body []byte) (*Request, error) {
 	if !mayHoldKey(body, teamKey) {
@@ -41,16 +41,16 @@ func ParseRequest(body []byte) (*Request, error) {
 	if !ok {
 		return nil, nil
 	}
-	var probs []chat.Problem
+	var probs []spec.Problem
 	for _, k := range fromTeam {
 		if _, set := top[k]; set {
-			probs = append(probs, chat.Problem{Path: "/" + k, Message: "comes from the team: leave it out of a request with team"})
+			probs = append(probs, spec.Problem{Path: "/" + k, Message: "comes from the team: leave it out of a request with team"})
 		}
 	}
 	tr, teamProbs := FromTeam("/"+teamKey, team)
 	probs = append(probs, teamProbs...)
 	if len(probs) > 0 {
-		return nil, &chat.ValidationError{Problems: probs}
+		return nil, &spec.ValidationError{Problems: probs}
 	}
 	delete(top, teamKey)
 	set := func(k string, v any) {

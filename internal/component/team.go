@@ -10,17 +10,18 @@ import (
 	"strings"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // Translation is a team component translated into the parts of a chat spec
 // that a team determines.
 type Translation struct {
 	Name             string
-	Agents           []chat.AgentSpec
-	Tools            []chat.ToolSpec
-	SpeakerSelection *chat.SelectionSpec
+	Agents           []spec.Agent
+	Tools            []spec.Tool
+	SpeakerSelection *spec.Selection
 	MaxRound         *int
-	Termination      *chat.Condition
+	Termination      *spec.Condition
 	// Warnings lists what the file holds that agentd ignores.
 	Warnings []Warning
 	// paths maps pointers into the translated spec parts to the pointers of
@@ -43,13 +44,13 @@ const (
 
 // FromTeam translates a team component found at path (a JSON pointer into
 // the request, such as /team) and returns every problem of it at once.
-func FromTeam(path string, raw json.RawMessage) (*Translation, []chat.Problem) {
+func FromTeam(path string, raw json.RawMessage) (*Translation, []spec.Problem) {
 	if d, err := depth(raw); err != nil || d > maxDepth {
-		return nil, []chat.Problem{{Path: path, Message: fmt.Sprintf("must be a JSON object nested at most %d levels deep", maxDepth)}}
+		return nil, []spec.Problem{{Path: path, Message: fmt.Sprintf("must be a JSON object nested at most %d levels deep", maxDepth)}}
 	}
 	tree, err := decodeTree(raw)
 	if err != nil {
-		return nil, []chat.Problem{{Path: path, Message: "is not valid JSON: " + err.Error()}}
+		return nil, []spec.Problem{{Path: path, Message: "is not valid JSON: " + err.Error()}}
 	}
 	tr := &translator{t: &Translation{paths: map[string]string{}}}
 	tr.team(path, tree)
@@ -63,8 +64,8 @@ func FromTeam(path string, raw json.RawMessage) (*Translation, []chat.Problem) {
 // MapProblems rewrites the paths of problems found in the spec made from
 // this translation so that they point into the team component where they
 // came from it (the longest mapped prefix wins; the rest is kept as is).
-func (t *Translation) MapProblems(probs []chat.Problem) []chat.Problem {
-	out := make([]chat.Problem, len(probs))
+func (t *Translation) MapProblems(probs []spec.Problem) []spec.Problem {
+	out := make([]spec.Problem, len(probs))
 	for i, p := range probs {
 		out[i] = p
 		best := ""
@@ -141,7 +142,7 @@ func (tr *translator) team(path string, raw any) {
 	case provSelector:
 		tr.selector(c)
 	case provSwarm:
-		tr.t.SpeakerSelection = &chat.SelectionSpec{Method: chat.SelectSwarm}
+		tr.t.SpeakerSelection = &spec.Selection{Method: spec.SelectSwarm}
 		tr.mapPath("/speaker_selection", c.path)
 	}
 	cfg.done()
@@ -149,11 +150,11 @@ func (tr *translator) team(path string, raw any) {
 
 func (tr *translator) selector(c *comp) {
 	cfg := c.cfg
-	sel := &chat.SelectionSpec{Method: chat.SelectAuto}
+	sel := &spec.Selection{Method: spec.SelectAuto}
 	tr.mapPath("/speaker_selection", c.path+"/config")
 	if mc := cfg.raw("model_client"); mc != nil {
 		if m := tr.model(cfg.at("model_client"), mc); m != nil {
-			sel.Model = &chat.ModelRef{Inline: m}
+			sel.Model = &spec.ModelRef{Inline: m}
 			tr.mapPath("/speaker_selection/model", cfg.at("model_client")+"/config")
 			tr.mapPath("/speaker_selection/model/provider", cfg.at("model_client")+"/provider")
 		}
@@ -192,10 +193,10 @@ var agentProviders = []string{provAssistant, provUserProxy, provCodeExecutor}
 func (tr *translator) agent(path string, raw any) {
 	c := readComponent(&tr.r, path, raw)
 	if c == nil {
-		tr.t.Agents = append(tr.t.Agents, chat.AgentSpec{})
+		tr.t.Agents = append(tr.t.Agents, spec.Agent{})
 		return
 	}
-	var a chat.AgentSpec
+	var a spec.Agent
 	switch c.provider {
 	case provAssistant:
 		a = tr.assistant(c)
@@ -214,13 +215,13 @@ func (tr *translator) agent(path string, raw any) {
 	tr.t.Agents = append(tr.t.Agents, a)
 }
 
-func (tr *translator) assistant(c *comp) chat.AgentSpec {
+func (tr *translator) assistant(c *comp) spec.Agent {
 	cfg := c.cfg
-	a := chat.AgentSpec{Type: chat.AgentAssistant, Name: cfg.required("name")}
+	a := spec.Agent{Type: spec.AgentAssistant, Name: cfg.required("name")}
 	ap := idx("/agents", len(tr.t.Agents))
 	if mc := cfg.raw("model_client"); mc != nil {
 		if m := tr.model(cfg.at("model_client"), mc); m != nil {
-			a.Model = &chat.ModelRef{Inline: m}
+			a.Model = &spec.ModelRef{Inline: m}
 			tr.mapPath(ap+"/model", cfg.at("model_client")+"/config")
 			tr.mapPath(ap+"/model/provider", cfg.at("model_client")+"/provider")
 		}
@@ -294,9 +295,9 @@ func (tr *translator) handoff(path string, raw any) string {
 	return target
 }
 
-func (tr *translator) userProxy(c *comp) chat.AgentSpec {
+func (tr *translator) userProxy(c *comp) spec.Agent {
 	cfg := c.cfg
-	a := chat.AgentSpec{Type: chat.AgentUserProxy, Name: cfg.required("name"), HumanInputMode: chat.HumanInputAlways}
+	a := spec.Agent{Type: spec.AgentUserProxy, Name: cfg.required("name"), HumanInputMode: spec.HumanInputAlways}
 	a.Description = defaultUserDescription
 	if d := cfg.str("description"); d != nil {
 		a.Description = *d
@@ -309,16 +310,16 @@ func (tr *translator) userProxy(c *comp) chat.AgentSpec {
 
 // codeExecutor maps a CodeExecutorAgent without a model client onto a
 // user_proxy that runs the code blocks addressed to it in agentd's sandbox.
-func (tr *translator) codeExecutor(c *comp) chat.AgentSpec {
+func (tr *translator) codeExecutor(c *comp) spec.Agent {
 	cfg := c.cfg
-	a := chat.AgentSpec{Type: chat.AgentUserProxy, Name: cfg.required("name"), HumanInputMode: chat.HumanInputNever}
+	a := spec.Agent{Type: spec.AgentUserProxy, Name: cfg.required("name"), HumanInputMode: spec.HumanInputNever}
 	a.Description = defaultTerminalDescription
 	if d := cfg.str("description"); d != nil {
 		a.Description = *d
 	}
 	reply := noCodeBlocksMessage
 	a.DefaultAutoReply = &reply
-	ce := &chat.CodeExecutionSpec{Languages: cfg.strings("supported_languages")}
+	ce := &spec.CodeExecution{Languages: cfg.strings("supported_languages")}
 	if cfg.has("model_client") {
 		tr.r.problem(cfg.at("model_client"), "provider %q: a CodeExecutorAgent with a model client is not supported; "+
 			"pair an AssistantAgent that writes code with a CodeExecutorAgent without model_client", c.raw)
@@ -348,7 +349,7 @@ func (tr *translator) codeExecutor(c *comp) chat.AgentSpec {
 	return a
 }
 
-func (tr *translator) context(path string, raw any) *chat.ContextSpec {
+func (tr *translator) context(path string, raw any) *spec.ModelContext {
 	c := readComponent(&tr.r, path, raw)
 	if c == nil {
 		return nil
@@ -363,7 +364,7 @@ func (tr *translator) context(path string, raw any) *chat.ContextSpec {
 		if n == nil {
 			tr.r.problem(c.cfg.at("buffer_size"), "is required")
 		}
-		return &chat.ContextSpec{BufferSize: n}
+		return &spec.ModelContext{BufferSize: n}
 	default:
 		c.unsupported(&tr.r, "model context", provBuffered, provUnbounded)
 		return nil
@@ -375,7 +376,7 @@ var modelProviders = []string{provOpenAI, provAzure, provReplay}
 // model translates a model client. Keys, endpoints and client options of
 // the file are never used: the server's configuration decides where a
 // model is called and with which credentials.
-func (tr *translator) model(path string, raw any) *chat.ModelConfig {
+func (tr *translator) model(path string, raw any) *spec.Model {
 	c := readComponent(&tr.r, path, raw)
 	if c == nil {
 		return nil
@@ -390,7 +391,7 @@ func (tr *translator) model(path string, raw any) *chat.ModelConfig {
 		c.unsupported(&tr.r, "model client", modelProviders...)
 		return nil
 	}
-	m := &chat.ModelConfig{Provider: "openai", Model: cfg.required("model")}
+	m := &spec.Model{Provider: "openai", Model: cfg.required("model")}
 	m.Temperature = cfg.number("temperature")
 	m.TopP = cfg.number("top_p")
 	m.MaxTokens = cfg.integer("max_tokens")
@@ -417,10 +418,10 @@ func (tr *translator) model(path string, raw any) *chat.ModelConfig {
 
 // replay translates ReplayChatCompletionClient's chat_completions: strings,
 // or CreateResults whose content is text or a list of function calls.
-func (tr *translator) replay(c *comp) *chat.ModelConfig {
+func (tr *translator) replay(c *comp) *spec.Model {
 	cfg := c.cfg
 	cfg.ignore("model_info")
-	m := &chat.ModelConfig{Provider: "replay"}
+	m := &spec.Model{Provider: "replay"}
 	items := cfg.list("chat_completions")
 	if !cfg.has("chat_completions") {
 		tr.r.problem(cfg.at("chat_completions"), "is required")
@@ -428,14 +429,14 @@ func (tr *translator) replay(c *comp) *chat.ModelConfig {
 	for i, it := range items {
 		p := idx(cfg.at("chat_completions"), i)
 		if s, ok := it.(string); ok {
-			m.Responses = append(m.Responses, chat.ReplayResponse{Content: s})
+			m.Responses = append(m.Responses, spec.ReplayResponse{Content: s})
 			continue
 		}
 		o := newObject(&tr.r, p, it)
 		if o == nil {
 			continue
 		}
-		var r chat.ReplayResponse
+		var r spec.ReplayResponse
 		switch content := o.raw("content").(type) {
 		case string:
 			r.Content = content
@@ -451,7 +452,7 @@ func (tr *translator) replay(c *comp) *chat.ModelConfig {
 			o.get("content", &calls, "a string or a list of function calls {id, arguments, name}")
 			for _, fc := range calls {
 				args, _ := json.Marshal(fc.Arguments)
-				r.ToolCalls = append(r.ToolCalls, chat.ReplayToolCall{Name: fc.Name, Arguments: args})
+				r.ToolCalls = append(r.ToolCalls, spec.ReplayToolCall{Name: fc.Name, Arguments: args})
 			}
 			if t := o.str("thought"); t != nil {
 				r.Content = *t
@@ -473,7 +474,7 @@ func (tr *translator) replay(c *comp) *chat.ModelConfig {
 
 var workbenchProviders = []string{provStaticWorkbench, provStaticStreamWorkbench, provMcpWorkbench}
 
-func (tr *translator) workbench(path string, raw any, a *chat.AgentSpec) {
+func (tr *translator) workbench(path string, raw any, a *spec.Agent) {
 	c := readComponent(&tr.r, path, raw)
 	if c == nil {
 		return
@@ -498,7 +499,7 @@ func (tr *translator) workbench(path string, raw any, a *chat.AgentSpec) {
 	}
 }
 
-func (tr *translator) tool(path string, raw any, a *chat.AgentSpec) {
+func (tr *translator) tool(path string, raw any, a *spec.Agent) {
 	c := readComponent(&tr.r, path, raw)
 	if c == nil {
 		return
@@ -520,7 +521,7 @@ func (tr *translator) tool(path string, raw any, a *chat.AgentSpec) {
 }
 
 // mcp adds an agentd mcp tool for MCP server parameters.
-func (tr *translator) mcp(path string, raw any, provider string, only []string, a *chat.AgentSpec) {
+func (tr *translator) mcp(path string, raw any, provider string, only []string, a *spec.Agent) {
 	o := newObject(&tr.r, path, raw)
 	if o == nil {
 		return
@@ -555,7 +556,7 @@ func (tr *translator) mcp(path string, raw any, provider string, only []string, 
 		name = name[len(name)-64:]
 	}
 	tr.mapPath(idx("/tools", len(tr.t.Tools)), path)
-	tr.t.Tools = append(tr.t.Tools, chat.ToolSpec{Name: name, Implementation: b})
+	tr.t.Tools = append(tr.t.Tools, spec.Tool{Name: name, Implementation: b})
 	a.Tools = append(a.Tools, name)
 }
 
@@ -565,7 +566,7 @@ var conditionProviders = []string{provMaxMessage, provTextMention, provTokenUsag
 // condition translates a termination condition. never reports a condition
 // that cannot fire in agentd (StopMessageTermination: no agentd agent sends
 // a StopMessage; ExternalTermination: POST /cancel is the external stop).
-func (tr *translator) condition(path string, raw any, specPath string) (*chat.Condition, bool) {
+func (tr *translator) condition(path string, raw any, specPath string) (*spec.Condition, bool) {
 	c := readComponent(&tr.r, path, raw)
 	if c == nil {
 		return nil, false
@@ -573,7 +574,7 @@ func (tr *translator) condition(path string, raw any, specPath string) (*chat.Co
 	defer c.cfg.done()
 	cfg := c.cfg
 	tr.mapPath(specPath, path)
-	var cond chat.Condition
+	var cond spec.Condition
 	switch c.provider {
 	case provMaxMessage:
 		n := cfg.integer("max_messages")
@@ -585,9 +586,9 @@ func (tr *translator) condition(path string, raw any, specPath string) (*chat.Co
 		}
 		cond.MaxMessages = n
 	case provTextMention:
-		cond.TextMention = &chat.TextMentionCondition{Text: cfg.required("text")}
+		cond.TextMention = &spec.TextMentionCondition{Text: cfg.required("text")}
 	case provTokenUsage:
-		u := &chat.TokenUsageCondition{}
+		u := &spec.TokenUsageCondition{}
 		for key, dst := range map[string]**int64{"max_total_token": &u.MaxTotalTokens, "max_prompt_token": &u.MaxPromptTokens, "max_completion_token": &u.MaxCompletionTokens} {
 			if n := cfg.integer(key); n != nil {
 				v := int64(*n)
@@ -596,7 +597,7 @@ func (tr *translator) condition(path string, raw any, specPath string) (*chat.Co
 		}
 		cond.TokenUsage = u
 	case provHandoff:
-		cond.Handoff = &chat.HandoffCondition{Target: cfg.required("target")}
+		cond.Handoff = &spec.HandoffCondition{Target: cfg.required("target")}
 	case provTimeout:
 		t := cfg.number("timeout_seconds")
 		if t == nil {
@@ -604,9 +605,9 @@ func (tr *translator) condition(path string, raw any, specPath string) (*chat.Co
 		}
 		cond.TimeoutS = t
 	case provSourceMatch:
-		cond.SourceMatch = &chat.SourceMatchCondition{Sources: cfg.strings("sources")}
+		cond.SourceMatch = &spec.SourceMatchCondition{Sources: cfg.strings("sources")}
 	case provFunction:
-		cond.FunctionCall = &chat.FunctionCallCond{Name: cfg.required("function_name")}
+		cond.FunctionCall = &spec.FunctionCallCond{Name: cfg.required("function_name")}
 	case provStopMessage:
 		tr.r.warn(path, "StopMessageTermination never fires in agentd: no agent sends a StopMessage; dropped")
 		return nil, true

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -82,11 +83,11 @@ func TestCompleteRejectsUnknownAndUnconfiguredProviders(t *testing.T) {
 	}
 	ctx := t.Context()
 	msgs := []chat.ModelMessage{{Role: "user", Content: "hi"}}
-	if _, err := c.Complete(ctx, &chat.ModelRequest{Config: chat.ModelConfig{Provider: "anthropic"}, Messages: msgs}); err == nil ||
+	if _, err := c.Complete(ctx, &chat.ModelRequest{Config: spec.Model{Provider: "anthropic"}, Messages: msgs}); err == nil ||
 		!strings.Contains(err.Error(), `unknown model provider "anthropic"`) {
 		t.Errorf("unknown provider: err = %v", err)
 	}
-	if _, err := c.Complete(ctx, &chat.ModelRequest{Config: chat.ModelConfig{Provider: "openai", Model: "m"}, Messages: msgs}); err == nil ||
+	if _, err := c.Complete(ctx, &chat.ModelRequest{Config: spec.Model{Provider: "openai", Model: "m"}, Messages: msgs}); err == nil ||
 		!strings.Contains(err.Error(), "not configured") {
 		t.Errorf("unconfigured openai: err = %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/llm/openaitest"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 const testKey = "sk-test-key"
@@ -50,7 +51,7 @@ func openaiRequest(msgs ...chat.ModelMessage) *chat.ModelRequest {
 	}
 	return &chat.ModelRequest{
 		ChatID: "chat-1", Caller: "coder",
-		Config:   chat.ModelConfig{Provider: "openai", Model: "gpt-4o-mini"},
+		Config:   spec.Model{Provider: "openai", Model: "gpt-4o-mini"},
 		Messages: msgs,
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 func replayClient(t *testing.T) *Client {
@@ -21,19 +22,19 @@ func replayClient(t *testing.T) *Client {
 }
 
 // script decodes responses the way a spec carries them.
-func script(t *testing.T, js string) []chat.ReplayResponse {
+func script(t *testing.T, js string) []spec.ReplayResponse {
 	t.Helper()
-	var rs []chat.ReplayResponse
+	var rs []spec.ReplayResponse
 	if err := json.Unmarshal([]byte(js), &rs); err != nil {
 		t.Fatal(err)
 	}
 	return rs
 }
 
-func replayRequest(responses []chat.ReplayResponse, callIndex int) *chat.ModelRequest {
+func replayRequest(responses []spec.ReplayResponse, callIndex int) *chat.ModelRequest {
 	return &chat.ModelRequest{
 		ChatID: "chat-1", Caller: "coder", CallIndex: callIndex,
-		Config:   chat.ModelConfig{Provider: "replay", Responses: responses},
+		Config:   spec.Model{Provider: "replay", Responses: responses},
 		Messages: []chat.ModelMessage{{Role: "user", Name: "user", Content: "Reverse a string."}},
 	}
 }

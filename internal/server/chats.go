@@ -70,7 +70,7 @@ func (c *chatsResource) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Only well-formedness is checked here; the runtime decodes the spec
-	// strictly and reports every problem of it as a *chat.ValidationError.
+	// strictly and reports every problem of it as a *spec.ValidationError.
 	if err := checkOneJSONValue(body); err != nil {
 		c.writeError(w, r, err)
 		return

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 const validSpec = `{"task":"hi","agents":[{"name":"a","type":"assistant","model":{"provider":"replay","responses":["x"]}}]}`
@@ -73,9 +74,9 @@ func TestCreate(t *testing.T) {
 	})
 	t.Run("invalid spec lists every problem", func(t *testing.T) {
 		t.Parallel()
-		problems := []chat.Problem{{Path: "/agents/0/model", Message: "is required"}, {Path: "/max_round", Message: "must be at least 1"}}
+		problems := []spec.Problem{{Path: "/agents/0/model", Message: "is required"}, {Path: "/max_round", Message: "must be at least 1"}}
 		ts := newTestServer(t, Config{}, &fakeChats{create: func(context.Context, *chat.CreateParams) (*chat.Chat, bool, error) {
-			return nil, false, &chat.ValidationError{Problems: problems}
+			return nil, false, &spec.ValidationError{Problems: problems}
 		}})
 		p := decodeProblem(t, ts.do(t, http.MethodPost, "/v1/chats", `{"agents":[{}],"max_round":0}`), http.StatusUnprocessableEntity)
 		want := []fieldError{{Path: "/agents/0/model", Message: "is required"}, {Path: "/max_round", Message: "must be at least 1"}}

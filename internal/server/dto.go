@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // The request and response bodies of the API. They are separate from the
@@ -102,18 +103,18 @@ type inputRequest struct {
 
 // validate reports every problem of an input request at once.
 func (in *inputRequest) validate() error {
-	var problems []chat.Problem
+	var problems []spec.Problem
 	if in.RequestID == "" {
-		problems = append(problems, chat.Problem{Path: "/request_id", Message: "is required"})
+		problems = append(problems, spec.Problem{Path: "/request_id", Message: "is required"})
 	}
 	switch {
 	case in.Content == nil && in.Speaker == nil:
-		problems = append(problems, chat.Problem{Path: "/content", Message: "one of content or speaker is required"})
+		problems = append(problems, spec.Problem{Path: "/content", Message: "one of content or speaker is required"})
 	case in.Content != nil && in.Speaker != nil:
-		problems = append(problems, chat.Problem{Path: "/speaker", Message: "content and speaker are mutually exclusive"})
+		problems = append(problems, spec.Problem{Path: "/speaker", Message: "content and speaker are mutually exclusive"})
 	}
 	if len(problems) > 0 {
-		return &chat.ValidationError{Problems: problems}
+		return &spec.ValidationError{Problems: problems}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // problemContentType is the media type of RFC 9457 error bodies.
@@ -99,7 +100,7 @@ var errNotReady = &requestError{status: http.StatusServiceUnavailable, kind: kin
 func problemFor(err error) problem {
 	var (
 		reqErr   *requestError
-		valErr   *chat.ValidationError
+		valErr   *spec.ValidationError
 		tooLarge *http.MaxBytesError
 	)
 	switch {

@@ -10,11 +10,12 @@ import (
 	"testing"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 func TestProblemFor(t *testing.T) {
 	t.Parallel()
-	validation := &chat.ValidationError{Problems: []chat.Problem{
+	validation := &spec.ValidationError{Problems: []spec.Problem{
 		{Path: "/agents/1/model", Message: `model "gtp" is not defined`},
 		{Path: "/max_round", Message: "must be at least 1"},
 	}}

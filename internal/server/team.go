@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/component"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // The team form of POST /v1/chats ({"task", "team": <AgentChat team
@@ -32,11 +33,11 @@ func parseTeamForm(body []byte) ([]byte, *teamForm, error) {
 // mapError points the spec problems of a chat made from a team at the
 // components they came from.
 func (f *teamForm) mapError(err error) error {
-	var ve *chat.ValidationError
+	var ve *spec.ValidationError
 	if f == nil || !errors.As(err, &ve) {
 		return err
 	}
-	return &chat.ValidationError{Problems: f.req.Translation.MapProblems(ve.Problems)}
+	return &spec.ValidationError{Problems: f.req.Translation.MapProblems(ve.Problems)}
 }
 
 // teamChatResponse is the chat object with the warnings of its team file.
@@ -71,7 +72,7 @@ func (c *chatsResource) team(w http.ResponseWriter, r *http.Request) {
 		c.writeError(w, r, err)
 		return
 	}
-	spec, probs := chat.DecodeSpec(ch.Spec)
+	spec, probs := spec.DecodeSpec(ch.Spec)
 	if len(probs) > 0 {
 		c.writeError(w, r, fmt.Errorf("decode stored spec of chat %s: %v", id, probs))
 		return
@@ -90,7 +91,7 @@ func (c *chatsResource) team(w http.ResponseWriter, r *http.Request) {
 // AgentChat has no equivalent for.
 const kindNotExpressible = "not-expressible"
 
-func fieldErrors(probs []chat.Problem) []fieldError {
+func fieldErrors(probs []spec.Problem) []fieldError {
 	out := make([]fieldError, len(probs))
 	for i, p := range probs {
 		out[i] = fieldError{Path: p.Path, Message: p.Message}

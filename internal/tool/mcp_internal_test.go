@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/spec"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/agentd/agentd/internal/chat"
 )
 
 // lateTimer is an idle timer that has always "already fired" when stopped,
@@ -64,7 +63,7 @@ func TestMCPIdleSessions(t *testing.T) {
 		return len(r.mcp.conns)
 	}
 
-	spec := &chat.ToolSpec{Name: "t", Implementation: json.RawMessage(`{"type":"mcp","url":"` + srv.URL + `"}`)}
+	spec := &spec.Tool{Name: "t", Implementation: json.RawMessage(`{"type":"mcp","url":"` + srv.URL + `"}`)}
 	ctx := context.Background()
 	if _, err := r.Describe(ctx, "c", spec); err != nil { // arms timer 0
 		t.Fatal(err)

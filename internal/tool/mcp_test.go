@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 	"github.com/agentd/agentd/internal/tool"
 )
 
@@ -68,13 +69,13 @@ func newMCPServer(t *testing.T) *mcpServer {
 	return s
 }
 
-func mcpTool(url, extra string) *chat.ToolSpec {
-	return &chat.ToolSpec{Name: "calc", Implementation: json.RawMessage(fmt.Sprintf(`{"type":"mcp","url":%q%s}`, url, extra))}
+func mcpTool(url, extra string) *spec.Tool {
+	return &spec.Tool{Name: "calc", Implementation: json.RawMessage(fmt.Sprintf(`{"type":"mcp","url":%q%s}`, url, extra))}
 }
 
 // mcpRequest is a call of one of an mcp tool's functions, as Describe
 // listed it.
-func mcpRequest(t *testing.T, spec *chat.ToolSpec, defs []chat.ToolDef, name, args string) *chat.ToolRequest {
+func mcpRequest(t *testing.T, spec *spec.Tool, defs []chat.ToolDef, name, args string) *chat.ToolRequest {
 	t.Helper()
 	i := slices.IndexFunc(defs, func(d chat.ToolDef) bool { return d.Name == name })
 	if i < 0 {

@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 	"github.com/agentd/agentd/internal/tool"
 )
 
-func sandboxTool(impl string) *chat.ToolSpec {
-	return &chat.ToolSpec{
+func sandboxTool(impl string) *spec.Tool {
+	return &spec.Tool{
 		Name:           "write_file",
 		Parameters:     json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`),
 		Implementation: json.RawMessage(impl),

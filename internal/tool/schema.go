@@ -13,6 +13,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // schemaURL names the one schema a compiler holds. It is never fetched.
@@ -56,15 +57,15 @@ func compileSchema(raw []byte) (*jsonschema.Schema, error) {
 // checkSchema reports the problems of a tool's parameters schema: it must
 // be an object schema of type "object" (what OpenAI accepts for a function)
 // and compile. Paths are base plus the pointer into the schema.
-func checkSchema(raw json.RawMessage, base string) []chat.Problem {
+func checkSchema(raw json.RawMessage, base string) []spec.Problem {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
-		return []chat.Problem{{Path: base, Message: "must be a JSON Schema object"}}
+		return []spec.Problem{{Path: base, Message: "must be a JSON Schema object"}}
 	}
-	var probs []chat.Problem
+	var probs []spec.Problem
 	var typ string
 	if err := json.Unmarshal(obj["type"], &typ); err != nil || typ != "object" {
-		probs = append(probs, chat.Problem{Path: base + "/type", Message: `must be "object": a function takes an object of named arguments`})
+		probs = append(probs, spec.Problem{Path: base + "/type", Message: `must be "object": a function takes an object of named arguments`})
 	}
 	_, err := compileSchema(raw)
 	var sve *jsonschema.SchemaValidationError
@@ -73,10 +74,10 @@ func checkSchema(raw json.RawMessage, base string) []chat.Problem {
 	case err == nil:
 	case errors.As(err, &sve) && errors.As(sve.Err, &ve):
 		for _, leaf := range leaves(ve) {
-			probs = append(probs, chat.Problem{Path: base + pointer(leaf.InstanceLocation), Message: leafMessage(leaf)})
+			probs = append(probs, spec.Problem{Path: base + pointer(leaf.InstanceLocation), Message: leafMessage(leaf)})
 		}
 	default:
-		probs = append(probs, chat.Problem{Path: base, Message: "is not a valid JSON Schema: " + err.Error()})
+		probs = append(probs, spec.Problem{Path: base, Message: "is not a valid JSON Schema: " + err.Error()})
 	}
 	return probs
 }

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // namePattern is what OpenAI accepts as a function name; a tool a model
@@ -71,13 +71,13 @@ func (impl *implementation) grace() time.Duration {
 
 // CheckTool validates one tool definition at create time and reports every
 // problem, with JSON pointers relative to the tool.
-func (r *Runner) CheckTool(t *chat.ToolSpec) []chat.Problem {
+func (r *Runner) CheckTool(t *spec.Tool) []spec.Problem {
 	if t == nil {
-		return []chat.Problem{{Path: "", Message: "is required"}}
+		return []spec.Problem{{Path: "", Message: "is required"}}
 	}
-	var probs []chat.Problem
+	var probs []spec.Problem
 	if !namePattern.MatchString(t.Name) {
-		probs = append(probs, chat.Problem{Path: "/name", Message: "must match ^[A-Za-z0-9_-]{1,64}$"})
+		probs = append(probs, spec.Problem{Path: "/name", Message: "must match ^[A-Za-z0-9_-]{1,64}$"})
 	}
 	impl, implProbs := r.parseImplementation(t.Implementation)
 	probs = append(probs, implProbs...)
@@ -85,11 +85,11 @@ func (r *Runner) CheckTool(t *chat.ToolSpec) []chat.Problem {
 	switch {
 	case impl != nil && impl.Type == TypeMCP:
 		if hasParams {
-			probs = append(probs, chat.Problem{Path: "/parameters", Message: "must be omitted for an mcp tool: the server describes its tools' parameters"})
+			probs = append(probs, spec.Problem{Path: "/parameters", Message: "must be omitted for an mcp tool: the server describes its tools' parameters"})
 		}
 	case !hasParams:
 		if impl != nil { // an unknown type is already a problem
-			probs = append(probs, chat.Problem{Path: "/parameters", Message: "is required: a JSON Schema of type object"})
+			probs = append(probs, spec.Problem{Path: "/parameters", Message: "is required: a JSON Schema of type object"})
 		}
 	default:
 		probs = append(probs, checkSchema(t.Parameters, "/parameters")...)
@@ -102,15 +102,15 @@ func (r *Runner) CheckTool(t *chat.ToolSpec) []chat.Problem {
 // implementation is nil when its type is unknown; it is only usable when
 // there are no problems. Call and Describe run it again, so a spec persisted
 // under an older configuration cannot get around a tightened one.
-func (r *Runner) parseImplementation(raw json.RawMessage) (*implementation, []chat.Problem) {
+func (r *Runner) parseImplementation(raw json.RawMessage) (*implementation, []spec.Problem) {
 	const base = "/implementation"
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil, []chat.Problem{{Path: base, Message: "is required: an object with type http, sandbox or mcp"}}
+		return nil, []spec.Problem{{Path: base, Message: "is required: an object with type http, sandbox or mcp"}}
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-		return nil, []chat.Problem{{Path: base, Message: "must be an object with type http, sandbox or mcp"}}
+		return nil, []spec.Problem{{Path: base, Message: "must be an object with type http, sandbox or mcp"}}
 	}
 	d := decoder{fields: fields, base: base}
 	impl := &implementation{Type: d.str("type", true)}
@@ -226,12 +226,12 @@ func (r *Runner) refusedHost(u *url.URL) string {
 type decoder struct {
 	fields map[string]json.RawMessage
 	base   string
-	probs  []chat.Problem
+	probs  []spec.Problem
 }
 
 // add records a problem at the field key.
 func (d *decoder) add(key, format string, args ...any) {
-	d.probs = append(d.probs, chat.Problem{Path: d.base + "/" + escapePointer(key), Message: fmt.Sprintf(format, args...)})
+	d.probs = append(d.probs, spec.Problem{Path: d.base + "/" + escapePointer(key), Message: fmt.Sprintf(format, args...)})
 }
 
 // value returns the raw field, or nil when it is absent or null (an
@@ -293,13 +293,13 @@ func (d *decoder) headers(key string) map[string]string {
 		var val string
 		switch {
 		case !isToken(name):
-			d.probs = append(d.probs, chat.Problem{Path: d.base + "/" + path, Message: "is not a valid header name"})
+			d.probs = append(d.probs, spec.Problem{Path: d.base + "/" + path, Message: "is not a valid header name"})
 		case slices.ContainsFunc(reservedHeaders, func(r string) bool { return strings.EqualFold(r, name) }):
-			d.probs = append(d.probs, chat.Problem{Path: d.base + "/" + path, Message: "is set by the server and cannot be configured"})
+			d.probs = append(d.probs, spec.Problem{Path: d.base + "/" + path, Message: "is set by the server and cannot be configured"})
 		case json.Unmarshal(raw[name], &val) != nil:
-			d.probs = append(d.probs, chat.Problem{Path: d.base + "/" + path, Message: "must be a string"})
+			d.probs = append(d.probs, spec.Problem{Path: d.base + "/" + path, Message: "must be a string"})
 		case strings.ContainsAny(val, "\r\n\x00"):
-			d.probs = append(d.probs, chat.Problem{Path: d.base + "/" + path, Message: "must not contain CR, LF or NUL"})
+			d.probs = append(d.probs, spec.Problem{Path: d.base + "/" + path, Message: "must not contain CR, LF or NUL"})
 		default:
 			h[name] = val
 		}
@@ -323,7 +323,7 @@ func (d *decoder) names(key string) []string {
 	}
 	for i, n := range names {
 		if !namePattern.MatchString(n) {
-			d.probs = append(d.probs, chat.Problem{Path: fmt.Sprintf("%s/%s/%d", d.base, key, i), Message: "must match ^[A-Za-z0-9_-]{1,64}$"})
+			d.probs = append(d.probs, spec.Problem{Path: fmt.Sprintf("%s/%s/%d", d.base, key, i), Message: "must match ^[A-Za-z0-9_-]{1,64}$"})
 		}
 	}
 	return names

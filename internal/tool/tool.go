@@ -30,6 +30,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // Defaults for Config's zero values.
@@ -214,7 +215,7 @@ func (r *Runner) ReleaseChat(chatID string) {
 // http and sandbox tools, the server's (filtered) list for an mcp tool. An
 // error means the tool cannot be offered at all (an invalid definition, an
 // MCP server that cannot be listed); the chat surfaces it.
-func (r *Runner) Describe(ctx context.Context, chatID string, t *chat.ToolSpec) ([]chat.ToolDef, error) {
+func (r *Runner) Describe(ctx context.Context, chatID string, t *spec.Tool) ([]chat.ToolDef, error) {
 	if t == nil {
 		return nil, errors.New("describe tool: no tool given")
 	}
@@ -373,7 +374,7 @@ func (e *timeoutError) seconds() string {
 }
 
 // problemsText joins problems into one line for errors and results.
-func problemsText(probs []chat.Problem) string {
+func problemsText(probs []spec.Problem) string {
 	var s string
 	for i, p := range probs {
 		if i > 0 {

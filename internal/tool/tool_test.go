@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 	"github.com/agentd/agentd/internal/tool"
 )
 
@@ -42,11 +43,11 @@ const objectSchema = `{"type":"object","properties":{"q":{"type":"string"},"n":{
 
 // httpTool is an http tool spec for url; impl adds fields to the
 // implementation object (`"timeout_s": 1`).
-func httpTool(url, impl string) *chat.ToolSpec {
+func httpTool(url, impl string) *spec.Tool {
 	if impl != "" {
 		impl = "," + impl
 	}
-	return &chat.ToolSpec{
+	return &spec.Tool{
 		Name:           "search",
 		Description:    "Search.",
 		Parameters:     json.RawMessage(objectSchema),
@@ -55,7 +56,7 @@ func httpTool(url, impl string) *chat.ToolSpec {
 }
 
 // request is a call of the one function of an http or sandbox tool.
-func request(t *chat.ToolSpec, args string) *chat.ToolRequest {
+func request(t *spec.Tool, args string) *chat.ToolRequest {
 	return &chat.ToolRequest{
 		ChatID:    "chat-1",
 		Tool:      t,
@@ -171,7 +172,7 @@ func TestCheckTool(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var spec chat.ToolSpec
+			var spec spec.Tool
 			if err := json.Unmarshal([]byte(tt.spec), &spec); err != nil {
 				t.Fatal(err)
 			}
@@ -205,7 +206,7 @@ func TestCheckToolRefusesAddressesEveryCallWouldRefuse(t *testing.T) {
 	open := newRunner(t, tool.Config{AllowPrivate: true})
 	listed := newRunner(t, tool.Config{HTTPAllowHosts: []string{"127.0.0.1:9000", "::1", "localhost", "10.0.0.0/8"}})
 	for _, u := range urls {
-		spec := &chat.ToolSpec{Name: "fs", Implementation: json.RawMessage(`{"type":"mcp","url":"` + u + `"}`)}
+		spec := &spec.Tool{Name: "fs", Implementation: json.RawMessage(`{"type":"mcp","url":"` + u + `"}`)}
 		if probs := strict.CheckTool(spec); len(probs) != 1 || probs[0].Path != "/implementation/url" {
 			t.Errorf("%s without AllowPrivate: problems %+v, want one at /implementation/url", u, probs)
 		}
@@ -214,12 +215,12 @@ func TestCheckToolRefusesAddressesEveryCallWouldRefuse(t *testing.T) {
 		}
 	}
 	for _, u := range []string{"http://127.0.0.1:9000/mcp", "http://localhost:9000/mcp", "http://10.1.2.3/mcp"} {
-		spec := &chat.ToolSpec{Name: "fs", Implementation: json.RawMessage(`{"type":"mcp","url":"` + u + `"}`)}
+		spec := &spec.Tool{Name: "fs", Implementation: json.RawMessage(`{"type":"mcp","url":"` + u + `"}`)}
 		if probs := listed.CheckTool(spec); len(probs) != 0 {
 			t.Errorf("%s allow-listed: %+v", u, probs)
 		}
 	}
-	public := &chat.ToolSpec{Name: "fs", Implementation: json.RawMessage(`{"type":"mcp","url":"https://mcp.example.com/mcp"}`)}
+	public := &spec.Tool{Name: "fs", Implementation: json.RawMessage(`{"type":"mcp","url":"https://mcp.example.com/mcp"}`)}
 	if probs := strict.CheckTool(public); len(probs) != 0 {
 		t.Errorf("a public name: %+v", probs)
 	}
@@ -228,7 +229,7 @@ func TestCheckToolRefusesAddressesEveryCallWouldRefuse(t *testing.T) {
 func TestCheckToolSandboxWithoutBackend(t *testing.T) {
 	t.Parallel()
 	r := newRunner(t, tool.Config{})
-	spec := &chat.ToolSpec{Name: "w", Parameters: json.RawMessage(`{"type":"object"}`),
+	spec := &spec.Tool{Name: "w", Parameters: json.RawMessage(`{"type":"object"}`),
 		Implementation: json.RawMessage(`{"type":"sandbox","language":"python","code":"print(1)"}`)}
 	probs := r.CheckTool(spec)
 	if len(probs) != 1 || probs[0].Path != "/implementation/type" || !strings.Contains(probs[0].Message, "AGENTD_SANDBOX") {

@@ -1,4 +1,4 @@
-package chat
+package spec
 
 import (
 	"bytes"
@@ -7,18 +7,18 @@ import (
 
 // Spec is the request body of POST /v1/chats (DESIGN §2).
 type Spec struct {
-	Name             string                 `json:"name,omitempty"`
-	Task             string                 `json:"task"`
-	Agents           []AgentSpec            `json:"agents"`
-	Models           map[string]ModelConfig `json:"models,omitempty"`
-	Tools            []ToolSpec             `json:"tools,omitempty"`
-	SpeakerSelection *SelectionSpec         `json:"speaker_selection,omitempty"`
-	MaxRound         *int                   `json:"max_round,omitempty"`
-	Termination      *Condition             `json:"termination,omitempty"`
-	Sandbox          *SandboxSpec           `json:"sandbox,omitempty"`
-	Messages         []HistoryMessage       `json:"messages,omitempty"`
-	Metadata         json.RawMessage        `json:"metadata,omitempty"`
-	InputTimeoutS    *int                   `json:"input_timeout_s,omitempty"`
+	Name             string           `json:"name,omitempty"`
+	Task             string           `json:"task"`
+	Agents           []Agent          `json:"agents"`
+	Models           map[string]Model `json:"models,omitempty"`
+	Tools            []Tool           `json:"tools,omitempty"`
+	SpeakerSelection *Selection       `json:"speaker_selection,omitempty"`
+	MaxRound         *int             `json:"max_round,omitempty"`
+	Termination      *Condition       `json:"termination,omitempty"`
+	Sandbox          *Sandbox         `json:"sandbox,omitempty"`
+	Messages         []HistoryMessage `json:"messages,omitempty"`
+	Metadata         json.RawMessage  `json:"metadata,omitempty"`
+	InputTimeoutS    *int             `json:"input_timeout_s,omitempty"`
 }
 
 // Agent types.
@@ -35,32 +35,32 @@ const (
 )
 
 // AgentSpec is one participant of the chat.
-type AgentSpec struct {
-	Name                    string             `json:"name"`
-	Type                    string             `json:"type"`
-	Description             string             `json:"description,omitempty"`
-	SystemMessage           *string            `json:"system_message,omitempty"`
-	Model                   *ModelRef          `json:"model,omitempty"`
-	Tools                   []string           `json:"tools,omitempty"`
-	Handoffs                []string           `json:"handoffs,omitempty"`
-	ReflectOnToolUse        *bool              `json:"reflect_on_tool_use,omitempty"`
-	MaxToolIterations       *int               `json:"max_tool_iterations,omitempty"`
-	ToolCallSummaryFormat   *string            `json:"tool_call_summary_format,omitempty"`
-	Context                 *ContextSpec       `json:"context,omitempty"`
-	HumanInputMode          string             `json:"human_input_mode,omitempty"`
-	CodeExecution           *CodeExecutionSpec `json:"code_execution,omitempty"`
-	Functions               []string           `json:"functions,omitempty"`
-	MaxConsecutiveAutoReply *int               `json:"max_consecutive_auto_reply,omitempty"`
-	DefaultAutoReply        *string            `json:"default_auto_reply,omitempty"`
+type Agent struct {
+	Name                    string         `json:"name"`
+	Type                    string         `json:"type"`
+	Description             string         `json:"description,omitempty"`
+	SystemMessage           *string        `json:"system_message,omitempty"`
+	Model                   *ModelRef      `json:"model,omitempty"`
+	Tools                   []string       `json:"tools,omitempty"`
+	Handoffs                []string       `json:"handoffs,omitempty"`
+	ReflectOnToolUse        *bool          `json:"reflect_on_tool_use,omitempty"`
+	MaxToolIterations       *int           `json:"max_tool_iterations,omitempty"`
+	ToolCallSummaryFormat   *string        `json:"tool_call_summary_format,omitempty"`
+	Context                 *ModelContext  `json:"context,omitempty"`
+	HumanInputMode          string         `json:"human_input_mode,omitempty"`
+	CodeExecution           *CodeExecution `json:"code_execution,omitempty"`
+	Functions               []string       `json:"functions,omitempty"`
+	MaxConsecutiveAutoReply *int           `json:"max_consecutive_auto_reply,omitempty"`
+	DefaultAutoReply        *string        `json:"default_auto_reply,omitempty"`
 }
 
 // ContextSpec bounds what an assistant sees of the conversation.
-type ContextSpec struct {
+type ModelContext struct {
 	BufferSize *int `json:"buffer_size,omitempty"`
 }
 
 // CodeExecutionSpec configures a user_proxy that runs code blocks.
-type CodeExecutionSpec struct {
+type CodeExecution struct {
 	Languages []string `json:"languages,omitempty"`
 	TimeoutS  *int     `json:"timeout_s,omitempty"`
 }
@@ -69,7 +69,7 @@ type CodeExecutionSpec struct {
 // inline model object.
 type ModelRef struct {
 	Name   string
-	Inline *ModelConfig
+	Inline *Model
 }
 
 // UnmarshalJSON accepts a string (a key of models) or a model object.
@@ -78,7 +78,7 @@ func (m *ModelRef) UnmarshalJSON(b []byte) error {
 	if len(b) > 0 && b[0] == '"' {
 		return json.Unmarshal(b, &m.Name)
 	}
-	m.Inline = new(ModelConfig)
+	m.Inline = new(Model)
 	return json.Unmarshal(b, m.Inline)
 }
 
@@ -91,7 +91,7 @@ func (m ModelRef) MarshalJSON() ([]byte, error) {
 }
 
 // ToolSpec is a tool that agents may use or execute.
-type ToolSpec struct {
+type Tool struct {
 	Name           string          `json:"name"`
 	Description    string          `json:"description,omitempty"`
 	Parameters     json.RawMessage `json:"parameters,omitempty"`
@@ -108,7 +108,7 @@ const (
 )
 
 // SelectionSpec configures how the next speaker is chosen (DESIGN §3.2).
-type SelectionSpec struct {
+type Selection struct {
 	Method               string              `json:"method,omitempty"`
 	Model                *ModelRef           `json:"model,omitempty"`
 	AllowRepeatedSpeaker *bool               `json:"allow_repeated_speaker,omitempty"`
@@ -120,7 +120,7 @@ type SelectionSpec struct {
 }
 
 // SandboxSpec sets the limits of the chat's code sandbox.
-type SandboxSpec struct {
+type Sandbox struct {
 	MemoryMB *int     `json:"memory_mb,omitempty"`
 	CPUs     *float64 `json:"cpus,omitempty"`
 	TimeoutS *int     `json:"timeout_s,omitempty"`

@@ -1,4 +1,4 @@
-package chat
+package spec
 
 import (
 	"bytes"
@@ -122,7 +122,7 @@ func (d *fastDecoder) value(v reflect.Value) bool {
 			ref.Name = s
 			return ok
 		case '{':
-			ref.Inline = new(ModelConfig)
+			ref.Inline = new(Model)
 			return d.value(reflect.ValueOf(ref.Inline).Elem())
 		}
 		return false

@@ -1,4 +1,4 @@
-package chat
+package spec
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ func DecodeSpec(body []byte) (*Spec, []Problem) {
 
 // decodeCompact is DecodeSpec that also returns the body compacted (as
 // json.Compact does), which is what a chat stores and hashes.
-func decodeCompact(body []byte) (*Spec, []byte, []Problem) {
+func DecodeCompact(body []byte) (*Spec, []byte, []Problem) {
 	if s, compact, ok := decodeFast(body); ok {
 		return s, compact, nil
 	}
@@ -74,7 +74,7 @@ var (
 	rawMessageType     = reflect.TypeFor[json.RawMessage]()
 	modelRefType       = reflect.TypeFor[ModelRef]()
 	replayResponseType = reflect.TypeFor[ReplayResponse]()
-	modelConfigType    = reflect.TypeFor[ModelConfig]()
+	modelConfigType    = reflect.TypeFor[Model]()
 	specType           = reflect.TypeFor[Spec]()
 )
 

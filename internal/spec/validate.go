@@ -1,4 +1,4 @@
-package chat
+package spec
 
 import (
 	"bytes"
@@ -51,7 +51,8 @@ var DefaultLimits = Limits{
 	MaxSandboxDiskMB:   4096,
 }
 
-func (l Limits) withDefaults() Limits {
+// WithDefaults is l with every zero field set from DefaultLimits.
+func (l Limits) WithDefaults() Limits {
 	d := DefaultLimits
 	or := func(v, def int) int {
 		if v > 0 {
@@ -84,9 +85,16 @@ type Env struct {
 	// Providers are the model providers besides "replay".
 	Providers []string
 	// Tools checks tool definitions; nil: this server runs no tools.
-	Tools Tools
+	Tools ToolChecker
 	// Sandbox names the code sandbox backend; "": none.
 	Sandbox string
+}
+
+// ToolChecker validates one tool definition at create time: its parameters
+// schema and implementation. Paths are JSON pointers relative to the tool
+// ("/parameters", "/implementation/url"). internal/tool implements it.
+type ToolChecker interface {
+	CheckTool(t *Tool) []Problem
 }
 
 // validator collects every problem of a spec.
@@ -106,7 +114,7 @@ func (v *validator) add(path, format string, args ...any) {
 // Validate checks a decoded spec against DESIGN §2 and what this server
 // offers, and returns every problem found.
 func Validate(s *Spec, limits Limits, env Env) []Problem {
-	v := &validator{limits: limits.withDefaults(), providers: env.Providers, env: env, spec: s, agents: map[string]bool{}}
+	v := &validator{limits: limits.WithDefaults(), providers: env.Providers, env: env, spec: s, agents: map[string]bool{}}
 	v.checkTop()
 	v.checkModels()
 	v.checkAgents()
@@ -171,7 +179,7 @@ func (v *validator) checkModels() {
 	}
 }
 
-func (v *validator) checkModel(path string, m *ModelConfig) {
+func (v *validator) checkModel(path string, m *Model) {
 	switch {
 	case m.Provider == "":
 		v.add(path+"/provider", "is required")
@@ -277,7 +285,7 @@ func (v *validator) checkAgents() {
 				v.add(p+"/code_execution", "code execution needs a sandbox, and this server has none: run it with AGENTD_SANDBOX=docker and a Docker or Podman engine, or install bubblewrap (AGENTD_SANDBOX=bwrap); code is never run on the host")
 			}
 			for j, l := range ce.Languages {
-				if canonicalLanguage(l) == "" {
+				if CanonicalLanguage(l) == "" {
 					v.add(p+"/code_execution/languages/"+strconv.Itoa(j), "unknown language %q: use python (py) or sh (bash, shell)", l)
 				}
 			}
@@ -421,7 +429,7 @@ func (v *validator) checkCondition(path string, c *Condition, depth int, count *
 	case c.TextMatch != nil:
 		if c.TextMatch.Pattern == "" {
 			v.add(path+"/text_match/pattern", "is required")
-		} else if msg := checkTextMatchPattern(c.TextMatch.Pattern); msg != "" {
+		} else if msg := CheckTextMatchPattern(c.TextMatch.Pattern); msg != "" {
 			v.add(path+"/text_match/pattern", "%s", msg)
 		}
 	case c.TokenUsage != nil:
@@ -445,7 +453,7 @@ func (v *validator) checkCondition(path string, c *Condition, depth int, count *
 	case c.FunctionCall != nil:
 		if c.FunctionCall.Name == "" {
 			v.add(path+"/function_call/name", "is required")
-		} else if v.spec.tool(c.FunctionCall.Name) == nil && !v.hasMCP() {
+		} else if v.spec.Tool(c.FunctionCall.Name) == nil && !v.hasMCP() {
 			v.add(path+"/function_call/name", "names no tool: %q", c.FunctionCall.Name)
 		}
 	case c.SourceMatch != nil:
@@ -476,7 +484,7 @@ func (v *validator) checkSources(path string, sources []string) {
 }
 
 func (v *validator) agentNamed(name string) bool {
-	return slices.ContainsFunc(v.spec.Agents, func(a AgentSpec) bool { return a.Name == name })
+	return slices.ContainsFunc(v.spec.Agents, func(a Agent) bool { return a.Name == name })
 }
 
 func (v *validator) checkHistory() {
@@ -519,7 +527,7 @@ func (v *validator) checkHistory() {
 		if m.Name != "" && m.Name != UserName && !agentNameRE.MatchString(m.Name) {
 			v.add(p+"/name", "must match %s", agentNameRE)
 		}
-		if shape := messageType(Event{Role: m.Role, ToolCalls: m.ToolCalls, ToolResponses: m.ToolResponses}, messageData{}); m.Type != "" && m.Type != shape &&
+		if shape := ShapeType(m.Role, m.ToolCalls, m.ToolResponses); m.Type != "" && m.Type != shape &&
 			(shape != TypeTextMessage || m.Type != TypeToolCallSummaryMessage || m.Role != RoleAssistant) {
 			v.add(p+"/type", "must be %s for this message (or ToolCallSummaryMessage for an assistant's text)", shape)
 		}
@@ -543,8 +551,8 @@ func (v *validator) checkTools() {
 			v.add(p+"/name", "duplicate tool name %q", tools[i].Name)
 		}
 		seen[tools[i].Name] = true
-		if strings.HasPrefix(tools[i].Name, handoffPrefix) {
-			v.add(p+"/name", "names starting with %s are reserved for handoffs", handoffPrefix)
+		if strings.HasPrefix(tools[i].Name, HandoffPrefix) {
+			v.add(p+"/name", "names starting with %s are reserved for handoffs", HandoffPrefix)
 		}
 		if v.env.Tools == nil {
 			v.add(p, "this server runs no tools")
@@ -558,7 +566,7 @@ func (v *validator) checkTools() {
 
 func (v *validator) checkToolRefs(path string, names []string) {
 	for i, n := range names {
-		if v.spec.tool(n) == nil {
+		if v.spec.Tool(n) == nil {
 			v.add(path+"/"+strconv.Itoa(i), "names no tool: %q", n)
 		}
 	}
@@ -566,7 +574,7 @@ func (v *validator) checkToolRefs(path string, names []string) {
 
 func (v *validator) hasMCP() bool {
 	for i := range v.spec.Tools {
-		if v.spec.Tools[i].implementationType() == "mcp" {
+		if v.spec.Tools[i].ImplementationType() == "mcp" {
 			return true
 		}
 	}

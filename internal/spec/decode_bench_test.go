@@ -1,11 +1,11 @@
-package chat_test
+package spec_test
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 
-	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // BenchmarkDecodeSpec decodes a spec of three agents with long system
@@ -27,7 +27,7 @@ func BenchmarkDecodeSpec(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, probs := chat.DecodeSpec(body); len(probs) > 0 {
+		if _, probs := spec.DecodeSpec(body); len(probs) > 0 {
 			b.Fatal(probs)
 		}
 	}

@@ -1,0 +1,20 @@
+// Package spec is the chat spec, the request body of POST /v1/chats: its
+// types, its strict decoding (every unknown field and wrong type reported
+// with its JSON pointer) and its validation against what a server offers
+// (DESIGN §2). It also says what a validated spec means where it leaves a
+// field out (the defaults, and lookups by name: access.go).
+//
+// It is a package of its own so that the chat engine (internal/chat) reads
+// as an engine: the engine takes a decoded, valid *Spec and never decodes or
+// checks one itself. spec imports nothing of agentd's; the HTTP layer, the
+// team-file translation (internal/component) and the tools check specs with
+// it.
+//
+//   - spec.go, model.go, message.go: the types. The message shapes (tool
+//     calls, tool responses, usage) are shared with the chat log, which
+//     keeps a resumed history message as it was given.
+//   - decode.go: DecodeSpec, the thorough decoder that finds every problem;
+//     decodefast.go: the one-pass decoder that takes every spec without
+//     problems, and gives up to the thorough one at anything else.
+//   - validate.go: Validate, every rule of DESIGN §2 and the server's Limits.
+package spec

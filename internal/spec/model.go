@@ -1,0 +1,59 @@
+package spec
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// ModelConfig is a model as a spec names it: a provider and its options.
+// Endpoints and keys are never part of it: they are server configuration.
+type Model struct {
+	Provider          string           `json:"provider"`
+	Model             string           `json:"model,omitempty"`
+	Temperature       *float64         `json:"temperature,omitempty"`
+	TopP              *float64         `json:"top_p,omitempty"`
+	MaxTokens         *int             `json:"max_tokens,omitempty"`
+	Seed              *int             `json:"seed,omitempty"`
+	ParallelToolCalls *bool            `json:"parallel_tool_calls,omitempty"`
+	ResponseFormat    json.RawMessage  `json:"response_format,omitempty"`
+	Responses         []ReplayResponse `json:"responses,omitempty"`
+}
+
+// ReplayResponse is one scripted reply of the replay provider. In a spec it is
+// either a string (the content) or an object.
+type ReplayResponse struct {
+	Content   string           `json:"content,omitempty"`
+	ToolCalls []ReplayToolCall `json:"tool_calls,omitempty"`
+	Usage     *Usage           `json:"usage,omitempty"`
+	DelayMS   int              `json:"delay_ms,omitempty"`
+}
+
+// ReplayToolCall is a scripted tool call; Arguments is any JSON value.
+type ReplayToolCall struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+// UnmarshalJSON accepts a string or an object with known fields only.
+func (r *ReplayResponse) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*r = ReplayResponse{Content: s}
+		return nil
+	}
+	// Unknown fields are refused by DecodeSpec's shape check, before any
+	// spec is decoded into Go values; a stored spec passed it. So a plain
+	// Unmarshal, without a Decoder (and its buffer) per response.
+	type plain ReplayResponse
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return fmt.Errorf("replay response: %w", err)
+	}
+	*r = ReplayResponse(p)
+	return nil
+}

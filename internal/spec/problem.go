@@ -1,0 +1,27 @@
+package spec
+
+import (
+	"fmt"
+	"strings"
+)
+
+// ValidationError lists every problem found in a request, each with a JSON
+// pointer to the offending value. The HTTP layer answers 422.
+type ValidationError struct {
+	Problems []Problem
+}
+
+// Problem is one validation failure.
+type Problem struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	b.WriteString("invalid chat spec:")
+	for _, p := range e.Problems {
+		fmt.Fprintf(&b, " %s: %s;", p.Path, p.Message)
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}

@@ -1,0 +1,35 @@
+// Package spectest makes chat specs for tests: random ones of every shape
+// the engine's state tests explore, which the spec decoders are checked on
+// too.
+package spectest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+)
+
+// RandomSpec returns the body of a random valid spec: one to three
+// assistants with a tool and a handoff, a code-executing user_proxy with a
+// function, any selection method, and often a termination condition.
+func RandomSpec(rng *rand.Rand) string {
+	methods := []string{"round_robin", "random", "auto", "manual", "swarm"}
+	modes := []string{"NEVER", "ALWAYS", "TERMINATE"}
+	var agents []string
+	n := 1 + rng.IntN(3)
+	for i := range n {
+		agents = append(agents, fmt.Sprintf(`{"name": "a%d", "type": "assistant", "tools": ["t"], "max_tool_iterations": %d, "reflect_on_tool_use": %v, "handoffs": ["p"]}`,
+			i, 1+rng.IntN(2), rng.IntN(2) == 0))
+	}
+	agents = append(agents, fmt.Sprintf(`{"name": "p", "type": "user_proxy", "human_input_mode": %q, "max_consecutive_auto_reply": %d, "code_execution": {}, "functions": ["f"]}`,
+		modes[rng.IntN(3)], 1+rng.IntN(3)))
+	conds := []string{`{"text_mention": {"text": "STOP"}}`, `{"max_messages": 12}`, `{"token_usage": {"max_total_tokens": 400}}`,
+		`{"all": [{"source_match": {"sources": ["p"]}}, {"text_mention": {"text": "STOP"}}]}`, `{"handoff": {"target": "p"}}`, `{"function_call": {"name": "f"}}`}
+	term := ""
+	if rng.IntN(4) > 0 {
+		term = `, "termination": ` + conds[rng.IntN(len(conds))]
+	}
+	return fmt.Sprintf(`{"task": "go", "agents": [%s], "max_round": %d, "tools": [{"name": "t"}, {"name": "f"}],
+		"speaker_selection": {"method": %q, "seed": %d, "max_attempts": 2}%s}`,
+		strings.Join(agents, ", "), 1+rng.IntN(8), methods[rng.IntN(len(methods))], rng.IntN(100), term)
+}
