@@ -1,0 +1,234 @@
+"""What the sync and the async client share: configuration, the requests of
+every operation, and the reading of answers. Only the I/O differs between
+the two clients."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+from urllib.parse import quote
+
+import httpx
+
+from ._errors import error_from_response
+from ._types import Approval, Task
+from ._version import __version__
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+#: Seconds for ordinary requests (connect, read, write, pool).
+DEFAULT_TIMEOUT = 30.0
+#: Seconds an event stream may stay silent before it is taken for dead and
+#: resumed: the server sends a heartbeat every 15 s.
+DEFAULT_STREAM_READ_TIMEOUT = 60.0
+#: Statuses after which a stream reconnects rather than fails.
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+
+
+@dataclass
+class Request:
+    """One API request, ready for either client to send."""
+
+    method: str
+    path: str
+    params: dict[str, str] = field(default_factory=dict)
+    json: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    #: Extra seconds of read time (a long poll's wait).
+    wait_s: float = 0.0
+
+
+def chat_path(chat_id: str, tail: str = "") -> str:
+    """The path of a chat (or of a resource below it)."""
+    if not chat_id:
+        raise ValueError("chat_id is empty")
+    return f"/v1/chats/{quote(chat_id, safe='')}{tail}"
+
+
+def team_component(team: Any) -> dict[str, Any]:
+    """An AgentChat team as component JSON: a dict as it is, an object with
+    ``dump_component()`` (an AgentChat team) or ``model_dump()`` (its
+    ComponentModel) dumped."""
+    if isinstance(team, Mapping):
+        return dict(team)
+    dump = getattr(team, "dump_component", None)
+    if callable(dump):
+        team = dump()
+    model_dump = getattr(team, "model_dump", None)
+    if callable(model_dump):
+        out = model_dump(mode="json")
+        if isinstance(out, dict):
+            return out
+    raise TypeError("team must be an AgentChat team, its ComponentModel or its component JSON as a dict")
+
+
+class ClientConfig:
+    """The settings of a client: arguments first, then ``AGENTD_URL`` and
+    ``AGENTD_API_KEY``, then the defaults."""
+
+    def __init__(
+        self,
+        base_url: str | None,
+        api_key: str | None,
+        timeout: float | httpx.Timeout | None,
+        stream_read_timeout: float | None,
+        reconnect_delay: float | None,
+        max_reconnects: int | None,
+    ) -> None:
+        self.base_url = (base_url or os.environ.get("AGENTD_URL") or DEFAULT_URL).rstrip("/")
+        self.api_key = api_key if api_key is not None else os.environ.get("AGENTD_API_KEY") or None
+        if isinstance(timeout, httpx.Timeout):
+            self.timeout = timeout
+        else:
+            self.timeout = httpx.Timeout(DEFAULT_TIMEOUT if timeout is None else timeout)
+        self.stream_timeout = httpx.Timeout(
+            self.timeout.connect,
+            read=DEFAULT_STREAM_READ_TIMEOUT if stream_read_timeout is None else stream_read_timeout,
+            write=self.timeout.write,
+            pool=self.timeout.pool,
+        )
+        self.reconnect_delay = reconnect_delay
+        self.max_reconnects = max_reconnects
+
+    def headers(self) -> dict[str, str]:
+        h = {"User-Agent": f"agentd-python/{__version__}", "Accept": "application/json"}
+        if self.api_key:
+            h["Authorization"] = f"Bearer {self.api_key}"
+        return h
+
+    def request_timeout(self, req: Request) -> httpx.Timeout:
+        if req.wait_s <= 0 or self.timeout.read is None:
+            return self.timeout
+        return httpx.Timeout(
+            self.timeout.connect, read=self.timeout.read + req.wait_s, write=self.timeout.write, pool=self.timeout.pool
+        )
+
+
+def result(resp: httpx.Response) -> Any:
+    """The JSON body of a successful answer; raises the problem of an error."""
+    if resp.status_code >= 400:
+        raise error_from_response(resp.status_code, resp.headers, resp.content)
+    if resp.status_code == 204 or not resp.content:
+        return None
+    return resp.json()
+
+
+def _include(params: dict[str, str], include_spec: bool) -> dict[str, str]:
+    if include_spec:
+        params["include"] = "spec"
+    return params
+
+
+# The requests of every operation (DESIGN §6 and api/openapi.yaml).
+
+
+def create_request(
+    spec: Mapping[str, Any], idempotency_key: str | None, wait_s: float | None, include_spec: bool
+) -> Request:
+    req = Request("POST", "/v1/chats", json=dict(spec))
+    if idempotency_key is not None:
+        req.headers["Idempotency-Key"] = idempotency_key
+    if wait_s:
+        req.params["wait_s"] = str(int(wait_s))
+        req.wait_s = wait_s
+    _include(req.params, include_spec)
+    return req
+
+
+def team_spec(task: str, team: Any, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The team form of a create: ``{"task", "team", ...options}``."""
+    body: dict[str, Any] = {"task": task, "team": team_component(team)}
+    body.update({k: v for k, v in options.items() if v is not None})
+    return body
+
+
+def list_request(status: str | None, limit: int | None, cursor: str | None, include_spec: bool) -> Request:
+    req = Request("GET", "/v1/chats")
+    if status:
+        req.params["status"] = status
+    if limit is not None:
+        req.params["limit"] = str(limit)
+    if cursor:
+        req.params["cursor"] = cursor
+    _include(req.params, include_spec)
+    return req
+
+
+def get_request(chat_id: str, include_spec: bool) -> Request:
+    return Request("GET", chat_path(chat_id), params=_include({}, include_spec))
+
+
+def messages_request(chat_id: str, after: int, limit: int | None, wait_s: float | None) -> Request:
+    req = Request("GET", chat_path(chat_id, "/messages"), params={"after": str(after)})
+    if limit is not None:
+        req.params["limit"] = str(limit)
+    if wait_s:
+        req.params["wait_s"] = str(int(wait_s))
+        req.wait_s = wait_s
+    return req
+
+
+def input_request(
+    chat_id: str,
+    request_id: str,
+    content: str | None,
+    speaker: str | None,
+    approvals: Sequence[Approval] | None,
+) -> Request:
+    body: dict[str, Any] = {"request_id": request_id}
+    given = [k for k, v in (("content", content), ("speaker", speaker), ("approvals", approvals)) if v is not None]
+    if len(given) != 1:
+        raise ValueError("give exactly one of content, speaker and approvals")
+    if content is not None:
+        body["content"] = content
+    if speaker is not None:
+        body["speaker"] = speaker
+    if approvals is not None:
+        body["approvals"] = [dict(a) for a in approvals]
+    return Request("POST", chat_path(chat_id, "/input"), json=body)
+
+
+def cancel_request(chat_id: str) -> Request:
+    return Request("POST", chat_path(chat_id, "/cancel"))
+
+
+def team_request(chat_id: str) -> Request:
+    return Request("GET", chat_path(chat_id, "/team"))
+
+
+def run_request(chat_id: str, task: Task | None, if_busy: str | None, max_round: int | None) -> Request:
+    body: dict[str, Any] = {}
+    if task is not None:
+        body["task"] = task
+    if if_busy is not None:
+        body["if_busy"] = if_busy
+    if max_round is not None:
+        body["max_round"] = max_round
+    return Request("POST", chat_path(chat_id, "/runs"), json=body)
+
+
+def stop_request(chat_id: str) -> Request:
+    return Request("POST", chat_path(chat_id, "/stop"))
+
+
+def fork_request(chat_id: str, at_seq: int | None, run: Mapping[str, Any] | None) -> Request:
+    body: dict[str, Any] = {}
+    if at_seq is not None:
+        body["at_seq"] = at_seq
+    if run is not None:
+        body["run"] = dict(run)
+    return Request("POST", chat_path(chat_id, "/fork"), json=body)
+
+
+def events_params(follow: bool) -> dict[str, str]:
+    return {"follow": "true"} if follow else {}
+
+
+def reconnect_delay(configured: float | None, retry_ms: int | None, retry_after: float | None) -> float:
+    """How long to wait before resuming a stream: the server's Retry-After,
+    else the client's setting, else the stream's ``retry`` field (2 s)."""
+    if retry_after is not None:
+        return retry_after
+    if configured is not None:
+        return configured
+    return (retry_ms if retry_ms is not None else 2000) / 1000.0

@@ -1,0 +1,279 @@
+"""The synchronous client."""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+from typing import Any, Generator, Iterator, Mapping, Sequence, cast
+
+import httpx
+
+from . import _base as b
+from ._errors import APIConnectionError, error_from_response
+from ._sse import Event, ResumeState, SSEDecoder
+from ._types import Approval, Chat, ChatList, Message, MessageList, Task
+
+
+class Client:
+    """A client of one agentd server.
+
+    ``base_url`` defaults to ``AGENTD_URL`` (else ``http://127.0.0.1:8080``),
+    ``api_key`` to ``AGENTD_API_KEY``. ``timeout`` bounds ordinary requests
+    (long polls get their wait on top); an event stream silent for
+    ``stream_read_timeout`` seconds (the server sends a heartbeat every 15 s)
+    is resumed. A broken stream is resumed after ``reconnect_delay`` seconds
+    (default: what the server's ``retry`` field says), at most
+    ``max_reconnects`` times in a row (default: without end).
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float | httpx.Timeout | None = None,
+        stream_read_timeout: float | None = None,
+        reconnect_delay: float | None = None,
+        max_reconnects: int | None = None,
+        http_client: httpx.Client | None = None,
+    ) -> None:
+        self._cfg = b.ClientConfig(base_url, api_key, timeout, stream_read_timeout, reconnect_delay, max_reconnects)
+        self._own_http = http_client is None
+        self._http = http_client or httpx.Client()
+
+    @property
+    def base_url(self) -> str:
+        """The server's URL."""
+        return self._cfg.base_url
+
+    def close(self) -> None:
+        """Closes the connections (not an ``http_client`` given by the caller)."""
+        if self._own_http:
+            self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _send(self, req: b.Request) -> Any:
+        headers = self._cfg.headers()
+        headers.update(req.headers)
+        try:
+            resp = self._http.request(
+                req.method,
+                self._cfg.base_url + req.path,
+                params=req.params,
+                json=req.json,
+                headers=headers,
+                timeout=self._cfg.request_timeout(req),
+            )
+        except httpx.TransportError as e:
+            raise APIConnectionError(f"{req.method} {req.path}: {e}") from e
+        return b.result(resp)
+
+    # Chats.
+
+    def create(
+        self,
+        spec: Mapping[str, Any],
+        *,
+        idempotency_key: str | None = None,
+        wait_s: float | None = None,
+        include_spec: bool = False,
+    ) -> Chat:
+        """Creates a chat from a spec (or the team form ``{"task", "team"}``).
+        With ``idempotency_key`` a retry returns the same chat; with
+        ``wait_s`` the answer waits until the chat ends or waits for input."""
+        return cast(Chat, self._send(b.create_request(spec, idempotency_key, wait_s, include_spec)))
+
+    def create_from_team(
+        self,
+        team: Any,
+        task: str,
+        *,
+        idempotency_key: str | None = None,
+        wait_s: float | None = None,
+        include_spec: bool = False,
+        **options: Any,
+    ) -> Chat:
+        """Creates a chat that runs an AgentChat team (the team object, its
+        ComponentModel or its component JSON) on ``task``; ``options`` are the
+        spec's own top-level options (``name``, ``max_round``, ``metadata`` …).
+        The answer's ``warnings`` lists what of the team agentd ignores."""
+        return self.create(
+            b.team_spec(task, team, options),
+            idempotency_key=idempotency_key,
+            wait_s=wait_s,
+            include_spec=include_spec,
+        )
+
+    def get(self, chat_id: str, *, include_spec: bool = False) -> Chat:
+        """The chat."""
+        return cast(Chat, self._send(b.get_request(chat_id, include_spec)))
+
+    def list(
+        self,
+        *,
+        status: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        include_spec: bool = False,
+    ) -> ChatList:
+        """One page of chats, newest first; pass ``next_cursor`` as ``cursor``
+        for the next."""
+        return cast(ChatList, self._send(b.list_request(status, limit, cursor, include_spec)))
+
+    def iter_chats(self, *, status: str | None = None, page_size: int | None = None) -> Iterator[Chat]:
+        """Every chat (filtered by status), newest first, page after page."""
+        cursor: str | None = None
+        while True:
+            page = self.list(status=status, limit=page_size, cursor=cursor)
+            yield from page["chats"]
+            cursor = page["next_cursor"]
+            if not cursor:
+                return
+
+    def messages(
+        self, chat_id: str, *, after: int = 0, limit: int | None = None, wait_s: float | None = None
+    ) -> MessageList:
+        """The messages after seq ``after``; with ``wait_s`` a long poll."""
+        return cast(MessageList, self._send(b.messages_request(chat_id, after, limit, wait_s)))
+
+    def iter_messages(self, chat_id: str, *, after: int = 0, wait_s: float = 30) -> Iterator[Message]:
+        """Every message after ``after`` as it is appended (long polls), until
+        the chat ends or waits for input."""
+        while True:
+            page = self.messages(chat_id, after=after, wait_s=wait_s)
+            yield from page["messages"]
+            after = page["last_seq"]
+            if not page["messages"] and page["status"] in ("completed", "failed", "cancelled", "awaiting_input"):
+                return
+
+    def events(self, chat_id: str, *, after: int = 0, follow: bool = False) -> EventStream:
+        """The chat's events (server-sent events) after seq ``after``, as an
+        iterator that resumes a broken stream with ``Last-Event-ID``, never
+        yields an event twice and ends after the terminal event (with
+        ``follow``, stays open across runs until closed)."""
+        return EventStream(self, chat_id, after, follow)
+
+    def send_input(
+        self,
+        chat_id: str,
+        request_id: str,
+        *,
+        content: str | None = None,
+        speaker: str | None = None,
+        approvals: Sequence[Approval] | None = None,
+    ) -> Chat:
+        """Answers the pending input ``request_id``: a human message
+        (``content``), the next speaker (``speaker``) or the approvals of
+        tool calls or code (``approvals``)."""
+        return cast(Chat, self._send(b.input_request(chat_id, request_id, content, speaker, approvals)))
+
+    def cancel(self, chat_id: str) -> Chat:
+        """Cancels the chat: the turn in flight is cut, the chat ends
+        ``cancelled``. Harmless on a chat that has ended."""
+        return cast(Chat, self._send(b.cancel_request(chat_id)))
+
+    def export_team(self, chat_id: str) -> dict[str, Any]:
+        """The chat's team as AgentChat component JSON."""
+        return cast("dict[str, Any]", self._send(b.team_request(chat_id)))
+
+    # Runs (DESIGN §3.12).
+
+    def start_run(
+        self, chat_id: str, task: Task | None = None, *, if_busy: str | None = None, max_round: int | None = None
+    ) -> Chat:
+        """Starts the chat's next run (AgentChat's ``team.run`` again) with a
+        task (text, message object or list of them; none: go on without
+        one). ``if_busy``: ``reject`` (409), ``enqueue`` or ``interrupt``."""
+        return cast(Chat, self._send(b.run_request(chat_id, task, if_busy, max_round)))
+
+    def stop(self, chat_id: str) -> Chat:
+        """Ends the run after the current agent's turn (ExternalTermination)."""
+        return cast(Chat, self._send(b.stop_request(chat_id)))
+
+    def fork(self, chat_id: str, *, at_seq: int | None = None, run: Mapping[str, Any] | None = None) -> Chat:
+        """A new chat from this one's log up to ``at_seq``, with ``run``
+        started at once if given."""
+        return cast(Chat, self._send(b.fork_request(chat_id, at_seq, run)))
+
+
+class EventStream(Iterator[Event]):
+    """The events of one chat; see :meth:`Client.events`. ``last_event_id``
+    is the seq of the last event yielded: where a new stream would resume."""
+
+    def __init__(self, client: Client, chat_id: str, after: int, follow: bool) -> None:
+        self._client = client
+        self._path = b.chat_path(chat_id, "/events")
+        self._state = ResumeState(last_seq=after, follow=follow)
+        self._gen = self._run()
+        #: How many times the stream was resumed after a break.
+        self.reconnects = 0
+
+    @property
+    def last_event_id(self) -> int:
+        return self._state.last_seq
+
+    def __iter__(self) -> EventStream:
+        return self
+
+    def __next__(self) -> Event:
+        return next(self._gen)
+
+    def close(self) -> None:
+        """Closes the connection."""
+        self._gen.close()
+
+    def __enter__(self) -> EventStream:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _run(self) -> Generator[Event, None, None]:
+        cfg, http, state = self._client._cfg, self._client._http, self._state
+        decoder = SSEDecoder()
+        failures = 0
+        while not state.done:
+            retry_after: float | None = None
+            problem: Exception | None = None
+            headers = cfg.headers()
+            headers["Accept"] = "text/event-stream"
+            headers["Last-Event-ID"] = str(state.last_seq)
+            try:
+                with http.stream(
+                    "GET", cfg.base_url + self._path, params=b.events_params(state.follow),
+                    headers=headers, timeout=cfg.stream_timeout,
+                ) as resp:
+                    if resp.status_code == 204:
+                        return
+                    if resp.status_code >= 400:
+                        err = error_from_response(resp.status_code, resp.headers, resp.read())
+                        if resp.status_code not in b.RETRY_STATUSES:
+                            raise err
+                        problem, retry_after = err, err.retry_after
+                    else:
+                        decoder.reset()
+                        for line in resp.iter_lines():
+                            ev = decoder.decode(line.rstrip("\r\n"))
+                            if ev is not None and state.accept(ev):
+                                failures = 0
+                                yield ev
+                                if state.done:
+                                    return
+            except httpx.TransportError as e:
+                problem = e
+            failures += 1
+            if cfg.max_reconnects is not None and failures > cfg.max_reconnects:
+                raise APIConnectionError(
+                    f"event stream of {self._path} broke {failures} times in a row: {problem}"
+                ) from problem
+            self.reconnects += 1
+            time.sleep(b.reconnect_delay(cfg.reconnect_delay, decoder.retry_ms, retry_after))

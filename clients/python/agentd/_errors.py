@@ -1,0 +1,178 @@
+"""Exceptions: every error answer of agentd is an :class:`APIError` carrying
+the fields of its RFC 9457 problem details."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem of a request: a JSON pointer into the body (or the name of
+    the query parameter or header at fault) and what is wrong there."""
+
+    path: str
+    message: str
+
+
+class AgentdError(Exception):
+    """The base of every exception this package raises."""
+
+
+class APIConnectionError(AgentdError):
+    """The server could not be reached, or the connection broke (after the
+    retries a stream makes)."""
+
+
+class RunFailedError(AgentdError, RuntimeError):
+    """A chat (or run) ended with status ``failed``; ``error`` is agentd's
+    account of why. A RuntimeError too, as AgentChat raises one when a team's
+    run fails."""
+
+    def __init__(self, chat_id: str, error: str) -> None:
+        super().__init__(error)
+        self.chat_id = chat_id
+        self.error = error
+
+
+class APIError(AgentdError):
+    """An error answer (4xx or 5xx) from agentd.
+
+    ``type``, ``title``, ``status``, ``detail`` and ``errors`` are the
+    problem's fields (``errors`` as :class:`Problem` objects, each with its
+    ``path``); ``request_id`` is the ``X-Request-Id`` to quote when reporting
+    it and ``retry_after`` the seconds a 429 or 503 asks to wait.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        *,
+        type: str = "about:blank",
+        title: str = "",
+        detail: str = "",
+        errors: list[Problem] | None = None,
+        request_id: str | None = None,
+        retry_after: float | None = None,
+        body: Any = None,
+    ) -> None:
+        self.status = status
+        self.type = type
+        self.title = title
+        self.detail = detail
+        self.errors: list[Problem] = list(errors or [])
+        self.request_id = request_id
+        self.retry_after = retry_after
+        self.body = body
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        head = f"{self.status} {self.title}".strip()
+        if self.detail:
+            head += f": {self.detail}"
+        return "\n".join([head] + [f"  {p.path}: {p.message}" for p in self.errors])
+
+
+class BadRequestError(APIError):
+    """400: the body is not one well-formed JSON value, or a query parameter
+    or header is invalid."""
+
+
+class AuthenticationError(APIError):
+    """401: a missing or invalid API key."""
+
+
+class PermissionDeniedError(APIError):
+    """403: the request's origin is refused."""
+
+
+class NotFoundError(APIError):
+    """404: no such chat for this tenant (or no such route)."""
+
+
+class ConflictError(APIError):
+    """409: an Idempotency-Key reused with another body, no pending input (or
+    a stale request_id), or a chat busy with a run."""
+
+
+class ContentTooLargeError(APIError):
+    """413: the body exceeds the server's limit."""
+
+
+class UnsupportedMediaTypeError(APIError):
+    """415: a body that is not application/json."""
+
+
+class ValidationError(APIError):
+    """422: the request is well-formed but invalid; ``errors`` lists every
+    problem, each with its JSON pointer."""
+
+
+class RateLimitError(APIError):
+    """429: the key's request rate or open streams are at their limit."""
+
+
+class InternalServerError(APIError):
+    """500: an unexpected server error (the server log has it under
+    ``request_id``)."""
+
+
+class UnavailableError(APIError):
+    """503: the database cannot be reached, or the server is draining or at
+    its stream limit; retry after ``retry_after``."""
+
+
+_BY_STATUS: dict[int, type[APIError]] = {
+    400: BadRequestError,
+    401: AuthenticationError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    409: ConflictError,
+    413: ContentTooLargeError,
+    415: UnsupportedMediaTypeError,
+    422: ValidationError,
+    429: RateLimitError,
+    500: InternalServerError,
+    503: UnavailableError,
+}
+
+
+def _retry_after(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def error_from_response(status: int, headers: Mapping[str, str], content: bytes) -> APIError:
+    """The exception for an error answer: its problem details when the body is
+    one, else the status alone (a proxy's HTML page, say)."""
+    cls = _BY_STATUS.get(status, InternalServerError if status >= 500 else APIError)
+    body: Any = None
+    try:
+        body = json.loads(content) if content else None
+    except ValueError:
+        body = content.decode("utf-8", "replace")
+    fields: dict[str, Any] = {}
+    if isinstance(body, dict):
+        for key in ("type", "title", "detail"):
+            if isinstance(body.get(key), str):
+                fields[key] = body[key]
+        errors = body.get("errors")
+        if isinstance(errors, list):
+            fields["errors"] = [
+                Problem(str(e.get("path", "")), str(e.get("message", ""))) for e in errors if isinstance(e, dict)
+            ]
+    elif isinstance(body, str) and body:
+        fields["detail"] = body[:500]
+    return cls(
+        status,
+        request_id=headers.get("x-request-id"),
+        retry_after=_retry_after(headers.get("retry-after")),
+        body=body,
+        **fields,
+    )
