@@ -5,7 +5,10 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # staticcheck, pinned; `go run pkg@version` fetches it from the module proxy once.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run build test bench fuzz lint fmt clients golden
+# Debian's interpreter, which has the python3-* packages the Python client needs.
+PYTHON  ?= /usr/bin/python3
+
+.PHONY: run build test bench fuzz lint fmt clients golden test-python lint-python
 
 ## run: serve on 127.0.0.1:8080 with the embedded SQLite store in ./agentd-data
 run:
@@ -15,7 +18,8 @@ run:
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/agentd ./cmd/agentd
 
-## test: lint, then every test with the race detector (end-to-end tests build and run the real binary);
+## test: lint, then every test with the race detector (end-to-end tests build and run the real binary;
+## e2e's TestPythonClient runs the Python client's pytest suite against it, alongside the Go tests);
 ## ends with the list of skipped tests and why (internal/testsummary reads go test -json)
 test: lint
 	bash -o pipefail -c '$(GO) test -race -count=1 -timeout 20m -json $(PKGS) | $(GO) run ./internal/testsummary'
@@ -50,11 +54,19 @@ fuzz:
 clients: build
 	api/clients/check.sh bin/agentd
 
-## lint: formatting, vet and staticcheck
-lint:
+## lint: formatting, vet and staticcheck; the Python client's flake8 and mypy --strict
+lint: lint-python
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) run $(STATICCHECK) $(PKGS)
+
+## lint-python: the Python client (clients/python) linted with flake8 and type-checked with mypy --strict (Debian's packages)
+lint-python:
+	cd clients/python && $(PYTHON) -m flake8 agentd tests && $(PYTHON) -m mypy --strict agentd tests
+
+## test-python: the Python client's lint and tests against bin/agentd (what TestPythonClient runs in make test)
+test-python: build lint-python
+	cd clients/python && AGENTD_BIN=$(CURDIR)/bin/agentd $(PYTHON) -m pytest -q
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -1,0 +1,72 @@
+"""Chat specs of the tests (replay models: no network)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def debate(task: str = "Is Go a good fit for servers?", delay_ms: int = 0, cycles: int = 1) -> dict[str, Any]:
+    """Three agents in round robin, each speaking cycles times, until the
+    judge's last reply says TERMINATE."""
+
+    def replies(name: str, n: int, last: str) -> list[Any]:
+        out: list[Any] = [{"content": f"{name} says point {i}.", "delay_ms": delay_ms} for i in range(1, n)]
+        out.append({"content": last, "delay_ms": delay_ms})
+        return out
+
+    n = cycles
+    return {
+        "name": "debate",
+        "task": task,
+        "agents": [
+            {"name": "pro", "type": "assistant",
+             "model": {"provider": "replay", "responses": replies("pro", n, "pro rests.")}},
+            {"name": "con", "type": "assistant",
+             "model": {"provider": "replay", "responses": replies("con", n, "con rests.")}},
+            {"name": "judge", "type": "assistant",
+             "model": {"provider": "replay", "responses": replies("judge", n, "Verdict: yes. TERMINATE")}},
+        ],
+        "max_round": 3 * cycles + 1,
+        "termination": {"text_mention": {"text": "TERMINATE"}},
+    }
+
+
+def manual() -> dict[str, Any]:
+    """A chat whose every speaker is picked over POST /input."""
+    return {
+        "name": "manual",
+        "task": "Name a colour, then a fruit of that colour.",
+        "agents": [
+            {"name": "colours", "type": "assistant",
+             "model": {"provider": "replay", "responses": ["Yellow.", "Purple."]}},
+            {"name": "fruits", "type": "assistant",
+             "model": {"provider": "replay", "responses": ["A banana.", "A plum."]}},
+        ],
+        "speaker_selection": {"method": "manual"},
+        "max_round": 2,
+    }
+
+
+def human() -> dict[str, Any]:
+    """A writer and an editor whose human answers every draft."""
+    return {
+        "name": "human",
+        "task": "Draft a one-line release note.",
+        "agents": [
+            {"name": "writer", "type": "assistant",
+             "model": {"provider": "replay", "responses": ["Draft 1.", "Draft 2."]}},
+            {"name": "editor", "type": "user_proxy", "human_input_mode": "ALWAYS"},
+        ],
+        "max_round": 4,
+    }
+
+
+def slow(delay_ms: int = 60000) -> dict[str, Any]:
+    """A chat whose one reply takes delay_ms."""
+    return {
+        "name": "slow",
+        "task": "Take your time.",
+        "agents": [{"name": "sloth", "type": "assistant",
+                    "model": {"provider": "replay", "responses": [{"content": "Done.", "delay_ms": delay_ms}]}}],
+        "max_round": 1,
+    }
