@@ -8,7 +8,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Debian's interpreter, which has the python3-* packages the Python client needs.
 PYTHON  ?= /usr/bin/python3
 
-.PHONY: run build test bench fuzz lint fmt clients golden test-python lint-python
+.PHONY: run build test bench fuzz lint fmt clients golden test-python lint-python test-autogen-client
 
 ## run: serve on 127.0.0.1:8080 with the embedded SQLite store in ./agentd-data
 run:
@@ -62,11 +62,17 @@ lint: lint-python
 
 ## lint-python: the Python client (clients/python) linted with flake8 and type-checked with mypy --strict (Debian's packages)
 lint-python:
-	cd clients/python && $(PYTHON) -m flake8 agentd tests && $(PYTHON) -m mypy --strict agentd tests
+	cd clients/python && $(PYTHON) -m flake8 agentd tests autogen_check && $(PYTHON) -m mypy --strict agentd tests autogen_check
 
 ## test-python: the Python client's lint and tests against bin/agentd (what TestPythonClient runs in make test)
 test-python: build lint-python
 	cd clients/python && AGENTD_BIN=$(CURDIR)/bin/agentd $(PYTHON) -m pytest -q
+
+## test-autogen-client: RemoteTeam under AutoGen AgentChat 0.7.5 (Console's text, run_stream's items, run()'s
+## TaskResult, cancellation) against the same teams run in-process, recorded in clients/python/tests/testdata/agentchat.
+## Needs the environment of test/autogen/README.md, so CI cannot run it; RECORD=1 records the teams again first.
+test-autogen-client: build
+	clients/python/autogen_check/run.sh $(CURDIR)/bin/agentd
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

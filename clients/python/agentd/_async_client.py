@@ -33,6 +33,13 @@ class AsyncClient:
         self._own_http = http_client is None
         self._http = http_client or httpx.AsyncClient()
 
+    @classmethod
+    def _with_config(cls, cfg: b.ClientConfig) -> AsyncClient:
+        """A new client with another client's settings."""
+        c = cls()
+        c._cfg = cfg
+        return c
+
     @property
     def base_url(self) -> str:
         """The server's URL."""

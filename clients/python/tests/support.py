@@ -137,8 +137,9 @@ def chunks(req: dict[str, Any], reply: dict[str, Any], n: int) -> list[dict[str,
 
 class ScriptedModel:
     """An OpenAI-wire chat-completions server on loopback that answers each
-    request with the next reply of its script, plain or streamed as the
-    request asks, and keeps every request body."""
+    request with the next reply of its script (``content``, ``tool_calls``
+    with ids, ``usage``, ``delay_ms``), plain or streamed as the request
+    asks, and keeps every request body."""
 
     def __init__(self, script: list[dict[str, Any]], hold: threading.Event | None = None) -> None:
         self.script = list(script)
@@ -170,16 +171,22 @@ class ScriptedModel:
                     self.end_headers()
                     self.wfile.write(body)
                     return
+                # A pause before the answer (the script's "delay_ms"), as a
+                # model thinking: streams see the turn begin before its reply.
+                time.sleep(reply.get("delay_ms", 0) / 1000)
                 if req.get("stream"):
                     self.send_response(200)
                     self.send_header("Content-Type", "text/event-stream")
                     self.send_header("Connection", "close")
                     self.end_headers()
-                    for c in chunks(req, reply, n):
-                        self.wfile.write(b"data: " + json.dumps(c).encode() + b"\n\n")
-                        self.wfile.flush()
-                    self.wfile.write(b"data: [DONE]\n\n")
                     self.close_connection = True
+                    try:
+                        for c in chunks(req, reply, n):
+                            self.wfile.write(b"data: " + json.dumps(c).encode() + b"\n\n")
+                            self.wfile.flush()
+                        self.wfile.write(b"data: [DONE]\n\n")
+                    except OSError:
+                        pass  # the caller went away (a cancelled chat)
                     return
                 out = json.dumps(completion(req, reply, n)).encode()
                 self.send_response(200)

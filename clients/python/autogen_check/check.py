@@ -1,0 +1,147 @@
+"""Runs each scenario's team on agentd through RemoteTeam, under AgentChat
+0.7.5, and compares with what AgentChat did in-process (record.py's
+recordings): Console's text byte for byte, every item run_stream yields, and
+run()'s TaskResult (messages and stop reason). Also: a cancelled
+CancellationToken cancels the chat and raises CancelledError, and a second
+run continues the chat where the server has runs.
+
+    AGENTD_ENV/python.sh autogen_check/check.py AGENTD_BINARY   # from clients/python
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import json
+import sys
+import threading
+import warnings
+from typing import Any
+
+import common
+import agentd
+from agentd.autogen import RemoteTeam
+from autogen_core import CancellationToken
+from scenarios import SCENARIOS, Scenario, close_clients
+from support import Agentd, ScriptedModel
+
+failures: list[str] = []
+
+
+def same(what: str, got: Any, want: Any) -> None:
+    if got == want:
+        print(f"  ok: {what}")
+        return
+    g = got if isinstance(got, str) else json.dumps(got, indent=1, sort_keys=True)
+    w = want if isinstance(want, str) else json.dumps(want, indent=1, sort_keys=True)
+    diff = "".join(difflib.unified_diff(w.splitlines(True), g.splitlines(True), "AgentChat", "RemoteTeam"))
+    failures.append(f"{what}:\n{diff}")
+    print(f"  DIFFERS: {what}\n{diff}")
+
+
+async def check_one(binary: str, sc: Scenario) -> None:
+    rec = common.load(sc.name)
+    model = ScriptedModel(sc.script)
+    server = Agentd(binary, {"OPENAI_BASE_URL": model.url, "OPENAI_API_KEY": "scripted"})
+    try:
+        team = sc.build(model.url)
+        same("component", common.component(team, model.url), rec["component"])
+        remote = RemoteTeam(team, agentd.Client(server.url), name=sc.name)
+        text, result, seen = await common.console(remote.run_stream(task=sc.task))
+        same("Console output", text, rec["console"])
+        same("run_stream items", merge_chunks(seen), merge_chunks(rec["stream"]))
+        streamed = sum(1 for it in rec["stream"] if it["type"] == "ModelClientStreamingChunkEvent")
+        chunks = sum(1 for it in seen if it["type"] == "ModelClientStreamingChunkEvent")
+        if streamed:
+            # More chunks than replies: the deltas came from agentd's stream,
+            # not only from the messages.
+            same("chunk events came from deltas", chunks > 2, True)
+        same("TaskResult of run_stream", common.result_dict(result), rec["result"])
+
+        await remote.reset()
+        model.script = list(sc.script)
+        again = await remote.run(task=sc.task)
+        same("TaskResult of run()", common.result_dict(again), rec["result"])
+        first_chat = remote.chat_id
+
+        model.script = list(sc.script)
+        try:
+            await remote.run(task="And now?")
+            print("  ok: a second run continued the chat")
+        except RuntimeError as e:
+            if "cannot continue a chat" not in str(e):
+                raise
+            print(f"  gap: a second run without reset: {e}")
+        same("the chat a second run continues", remote.chat_id, first_chat)
+    finally:
+        await close_clients()
+        server.stop()
+        model.close()
+
+
+async def check_cancel(binary: str) -> None:
+    """Cancelling the token cancels the chat on agentd and raises
+    CancelledError, as AgentChat's run_stream does."""
+    sc = SCENARIOS[0]
+    hold = threading.Event()
+    model = ScriptedModel(sc.script, hold=hold)
+    server = Agentd(binary, {"OPENAI_BASE_URL": model.url, "OPENAI_API_KEY": "scripted"})
+    try:
+        remote = RemoteTeam(sc.build(model.url), agentd.Client(server.url))
+        token = CancellationToken()
+        seen = []
+        try:
+            async for item in remote.run_stream(task=sc.task, cancellation_token=token):
+                seen.append(type(item).__name__)
+                token.cancel()
+            failures.append("cancel: the run ended without CancelledError")
+        except asyncio.CancelledError:
+            pass
+        hold.set()
+        assert remote.chat_id is not None
+        with agentd.Client(server.url) as c:
+            chat = c.get(remote.chat_id)
+            for _ in range(100):
+                if chat["status"] == "cancelled":
+                    break
+                await asyncio.sleep(0.05)
+                chat = c.get(remote.chat_id)
+        same("cancel: what was yielded", seen, ["TextMessage"])
+        same("cancel: the chat's status", chat["status"], "cancelled")
+    finally:
+        hold.set()
+        await close_clients()
+        server.stop()
+        model.close()
+
+
+def merge_chunks(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Consecutive chunk events of one source as one: how a reply is cut into
+    chunks is the model server's business (and Console prints them joined)."""
+    out: list[dict[str, Any]] = []
+    for it in items:
+        prev = out[-1] if out else None
+        if (prev is not None and it["type"] == prev["type"] == "ModelClientStreamingChunkEvent"
+                and it["source"] == prev["source"]):
+            prev["content"] += it["content"]
+            continue
+        out.append({k: v for k, v in it.items() if k != "full_message_id"})
+    return out
+
+
+def main() -> None:
+    warnings.filterwarnings("ignore", message="Resolved model mismatch")
+    binary = sys.argv[1]
+    for sc in SCENARIOS:
+        print(sc.name)
+        common.run(check_one(binary, sc))
+    print("cancel")
+    common.run(check_cancel(binary))
+    if failures:
+        print(f"\n{len(failures)} comparison(s) differ", file=sys.stderr)
+        sys.exit(1)
+    print("\nRemoteTeam matches AgentChat on every scenario")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""Records AgentChat 0.7.5 running each scenario in-process on the scripted
+model: what Console prints, every item run_stream yields, the TaskResult, and
+the team's component JSON (what RemoteTeam sends to agentd). Writes
+tests/testdata/agentchat/<scenario>.json.
+
+    AGENTD_ENV/python.sh autogen_check/record.py     # from clients/python
+
+Only the recorder's scaffolding is here; the teams, agents, model client and
+Console are AgentChat's own, unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+
+import common
+from scenarios import SCENARIOS, close_clients
+from support import ScriptedModel
+
+
+async def record_one(sc: "object") -> dict[str, object]:
+    from scenarios import Scenario
+
+    assert isinstance(sc, Scenario)
+    model = ScriptedModel(sc.script)
+    try:
+        team = sc.build(model.url)
+        component = common.component(team, model.url)
+        text, result, seen = await common.console(team.run_stream(task=sc.task))
+        if model.script:
+            raise RuntimeError(f"{sc.name}: {len(model.script)} scripted replies left unused")
+        return {
+            "task": sc.task,
+            "script": sc.script,
+            "component": component,
+            "console": text,
+            "stream": seen,
+            "result": common.result_dict(result),
+        }
+    finally:
+        await close_clients()
+        model.close()
+
+
+def main() -> None:
+    warnings.filterwarnings("ignore", message="Resolved model mismatch")
+    os.makedirs(common.TESTDATA, exist_ok=True)
+    for sc in SCENARIOS:
+        out = common.run(record_one(sc))
+        with open(os.path.join(common.TESTDATA, sc.name + ".json"), "w") as f:
+            json.dump(out, f, indent=1, ensure_ascii=False, sort_keys=True)
+            f.write("\n")
+        print(f"{sc.name}: {len(out['result']['messages'])} messages, stop: {out['result']['stop_reason']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""The AgentChat teams that RemoteTeam is compared on: a round-robin team
+with a streaming agent, a Swarm whose agents hand off through tool calls, and
+a selector team. Each is built with AgentChat's own classes around an
+OpenAIChatCompletionClient pointed at a scripted model server, and runs the
+same script in-process (record.py) and on agentd (check.py).
+
+The Swarm's tool calls are its handoff tools: a team file's other tools
+(FunctionTool's Python source, HttpTool, MCP servers) are refused by agentd
+or cannot run in this environment (no MCP SDK), see the package README.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
+from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat, Swarm
+from autogen_ext.models.openai import OpenAIChatCompletionClient
+
+MODEL = "gpt-4o-mini"
+#: The model clients built so far, to close when a run is over.
+CLIENTS: list[OpenAIChatCompletionClient] = []
+
+
+def client(url: str, stream: bool = False) -> OpenAIChatCompletionClient:
+    kwargs: dict[str, Any] = {}
+    if stream:
+        kwargs["stream_options"] = {"include_usage": True}
+    c = OpenAIChatCompletionClient(model=MODEL, base_url=url, api_key="scripted", **kwargs)
+    CLIENTS.append(c)
+    return c
+
+
+async def close_clients() -> None:
+    while CLIENTS:
+        await CLIENTS.pop().close()
+
+
+def u(prompt: int, completion: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion}
+
+
+@dataclass
+class Scenario:
+    name: str
+    task: str
+    script: list[dict[str, Any]]
+    build: Callable[[str], Any]
+
+
+def round_robin(url: str) -> Any:
+    writer = AssistantAgent(
+        "writer", model_client=client(url, stream=True), model_client_stream=True,
+        system_message="You write release notes.", description="Writes.",
+    )
+    critic = AssistantAgent("critic", model_client=client(url), system_message="Answer APPROVE when it is good.")
+    return RoundRobinGroupChat(
+        [writer, critic],
+        termination_condition=TextMentionTermination("APPROVE") | MaxMessageTermination(12),
+        max_turns=8,
+    )
+
+
+def swarm(url: str) -> Any:
+    triage = AssistantAgent(
+        "triage", model_client=client(url), handoffs=["billing"],
+        system_message="Route billing questions to billing.",
+    )
+    billing = AssistantAgent(
+        "billing", model_client=client(url), handoffs=["triage"],
+        system_message="Answer billing questions, then hand back to triage.",
+    )
+    return Swarm([triage, billing], termination_condition=TextMentionTermination("TERMINATE"), max_turns=8)
+
+
+def selector(url: str) -> Any:
+    planner = AssistantAgent("planner", model_client=client(url), description="Plans the work.")
+    coder = AssistantAgent("coder", model_client=client(url), description="Writes the code.")
+    reviewer = AssistantAgent("reviewer", model_client=client(url), description="Reviews the code.")
+    return SelectorGroupChat(
+        [planner, coder, reviewer], model_client=client(url),
+        termination_condition=TextMentionTermination("TERMINATE"), max_turns=6,
+    )
+
+
+SCENARIOS = [
+    Scenario(
+        "round_robin",
+        "Write a release note for the log rotation fix.",
+        [
+            # The writer's replies come after a pause, so that agentd streams
+            # their deltas to a stream that is open while they are made.
+            {"content": "Log files now rotate at midnight, local time, without losing lines.", "usage": u(31, 14),
+             "delay_ms": 400},
+            {"content": "Say which version.", "usage": u(40, 4)},
+            {"content": "From 1.4, log files rotate at midnight without losing lines.", "usage": u(52, 12),
+             "delay_ms": 400},
+            {"content": "APPROVE", "usage": u(60, 1)},
+        ],
+        round_robin,
+    ),
+    Scenario(
+        "swarm",
+        "Was my last invoice paid?",
+        [
+            {"content": "A billing question: passing you on.",
+             "tool_calls": [{"id": "call_t1", "name": "transfer_to_billing", "arguments": "{}"}], "usage": u(20, 9)},
+            {"tool_calls": [{"id": "call_b1", "name": "transfer_to_triage", "arguments": "{}"}], "usage": u(33, 6)},
+            {"content": "Your invoice was paid on the 3rd. TERMINATE", "usage": u(41, 11)},
+        ],
+        swarm,
+    ),
+    Scenario(
+        "selector",
+        "Add a --version flag to the CLI.",
+        [
+            {"content": "planner"},
+            {"content": "Plan: parse the flag, print the version, exit 0.", "usage": u(25, 12)},
+            {"content": "coder or reviewer"},
+            {"content": "coder"},
+            {"content": "```go\nif *version { fmt.Println(v); return }\n```", "usage": u(44, 15)},
+            {"content": "reviewer"},
+            {"content": "Looks right. TERMINATE", "usage": u(60, 5)},
+        ],
+        selector,
+    ),
+]
