@@ -22,7 +22,7 @@ import common
 import agentd
 from agentd.autogen import RemoteTeam
 from autogen_core import CancellationToken
-from scenarios import SCENARIOS, Scenario, close_clients
+from scenarios import SCENARIOS, Scenario, answering, close_clients
 from support import Agentd, ScriptedModel
 
 failures: list[str] = []
@@ -46,7 +46,11 @@ async def check_one(binary: str, sc: Scenario) -> None:
     try:
         team = sc.build(model.url)
         same("component", common.component(team, model.url), rec["component"])
-        remote = RemoteTeam(team, agentd.Client(server.url), name=sc.name)
+
+        # The human's answers come from RemoteTeam's input_func: the team's
+        # own input_func is not part of its component.
+        answers = answering(sc.answers) if sc.answers is not None else None
+        remote = RemoteTeam(team, agentd.Client(server.url), name=sc.name, input_func=answers)
         text, result, seen = await common.console(remote.run_stream(task=sc.task))
         same("Console output", text, rec["console"])
         same("run_stream items", merge_chunks(seen), merge_chunks(rec["stream"]))

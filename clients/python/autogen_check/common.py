@@ -18,11 +18,12 @@ TESTDATA = os.path.join(ROOT, "tests", "testdata", "agentchat")
 
 
 def plain(msg: Any) -> dict[str, Any]:
-    """A message or event as its JSON dump, less what AgentChat makes anew
-    for every object (id, created_at)."""
+    """A message or event as its JSON dump, less what is made anew for
+    every object or request (id, created_at, an input request's
+    request_id)."""
     d: dict[str, Any] = msg.model_dump(mode="json")
-    d.pop("id", None)
-    d.pop("created_at", None)
+    for key in ("id", "created_at", "request_id"):
+        d.pop(key, None)
     return d
 
 

@@ -16,7 +16,7 @@ import os
 import warnings
 
 import common
-from scenarios import SCENARIOS, close_clients
+from scenarios import SCENARIOS, answering, close_clients
 from support import ScriptedModel
 
 
@@ -26,12 +26,16 @@ async def record_one(sc: "object") -> dict[str, object]:
     assert isinstance(sc, Scenario)
     model = ScriptedModel(sc.script)
     try:
-        team = sc.build(model.url)
+        if sc.answers is not None:
+            team = sc.build(model.url, answering(sc.answers))
+        else:
+            team = sc.build(model.url)
         component = common.component(team, model.url)
         text, result, seen = await common.console(team.run_stream(task=sc.task))
         if model.script:
             raise RuntimeError(f"{sc.name}: {len(model.script)} scripted replies left unused")
         return {
+            "answers": sc.answers or [],
             "task": sc.task,
             "script": sc.script,
             "component": component,

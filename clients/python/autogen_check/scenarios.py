@@ -11,10 +11,11 @@ or cannot run in this environment (no MCP SDK), see the package README.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.agents import AssistantAgent, UserProxyAgent
 from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
 from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat, Swarm
 from autogen_ext.models.openai import OpenAIChatCompletionClient
@@ -48,6 +49,19 @@ class Scenario:
     task: str
     script: list[dict[str, Any]]
     build: Callable[[str], Any]
+    #: The human's answers, in order (a UserProxyAgent's input_func).
+    answers: list[str] | None = None
+
+
+def answering(answers: list[str]) -> Callable[[str], str]:
+    """An input_func that gives the answers in order (and again from the
+    first after the last: one per run of the scenario)."""
+    left = itertools.cycle(answers)
+
+    def answer(prompt: str) -> str:
+        return next(left)
+
+    return answer
 
 
 def round_robin(url: str) -> Any:
@@ -82,6 +96,14 @@ def selector(url: str) -> Any:
     return SelectorGroupChat(
         [planner, coder, reviewer], model_client=client(url),
         termination_condition=TextMentionTermination("TERMINATE"), max_turns=6,
+    )
+
+
+def human(url: str, input_func: Callable[[str], str] | None = None) -> Any:
+    writer = AssistantAgent("writer", model_client=client(url), system_message="You draft one-line notes.")
+    editor = UserProxyAgent("editor", input_func=input_func)
+    return RoundRobinGroupChat(
+        [writer, editor], termination_condition=TextMentionTermination("SHIP", sources=["editor"]), max_turns=6,
     )
 
 
@@ -125,5 +147,15 @@ SCENARIOS = [
             {"content": "Looks right. TERMINATE", "usage": u(60, 5)},
         ],
         selector,
+    ),
+    Scenario(
+        "human",
+        "Draft a one-line note on the new --version flag.",
+        [
+            {"content": "The CLI has a --version flag.", "usage": u(18, 8)},
+            {"content": "New: --version prints the version and exits.", "usage": u(30, 10)},
+        ],
+        human,
+        answers=["Say what it prints.", "SHIP it."],
     ),
 ]
