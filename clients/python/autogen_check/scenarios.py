@@ -48,7 +48,9 @@ class Scenario:
     name: str
     task: str
     script: list[dict[str, Any]]
-    build: Callable[[str], Any]
+    #: Builds the team around a model client for the URL (and the
+    #: UserProxyAgent input_func of a scenario with answers).
+    build: Callable[..., Any]
     #: The human's answers, in order (a UserProxyAgent's input_func).
     answers: list[str] | None = None
 
