@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -72,14 +73,30 @@ type Store interface {
 	// ReleaseLease hands a chat back (owner and lease cleared) if the lease is
 	// still the caller's, so another replica may claim it at once.
 	ReleaseLease(ctx context.Context, l Lease, owner string) error
-	// RequestCancel records a cancel request on a non-terminal chat and
-	// returns the chat as it is afterwards.
+	// RequestCancel records a cancel request on a non-terminal chat, drops
+	// its queued runs, and returns the chat as it is afterwards.
 	RequestCancel(ctx context.Context, tenant, id string) (*Chat, error)
 	// SubmitInput stores a client's answer to the chat's pending input
 	// request, if the chat is awaiting input with that request_id, has no
 	// answer stored yet and no worker; otherwise it returns ErrNoPendingInput
 	// (or ErrNotFound) and writes nothing. A chat with an answer is claimable.
 	SubmitInput(ctx context.Context, p *SubmitInputParams) (*Chat, error)
+	// SubmitRun posts a chat's next run (DESIGN §3.12) and returns the chat
+	// as it is afterwards and the run's number. A chat is busy while a run
+	// is active (not ended) or waits to start. A busy chat takes p.IfBusy:
+	// IfBusyReject writes nothing and returns a *BusyError; IfBusyEnqueue
+	// queues the run after the others; IfBusyInterrupt drops the queued
+	// runs, asks the active run to cancel and queues this one next. A chat
+	// that is not busy queues the run for its next worker (the chat becomes
+	// claimable).
+	SubmitRun(ctx context.Context, p *SubmitRunParams) (*Chat, int, error)
+	// QueuedRun returns the first queued run of a chat with a number above
+	// after, or ErrNotFound.
+	QueuedRun(ctx context.Context, chatID string, after int) (*QueuedRun, error)
+	// RequestStop records a stop request (POST /stop) on a chat whose run
+	// has not ended and returns the chat as it is afterwards (unchanged
+	// when its run had ended).
+	RequestStop(ctx context.Context, tenant, id string) (*Chat, error)
 	// CountByStatus returns the number of chats in each status.
 	CountByStatus(ctx context.Context) (map[Status]int64, error)
 }
@@ -99,6 +116,10 @@ type Notifier interface {
 type NotifyHandler struct {
 	Appended        func(chatID string)
 	CancelRequested func(chatID string)
+	// StopRequested: POST /stop on the chat (see Store.RequestStop).
+	StopRequested func(chatID string)
+	// RunQueued: a run was posted for the chat (see Store.SubmitRun).
+	RunQueued func(chatID string)
 	// Reconnected is called after the listener lost its connection: what
 	// was sent meanwhile is lost, so everything should be looked at again.
 	Reconnected func()
@@ -121,6 +142,12 @@ type CreateChatParams struct {
 	// then runs it at once, without finding it again through Claim.
 	Owner      string
 	LeaseUntil time.Time
+	// State, for a fork, is the chat as its copied log leaves it (status,
+	// counters, run, pending input); nil for a new chat, which is queued
+	// at run 1.
+	State *ChatUpdate
+	// ForkedFrom is where a fork's log was copied from.
+	ForkedFrom *ForkRef
 }
 
 // Progress is how far a chat has got: the part of a Chat that changes with
@@ -156,6 +183,11 @@ type AppendParams struct {
 	Events []Event
 	// Update is the state of the chat record after these events.
 	Update ChatUpdate
+	// StartKey is set on the append that starts a queued run (its
+	// run.started): the QueuedRun's key. The append takes only while that
+	// run is still queued (a cancel or an interrupt may have dropped it);
+	// otherwise it is fenced.
+	StartKey string
 }
 
 // ChatUpdate is the part of a chat record its worker owns, as it stands after
@@ -182,6 +214,48 @@ type ChatUpdate struct {
 	// ReleaseLease clears owner and lease in the same transaction (a chat that
 	// ended or waits for input needs no worker).
 	ReleaseLease bool
+	// Run is the number of the chat's latest run. An append whose status is
+	// terminal ends that run: it clears the chat's cancel and stop
+	// requests, which were the run's.
+	Run int
+}
+
+// The answers to a busy chat of SubmitRunParams.IfBusy.
+const (
+	IfBusyReject    = "reject"
+	IfBusyEnqueue   = "enqueue"
+	IfBusyInterrupt = "interrupt"
+)
+
+// SubmitRunParams are the arguments of Store.SubmitRun.
+type SubmitRunParams struct {
+	Tenant string
+	ChatID string
+	// Request is the run as the runtime stores it for the worker that
+	// starts it (see QueuedRun).
+	Request json.RawMessage
+	IfBusy  string
+	// Key identifies this run among every run ever queued for the chat.
+	Key string
+	Now time.Time
+}
+
+// QueuedRun is a run posted and not started yet.
+type QueuedRun struct {
+	Run       int
+	Key       string
+	Request   json.RawMessage
+	CreatedAt time.Time
+}
+
+// BusyError is SubmitRun's answer to a busy chat when IfBusy is reject:
+// Run is the run that is active or about to start.
+type BusyError struct {
+	Run int
+}
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("run %d of the chat is active or about to start", e.Run)
 }
 
 // SubmitInputParams are the arguments of Store.SubmitInput.
@@ -224,4 +298,5 @@ type LeaseState struct {
 	Epoch           int64
 	Held            bool
 	CancelRequested bool
+	StopRequested   bool
 }

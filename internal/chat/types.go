@@ -202,4 +202,20 @@ type Chat struct {
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 	CompletedAt     *time.Time
+	// Run is the number of the chat's latest run (1 until it is run again,
+	// DESIGN §3.12); QueuedRuns counts the runs posted after it that have
+	// not started.
+	Run        int
+	QueuedRuns int
+	// StopRequested: POST /stop asked the active run to end after its
+	// current turn (AgentChat's ExternalTermination).
+	StopRequested bool
+	// ForkedFrom is where a fork's log was copied from; nil for other chats.
+	ForkedFrom *ForkRef
+}
+
+// ForkRef names the chat and seq a fork's log was copied from.
+type ForkRef struct {
+	ChatID string `json:"chat_id"`
+	Seq    int64  `json:"seq"`
 }

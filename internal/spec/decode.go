@@ -76,6 +76,8 @@ var (
 	replayResponseType = reflect.TypeFor[ReplayResponse]()
 	modelConfigType    = reflect.TypeFor[Model]()
 	specType           = reflect.TypeFor[Spec]()
+	toolApprovalType   = reflect.TypeFor[ToolApproval]()
+	stringsType        = reflect.TypeFor[[]string]()
 )
 
 // checkShape walks a generic JSON value beside the Go type it will be
@@ -102,6 +104,16 @@ func checkShape(probs *[]Problem, path string, v any, t reflect.Type) {
 			return
 		}
 		checkShape(probs, path, v, modelConfigType)
+		return
+	case toolApprovalType:
+		if _, ok := v.(string); ok {
+			return
+		}
+		if _, ok := v.([]any); !ok {
+			add(`must be "never", "always" or a list of tool names`)
+			return
+		}
+		checkShape(probs, path, v, stringsType)
 		return
 	case replayResponseType:
 		if _, ok := v.(string); ok {

@@ -126,6 +126,17 @@ func (d *fastDecoder) value(v reflect.Value) bool {
 			return d.value(reflect.ValueOf(ref.Inline).Elem())
 		}
 		return false
+	case toolApprovalType: // as ToolApproval.UnmarshalJSON
+		ta := v.Addr().Interface().(*ToolApproval)
+		switch d.peek() {
+		case '"':
+			s, ok := d.str()
+			ta.Mode = s
+			return ok
+		case '[':
+			return d.value(reflect.ValueOf(&ta.Tools).Elem())
+		}
+		return false
 	case replayResponseType: // as ReplayResponse.UnmarshalJSON
 		if d.peek() == '"' {
 			s, ok := d.str()

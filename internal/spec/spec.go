@@ -3,6 +3,7 @@ package spec
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 )
 
 // Spec is the request body of POST /v1/chats (DESIGN §2).
@@ -52,6 +53,53 @@ type Agent struct {
 	Functions               []string       `json:"functions,omitempty"`
 	MaxConsecutiveAutoReply *int           `json:"max_consecutive_auto_reply,omitempty"`
 	DefaultAutoReply        *string        `json:"default_auto_reply,omitempty"`
+	// ToolApproval pauses an assistant's turn before its tool calls run,
+	// for a client to approve, edit or reject each (DESIGN §3.12).
+	ToolApproval *ToolApproval `json:"tool_approval,omitempty"`
+	// CodeApproval pauses a code-executing user_proxy before its code
+	// runs (AgentChat's CodeExecutorAgent approval_func).
+	CodeApproval *bool `json:"code_approval,omitempty"`
+}
+
+// Values of ToolApproval's mode.
+const (
+	ApprovalNever  = "never"
+	ApprovalAlways = "always"
+)
+
+// ToolApproval is an assistant's tool_approval: "never" (the default),
+// "always", or the names of the tools whose calls need approval.
+type ToolApproval struct {
+	Mode  string
+	Tools []string
+}
+
+// UnmarshalJSON accepts a string (the mode) or a list of tool names.
+func (t *ToolApproval) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		return json.Unmarshal(b, &t.Mode)
+	}
+	return json.Unmarshal(b, &t.Tools)
+}
+
+// MarshalJSON writes the form it was given in.
+func (t ToolApproval) MarshalJSON() ([]byte, error) {
+	if t.Mode != "" || t.Tools == nil {
+		return json.Marshal(t.Mode)
+	}
+	return json.Marshal(t.Tools)
+}
+
+// Needs reports whether a call of the named tool needs approval.
+func (t *ToolApproval) Needs(tool string) bool {
+	if t == nil {
+		return false
+	}
+	if t.Mode != "" {
+		return t.Mode == ApprovalAlways
+	}
+	return slices.Contains(t.Tools, tool)
 }
 
 // ContextSpec bounds what an assistant sees of the conversation.
@@ -151,8 +199,12 @@ type Condition struct {
 	Handoff      *HandoffCondition     `json:"handoff,omitempty"`
 	SourceMatch  *SourceMatchCondition `json:"source_match,omitempty"`
 	FunctionCall *FunctionCallCond     `json:"function_call,omitempty"`
-	Any          []Condition           `json:"any,omitempty"`
-	All          []Condition           `json:"all,omitempty"`
+	// External is AgentChat's ExternalTermination: it fires at the first
+	// check after POST /stop. A tree without one still stops on POST /stop,
+	// as if it were or-ed with one.
+	External *ExternalCondition `json:"external,omitempty"`
+	Any      []Condition        `json:"any,omitempty"`
+	All      []Condition        `json:"all,omitempty"`
 }
 
 // TextMentionCondition fires when a message's content contains Text.
@@ -182,6 +234,9 @@ type HandoffCondition struct {
 type SourceMatchCondition struct {
 	Sources []string `json:"sources"`
 }
+
+// ExternalCondition is the (empty) body of an external condition.
+type ExternalCondition struct{}
 
 // FunctionCallCond fires after the named function ran.
 type FunctionCallCond struct {

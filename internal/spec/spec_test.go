@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -177,3 +178,48 @@ func TestHistoryMessageTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestApprovalsHandoffsToUserAndExternal: tool_approval takes a mode or the
+// agent's own tools, code_approval needs code execution, a handoff (and a
+// handoff condition) may name user, and external is a condition.
+func TestApprovalsHandoffsToUserAndExternal(t *testing.T) {
+	ok := `{"task": "t", "agents": [
+		{"name": "a", "type": "assistant", "model": "m", "tools": ["x"], "tool_approval": ["x"], "handoffs": ["user", "p"]},
+		{"name": "b", "type": "assistant", "model": "m", "tool_approval": "always"},
+		{"name": "p", "type": "user_proxy", "code_execution": {}, "code_approval": true}],
+		"models": {"m": {"provider": "replay", "responses": ["r"]}}, "tools": [{"name": "x"}],
+		"termination": {"any": [{"handoff": {"target": "user"}}, {"external": {}}]}}`
+	sp, probs := DecodeSpec([]byte(ok))
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	if probs := Validate(sp, Limits{}, Env{Sandbox: "bwrap", Tools: acceptTools{}}); len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	if !sp.Agents[0].ToolApproval.Needs("x") || sp.Agents[0].ToolApproval.Needs("y") || !sp.Agents[1].ToolApproval.Needs("y") {
+		t.Fatalf("tool_approval = %+v, %+v", sp.Agents[0].ToolApproval, sp.Agents[1].ToolApproval)
+	}
+	if b, _ := json.Marshal(sp.Agents[0].ToolApproval); string(b) != `["x"]` {
+		t.Fatalf("tool_approval marshals as %s", b)
+	}
+	bad := `{"task": "t", "agents": [
+		{"name": "a", "type": "assistant", "model": "m", "tools": ["x"], "tool_approval": ["y"], "code_approval": true, "handoffs": ["nobody"]},
+		{"name": "b", "type": "assistant", "model": "m", "tool_approval": "sometimes"},
+		{"name": "p", "type": "user_proxy", "code_approval": true, "tool_approval": "always"}],
+		"models": {"m": {"provider": "replay", "responses": ["r"]}}, "tools": [{"name": "x"}],
+		"termination": {"external": {}, "max_messages": 3}}`
+	got := paths(problems(t, bad))
+	slices.Sort(got)
+	want := []string{"/agents/0/code_approval", "/agents/0/handoffs/0", "/agents/0/tool_approval/0", "/agents/1/tool_approval",
+		"/agents/2/code_approval", "/agents/2/tool_approval", "/termination", "/tools/0"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("problem paths = %v, want %v", got, want)
+	}
+	if _, probs := DecodeSpec([]byte(`{"task": "t", "agents": [{"name": "a", "type": "assistant", "tool_approval": 3}]}`)); len(probs) != 1 || probs[0].Path != "/agents/0/tool_approval" {
+		t.Fatalf("a number for tool_approval: %v", probs)
+	}
+}
+
+type acceptTools struct{}
+
+func (acceptTools) CheckTool(*Tool) []Problem { return nil }

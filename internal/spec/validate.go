@@ -270,8 +270,10 @@ func (v *validator) checkAgents() {
 			switch {
 			case h == a.Name:
 				v.add(p+"/handoffs/"+strconv.Itoa(j), "an agent cannot hand off to itself")
-			case !v.agentNamed(h):
-				v.add(p+"/handoffs/"+strconv.Itoa(j), "names no agent: %q", h)
+			case h != UserName && !v.agentNamed(h):
+				// A handoff to user ends the run where a handoff condition
+				// names user: AgentChat's human-in-the-loop Swarm.
+				v.add(p+"/handoffs/"+strconv.Itoa(j), "names no agent: %q (nor user)", h)
 			}
 		}
 		if a.ToolCallSummaryFormat != nil && len(*a.ToolCallSummaryFormat) > v.limits.MaxPromptBytes {
@@ -312,6 +314,10 @@ func (v *validator) checkAgents() {
 			if len(a.Functions) > 0 {
 				v.add(p+"/functions", "only a user_proxy executes functions for others; an assistant's own tools go in tools")
 			}
+			v.checkToolApproval(p+"/tool_approval", a)
+			if a.CodeApproval != nil {
+				v.add(p+"/code_approval", "only a user_proxy with code_execution runs code; an assistant's tools take tool_approval")
+			}
 		case AgentUserProxy:
 			if a.Model != nil {
 				v.add(p+"/model", "a user_proxy has no model")
@@ -329,6 +335,12 @@ func (v *validator) checkAgents() {
 			}
 			if a.DefaultAutoReply != nil && len(*a.DefaultAutoReply) > v.limits.MaxPromptBytes {
 				v.add(p+"/default_auto_reply", "must be at most %d bytes", v.limits.MaxPromptBytes)
+			}
+			if a.ToolApproval != nil {
+				v.add(p+"/tool_approval", "a user_proxy calls no tools; code_approval asks before its code runs")
+			}
+			if a.CodeApproval != nil && *a.CodeApproval && a.CodeExecution == nil {
+				v.add(p+"/code_approval", "needs code_execution: without it the agent runs no code")
 			}
 		case "":
 			v.add(p+"/type", "is required: assistant or user_proxy")
@@ -407,7 +419,7 @@ func (v *validator) checkCondition(path string, c *Condition, depth int, count *
 	}
 	set := 0
 	for _, b := range []bool{c.MaxMessages != nil, c.TextMention != nil, c.TextMatch != nil, c.TokenUsage != nil,
-		c.TimeoutS != nil, c.Handoff != nil, c.SourceMatch != nil, c.FunctionCall != nil, c.Any != nil, c.All != nil} {
+		c.TimeoutS != nil, c.Handoff != nil, c.SourceMatch != nil, c.FunctionCall != nil, c.External != nil, c.Any != nil, c.All != nil} {
 		if b {
 			set++
 		}
@@ -447,8 +459,8 @@ func (v *validator) checkCondition(path string, c *Condition, depth int, count *
 			v.add(path+"/timeout_s", "must be greater than 0 and at most %d (30 days)", maxChatTimeoutS)
 		}
 	case c.Handoff != nil:
-		if !v.agentNamed(c.Handoff.Target) {
-			v.add(path+"/handoff/target", "names no agent: %q", c.Handoff.Target)
+		if c.Handoff.Target != UserName && !v.agentNamed(c.Handoff.Target) {
+			v.add(path+"/handoff/target", "names no agent: %q (nor user)", c.Handoff.Target)
 		}
 	case c.FunctionCall != nil:
 		if c.FunctionCall.Name == "" {
@@ -471,6 +483,26 @@ func (v *validator) checkCondition(path string, c *Condition, depth int, count *
 		}
 		for i := range parts {
 			v.checkCondition(path+"/"+key+"/"+strconv.Itoa(i), &parts[i], depth+1, count)
+		}
+	}
+}
+
+// checkToolApproval checks an assistant's tool_approval: "never",
+// "always", or a list of the agent's own tools.
+func (v *validator) checkToolApproval(path string, a *Agent) {
+	ta := a.ToolApproval
+	if ta == nil {
+		return
+	}
+	if ta.Mode != "" {
+		if ta.Mode != ApprovalNever && ta.Mode != ApprovalAlways {
+			v.add(path, `must be "never", "always" or a list of the agent's tools`)
+		}
+		return
+	}
+	for i, n := range ta.Tools {
+		if !slices.Contains(a.Tools, n) {
+			v.add(path+"/"+strconv.Itoa(i), "names no tool of this agent: %q", n)
 		}
 	}
 }

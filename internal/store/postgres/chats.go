@@ -23,7 +23,8 @@ const chatColumns = `c.id::text, c.tenant, coalesce(c.name, ''), c.spec, c.metad
 	s.last_seq, s.turns, s.message_count, s.prompt_tokens, s.completion_tokens, s.pending_input,
 	coalesce(c.idempotency_key, ''), coalesce(c.request_hash, ''), s.cancel_requested,
 	coalesce(s.owner, ''), s.lease_expires_at, s.epoch, c.created_at, s.updated_at, s.completed_at,
-	s.input_response, s.input_expires_at`
+	s.input_response, s.input_expires_at, s.run, s.last_run - s.run, s.stop_requested,
+	c.forked_from::text, c.forked_at_seq`
 
 // chatFrom joins a chat's two rows for chatColumns.
 const chatFrom = `chats c JOIN chat_state s ON s.id = c.id`
@@ -34,15 +35,21 @@ func scanChat(row pgx.Row) (*chat.Chat, error) {
 		spec, meta, pending []byte
 		inputResp           []byte
 		status, stopReason  string
+		forkedFrom          *string
+		forkedAt            *int64
 	)
 	err := row.Scan(&c.ID, &c.Tenant, &c.Name, &spec, &meta, &status,
 		&stopReason, &c.StopDetail, &c.Error,
 		&c.LastSeq, &c.Turns, &c.MessageCount, &c.PromptTokens, &c.CompletionTokens, &pending,
 		&c.IdempotencyKey, &c.RequestHash, &c.CancelRequested,
 		&c.Owner, &c.LeaseExpiresAt, &c.Epoch, &c.CreatedAt, &c.UpdatedAt, &c.CompletedAt,
-		&inputResp, &c.InputExpiresAt)
+		&inputResp, &c.InputExpiresAt, &c.Run, &c.QueuedRuns, &c.StopRequested,
+		&forkedFrom, &forkedAt)
 	if err != nil {
 		return nil, err
+	}
+	if forkedFrom != nil && forkedAt != nil {
+		c.ForkedFrom = &chat.ForkRef{ChatID: *forkedFrom, Seq: *forkedAt}
 	}
 	c.Spec, c.Metadata, c.PendingInput = spec, nullableJSON(meta), nullableJSON(pending)
 	c.Status, c.StopReason = chat.Status(status), chat.StopReason(stopReason)
@@ -135,6 +142,9 @@ func (s *Store) CreateChat(ctx context.Context, p *chat.CreateChatParams) (*chat
 	if err != nil {
 		return nil, false, fmt.Errorf("create chat: %w", err)
 	}
+	if p.State != nil {
+		return s.createFork(ctx, id, p)
+	}
 	// Postgres keeps microseconds; pgx truncates, and so does the chat we return.
 	created := param.Time(p.CreatedAt, s.now).Truncate(time.Microsecond)
 	var evs eventColumns
@@ -142,7 +152,7 @@ func (s *Store) CreateChat(ctx context.Context, p *chat.CreateChatParams) (*chat
 		return nil, false, fmt.Errorf("create chat %s: %w", id, err)
 	}
 	c := &chat.Chat{ID: id, Tenant: p.Tenant, Name: param.Text(p.Name), Spec: p.Spec, Metadata: nullableJSON(p.Metadata),
-		Status: chat.StatusQueued, LastSeq: int64(len(p.Events)), MessageCount: param.MessageCount(p.Events),
+		Status: chat.StatusQueued, LastSeq: int64(len(p.Events)), MessageCount: param.MessageCount(p.Events), Run: 1,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash, CreatedAt: created, UpdatedAt: created}
 	var lease any
 	if p.Owner != "" {
@@ -264,7 +274,9 @@ func (s *Store) ListChats(ctx context.Context, p *chat.ListChatsParams) ([]*chat
 	return cs, next, nil
 }
 
-// RequestCancel implements chat.Store.
+// RequestCancel implements chat.Store. The active run, if any, is asked to
+// cancel, and the runs queued after it are dropped (their rows deleted, so
+// that a worker about to start one is fenced: see appendsSQL).
 func (s *Store) RequestCancel(ctx context.Context, tenant, id string) (*chat.Chat, error) {
 	cid, ok := param.ChatID(id)
 	if !ok {
@@ -273,9 +285,15 @@ func (s *Store) RequestCancel(ctx context.Context, tenant, id string) (*chat.Cha
 	// updated_at is left alone: it tracks the worker's record of the log,
 	// and the worker writes it when it acts on the request.
 	c, err := scanChat(s.pool.QueryRow(ctx, `WITH s AS (
-			UPDATE chat_state AS s SET cancel_requested = true FROM chats c
-			WHERE s.id = $1 AND c.id = s.id AND ($2 = '' OR c.tenant = $2) AND s.status NOT IN ('completed', 'failed', 'cancelled')
-			RETURNING s.*)
+			UPDATE chat_state AS s SET cancel_requested = s.status NOT IN ('completed', 'failed', 'cancelled'),
+				last_run = s.run
+			FROM chats c
+			WHERE s.id = $1 AND c.id = s.id AND ($2 = '' OR c.tenant = $2)
+			  AND (s.status NOT IN ('completed', 'failed', 'cancelled') OR s.last_run > s.run)
+			RETURNING s.*
+		), dropped AS (
+			DELETE FROM chat_runs r USING s WHERE r.chat_id = s.id AND r.run > s.run
+		)
 		SELECT `+chatColumns+` FROM chats c JOIN s ON s.id = c.id`, cid, tenant))
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Terminal (returned unchanged) or not there (ErrNotFound).
@@ -284,12 +302,20 @@ func (s *Store) RequestCancel(ctx context.Context, tenant, id string) (*chat.Cha
 	if err != nil {
 		return nil, fmt.Errorf("request cancel of chat %s: %w", cid, translate(err))
 	}
-	// The replica running the chat cuts its turn at once instead of at its
-	// next lease renewal.
-	if _, err := s.pool.Exec(ctx, `SELECT pg_notify('`+channelCancel+`', $1)`, cid); err != nil {
-		s.log.Warn("notify cancel", "chat_id", cid, "err", err)
+	if !c.Status.Terminal() {
+		// The replica running the chat cuts its turn at once instead of at
+		// its next lease renewal.
+		s.notifyChat(ctx, channelCancel, cid)
 	}
 	return c, nil
+}
+
+// notifyChat sends a notification naming one chat; a failure only costs
+// the wait for the next lease renewal or poll, so it is logged.
+func (s *Store) notifyChat(ctx context.Context, channel, id string) {
+	if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, id); err != nil {
+		s.log.Warn("notify", "channel", channel, "chat_id", id, "err", err)
+	}
 }
 
 // SubmitInput implements chat.Store. One conditional UPDATE both checks and

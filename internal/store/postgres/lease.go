@@ -33,28 +33,32 @@ const maxClaim = 1000
 //
 // Which chats, in which order: the oldest runnable ones first, found without
 // sorting every live chat. The candidates come from three partial indexes
-// (migration 0003), each read in its own order and only as far as the
-// limit: chats no one owns (new ones, handed back), oldest first; owned
-// chats whose lease expired (their owner crashed), by expiry, stopping at
-// the first live lease; and chats awaiting input that need a worker. Only
-// those few candidates are sorted by age, then locked and re-checked.
+// (migrations 0003 and 0004), each read in its own order and only as far
+// as the limit: chats no one owns (new ones, handed back), oldest first;
+// owned chats whose lease expired (their owner crashed), by expiry,
+// stopping at the first live lease; chats awaiting input that need a
+// worker; and ended chats with a run waiting to start. Only those few
+// candidates are sorted by age, then locked and re-checked.
 const claimSQL = `WITH candidates AS (
 	(SELECT id, created_at FROM chat_state
 	 WHERE owner IS NULL AND status IN ('queued', 'running')
 	 ORDER BY created_at, id LIMIT $2)
 	UNION ALL
 	(SELECT id, created_at FROM chat_state
-	 WHERE owner IS NOT NULL AND status IN ('queued', 'running', 'awaiting_input') AND lease_expires_at < $1
-	   AND ` + needsWorker + `
+	 WHERE owner IS NOT NULL AND lease_expires_at < $1 AND ` + needsWorker + `
 	 ORDER BY lease_expires_at LIMIT $2)
 	UNION ALL
 	(SELECT id, created_at FROM chat_state
 	 WHERE owner IS NULL AND status = 'awaiting_input' AND ` + needsWorker + `
 	 ORDER BY created_at, id LIMIT $2)
+	UNION ALL
+	(SELECT id, created_at FROM chat_state
+	 WHERE owner IS NULL AND status IN ('completed', 'failed', 'cancelled') AND last_run > run
+	 ORDER BY created_at, id LIMIT $2)
 ), picked AS (
 	SELECT id FROM chat_state
 	WHERE id IN (SELECT id FROM candidates ORDER BY created_at, id LIMIT $2)
-	  AND status IN ('queued', 'running', 'awaiting_input') AND ` + needsWorker + `
+	  AND ` + needsWorker + `
 	  AND (lease_expires_at IS NULL OR lease_expires_at < $1)
 	FOR UPDATE SKIP LOCKED
 ), claimed AS (
@@ -65,9 +69,11 @@ const claimSQL = `WITH candidates AS (
 SELECT ` + chatColumns + ` FROM chats c JOIN claimed s ON s.id = c.id`
 
 // needsWorker: a queued or running chat always needs a worker; a chat
-// awaiting input only to act on a cancel request, an answer or an expired
-// request.
-const needsWorker = `(status <> 'awaiting_input' OR cancel_requested OR input_response IS NOT NULL OR input_expires_at < $1)`
+// awaiting input only to act on a cancel or stop request, an answer or an
+// expired request; an ended chat only to start its next run.
+const needsWorker = `(status IN ('queued', 'running')
+	OR (status = 'awaiting_input' AND (cancel_requested OR stop_requested OR input_response IS NOT NULL OR input_expires_at < $1))
+	OR (status IN ('completed', 'failed', 'cancelled') AND last_run > run))`
 
 // Claim implements chat.Store.
 func (s *Store) Claim(ctx context.Context, p *chat.ClaimParams) ([]*chat.Chat, error) {
@@ -108,19 +114,19 @@ func (s *Store) Claim(ctx context.Context, p *chat.ClaimParams) ([]*chat.Chat, e
 // out, and RenewLeases renews it alone, one row per statement, which holds
 // no other lock while it waits.
 const renewSQL = `WITH locked AS (
-	SELECT s.id, l.epoch, s.epoch = l.epoch AND s.owner = $4 AS held, s.cancel_requested
+	SELECT s.id, l.epoch, s.epoch = l.epoch AND s.owner = $4 AS held, s.cancel_requested, s.stop_requested
 	FROM chat_state s JOIN unnest($2::uuid[], $3::bigint[]) AS l(id, epoch) ON s.id = l.id
 	FOR NO KEY UPDATE OF s SKIP LOCKED
 ), renewed AS (
 	UPDATE chat_state AS c SET lease_expires_at = $1
 	FROM locked WHERE c.id = locked.id AND locked.held
 )
-SELECT id::text, epoch, held, cancel_requested FROM locked`
+SELECT id::text, epoch, held, cancel_requested, stop_requested FROM locked`
 
 // renewOneSQL renews the lease of one chat whose row renewSQL found locked.
 const renewOneSQL = `UPDATE chat_state SET lease_expires_at = $1
 	WHERE id = $2 AND epoch = $3 AND owner = $4
-	RETURNING cancel_requested`
+	RETURNING cancel_requested, stop_requested`
 
 // RenewLeases implements chat.Store, in one statement for all leases but
 // those whose rows are being written right now (see renewSQL). A lease is
@@ -142,7 +148,7 @@ func (s *Store) RenewLeases(ctx context.Context, p *chat.RenewLeasesParams) ([]c
 		id    string
 		epoch int64
 	}
-	type answer struct{ held, cancel bool }
+	type answer struct{ held, cancel, stop bool }
 	var (
 		ids    []string
 		uuids  [][16]byte
@@ -161,7 +167,7 @@ func (s *Store) RenewLeases(ctx context.Context, p *chat.RenewLeasesParams) ([]c
 	answers := map[key]answer{}
 	var k key
 	var a answer
-	_, err = pgx.ForEachRow(rows, []any{&k.id, &k.epoch, &a.held, &a.cancel}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&k.id, &k.epoch, &a.held, &a.cancel, &a.stop}, func() error {
 		answers[k] = a
 		return nil
 	})
@@ -174,21 +180,21 @@ func (s *Store) RenewLeases(ctx context.Context, p *chat.RenewLeasesParams) ([]c
 		if _, ok := answers[k]; ok {
 			continue
 		}
-		var cancel bool
-		err := s.pool.QueryRow(ctx, renewOneSQL, p.LeaseUntil, id, epochs[i], p.Owner).Scan(&cancel)
+		var cancel, stop bool
+		err := s.pool.QueryRow(ctx, renewOneSQL, p.LeaseUntil, id, epochs[i], p.Owner).Scan(&cancel, &stop)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			answers[k] = answer{}
 		case err != nil:
 			return nil, fmt.Errorf("renew lease of chat %s for %s: %w", id, p.Owner, translate(err))
 		default:
-			answers[k] = answer{held: true, cancel: cancel}
+			answers[k] = answer{held: true, cancel: cancel, stop: stop}
 		}
 	}
 	for i, l := range p.Leases {
 		id, _ := param.ChatID(l.ChatID)
 		if a := answers[key{id, l.Epoch}]; a.held {
-			states[i].Held, states[i].CancelRequested = true, a.cancel
+			states[i].Held, states[i].CancelRequested, states[i].StopRequested = true, a.cancel, a.stop
 		}
 	}
 	return states, nil

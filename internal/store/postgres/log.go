@@ -171,8 +171,8 @@ func (s *Store) Append(ctx context.Context, p *chat.AppendParams) error {
 
 // appendsSQL is every append of a batch, each fenced on its own, as one
 // statement: one parse, bind and execution for the batch instead of one
-// per append. Each append is a row of the arrays $1..$18, numbered by ord;
-// its events are rows of the arrays from $19 on, tagged with the same ord.
+// per append. Each append is a row of the arrays $1..$20, numbered by ord;
+// its events are rows of the arrays from $21 on, tagged with the same ord.
 // The UPDATE changes a chat's state row only if the append's epoch is the
 // chat's and its first seq follows the chat's last_seq; events are
 // inserted only for the appends the UPDATE returned. So a fenced append
@@ -187,15 +187,24 @@ func (s *Store) Append(ctx context.Context, p *chat.AppendParams) error {
 // appends of one batch never match the same chat row: one worker has one
 // append in flight, and a stale worker's append carries another epoch.
 //
+// An append that starts a queued run (start_key set: its run.started) takes
+// only while that run's row is still in chat_runs with its key: a cancel
+// or an interrupt that dropped the run deleted the row (and an interrupt
+// may have queued another run under the same number), and the worker that
+// was about to start it is fenced. An append that ends a run (a terminal
+// status) clears the chat's cancel and stop requests, which were that
+// run's; a request that an interrupt makes after it, for a run that has
+// ended, it never sets (see SubmitRun).
+//
 // The UPDATE touches chat_state only, and an ordinary append changes no
 // indexed column there (status and owner change a few times per chat), so
 // it is a HOT update of a ~150-byte row.
 var appendsSQL = `WITH a AS (
 	SELECT * FROM unnest($1::int[], $2::uuid[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[],
 		$8::text[], $9::int[], $10::int[], $11::bigint[], $12::bigint[], $13::text[], $14::timestamptz[],
-		$15::timestamptz[], $16::bigint[], $17::boolean[], $18::timestamptz[])
+		$15::timestamptz[], $16::bigint[], $17::boolean[], $18::timestamptz[], $19::int[], $20::uuid[])
 	AS a(ord, id, epoch, prev_seq, status, stop_reason, stop_detail, error, turns, message_count, prompt_tokens,
-		completion_tokens, pending_input, completed_at, updated_at, last_seq, release, input_expires_at)
+		completion_tokens, pending_input, completed_at, updated_at, last_seq, release, input_expires_at, run, start_key)
 ), fenced_update AS (
 	UPDATE chat_state s SET
 		status = a.status, stop_reason = a.stop_reason, stop_detail = a.stop_detail, error = a.error,
@@ -204,13 +213,17 @@ var appendsSQL = `WITH a AS (
 		completed_at = a.completed_at, updated_at = a.updated_at, last_seq = a.last_seq,
 		owner = CASE WHEN a.release THEN NULL ELSE s.owner END,
 		lease_expires_at = CASE WHEN a.release THEN NULL ELSE s.lease_expires_at END,
-		input_expires_at = a.input_expires_at, input_response = NULL
+		input_expires_at = a.input_expires_at, input_response = NULL, run = a.run,
+		cancel_requested = s.cancel_requested AND a.status NOT IN ('completed', 'failed', 'cancelled'),
+		stop_requested = s.stop_requested AND a.status NOT IN ('completed', 'failed', 'cancelled')
 	FROM a
 	WHERE s.id = a.id AND s.epoch = a.epoch AND s.last_seq = a.prev_seq
+	  AND (a.start_key IS NULL OR EXISTS (
+		SELECT 1 FROM chat_runs r WHERE r.chat_id = a.id AND r.run = a.run AND r.key = a.start_key))
 	RETURNING a.ord, s.id
 ), inserted AS (
 	INSERT INTO events (chat_id, seq, type, role, name, content, tool_calls, tool_responses, data, created_at)
-	SELECT u.id, ` + eventSelect(19, true) + ` JOIN fenced_update u ON u.ord = e.ord
+	SELECT u.id, ` + eventSelect(21, true) + ` JOIN fenced_update u ON u.ord = e.ord
 )
 SELECT ord FROM fenced_update`
 
@@ -371,7 +384,7 @@ func readBatch(res *pgconn.MultiResultReader, batch []*op, fenced []bool, ords [
 }
 
 // writeAppends writes the appends of batch (at bb.ords) as appendsSQL's
-// parameters: $1..$18 a row per append, numbered by ord; from $19 a row
+// parameters: $1..$20 a row per append, numbered by ord; from $21 a row
 // per event, tagged with its append's ord.
 func (bb *batchBuffers) writeAppends(batch []*op) error {
 	w := &bb.arrays
@@ -444,7 +457,20 @@ func (bb *batchBuffers) writeAppends(batch []*op) error {
 	perAppend(oidInt8, func(p *chat.AppendParams) { w.int8(p.Events[len(p.Events)-1].Seq) })
 	perAppend(oidBool, func(p *chat.AppendParams) { w.bool(p.Update.ReleaseLease) })
 	perAppend(oidTimestamptz, func(p *chat.AppendParams) { w.optTime(p.Update.InputExpiresAt) })
-	// $19 the events' ords, then eventSelect's columns.
+	// $19 run, $20 start_key
+	perAppend(oidInt4, func(p *chat.AppendParams) { w.int4(int32(max(p.Update.Run, 1))) })
+	perAppend(oidUUID, func(p *chat.AppendParams) {
+		if p.StartKey == "" {
+			w.nullElem()
+			return
+		}
+		key, ok := param.UUID(p.StartKey)
+		if !ok && err == nil {
+			err = fmt.Errorf("chat %s: %w: run key %q", p.ChatID, param.ErrInvalid, p.StartKey)
+		}
+		w.uuid(key)
+	})
+	// $21 the events' ords, then eventSelect's columns.
 	perEvent(oidInt4, func(ord int, _ *chat.AppendParams, _ *chat.Event) { w.int4(int32(ord)) })
 	perEvent(oidInt8, func(_ int, _ *chat.AppendParams, e *chat.Event) { w.int8(e.Seq) })
 	perEvent(oidText, func(_ int, _ *chat.AppendParams, e *chat.Event) { w.text(string(e.Type)) })

@@ -155,13 +155,13 @@ func TestMigrateChatStateKeepsChats(t *testing.T) {
 	queued := &oldChat{
 		chat: chat.Chat{ID: uuid.NewString(), Tenant: "acme", Name: "waiting", Spec: json.RawMessage(spec),
 			Metadata: json.RawMessage(`{"team": "x"}`), Status: chat.StatusQueued, LastSeq: 2, MessageCount: 1,
-			IdempotencyKey: "key-1", RequestHash: "hash-1", CreatedAt: at(0), UpdatedAt: at(0)},
+			IdempotencyKey: "key-1", RequestHash: "hash-1", CreatedAt: at(0), UpdatedAt: at(0), Run: 1},
 		events: []chat.Event{created(spec, at(0)), msg(2, "user", "user", "go", at(0))},
 	}
 	running := &oldChat{
 		chat: chat.Chat{ID: uuid.NewString(), Tenant: "acme", Spec: json.RawMessage(spec), Status: chat.StatusRunning,
 			LastSeq: 5, Turns: 2, MessageCount: 3, PromptTokens: 12, CompletionTokens: 3, Owner: "old-replica",
-			LeaseExpiresAt: ptr(at(time.Minute)), Epoch: 3, CreatedAt: at(time.Second), UpdatedAt: at(4 * time.Second)},
+			LeaseExpiresAt: ptr(at(time.Minute)), Epoch: 3, CreatedAt: at(time.Second), UpdatedAt: at(4 * time.Second), Run: 1},
 		events: []chat.Event{
 			created(spec, at(time.Second)),
 			{Seq: 2, Type: chat.EventChatRunning, CreatedAt: at(2 * time.Second)},
@@ -176,7 +176,7 @@ func TestMigrateChatStateKeepsChats(t *testing.T) {
 	awaiting := &oldChat{
 		chat: chat.Chat{ID: uuid.NewString(), Tenant: "other", Spec: json.RawMessage(spec), Status: chat.StatusAwaitingInput,
 			LastSeq: 4, Turns: 1, MessageCount: 2, PromptTokens: 5, CompletionTokens: 1, PendingInput: pending,
-			InputExpiresAt: ptr(at(time.Hour)), Epoch: 2, CreatedAt: at(2 * time.Second), UpdatedAt: at(5 * time.Second)},
+			InputExpiresAt: ptr(at(time.Hour)), Epoch: 2, CreatedAt: at(2 * time.Second), UpdatedAt: at(5 * time.Second), Run: 1},
 		events: []chat.Event{
 			created(spec, at(2*time.Second)),
 			msg(2, "user", "user", "write", at(2*time.Second)),
@@ -188,7 +188,7 @@ func TestMigrateChatStateKeepsChats(t *testing.T) {
 		chat: chat.Chat{ID: uuid.NewString(), Tenant: "acme", Spec: json.RawMessage(spec), Status: chat.StatusCompleted,
 			StopReason: chat.StopMaxRound, StopDetail: "Maximum number of turns 2 reached.", LastSeq: 5, Turns: 2,
 			MessageCount: 3, PromptTokens: 120, CompletionTokens: 30, Epoch: 1, CreatedAt: at(3 * time.Second),
-			UpdatedAt: at(9 * time.Second), CompletedAt: ptr(at(9 * time.Second))},
+			UpdatedAt: at(9 * time.Second), CompletedAt: ptr(at(9 * time.Second)), Run: 1},
 		events: []chat.Event{
 			created(spec, at(3*time.Second)),
 			msg(2, "user", "user", "go", at(3*time.Second)),

@@ -21,6 +21,10 @@ const (
 	channelAppends  = "agentd_appends"
 	channelAppended = "agentd_appended"
 	channelCancel   = "agentd_cancel"
+	// channelStop and channelRun name one chat each: a stop was requested
+	// (POST /stop), a run was posted (POST /runs).
+	channelStop = "agentd_stop"
+	channelRun  = "agentd_run"
 )
 
 var _ chat.Notifier = (*Store)(nil)
@@ -65,7 +69,8 @@ func (s *Store) listenOnce(ctx context.Context, h chat.NotifyHandler, reconnecte
 			s.log.Warn("close notification listener connection", "err", cerr)
 		}
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+channelAppends+"; LISTEN "+channelAppended+"; LISTEN "+channelCancel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+channelAppends+"; LISTEN "+channelAppended+"; LISTEN "+channelCancel+
+		"; LISTEN "+channelStop+"; LISTEN "+channelRun); err != nil {
 		return false, fmt.Errorf("listen: %w", err)
 	}
 	if reconnected && h.Reconnected != nil {
@@ -90,6 +95,14 @@ func (s *Store) listenOnce(ctx context.Context, h chat.NotifyHandler, reconnecte
 		case channelCancel:
 			if h.CancelRequested != nil {
 				h.CancelRequested(n.Payload)
+			}
+		case channelStop:
+			if h.StopRequested != nil {
+				h.StopRequested(n.Payload)
+			}
+		case channelRun:
+			if h.RunQueued != nil {
+				h.RunQueued(n.Payload)
 			}
 		}
 	}

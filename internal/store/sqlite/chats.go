@@ -20,7 +20,7 @@ const chatColumns = `id, tenant, coalesce(name, ''), spec, metadata, status,
 	last_seq, turns, message_count, prompt_tokens, completion_tokens, pending_input,
 	coalesce(idempotency_key, ''), coalesce(request_hash, ''), cancel_requested,
 	coalesce(owner, ''), lease_expires_at, epoch, created_at, updated_at, completed_at,
-	input_response, input_expires_at`
+	input_response, input_expires_at, run, last_run - run, stop_requested, forked_from, forked_at_seq`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -31,8 +31,10 @@ func scanChat(row scanner) (*chat.Chat, error) {
 		inputResp            []byte
 		inputExpires         sql.NullInt64
 		status, stopReason   string
-		cancel               int64
+		cancel, stop         int64
 		lease, completed     sql.NullInt64
+		forkedFrom           sql.NullString
+		forkedAt             sql.NullInt64
 		createdAt, updatedAt int64
 	)
 	err := row.Scan(&c.ID, &c.Tenant, &c.Name, &spec, &meta, &status,
@@ -40,9 +42,13 @@ func scanChat(row scanner) (*chat.Chat, error) {
 		&c.LastSeq, &c.Turns, &c.MessageCount, &c.PromptTokens, &c.CompletionTokens, &pending,
 		&c.IdempotencyKey, &c.RequestHash, &cancel,
 		&c.Owner, &lease, &c.Epoch, &createdAt, &updatedAt, &completed,
-		&inputResp, &inputExpires)
+		&inputResp, &inputExpires, &c.Run, &c.QueuedRuns, &stop, &forkedFrom, &forkedAt)
 	if err != nil {
 		return nil, err
+	}
+	c.StopRequested = stop != 0
+	if forkedFrom.Valid && forkedAt.Valid {
+		c.ForkedFrom = &chat.ForkRef{ChatID: forkedFrom.String, Seq: forkedAt.Int64}
 	}
 	c.Spec, c.Metadata, c.PendingInput = spec, nullableJSON(meta), nullableJSON(pending)
 	c.Status, c.StopReason = chat.Status(status), chat.StopReason(stopReason)
@@ -132,14 +138,28 @@ func (s *Store) CreateChat(ctx context.Context, p *chat.CreateChatParams) (*chat
 	if p.Owner != "" {
 		lease, epoch = nanos(p.LeaseUntil.UTC()), 1
 	}
+	// A fork starts as its copied log leaves it; a new chat queued at run 1.
+	u := p.State
+	if u == nil {
+		u = &chat.ChatUpdate{Status: chat.StatusQueued, MessageCount: param.MessageCount(p.Events), Run: 1}
+	}
+	var forkedFrom, forkedAt any
+	if p.ForkedFrom != nil {
+		forkedFrom, forkedAt = p.ForkedFrom.ChatID, p.ForkedFrom.Seq
+	}
 	row := tx.QueryRowContext(ctx, `INSERT INTO chats (id, tenant, name, spec, metadata, status, last_seq,
-			message_count, idempotency_key, request_hash, created_at, updated_at, owner, lease_expires_at, epoch)
-		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			message_count, idempotency_key, request_hash, created_at, updated_at, owner, lease_expires_at, epoch,
+			stop_reason, stop_detail, error, turns, prompt_tokens, completion_tokens, pending_input, input_expires_at,
+			completed_at, run, last_run, forked_from, forked_at_seq)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (tenant, idempotency_key) DO NOTHING
 		RETURNING `+chatColumns,
-		id, p.Tenant, nullString(param.Text(p.Name)), string(p.Spec), nullJSON(p.Metadata), len(p.Events),
-		param.MessageCount(p.Events), nullString(p.IdempotencyKey), nullString(p.RequestHash),
-		nanos(created), nanos(created), nullString(p.Owner), lease, epoch)
+		id, p.Tenant, nullString(param.Text(p.Name)), string(p.Spec), nullJSON(p.Metadata), string(u.Status), len(p.Events),
+		u.MessageCount, nullString(p.IdempotencyKey), nullString(p.RequestHash),
+		nanos(created), nanos(created), nullString(p.Owner), lease, epoch,
+		nullString(string(u.StopReason)), nullString(param.Text(u.StopDetail)), nullString(param.Text(u.Error)),
+		u.Turns, u.PromptTokens, u.CompletionTokens, nullJSON(u.PendingInput), nullNanos(utcPtr(u.InputExpiresAt)),
+		nullNanos(utcPtr(u.CompletedAt)), max(u.Run, 1), max(u.Run, 1), forkedFrom, forkedAt)
 	c, err := scanChat(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		// The key is taken: answer with that chat, or a conflict.
@@ -247,16 +267,23 @@ func (s *Store) ListChats(ctx context.Context, p *chat.ListChatsParams) ([]*chat
 	return cs, next, nil
 }
 
-// RequestCancel implements chat.Store.
+// RequestCancel implements chat.Store: the active run, if any, is asked to
+// cancel, and the runs queued after it are dropped.
 func (s *Store) RequestCancel(ctx context.Context, tenant, id string) (*chat.Chat, error) {
 	cid, ok := param.ChatID(id)
 	if !ok {
 		return nil, fmt.Errorf("request cancel of chat %q: %w", id, chat.ErrNotFound)
 	}
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("request cancel of chat %s: %w", cid, err)
+	}
+	defer tx.Rollback() // a no-op after Commit
 	// updated_at is left alone: it tracks the worker's record of the log,
 	// and the worker writes it when it acts on the request.
-	c, err := scanChat(s.writer.QueryRowContext(ctx, `UPDATE chats SET cancel_requested = 1
-		WHERE id = ? AND (? = '' OR tenant = ?) AND status NOT IN ('completed', 'failed', 'cancelled')
+	c, err := scanChat(tx.QueryRowContext(ctx, `UPDATE chats
+		SET cancel_requested = status NOT IN ('completed', 'failed', 'cancelled'), last_run = run
+		WHERE id = ? AND (? = '' OR tenant = ?) AND (status NOT IN ('completed', 'failed', 'cancelled') OR last_run > run)
 		RETURNING `+chatColumns, cid, tenant, tenant))
 	if errors.Is(err, sql.ErrNoRows) {
 		// Terminal (returned unchanged) or not there (ErrNotFound).
@@ -264,6 +291,12 @@ func (s *Store) RequestCancel(ctx context.Context, tenant, id string) (*chat.Cha
 	}
 	if err != nil {
 		return nil, fmt.Errorf("request cancel of chat %s: %w", cid, translate(err))
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM chat_runs WHERE chat_id = ? AND run > ?`, cid, c.Run); err != nil {
+		return nil, fmt.Errorf("request cancel of chat %s: drop queued runs: %w", cid, translate(err))
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("request cancel of chat %s: commit: %w", cid, translate(err))
 	}
 	return c, nil
 }

@@ -30,7 +30,8 @@ func (s *Store) Claim(ctx context.Context, p *chat.ClaimParams) ([]*chat.Chat, e
 		WHERE id IN (
 			SELECT id FROM chats
 			WHERE (status IN ('queued', 'running') OR (status = 'awaiting_input' AND
-			      (cancel_requested = 1 OR input_response IS NOT NULL OR input_expires_at < ?)))
+			      (cancel_requested = 1 OR stop_requested = 1 OR input_response IS NOT NULL OR input_expires_at < ?))
+			      OR (status IN ('completed', 'failed', 'cancelled') AND last_run > run))
 			  AND (lease_expires_at IS NULL OR lease_expires_at < ?)
 			ORDER BY created_at, id
 			LIMIT ?)
@@ -70,7 +71,7 @@ func (s *Store) RenewLeases(ctx context.Context, p *chat.RenewLeasesParams) ([]c
 	}
 	defer tx.Rollback() // a no-op after Commit
 	stmt, err := tx.PrepareContext(ctx, `UPDATE chats SET lease_expires_at = ?
-		WHERE id = ? AND epoch = ? AND owner = ? RETURNING cancel_requested`)
+		WHERE id = ? AND epoch = ? AND owner = ? RETURNING cancel_requested, stop_requested`)
 	if err != nil {
 		return nil, fmt.Errorf("renew leases of %s: %w", p.Owner, err)
 	}
@@ -81,15 +82,15 @@ func (s *Store) RenewLeases(ctx context.Context, p *chat.RenewLeasesParams) ([]c
 		if !ok {
 			continue
 		}
-		var cancel int64
-		err := stmt.QueryRowContext(ctx, nanos(p.LeaseUntil), id, l.Epoch, p.Owner).Scan(&cancel)
+		var cancel, stop int64
+		err := stmt.QueryRowContext(ctx, nanos(p.LeaseUntil), id, l.Epoch, p.Owner).Scan(&cancel, &stop)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("renew lease of chat %s for %s: %w", id, p.Owner, translate(err))
 		}
-		states[i].Held, states[i].CancelRequested = true, cancel != 0
+		states[i].Held, states[i].CancelRequested, states[i].StopRequested = true, cancel != 0, stop != 0
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("renew leases of %s: commit: %w", p.Owner, err)

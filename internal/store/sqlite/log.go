@@ -125,7 +125,10 @@ func (s *Store) Append(ctx context.Context, p *chat.AppendParams) error {
 
 // appendChatSQL is the fencing check and the record update in one statement:
 // it changes the row only if the caller's epoch is the chat's and its first
-// seq follows the chat's last_seq. Zero rows changed means fenced; the
+// seq follows the chat's last_seq, and, for the append that starts a queued
+// run, only while that run is still queued with its key (see the Postgres
+// store's appendsSQL). An append that ends a run clears its cancel and stop
+// requests. Zero rows changed means fenced; the
 // single writer connection means nothing can slip in between this statement
 // and the event inserts that follow it in the same transaction.
 const appendChatSQL = `UPDATE chats SET
@@ -134,8 +137,12 @@ const appendChatSQL = `UPDATE chats SET
 	pending_input = ?, completed_at = ?, updated_at = ?, last_seq = ?,
 	input_expires_at = ?, input_response = NULL,
 	owner = CASE WHEN ? THEN NULL ELSE owner END,
-	lease_expires_at = CASE WHEN ? THEN NULL ELSE lease_expires_at END
-	WHERE id = ? AND epoch = ? AND last_seq = ?`
+	lease_expires_at = CASE WHEN ? THEN NULL ELSE lease_expires_at END,
+	run = ?,
+	cancel_requested = cancel_requested AND ? NOT IN ('completed', 'failed', 'cancelled'),
+	stop_requested = stop_requested AND ? NOT IN ('completed', 'failed', 'cancelled')
+	WHERE id = ? AND epoch = ? AND last_seq = ?
+	  AND (? IS NULL OR EXISTS (SELECT 1 FROM chat_runs r WHERE r.chat_id = chats.id AND r.run = ? AND r.key = ?))`
 
 // commitBatch is the groupcommit.CommitFunc: all appends of the batch in one
 // transaction, hence one fsync.
@@ -168,7 +175,9 @@ func (s *Store) commitBatch(ctx context.Context, batch []*chat.AppendParams, fen
 			nullJSON(u.PendingInput), nullNanos(utcPtr(u.CompletedAt)), nanos(u.UpdatedAt), last,
 			nullNanos(utcPtr(u.InputExpiresAt)),
 			release, release,
-			p.ChatID, p.Epoch, first-1)
+			max(u.Run, 1), string(u.Status), string(u.Status),
+			p.ChatID, p.Epoch, first-1,
+			nullString(p.StartKey), max(u.Run, 1), nullString(p.StartKey))
 		if err != nil {
 			return err
 		}

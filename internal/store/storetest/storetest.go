@@ -78,6 +78,12 @@ func Run(t *testing.T, newStore func(t *testing.T) chat.Store, opts ...Option) {
 		{"CountByStatus", testCountByStatus},
 		{"SubmitInput", testSubmitInput},
 		{"EventsAppendOnly", func(t *testing.T, s chat.Store) { testEventsAppendOnly(t, s, o.exec) }},
+		{"SubmitRun", testSubmitRun},
+		{"SubmitRunInterrupt", testSubmitRunInterrupt},
+		{"StartRunFencedWhenDropped", testStartRunFencedWhenDropped},
+		{"ClaimNextRun", testClaimNextRun},
+		{"RequestStop", testRequestStop},
+		{"CreateFork", testCreateFork},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -279,6 +285,18 @@ func diffChat(got, want *chat.Chat) []string {
 	if !timeEqual(got.CompletedAt, want.CompletedAt) {
 		add("CompletedAt", got.CompletedAt, want.CompletedAt)
 	}
+	if got.Run != want.Run {
+		add("Run", got.Run, want.Run)
+	}
+	if got.QueuedRuns != want.QueuedRuns {
+		add("QueuedRuns", got.QueuedRuns, want.QueuedRuns)
+	}
+	if got.StopRequested != want.StopRequested {
+		add("StopRequested", got.StopRequested, want.StopRequested)
+	}
+	if !reflect.DeepEqual(got.ForkedFrom, want.ForkedFrom) {
+		add("ForkedFrom", got.ForkedFrom, want.ForkedFrom)
+	}
 	return d
 }
 
@@ -335,6 +353,6 @@ func expectedNew(p *chat.CreateChatParams) *chat.Chat {
 	}
 	return &chat.Chat{ID: p.ID, Tenant: p.Tenant, Name: p.Name, Spec: p.Spec, Metadata: p.Metadata,
 		Status: chat.StatusQueued, LastSeq: int64(len(p.Events)), MessageCount: msgs,
-		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
+		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash, Run: 1,
 		CreatedAt: p.CreatedAt, UpdatedAt: p.CreatedAt}
 }
