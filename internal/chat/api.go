@@ -29,6 +29,23 @@ type PendingInput struct {
 	Candidates []string   `json:"candidates,omitempty"`
 	Reason     string     `json:"reason"`
 	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+	// ToolCalls (an assistant's) or CodeBlocks (a user_proxy's) wait for
+	// a client's approval (kind approval).
+	ToolCalls  []ToolCall    `json:"tool_calls,omitempty"`
+	CodeBlocks []PendingCode `json:"code_blocks,omitempty"`
+}
+
+// The kinds of PendingInput.
+const (
+	InputMessage  = "message"
+	InputSpeaker  = "speaker"
+	InputApproval = "approval"
+)
+
+// PendingCode is a code block that waits for approval.
+type PendingCode struct {
+	Language string `json:"language"`
+	Code     string `json:"code"`
 }
 
 // Delta is a fragment of a reply being streamed by a model: the data of an
@@ -49,9 +66,10 @@ type Delta struct {
 
 // Input is a client's answer to a pending input request.
 type Input struct {
-	RequestID string  `json:"request_id"`
-	Content   *string `json:"content,omitempty"`
-	Speaker   *string `json:"speaker,omitempty"`
+	RequestID string     `json:"request_id"`
+	Content   *string    `json:"content,omitempty"`
+	Speaker   *string    `json:"speaker,omitempty"`
+	Approvals []Approval `json:"approvals,omitempty"`
 }
 
 // MessageFromEvent returns the message an event of type "message" holds.

@@ -69,6 +69,10 @@ type Tools interface {
 	// errors all come back as a result with IsError set and content
 	// starting "Error: ".
 	Call(ctx context.Context, req *ToolRequest) ToolResult
+	// CheckArguments checks arguments a client gives a call (an approval's
+	// edit) as Call would, against the function fn of tool t; it returns
+	// what is wrong, or "".
+	CheckArguments(t *spec.Tool, fn ToolDef, arguments string) string
 	// ReleaseChat drops what the tools keep for a chat that ended (open
 	// MCP sessions).
 	ReleaseChat(chatID string)

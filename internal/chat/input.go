@@ -27,6 +27,10 @@ func (s *state) resume(env stepEnv) step {
 			return appendStep(failedEvent(fmt.Errorf("decode stored input response: %w", err)))
 		}
 	}
+	if env.stopRequested {
+		// Asked to stop while it waits: no turn is in progress to finish.
+		return appendStep(terminalEvent(StatusCompleted, StopExternal, externalDetail, ""))
+	}
 	if in.RequestID != p.RequestID {
 		if p.ExpiresAt != nil && !env.now.Before(*p.ExpiresAt) {
 			detail := fmt.Sprintf("No input received within %d seconds.", derefOr(s.spec.InputTimeoutS, 0))
@@ -34,8 +38,11 @@ func (s *state) resume(env stepEnv) step {
 		}
 		return step{} // nothing to do yet; the lease is handed back
 	}
+	if p.Kind == InputApproval {
+		return appendStep(withData(Event{Type: EventChatRunning}, runningData{Status: StatusRunning, RequestID: p.RequestID, Approvals: in.Approvals}))
+	}
 	if p.Kind == "speaker" {
-		sel := selection{Agent: derefOr(in.Speaker, ""), Method: spec.SelectManual, Candidates: p.Candidates, Turn: s.turns + 1, RequestID: p.RequestID}
+		sel := selection{Agent: derefOr(in.Speaker, ""), Method: spec.SelectManual, Candidates: p.Candidates, Turn: s.nextTurn(), RequestID: p.RequestID}
 		return appendStep(runningEvent(), selectedEvent(sel))
 	}
 	a := s.agent(p.Agent)
@@ -48,7 +55,7 @@ func (s *state) resume(env stepEnv) step {
 		return appendStep(terminalEvent(StatusCompleted, StopHumanExit, fmt.Sprintf("The human of '%s' ended the chat.", a.Name), ""))
 	case content == "" && s.pending != nil:
 		// ALWAYS with nothing said: AutoGen goes on with the auto-reply.
-		st := s.autoReplyStep(a, s.pending.Turn)
+		st := s.autoReplyStep(env, a, s.pending.Turn)
 		st.before = []Event{runningEvent()}
 		return st
 	case content == "":

@@ -34,9 +34,11 @@ const (
 	stepRouted
 	// stepCode: a user_proxy runs the code blocks addressed to it.
 	stepCode
+	// stepStartRun: start the run queued after the one that ended.
+	stepStartRun
 )
 
-var stepNames = [...]string{"wait", "append", "select", "model", "tools", "routed", "code"}
+var stepNames = [...]string{"wait", "append", "select", "model", "tools", "routed", "code", "start-run"}
 
 func (k stepKind) String() string { return stepNames[k] }
 
@@ -68,11 +70,16 @@ type stepEnv struct {
 	input json.RawMessage
 	// newID makes the request_id of an input request.
 	newID func() string
+	// stopRequested: POST /stop asked the run to end after its current
+	// turn; queued: runs wait to start after this one.
+	stopRequested, queued bool
 }
 
 // next decides the chat's next step.
 func (s *state) next(env stepEnv) step {
 	switch {
+	case s.status.Terminal() && env.queued && s.broken == nil:
+		return step{kind: stepStartRun}
 	case s.status.Terminal():
 		return step{}
 	case s.broken != nil:
@@ -85,6 +92,9 @@ func (s *state) next(env stepEnv) step {
 	if ev, ok := s.afterMessage(env); ok {
 		// The log can end right after a stop condition: a spec that stops at
 		// the task, or a crash between a turn and the next selection.
+		return appendStep(ev)
+	}
+	if ev, ok := s.externalStop(env); ok {
 		return appendStep(ev)
 	}
 	if s.pending == nil {
@@ -104,6 +114,9 @@ func (s *state) plan(evs []Event, env stepEnv, chatID string) (*state, []Event, 
 	out := make([]Event, 0, len(evs)+1)
 	add := func(e Event) error {
 		e.ChatID, e.Seq, e.CreatedAt = chatID, next.lastSeq+1, env.now
+		if e.Type.Terminal() {
+			e = withRun(e, next.run)
+		}
 		if err := next.apply(e); err != nil {
 			return err
 		}
@@ -132,7 +145,7 @@ func (s *state) turnStep(env stepEnv, sel selection) step {
 		return appendStep(failedEvent(fmt.Errorf("selected speaker %q is not an agent of the chat", sel.Agent)))
 	}
 	if a.Type == spec.AgentAssistant {
-		return s.assistantStep(a, sel.Turn)
+		return s.assistantStep(env, a, sel.Turn)
 	}
 	if m, proxy := s.routedCalls(); m != nil && proxy == a.Name {
 		return step{kind: stepRouted, agent: a, turn: sel.Turn, open: m}
@@ -149,10 +162,14 @@ func (s *state) turnStep(env stepEnv, sel selection) step {
 // asked anything. What ends the turn (a text reply, calls a user_proxy
 // runs, a handoff) is decided where the step's events are made
 // (modelReply, toolTurnEvents).
-func (s *state) assistantStep(a *spec.Agent, turn int) step {
+func (s *state) assistantStep(env stepEnv, a *spec.Agent, turn int) step {
 	iter, open := s.turnProgress(turn)
 	switch {
 	case open != nil:
+		if calls := s.callsToApprove(a, open); len(calls) > 0 {
+			return appendStep(s.inputRequest(env, &PendingInput{Kind: InputApproval, Agent: a.Name, ToolCalls: calls,
+				Reason: "Approve, edit or reject each tool call before it runs."}))
+		}
 		return step{kind: stepTools, agent: a, turn: turn, open: open}
 	case iter < derefOr(a.MaxToolIterations, 1):
 		return step{kind: stepModel, agent: a, turn: turn}
@@ -270,6 +287,11 @@ func (s *state) routedCalls() (*Message, string) {
 // termination condition asks too, see afterMessage); NEVER never asks and
 // ends the chat when the auto-replies run out.
 func (s *state) userProxyStep(env stepEnv, a *spec.Agent, turn int) step {
+	if _, decided := s.approvals[""]; decided {
+		// The turn's code was approved or rejected: its human, if any,
+		// was asked before.
+		return s.autoReplyStep(env, a, turn)
+	}
 	limit := derefOr(a.MaxConsecutiveAutoReply, defaultMaxConsecutiveAutoReply)
 	switch a.InputMode() {
 	case spec.HumanInputAlways:
@@ -286,16 +308,29 @@ func (s *state) userProxyStep(env stepEnv, a *spec.Agent, turn int) step {
 			return appendStep(terminalEvent(StatusCompleted, StopMaxAutoReply, detail, ""))
 		}
 	}
-	return s.autoReplyStep(a, turn)
+	return s.autoReplyStep(env, a, turn)
 }
 
 // autoReplyStep is a user_proxy's reply without a human, which counts
 // toward max_consecutive_auto_reply: the result of the code blocks
 // addressed to it when it executes code and there are any, else its default
 // auto-reply (AutoGen's default is "").
-func (s *state) autoReplyStep(a *spec.Agent, turn int) step {
+func (s *state) autoReplyStep(env stepEnv, a *spec.Agent, turn int) step {
 	if a.CodeExecution != nil {
 		if blocks := runnableBlocks(s.msgs, a.Name, a.CodeExecution.Languages); len(blocks) > 0 {
+			if derefOr(a.CodeApproval, false) {
+				// AgentChat's CodeExecutorAgent approval_func, asked of a
+				// client: one decision for the blocks together.
+				d, decided := s.approvals[""]
+				switch {
+				case !decided:
+					return appendStep(s.inputRequest(env, &PendingInput{Kind: InputApproval, Agent: a.Name, CodeBlocks: pendingCode(blocks),
+						Reason: "Approve or reject the code before it runs."}))
+				case !d.Approve:
+					return appendStep(codeReply(a, turn, &CodeResult{ExitCode: 1,
+						Output: "Code execution was not approved. Reason: " + d.Reason}))
+				}
+			}
 			return step{kind: stepCode, agent: a, turn: turn, blocks: blocks}
 		}
 	}
@@ -324,4 +359,32 @@ func (s *state) inputRequest(env stepEnv, p *PendingInput) Event {
 
 func runningEvent() Event {
 	return Event{Type: EventChatRunning, Data: json.RawMessage(`{"status":"running"}`)}
+}
+
+// callsToApprove are the calls of an assistant's open tool-call message
+// that its tool_approval holds for a client and that no decision answers
+// yet. Handoffs are never held.
+func (s *state) callsToApprove(a *spec.Agent, open *Message) []ToolCall {
+	if a.ToolApproval == nil {
+		return nil
+	}
+	var calls []ToolCall
+	for _, c := range open.ToolCalls {
+		if slices.ContainsFunc(a.Handoffs, func(t string) bool { return handoffTool(t) == c.Function.Name }) {
+			continue
+		}
+		if _, decided := s.approvals[c.ID]; !decided && a.ToolApproval.Needs(c.Function.Name) {
+			calls = append(calls, c)
+		}
+	}
+	return calls
+}
+
+// pendingCode is the code blocks as an approval request shows them.
+func pendingCode(blocks []codeBlock) []PendingCode {
+	out := make([]PendingCode, len(blocks))
+	for i, b := range blocks {
+		out[i] = PendingCode{Language: b.Language, Code: b.Code}
+	}
+	return out
 }

@@ -24,6 +24,10 @@ type metrics struct {
 	workers       prometheus.Gauge
 	claimErrors   prometheus.Counter
 	panics        prometheus.Counter
+	// runsPosted counts POST /runs by answer (queued, rejected: busy);
+	// runs counts runs started by workers (a chat's first included).
+	runsPosted *prometheus.CounterVec
+	runs       prometheus.Counter
 }
 
 // modelBuckets are the model latency buckets (seconds): from a fast local
@@ -57,9 +61,13 @@ func newMetrics(reg prometheus.Registerer, store Store, statusTTL time.Duration,
 		workers:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentd_workers_active", Help: "Chats with a running worker on this replica."}),
 		claimErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_claim_errors_total", Help: "Failed attempts to claim runnable chats or renew leases."}),
 		panics:      prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_worker_panics_total", Help: "Workers that panicked; their chats failed with an internal error."}),
+		runsPosted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_runs_posted_total",
+			Help: "Runs posted to chats, by if_busy and outcome (queued, busy: rejected because a run was active)."}, []string{"if_busy", "outcome"}),
+		runs: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_runs_started_total",
+			Help: "Runs after a chat's first that workers started (POST /runs, POST /fork with a run)."}),
 	}
 	for _, c := range []prometheus.Collector{m.created, m.finished, m.turns, m.messages, m.events, m.appendErrors,
-		m.appendSeconds, m.modelCalls, m.modelSeconds, m.tokens, m.workers, m.claimErrors, m.panics, &statusCollector{store: store, ttl: statusTTL, now: now}} {
+		m.appendSeconds, m.modelCalls, m.modelSeconds, m.tokens, m.workers, m.claimErrors, m.panics, m.runsPosted, m.runs, &statusCollector{store: store, ttl: statusTTL, now: now}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

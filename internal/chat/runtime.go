@@ -178,6 +178,8 @@ func (r *Runtime) Start(ctx context.Context) error {
 			_ = n.Listen(r.base, NotifyHandler{
 				Appended:        r.broker.notified,
 				CancelRequested: func(id string) { r.sched.cancel(id, errCancelRequested) },
+				StopRequested:   r.sched.stopRequested,
+				RunQueued:       r.sched.runQueued,
 				Reconnected:     r.broker.notifiedAll,
 			})
 		}()

@@ -48,6 +48,7 @@ type scheduler struct {
 type runningWorker struct {
 	cancel context.CancelCauseFunc
 	lease  Lease
+	flags  *workerFlags
 }
 
 func newScheduler(rt *Runtime, maxActive int, leaseDur, poll time.Duration) *scheduler {
@@ -90,6 +91,36 @@ func (s *scheduler) stopAll() {
 
 // wait waits for every worker to end.
 func (s *scheduler) wait() { s.wg.Wait() }
+
+// flag sets a flag of the chat's worker if it runs on this replica, and
+// reports whether it does.
+func (s *scheduler) flag(id string, f func(*workerFlags)) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, local := s.workers[id]
+	if local {
+		f(w.flags)
+	}
+	return local
+}
+
+// stopRequested tells the chat's worker, if it runs here, that its run is
+// to end after the current turn; a chat without a worker (waiting for
+// input) is claimed to end it.
+func (s *scheduler) stopRequested(id string) {
+	if !s.flag(id, func(f *workerFlags) { f.stop.Store(true) }) {
+		s.kick()
+	}
+}
+
+// runQueued tells the chat's worker, if it runs here, that a run waits
+// after the current one (its end then looks for it at once); a chat
+// without a worker is claimed to start it.
+func (s *scheduler) runQueued(id string) {
+	if !s.flag(id, func(f *workerFlags) { f.queued.Store(true) }) {
+		s.kick()
+	}
+}
 
 // cancel cuts the chat's worker with cause if it runs on this replica.
 func (s *scheduler) cancel(id string, cause error) bool {
@@ -201,6 +232,12 @@ func (s *scheduler) startWorker(base context.Context, c *Chat, seed *workerSeed)
 	r := s.rt
 	ctx, cancel := context.WithCancelCause(base)
 	lease := Lease{ChatID: c.ID, Epoch: c.Epoch}
+	// The worker is made here, not in its goroutine: decoding the spec
+	// takes a deep stack, which the goroutine would keep (or grow into)
+	// for the rest of its life, most of it spent waiting on a model. The
+	// goroutine keeps the worker and not c, whose stored spec it does not
+	// need once decoded.
+	w := newWorker(r, c, seed)
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
@@ -213,18 +250,12 @@ func (s *scheduler) startWorker(base context.Context, c *Chat, seed *workerSeed)
 		// again: the old worker is fenced by the new epoch anyway; stop it.
 		old.cancel(errLeaseLost)
 	}
-	rw := &runningWorker{cancel: cancel, lease: lease}
+	rw := &runningWorker{cancel: cancel, lease: lease, flags: w.flags}
 	s.workers[c.ID] = rw
 	s.wg.Add(1)
 	s.mu.Unlock()
 	r.metrics.workers.Inc()
 	r.broker.workerStarted(c.ID, Progress{Status: c.Status, LastSeq: c.LastSeq, InputAnswered: len(c.InputResponse) > 0})
-	// The worker is made here, not in its goroutine: decoding the spec
-	// takes a deep stack, which the goroutine would keep (or grow into)
-	// for the rest of its life, most of it spent waiting on a model. The
-	// goroutine keeps the worker and not c, whose stored spec it does not
-	// need once decoded.
-	w := newWorker(r, c, seed)
 	go s.runWorker(ctx, w, rw)
 }
 
@@ -316,9 +347,12 @@ func (s *scheduler) workerEnded(w *worker, rw *runningWorker) {
 	s.mu.Unlock()
 	r.metrics.workers.Dec()
 	rw.cancel(nil)
-	if w.st.status.Terminal() {
+	switch {
+	case w.st.status.Terminal() && w.flags.queued.Load():
+		s.kick() // a run waits to start: claimable, here or elsewhere
+	case w.st.status.Terminal():
 		s.roomFreed()
-	} else {
+	default:
 		s.kick() // the chat was handed back (or its lease lost): claimable, here or elsewhere
 	}
 	s.wg.Done()
@@ -348,10 +382,11 @@ func (s *scheduler) afterWorker(ctx context.Context, w *worker, lease Lease) {
 			r.log.Warn("release sandbox", "chat_id", w.id, "err", err)
 		}
 	}
-	if !ended {
+	if !ended || w.claimedIdle {
 		// Hand the chat back at once (shutdown, or an error we could not
-		// record) rather than letting its lease run out; a no-op when the
-		// lease went to someone else.
+		// record; or the worker of a next run that found none queued any
+		// more) rather than letting its lease run out; a no-op when the
+		// lease went to someone else, or an append released it.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if err := r.store.ReleaseLease(rctx, lease, r.owner); err != nil {
@@ -410,6 +445,8 @@ func (s *scheduler) renew(ctx context.Context) {
 			w.cancel(errLeaseLost)
 		case st.CancelRequested:
 			w.cancel(errCancelRequested)
+		case st.StopRequested:
+			w.flags.stop.Store(true)
 		}
 	}
 }

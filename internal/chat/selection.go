@@ -221,7 +221,7 @@ func judgeSelectorReply(names, candidates []string, reply, last string, allowRep
 // manual selection pauses the chat for a client's choice instead, and a
 // chat in which no agent may speak stops.
 func (s *state) selectStep(env stepEnv) step {
-	turn := s.turns + 1
+	turn := s.nextTurn()
 	method := s.spec.Method()
 	if _, proxy := s.routedCalls(); proxy != "" {
 		// Tool calls wait for the user_proxy that executes them (AutoGen's

@@ -44,7 +44,9 @@ func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, err
 		evs = append(evs, withData(Event{Type: EventMessage, Role: m.Role, Name: cmp.Or(m.Name, UserName), Content: m.Content,
 			ToolCalls: m.ToolCalls, ToolResponses: m.ToolResponses, CreatedAt: now}, messageData{Kind: kindHistory, Type: m.Type}))
 	}
-	evs = append(evs, withData(Event{Type: EventMessage, Role: RoleUser, Name: UserName, Content: sp.Task, CreatedAt: now}, messageData{Kind: kindTask}))
+	// Run 1 opens with the task, as every later run does with its own.
+	evs = append(evs, withData(Event{Type: EventRunStarted, CreatedAt: now}, runData{Run: 1}),
+		withData(Event{Type: EventMessage, Role: RoleUser, Name: UserName, Content: sp.Task, CreatedAt: now}, messageData{Kind: kindTask}))
 	for i := range evs {
 		evs[i].Seq = int64(i + 1)
 	}
@@ -164,7 +166,9 @@ func (r *Runtime) Input(ctx context.Context, tenant, id string, in *Input) error
 	}
 	var probs []spec.Problem
 	switch p.Kind {
-	case "speaker":
+	case InputApproval:
+		probs = r.checkApprovals(ctx, c, &p, in)
+	case InputSpeaker:
 		switch {
 		case in.Speaker == nil:
 			probs = append(probs, spec.Problem{Path: "/speaker", Message: "this request asks for a speaker: one of " + pyList(p.Candidates)})
@@ -185,6 +189,9 @@ func (r *Runtime) Input(ctx context.Context, tenant, id string, in *Input) error
 		if in.Speaker != nil {
 			probs = append(probs, spec.Problem{Path: "/speaker", Message: "this request asks for a message, not a speaker"})
 		}
+	}
+	if in.Approvals != nil && p.Kind != InputApproval {
+		probs = append(probs, spec.Problem{Path: "/approvals", Message: "this request asks for a " + p.Kind + ", not approvals"})
 	}
 	if len(probs) > 0 {
 		return &spec.ValidationError{Problems: probs}

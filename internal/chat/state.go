@@ -16,8 +16,27 @@ import (
 // replaces it only with a state that the store confirmed (see worker.commit),
 // so what the worker believes is always what the log holds.
 type state struct {
-	spec     *spec.Spec
-	maxRound int
+	spec *spec.Spec
+	// specMaxRound is max_round as the spec and the server's limit give it;
+	// maxRound is the current run's (a run may set its own).
+	specMaxRound, maxRound int
+	// run is the number of the chat's latest run (DESIGN §3.12), 1 in a
+	// log without run.started events; runTurns is the chat's turns when it
+	// started: max_round counts the run's turns.
+	run, runTurns int
+	// turnFloor is the number of a turn that a run's end cut: later turns
+	// are numbered after it.
+	turnFloor int
+	// explicitExternal: the termination tree holds an external condition
+	// (a team file's ExternalTermination). Without one, a stop request
+	// ends a run as if the tree were or-ed with one.
+	explicitExternal bool
+	// extFired: a stop request was seen on the run's last turn (the
+	// implicit external condition fired).
+	extFired bool
+	// approvals are the decisions given for the open turn's tool calls
+	// (by call id) or code ("" key), since its approval request.
+	approvals map[string]Approval
 
 	lastSeq       int64
 	status        Status
@@ -31,7 +50,6 @@ type state struct {
 	runMsgs       int // chat messages of the task and later: what max_messages counts
 	turns         int
 	usage         Usage // every model call's, the selector's included: the chat's usage
-	started       time.Time
 	lastSpeaker   string
 	pending       *selection // a selected speaker whose turn has not ended
 	modelCalls    []int      // per agent, by its index in spec.Agents
@@ -60,10 +78,13 @@ type state struct {
 // chat some hundred bytes, and most chats never count auto-replies.
 func newState(sp *spec.Spec, maxRound int) *state {
 	return &state{
-		spec:     sp,
-		maxRound: maxRound,
-		status:   StatusQueued,
-		term:     newTerminator(sp.Termination),
+		spec:             sp,
+		specMaxRound:     maxRound,
+		maxRound:         maxRound,
+		run:              1,
+		status:           StatusQueued,
+		term:             newTerminator(sp.Termination),
+		explicitExternal: hasExternal(sp.Termination),
 	}
 }
 
@@ -74,6 +95,7 @@ func (s *state) clone() *state {
 	c := *s
 	c.modelCalls = slices.Clone(s.modelCalls)
 	c.autoReplies = maps.Clone(s.autoReplies)
+	c.approvals = maps.Clone(s.approvals)
 	c.term = s.term.clone()
 	c.delta = slices.Clip(s.delta) // appends to the clone's delta copy, never write into s's
 	return &c
@@ -175,10 +197,26 @@ func (s *state) fold(e Event) error {
 	switch e.Type {
 	case EventChatRunning:
 		s.status, s.pendingInput = StatusRunning, nil
-		if s.started.IsZero() {
-			s.started = e.CreatedAt
+		if s.termBase.start.IsZero() {
+			// The run's timeout conditions count from when it first ran.
 			s.termBase.start = e.CreatedAt
 		}
+		var d runningData
+		if err := decodeData(e, &d); err != nil {
+			return err
+		}
+		for _, a := range d.Approvals {
+			if s.approvals == nil {
+				s.approvals = map[string]Approval{}
+			}
+			s.approvals[a.ToolCallID] = a
+		}
+	case EventRunStarted:
+		var d runData
+		if err := decodeData(e, &d); err != nil {
+			return err
+		}
+		s.startRun(d)
 	case EventSpeakerSelected:
 		var sel selection
 		if err := decodeData(e, &sel); err != nil {
@@ -203,7 +241,12 @@ func (s *state) fold(e Event) error {
 			return err
 		}
 		s.status, s.stopReason, s.stopDetail, s.errText = terminalStatus(e.Type), d.StopReason, d.StopDetail, d.Error
-		s.pendingInput = nil
+		s.pendingInput, s.approvals = nil, nil
+		if s.pending != nil {
+			// The next run's turns are numbered after a turn the run's end
+			// cut, so that none of its messages is taken for theirs.
+			s.turnFloor, s.pending = s.pending.Turn, nil
+		}
 		t := e.CreatedAt
 		s.completedAt = &t
 	}
@@ -247,11 +290,11 @@ func (s *state) foldMessage(e Event) error {
 		s.runMsgs++
 	}
 	if d.Turn > 0 && d.End {
-		s.turns, s.pending = d.Turn, nil
+		s.turns, s.pending, s.approvals = d.Turn, nil, nil
 	}
 	if d.ResetTermination {
 		s.term = newTerminator(s.spec.Termination)
-		s.termFired, s.delta = false, nil
+		s.termFired, s.extFired, s.delta = false, false, nil
 		s.termBase = termState{messages: s.runMsgs, usage: s.agentUsage, start: e.CreatedAt}
 		return nil
 	}
@@ -259,14 +302,38 @@ func (s *state) foldMessage(e Event) error {
 	// response (its inner events and its final message), as AgentChat's
 	// group chat manager does; the task and a human's message are a
 	// response of their own.
-	s.delta = append(s.delta, termMsg{Message: m, task: d.Kind == kindTask, functions: d.Functions})
+	s.delta = append(s.delta, termMsg{Message: m, task: d.Kind == kindTask, functions: d.Functions, stop: d.Stop})
 	if d.Turn > 0 && !d.End {
 		return nil // the turn goes on
 	}
 	s.termFired = s.term.observe(s.delta, s.termState(e.CreatedAt))
+	if !s.explicitExternal && slices.ContainsFunc(s.delta, func(m termMsg) bool { return m.stop }) {
+		s.extFired = true
+	}
 	s.delta = nil
 	return nil
 }
+
+// startRun folds a run.started: the run's counts restart, as AgentChat
+// resets its termination conditions and turn count when a run stops; the
+// thread, the agents' contexts and the selection's position go on.
+func (s *state) startRun(d runData) {
+	s.run, s.runTurns = d.Run, max(s.turns, s.turnFloor)
+	s.maxRound = s.specMaxRound
+	if d.MaxRound > 0 {
+		s.maxRound = d.MaxRound
+	}
+	s.term = newTerminator(s.spec.Termination)
+	s.termFired, s.extFired, s.delta = false, false, nil
+	s.termBase = termState{messages: s.runMsgs, usage: s.agentUsage}
+	if s.status.Terminal() {
+		s.status, s.stopReason, s.stopDetail, s.errText, s.completedAt = StatusQueued, "", "", "", nil
+	}
+	s.pendingInput, s.approvals = nil, nil
+}
+
+// nextTurn is the number of the next agent turn.
+func (s *state) nextTurn() int { return max(s.turns, s.turnFloor) + 1 }
 
 // termState is what the termination conditions count, since their last reset.
 func (s *state) termState(now time.Time) termState {
@@ -289,7 +356,7 @@ func (s *state) update(now time.Time) ChatUpdate {
 	upd := ChatUpdate{
 		Status: s.status, StopReason: s.stopReason, StopDetail: s.stopDetail, Error: s.errText,
 		Turns: s.turns, MessageCount: s.msgCount, PromptTokens: s.usage.PromptTokens, CompletionTokens: s.usage.CompletionTokens,
-		CompletedAt: s.completedAt, UpdatedAt: now,
+		CompletedAt: s.completedAt, UpdatedAt: now, Run: s.run,
 		// A chat that ended or waits for a human needs no worker.
 		ReleaseLease: s.status.Terminal() || s.status == StatusAwaitingInput,
 	}

@@ -17,6 +17,18 @@ type terminalData struct {
 	StopReason StopReason `json:"stop_reason"`
 	StopDetail string     `json:"stop_detail"`
 	Error      string     `json:"error,omitempty"`
+	// Run is the run the event ends (set by state.plan).
+	Run int `json:"run,omitempty"`
+}
+
+// withRun is a terminal event that names the run it ends.
+func withRun(e Event, run int) Event {
+	var d terminalData
+	if err := decodeData(e, &d); err != nil {
+		return e // not ours to mend: the fold reports it
+	}
+	d.Run = run
+	return withData(e, d)
 }
 
 func terminalEvent(status Status, reason StopReason, detail, errText string) Event {
@@ -40,18 +52,44 @@ func cancelledEvent() Event {
 // human on termination (TERMINATE), pauses it for that human — and
 // max_round ends it once the last allowed turn is over.
 func (s *state) afterMessage(env stepEnv) (Event, bool) {
-	if s.termFired {
-		reason, detail := s.term.result()
-		if a := s.terminateAsker(); a != nil {
+	if s.termFired || s.extFired {
+		reason, detail := s.termResult()
+		if a := s.terminateAsker(); a != nil && reason != StopExternal {
 			return s.inputRequest(env, &PendingInput{Kind: "message", Agent: a.Name,
 				Reason: "termination condition fired: " + detail + ". Send content to go on, or empty content or \"exit\" to end the chat."}), true
 		}
 		return terminalEvent(StatusCompleted, reason, detail, ""), true
 	}
-	if s.turns >= s.maxRound && s.pending == nil {
+	if s.turns-s.runTurns >= s.maxRound && s.pending == nil {
 		return terminalEvent(StatusCompleted, StopMaxRound, fmt.Sprintf("Maximum number of turns %d reached.", s.maxRound), ""), true
 	}
 	return Event{}, false
+}
+
+// termResult is the stop reason and text of the fired conditions: the
+// tree's, and a stop request's as the tree or-ed with an external
+// condition would give them (AgentChat's OrTerminationCondition joins the
+// texts of the parts that fired on one check).
+func (s *state) termResult() (StopReason, string) {
+	switch {
+	case s.termFired && s.extFired:
+		reason, detail := s.term.result()
+		return reason, detail + ", " + externalDetail
+	case s.termFired:
+		return s.term.result()
+	}
+	return StopExternal, externalDetail
+}
+
+// externalStop is the event that ends a run asked to stop while no turn
+// is in progress: there is no turn to wait for. A tree with an external
+// condition of its own waits for its next check instead, as AgentChat's
+// does.
+func (s *state) externalStop(env stepEnv) (Event, bool) {
+	if !env.stopRequested || s.explicitExternal || s.pending != nil {
+		return Event{}, false
+	}
+	return terminalEvent(StatusCompleted, StopExternal, externalDetail, ""), true
 }
 
 // observeTime tells the termination conditions that time passed without a

@@ -34,6 +34,9 @@ type termMsg struct {
 	task bool
 	// functions are the calls a tool message answers.
 	functions []string
+	// stop: the message ended a turn after POST /stop asked the run to
+	// end (what an external condition waits for).
+	stop bool
 }
 
 // termNode is one node of a termination tree. A node that fired stays fired,
@@ -177,6 +180,13 @@ func (t *terminator) eval(n *termNode, delta []termMsg, st termState) {
 				return
 			}
 		}
+	case c.External != nil:
+		for _, m := range delta {
+			if m.stop {
+				t.fire(n, StopExternal, externalDetail)
+				return
+			}
+		}
 	case c.SourceMatch != nil:
 		for _, m := range delta {
 			if !m.task && slices.Contains(c.SourceMatch.Sources, m.Name) {
@@ -221,6 +231,22 @@ func (t *terminator) eval(n *termNode, delta []termMsg, st termState) {
 			t.fire(n, ordered[0].reason, strings.Join(details, ", "))
 		}
 	}
+}
+
+// externalDetail is AgentChat's ExternalTermination stop text.
+const externalDetail = "External termination requested"
+
+// hasExternal reports whether a termination tree holds an external
+// condition.
+func hasExternal(c *spec.Condition) bool {
+	if c == nil {
+		return false
+	}
+	if c.External != nil {
+		return true
+	}
+	return slices.ContainsFunc(c.Any, func(x spec.Condition) bool { return hasExternal(&x) }) ||
+		slices.ContainsFunc(c.All, func(x spec.Condition) bool { return hasExternal(&x) })
 }
 
 // termText is the text TextMentionTermination searches in a message

@@ -61,12 +61,15 @@ const (
 	StopMaxAutoReply StopReason = "max_consecutive_auto_reply"
 	StopCancelled    StopReason = "cancelled"
 	StopError        StopReason = "error"
+	// StopExternal: POST /stop (AgentChat's ExternalTermination) ended the
+	// run after its current turn.
+	StopExternal StopReason = "external"
 )
 
 // AllStopReasons lists every stop reason, in DESIGN §3.9's order.
 var AllStopReasons = []StopReason{StopMaxRound, StopMaxMessages, StopTextMention, StopTextMatch, StopTokenUsage,
 	StopTimeout, StopHandoff, StopSourceMatch, StopFunctionCall, StopHumanExit, StopInputTimeout,
-	StopNoEligibleSpeaker, StopMaxAutoReply, StopCancelled, StopError}
+	StopNoEligibleSpeaker, StopMaxAutoReply, StopExternal, StopCancelled, StopError}
 
 // EventType names an entry of the log (and the SSE event name).
 type EventType string
@@ -81,7 +84,11 @@ const (
 	EventChatCompleted   EventType = "chat.completed"
 	EventChatFailed      EventType = "chat.failed"
 	EventChatCancelled   EventType = "chat.cancelled"
-	EventMessageDelta    EventType = "message.delta"
+	// EventRunStarted opens a run (DESIGN §3.12): the first right after
+	// chat.created (and the history), each later one when a worker starts
+	// a queued run.
+	EventRunStarted   EventType = "run.started"
+	EventMessageDelta EventType = "message.delta"
 )
 
 // Terminal reports whether the event ends a chat's log.
@@ -148,6 +155,9 @@ type messageData struct {
 	// ResetTermination marks a human's decision to go on after the
 	// termination conditions fired: they count afresh from here.
 	ResetTermination bool `json:"reset_termination,omitempty"`
+	// Stop marks the message that ended a turn while POST /stop asked the
+	// run to end: an external condition fires on it.
+	Stop bool `json:"stop,omitempty"`
 }
 
 // Event is one entry of a chat's append-only log. Seq is dense per chat

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentd/agentd/internal/spec"
@@ -73,6 +74,19 @@ type worker struct {
 	turnSpan trace.Span
 	turnCtx  context.Context
 	turnNo   int
+	// flags are what the scheduler tells the worker while it runs: a stop
+	// request, runs queued after this one.
+	flags *workerFlags
+	// claimedIdle: the worker was started for an ended chat's next run;
+	// it holds a lease that no append of its own may release.
+	claimedIdle bool
+}
+
+// workerFlags are set by the scheduler (lease renewals, notifications,
+// requests made on this replica) and read by the worker's decisions.
+type workerFlags struct {
+	stop   atomic.Bool
+	queued atomic.Bool
 }
 
 // newWorker returns the worker of c: from seed when its creator gives the
@@ -99,7 +113,11 @@ func newWorker(rt *Runtime, c *Chat, seed *workerSeed) *worker {
 		inputResponse: c.InputResponse,
 		log:           rt.log.With("chat_id", c.ID),
 		st:            st,
+		flags:         &workerFlags{},
+		claimedIdle:   c.Status.Terminal(),
 	}
+	w.flags.stop.Store(c.StopRequested)
+	w.flags.queued.Store(c.QueuedRuns > 0)
 	if seed != nil {
 		w.follow(seed.log)
 		w.seeded = true
@@ -139,13 +157,14 @@ func (w *worker) follow(evs []Event) {
 
 // env is what the state's decisions may read besides the log.
 func (w *worker) env() stepEnv {
-	return stepEnv{now: w.rt.now(), input: w.inputResponse, newID: newRequestID}
+	return stepEnv{now: w.rt.now(), input: w.inputResponse, newID: newRequestID,
+		stopRequested: w.flags.stop.Load(), queued: w.flags.queued.Load()}
 }
 
 // run drives the chat until it ends, pauses for input, or the worker's
 // context is cut.
 func (w *worker) run(ctx context.Context) {
-	if w.st.status.Terminal() {
+	if w.st.status.Terminal() && !w.flags.queued.Load() {
 		return
 	}
 	defer w.endTurnSpan(nil)
@@ -156,7 +175,8 @@ func (w *worker) run(ctx context.Context) {
 		w.stop(ctx, errCancelRequested)
 		return
 	}
-	// The first step starts or resumes the chat; then it runs while running.
+	// The first step starts or resumes the chat (or starts its next run);
+	// then it runs while running.
 	for first := true; first || w.st.status == StatusRunning; first = false {
 		s := w.st.next(w.env())
 		if s.kind == stepWait {
@@ -255,6 +275,8 @@ func (w *worker) performWithin(ctx context.Context, s step) error {
 			return err
 		}
 		return w.commit(ctx, codeReply(s.agent, s.turn, res))
+	case stepStartRun:
+		return w.startQueuedRun(ctx)
 	}
 	return fmt.Errorf("unknown step %v", s.kind)
 }
@@ -274,12 +296,21 @@ func (e *appendError) Unwrap() error { return e.err }
 // adopt the new state and publish the events. An append that fails leaves
 // the worker's state as the store has it.
 func (w *worker) commit(ctx context.Context, evs ...Event) error {
+	return w.commitRun(ctx, "", evs...)
+}
+
+// commitRun is commit for the append that starts a queued run (startKey,
+// see AppendParams.StartKey), or any other (startKey "").
+func (w *worker) commitRun(ctx context.Context, startKey string, evs ...Event) error {
 	held, base, err := w.takeUnwritten()
 	if err != nil {
 		return err
 	}
 	for i := range evs {
 		evs[i] = storable(evs[i])
+	}
+	if w.flags.stop.Load() {
+		markStop(evs)
 	}
 	env := w.env()
 	next, evs, err := w.st.plan(evs, env, w.id)
@@ -291,7 +322,7 @@ func (w *worker) commit(ctx context.Context, evs ...Event) error {
 	}
 	evs = append(held, evs...)
 	upd := next.update(env.now)
-	if err := w.append(ctx, &AppendParams{ChatID: w.id, Epoch: w.epoch, Events: evs, Update: upd}); err != nil {
+	if err := w.append(ctx, &AppendParams{ChatID: w.id, Epoch: w.epoch, Events: evs, Update: upd, StartKey: startKey}); err != nil {
 		return &appendError{err: fmt.Errorf("append seq %d..%d to chat %s: %w", evs[0].Seq, evs[len(evs)-1].Seq, w.id, err)}
 	}
 	w.st = next
@@ -330,6 +361,13 @@ func (w *worker) stop(ctx context.Context, err error) bool {
 		w.log.Warn("append not confirmed; handing the chat back to be continued from its log", "err", err)
 		return false
 	case errors.Is(err, errCancelRequested) || errors.Is(cause, errCancelRequested):
+		if !w.cancelStillRequested(ctx) {
+			// A late word about a run that ended already (a notification
+			// that took its time): this run was not asked to cancel. Its
+			// turn, cut, is redone by the next worker.
+			w.log.Info("cancel signal for an earlier run; the chat is continued from its log")
+			return false
+		}
 		w.finish(ctx, cancelledEvent())
 		return false
 	case errors.Is(err, errTermDeadline):
@@ -423,5 +461,82 @@ func (w *worker) append(ctx context.Context, p *AppendParams) error {
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// markStop marks the message that ends a turn (or is a response of its
+// own: a task, a human's message) among evs: POST /stop asked the run to
+// end, and termination is checked on that message (see termMsg.stop).
+func markStop(evs []Event) {
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Type != EventMessage {
+			continue
+		}
+		var d messageData
+		if err := decodeData(evs[i], &d); err != nil {
+			return
+		}
+		if d.Turn > 0 && !d.End {
+			return
+		}
+		d.Stop = true
+		evs[i] = withData(evs[i], d)
+		return
+	}
+}
+
+// cancelStillRequested asks the store whether the chat's run is still
+// asked to cancel: a cancel signal may reach a worker late, after the run
+// it was for ended and the next began. A store that cannot say is taken
+// at its word: the signal stands.
+func (w *worker) cancelStillRequested(ctx context.Context) bool {
+	if w.cancelRequested {
+		return true // from the claim: this run's
+	}
+	c, err := w.rt.store.GetChat(context.WithoutCancel(ctx), "", w.id)
+	if err != nil {
+		return true
+	}
+	return c.CancelRequested && c.Run == w.st.run
+}
+
+// startQueuedRun starts the run queued after the chat's latest: its
+// run.started, its task and chat.running, appended only while the run is
+// still queued (see AppendParams.StartKey). A run dropped meanwhile (a
+// cancel, an interrupt that replaced it) is looked for again; with none
+// queued the worker ends.
+func (w *worker) startQueuedRun(ctx context.Context) error {
+	for {
+		q, err := w.rt.store.QueuedRun(ctx, w.id, w.st.run)
+		if errors.Is(err, ErrNotFound) {
+			w.flags.queued.Store(false)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read the queued run of chat %s: %w", w.id, err)
+		}
+		var req queuedRequest
+		var evs []Event
+		if err := json.Unmarshal(q.Request, &req); err != nil {
+			evs = []Event{withData(Event{Type: EventRunStarted}, runData{Run: q.Run}),
+				failedEvent(fmt.Errorf("the request of run %d cannot be read: %w", q.Run, err))}
+		} else {
+			evs = w.st.runStartEvents(q.Run, req)
+		}
+		err = w.commitRun(ctx, q.Key, evs...)
+		if err == nil {
+			w.rt.metrics.runs.Inc()
+			w.log.Info("run started", "run", q.Run, "task_messages", len(req.Task))
+			return nil
+		}
+		if !errors.Is(err, ErrFenced) {
+			return err
+		}
+		// Fenced: the run was dropped, or another owner has the chat.
+		c, gerr := w.rt.store.GetChat(context.WithoutCancel(ctx), "", w.id)
+		if gerr != nil || c.Epoch != w.epoch || c.LastSeq != w.st.lastSeq {
+			return err
+		}
+		w.log.Info("queued run was dropped before it started", "run", q.Run)
 	}
 }

@@ -3,6 +3,7 @@ package chat
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/agentd/agentd/internal/spec"
@@ -15,7 +16,8 @@ func (w *worker) toolsStep(ctx context.Context, s step) error {
 	if err != nil {
 		return err
 	}
-	results := w.runCalls(ctx, s.open.ToolCalls, func(c ToolCall) (offered, bool) {
+	calls, decided := w.st.approvedCalls(s.open.ToolCalls)
+	results := w.runCalls(ctx, calls, decided, func(c ToolCall) (offered, bool) {
 		o, ok := box.byName[c.Function.Name]
 		return o, ok && o.executor == ""
 	})
@@ -23,6 +25,25 @@ func (w *worker) toolsStep(ctx context.Context, s step) error {
 		return ctx.Err() // cut mid-call: redo the calls, do not record half of them
 	}
 	return w.commit(ctx, toolTurnEvents(s.agent, s.turn, s.open, results, box)...)
+}
+
+// approvedCalls applies the approvals of the open turn to its calls: an
+// approved call with edited arguments runs with them; a rejected one does
+// not run, and is answered with an error naming the reason (decided[i]).
+func (s *state) approvedCalls(open []ToolCall) (calls []ToolCall, decided []*ToolResponse) {
+	calls, decided = slices.Clone(open), make([]*ToolResponse, len(open))
+	for i, c := range open {
+		d, ok := s.approvals[c.ID]
+		switch {
+		case !ok:
+		case !d.Approve:
+			r := errorResponse(c.ID, "Tool call was not approved. Reason: "+d.Reason)
+			decided[i] = &r
+		case len(d.Arguments) > 0:
+			calls[i].Function.Arguments = string(d.Arguments)
+		}
+	}
+	return calls, decided
 }
 
 // routedStep is a user_proxy's turn after calls routed to it: run the
@@ -39,7 +60,7 @@ func (w *worker) routedStep(ctx context.Context, s step) error {
 			owned[d.Name] = offered{def: d, tool: t}
 		}
 	}
-	results := w.runCalls(ctx, s.open.ToolCalls, func(c ToolCall) (offered, bool) {
+	results := w.runCalls(ctx, s.open.ToolCalls, nil, func(c ToolCall) (offered, bool) {
 		o, ok := owned[c.Function.Name]
 		return o, ok
 	})
@@ -86,11 +107,16 @@ func (w *worker) toolboxFor(ctx context.Context, a *spec.Agent) (*toolbox, error
 
 // runCalls runs the calls that mine accepts concurrently — a model's
 // parallel calls are independent by contract — and returns responses in the
-// calls' order. A name mine rejects gets an error response.
-func (w *worker) runCalls(ctx context.Context, calls []ToolCall, mine func(ToolCall) (offered, bool)) []ToolResponse {
+// calls' order. A name mine rejects gets an error response; a call that
+// answered answers already (answered[i] set) does not run.
+func (w *worker) runCalls(ctx context.Context, calls []ToolCall, answered []*ToolResponse, mine func(ToolCall) (offered, bool)) []ToolResponse {
 	out := make([]ToolResponse, len(calls))
 	var wg sync.WaitGroup
 	for i, c := range calls {
+		if i < len(answered) && answered[i] != nil {
+			out[i] = *answered[i]
+			continue
+		}
 		o, ok := mine(c)
 		switch {
 		case o.handoff != "":

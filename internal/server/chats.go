@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"time"
@@ -46,6 +47,9 @@ func (c *chatsResource) Routes() chi.Router {
 	r.Get("/{id}/events", c.events)
 	r.Post("/{id}/input", c.input)
 	r.Post("/{id}/cancel", c.cancel)
+	r.Post("/{id}/runs", c.runs)
+	r.Post("/{id}/stop", c.stop)
+	r.Post("/{id}/fork", c.fork)
 	r.Get("/{id}/team", c.team)
 	return r
 }
@@ -270,6 +274,98 @@ func (c *chatsResource) cancel(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusAccepted
 	}
 	c.writeJSON(w, r, status, newChatResponse(ch, withSpec))
+}
+
+// runs handles POST /v1/chats/{id}/runs: 202 with the chat and the posted
+// run's number; a worker starts the run (DESIGN §3.12).
+func (c *chatsResource) runs(w http.ResponseWriter, r *http.Request) {
+	id, err := chatIDParam(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	withSpec, err := includeSpec(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, c.cfg.MaxBodyBytes)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		body = []byte("{}") // a run without a task, answered as reject when busy
+	}
+	if err := checkOneJSONValue(body); err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	ch, n, err := c.chats.SubmitRun(r.Context(), Tenant(r.Context()), id, body)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	c.writeJSON(w, r, http.StatusAccepted, runResponse{chatResponse: newChatResponse(ch, withSpec), PostedRun: n})
+}
+
+// stop handles POST /v1/chats/{id}/stop: AgentChat's ExternalTermination,
+// the run ends after its current turn. 202 when a run was asked to stop,
+// 200 with the chat unchanged when none was active.
+func (c *chatsResource) stop(w http.ResponseWriter, r *http.Request) {
+	id, err := chatIDParam(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	withSpec, err := includeSpec(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	ch, changed, err := c.chats.StopRun(r.Context(), Tenant(r.Context()), id)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if changed {
+		status = http.StatusAccepted
+	}
+	c.writeJSON(w, r, status, newChatResponse(ch, withSpec))
+}
+
+// fork handles POST /v1/chats/{id}/fork: 201 with the new chat.
+func (c *chatsResource) fork(w http.ResponseWriter, r *http.Request) {
+	id, err := chatIDParam(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	withSpec, err := includeSpec(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, c.cfg.MaxBodyBytes)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := checkOneJSONValue(body); err != nil {
+			c.writeError(w, r, err)
+			return
+		}
+	}
+	ch, err := c.chats.Fork(r.Context(), Tenant(r.Context()), id, body)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	noteChat(r.Context(), ch.ID)
+	w.Header().Set("Location", "/v1/chats/"+ch.ID)
+	c.writeJSON(w, r, http.StatusCreated, newChatResponse(ch, withSpec))
 }
 
 // writeDeadlineSlack is added to a long poll's wait for the time it takes to

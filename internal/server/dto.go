@@ -34,6 +34,11 @@ type chatResponse struct {
 	UpdatedAt    time.Time       `json:"updated_at"`
 	CompletedAt  *time.Time      `json:"completed_at"`
 	Metadata     json.RawMessage `json:"metadata"`
+	// Run is the number of the chat's latest run; QueuedRuns counts the
+	// runs posted after it that have not started (DESIGN §3.12).
+	Run        int           `json:"run"`
+	QueuedRuns int           `json:"queued_runs"`
+	ForkedFrom *chat.ForkRef `json:"forked_from"`
 	// Spec is the spec the chat was created from, only with ?include=spec:
 	// it can be large, and most clients (lists, polls) never look at it.
 	Spec json.RawMessage `json:"spec,omitempty"`
@@ -64,6 +69,9 @@ func newChatResponse(c *chat.Chat, withSpec bool) chatResponse {
 		UpdatedAt:    c.UpdatedAt,
 		CompletedAt:  c.CompletedAt,
 		Metadata:     rawOrNull(c.Metadata),
+		Run:          max(c.Run, 1),
+		QueuedRuns:   c.QueuedRuns,
+		ForkedFrom:   c.ForkedFrom,
 	}
 	if withSpec {
 		resp.Spec = rawOrNull(c.Spec)
@@ -94,11 +102,20 @@ type messageListResponse struct {
 	Status  chat.Status `json:"status"`
 }
 
+// runResponse is the body of POST /v1/chats/{id}/runs: the chat, and the
+// number the posted run got (the run.started and terminal events of that
+// run carry it).
+type runResponse struct {
+	chatResponse
+	PostedRun int `json:"posted_run"`
+}
+
 // inputRequest is the body of POST /v1/chats/{id}/input.
 type inputRequest struct {
-	RequestID string  `json:"request_id"`
-	Content   *string `json:"content"`
-	Speaker   *string `json:"speaker"`
+	RequestID string          `json:"request_id"`
+	Content   *string         `json:"content"`
+	Speaker   *string         `json:"speaker"`
+	Approvals []chat.Approval `json:"approvals"`
 }
 
 // validate reports every problem of an input request at once.
@@ -107,11 +124,21 @@ func (in *inputRequest) validate() error {
 	if in.RequestID == "" {
 		problems = append(problems, spec.Problem{Path: "/request_id", Message: "is required"})
 	}
+	given := 0
+	for _, set := range []bool{in.Content != nil, in.Speaker != nil, in.Approvals != nil} {
+		if set {
+			given++
+		}
+	}
 	switch {
-	case in.Content == nil && in.Speaker == nil:
-		problems = append(problems, spec.Problem{Path: "/content", Message: "one of content or speaker is required"})
-	case in.Content != nil && in.Speaker != nil:
-		problems = append(problems, spec.Problem{Path: "/speaker", Message: "content and speaker are mutually exclusive"})
+	case given == 0:
+		problems = append(problems, spec.Problem{Path: "/content", Message: "one of content, speaker or approvals is required"})
+	case given > 1:
+		path := "/speaker"
+		if in.Approvals != nil {
+			path = "/approvals"
+		}
+		problems = append(problems, spec.Problem{Path: path, Message: "content, speaker and approvals are mutually exclusive"})
 	}
 	if len(problems) > 0 {
 		return &spec.ValidationError{Problems: problems}
@@ -121,7 +148,7 @@ func (in *inputRequest) validate() error {
 
 // toInput converts the request into the domain's input.
 func (in *inputRequest) toInput() *chat.Input {
-	return &chat.Input{RequestID: in.RequestID, Content: in.Content, Speaker: in.Speaker}
+	return &chat.Input{RequestID: in.RequestID, Content: in.Content, Speaker: in.Speaker, Approvals: in.Approvals}
 }
 
 // nullable returns nil for "", so the field is encoded as null.

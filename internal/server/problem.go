@@ -29,6 +29,7 @@ const (
 	kindMethodNotAllowed = "method-not-allowed"
 	kindConflict         = "conflict"
 	kindNoPendingInput   = "no-pending-input"
+	kindRunActive        = "run-active"
 	kindBodyTooLarge     = "body-too-large"
 	kindValidation       = "validation-failed"
 	kindNotReady         = "not-ready"
@@ -102,6 +103,7 @@ func problemFor(err error) problem {
 		reqErr   *requestError
 		valErr   *spec.ValidationError
 		tooLarge *http.MaxBytesError
+		busy     *chat.BusyError
 	)
 	switch {
 	case errors.As(err, &reqErr):
@@ -131,6 +133,11 @@ func problemFor(err error) problem {
 			"the service is temporarily unavailable; retry after the Retry-After seconds", nil)
 		p.retryAfter = unavailableRetryAfter
 		return p
+	case errors.As(err, &busy):
+		return newProblem(http.StatusConflict, kindRunActive,
+			fmt.Sprintf("run %d of the chat is active or about to start: post with if_busy enqueue to run after it, or interrupt to cancel it", busy.Run), nil)
+	case errors.Is(err, chat.ErrLogBroken):
+		return newProblem(http.StatusConflict, kindConflict, "the chat's log cannot be read, so the chat cannot be run again; fork it from an earlier seq", nil)
 	case errors.Is(err, chat.ErrConflict):
 		return newProblem(http.StatusConflict, kindConflict,
 			"the request conflicts with an earlier one: the Idempotency-Key was used with a different body", nil)

@@ -213,6 +213,18 @@ func (p *queryParser) seq(name string) int64 {
 	return n
 }
 
+// bool returns a boolean parameter: true or false, false when absent.
+func (p *queryParser) bool(name string) bool {
+	switch p.q.Get(name) {
+	case "", "false":
+		return false
+	case "true":
+		return true
+	}
+	p.problem(name, "must be true or false")
+	return false
+}
+
 // wait returns the wait_s parameter as a duration, clamped to max: asking
 // for a longer wait is not an error, the answer just comes sooner.
 func (p *queryParser) wait(max time.Duration) time.Duration {

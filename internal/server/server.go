@@ -61,6 +61,16 @@ type Chats interface {
 	Cancel(ctx context.Context, tenant, id string) (c *chat.Chat, changed bool, err error)
 	// Input answers a chat's pending input request, or returns chat.ErrNoPendingInput.
 	Input(ctx context.Context, tenant, id string, in *chat.Input) error
+	// SubmitRun posts the next run of a chat (the request body as sent)
+	// and returns the chat and the run's number; a busy chat whose request
+	// says reject is a *chat.BusyError.
+	SubmitRun(ctx context.Context, tenant, id string, body []byte) (*chat.Chat, int, error)
+	// StopRun asks the active run to end after its current turn; changed
+	// is false when no run was active.
+	StopRun(ctx context.Context, tenant, id string) (c *chat.Chat, changed bool, err error)
+	// Fork creates a chat from a copy of another's log (the request body
+	// as sent).
+	Fork(ctx context.Context, tenant, id string, body []byte) (*chat.Chat, error)
 	// Ready reports whether the runtime accepts work.
 	Ready() bool
 }

@@ -40,13 +40,19 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 		c.writeError(w, r, err)
 		return
 	}
+	q := newQueryParser(r)
+	follow := q.bool("follow")
+	if err := q.err(); err != nil {
+		c.writeError(w, r, err)
+		return
+	}
 	ctx, tenant := r.Context(), Tenant(r.Context())
 	ch, err := c.chats.Get(ctx, tenant, id)
 	if err != nil {
 		c.writeError(w, r, err)
 		return
 	}
-	if ch.Status.Terminal() && after >= ch.LastSeq {
+	if !follow && ch.Status.Terminal() && after >= ch.LastSeq {
 		// The client has seen the end. 204 is what makes an EventSource stop
 		// reconnecting (HTML Living Standard, server-sent events), where an
 		// empty 200 stream would have it reconnect forever.
@@ -109,7 +115,7 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 		if read {
 			read = false
 			deadline()
-			done, err := c.sendEvents(ctx, w, tenant, id, &after)
+			done, err := c.sendEvents(ctx, w, tenant, id, &after, follow)
 			if err != nil && errors.Is(err, chat.ErrUnavailable) && ctx.Err() == nil {
 				c.logger.Warn("sse: store unavailable; the stream waits", "request_id", RequestID(ctx), "chat_id", id, "after", after, "error", err)
 				retryRead = time.After(time.Second)
@@ -218,14 +224,17 @@ func writeDeltas(w io.Writer, pending []chat.Delta, after int64) ([]chat.Delta, 
 }
 
 // sendEvents writes every committed event after *after, advancing *after as
-// it goes; done reports that the terminal event was written.
-func (c *chatsResource) sendEvents(ctx context.Context, w io.Writer, tenant, id string, after *int64) (done bool, err error) {
+// it goes; done reports that the stream is over: the last event written
+// ends a run and nothing follows it yet (a chat's earlier runs, replayed,
+// do not end it). A stream that follows the chat (follow) is never over:
+// it waits for the next run.
+func (c *chatsResource) sendEvents(ctx context.Context, w io.Writer, tenant, id string, after *int64, follow bool) (done bool, err error) {
 	for {
 		events, more, err := c.eventPage(ctx, tenant, id, *after)
 		if err != nil {
 			return false, fmt.Errorf("read events: %w", err)
 		}
-		for _, e := range events {
+		for i, e := range events {
 			data, mErr := json.Marshal(chat.EventPayload(e))
 			if mErr != nil {
 				// Only corrupt event data gets here. Still send the event:
@@ -238,7 +247,7 @@ func (c *chatsResource) sendEvents(ctx context.Context, w io.Writer, tenant, id 
 				return false, err
 			}
 			*after = e.Seq
-			if e.Type.Terminal() {
+			if e.Type.Terminal() && !follow && i == len(events)-1 && !more {
 				return true, nil
 			}
 		}

@@ -80,6 +80,9 @@ const DefaultMaxRound = 10
 
 var agentNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
 
+// ValidAgentName reports whether name is shaped like an agent's name.
+func ValidAgentName(name string) bool { return agentNameRE.MatchString(name) }
+
 // Env is what a server offers the specs it validates.
 type Env struct {
 	// Providers are the model providers besides "replay".

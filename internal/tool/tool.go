@@ -387,3 +387,17 @@ func problemsText(probs []spec.Problem) string {
 	}
 	return s
 }
+
+// CheckArguments implements chat.Tools: arguments a client gives a call
+// (an approval's edit) are checked as Call checks a model's.
+func (r *Runner) CheckArguments(t *spec.Tool, fn chat.ToolDef, arguments string) string {
+	impl, probs := r.parseImplementation(t.Implementation)
+	if len(probs) > 0 {
+		return "the tool is misconfigured: " + problemsText(probs)
+	}
+	args, msg := parseArguments(arguments)
+	if msg != "" {
+		return msg
+	}
+	return r.validateArguments(&chat.ToolRequest{Tool: t, Function: fn}, impl, args)
+}
