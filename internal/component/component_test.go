@@ -299,7 +299,9 @@ func TestConditions(t *testing.T) {
 			`{"any":[{"max_messages":5},{"text_mention":{"text":"X"}},{"handoff":{"target":"a"}}]}`},
 		{"stop message dropped from or", mk(provOr, `{"conditions": [`+mk(provStopMessage, `{}`)+`,`+mk(provTextMention, `{"text": "X"}`)+`]}`),
 			`{"any":[{"text_mention":{"text":"X"}}]}`},
-		{"external alone", mk(provExternal, `{}`), `null`},
+		{"external alone", mk(provExternal, `{}`), `{"external":{}}`},
+		{"external in an and", mk(provAnd, `{"conditions": [`+mk(provExternal, `{}`)+`,`+mk(provTextMention, `{"text": "X"}`)+`]}`),
+			`{"all":[{"external":{}},{"text_mention":{"text":"X"}}]}`},
 		{"and with a part that never fires", mk(provAnd, `{"conditions": [`+mk(provStopMessage, `{}`)+`,`+mk(provTextMention, `{"text": "X"}`)+`]}`), `null`},
 	}
 	for _, tc := range tests {
@@ -543,4 +545,27 @@ func BenchmarkFromTeam(b *testing.B) {
 			FromTeam("/team", deep)
 		}
 	})
+}
+
+// TestHandoffToUser: AgentChat's human-in-the-loop Swarm hands off to
+// user; the team runs in agentd, and its export hands off to user again.
+func TestHandoffToUser(t *testing.T) {
+	t.Parallel()
+	team := strings.Replace(rr(assistant("triage", `, "handoffs": [{"target": "user", "name": "transfer_to_user", "description": "Handoff to user.", "message": "Transferred to user, adopting the role of user immediately."}]`),
+		`, "termination_condition": `+mk(provHandoff, `{"target": "user"}`)), "RoundRobinGroupChat", "Swarm", 1)
+	sp, req := specOf(t, request(t, []byte(team), ""))
+	if probs := spec.Validate(sp, spec.Limits{}, env); len(probs) > 0 {
+		t.Fatalf("the translated spec is invalid: %v", req.Translation.MapProblems(probs))
+	}
+	if !slices.Equal(sp.Agents[0].Handoffs, []string{"user"}) || sp.Termination.Handoff.Target != "user" {
+		t.Fatalf("handoffs %v, termination %+v", sp.Agents[0].Handoffs, sp.Termination)
+	}
+	exported, probs := ToTeam(sp)
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	b, _ := marshal(exported)
+	if !strings.Contains(string(b), `"target": "user"`) && !strings.Contains(string(b), `"target":"user"`) {
+		t.Fatalf("export lost the handoff to user: %s", b)
+	}
 }

@@ -397,6 +397,8 @@ func (e *exporter) condition(path string, c *spec.Condition) (Component, bool) {
 		return mk(provSourceMatch, map[string]any{"sources": c.SourceMatch.Sources})
 	case c.FunctionCall != nil:
 		return mk(provFunction, map[string]any{"function_name": c.FunctionCall.Name})
+	case c.External != nil:
+		return mk(provExternal, map[string]any{})
 	case c.TextMatch != nil:
 		e.r.problem(path+"/text_match", "AgentChat has no regular-expression termination condition")
 		return Component{}, false

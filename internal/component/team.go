@@ -565,7 +565,7 @@ var conditionProviders = []string{provMaxMessage, provTextMention, provTokenUsag
 
 // condition translates a termination condition. never reports a condition
 // that cannot fire in agentd (StopMessageTermination: no agentd agent sends
-// a StopMessage; ExternalTermination: POST /cancel is the external stop).
+// a StopMessage). ExternalTermination is POST /v1/chats/{id}/stop.
 func (tr *translator) condition(path string, raw any, specPath string) (*spec.Condition, bool) {
 	c := readComponent(&tr.r, path, raw)
 	if c == nil {
@@ -612,8 +612,8 @@ func (tr *translator) condition(path string, raw any, specPath string) (*spec.Co
 		tr.r.warn(path, "StopMessageTermination never fires in agentd: no agent sends a StopMessage; dropped")
 		return nil, true
 	case provExternal:
-		tr.r.warn(path, "ExternalTermination is always there in agentd: POST /v1/chats/{id}/cancel stops a chat (status cancelled); dropped")
-		return nil, true
+		// POST /v1/chats/{id}/stop sets it, as AgentChat's set() does.
+		cond.External = &spec.ExternalCondition{}
 	case provOr, provAnd:
 		key, list := "any", &cond.Any
 		if c.provider == provAnd {
