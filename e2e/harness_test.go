@@ -316,8 +316,18 @@ type sseEvent struct {
 // returned channel until the server closes the stream or stop is called.
 func (p *proc) stream(id string, lastEventID int64) (events <-chan sseEvent, stop func()) {
 	p.t.Helper()
+	return p.streamQuery(id, "", lastEventID)
+}
+
+// streamQuery is stream with a query string ("follow=true").
+func (p *proc) streamQuery(id, query string, lastEventID int64) (events <-chan sseEvent, stop func()) {
+	p.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "GET", p.base+"/v1/chats/"+id+"/events", nil)
+	url := p.base + "/v1/chats/" + id + "/events"
+	if query != "" {
+		url += "?" + query
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 	if lastEventID > 0 {
 		req.Header.Set("Last-Event-ID", strconv.FormatInt(lastEventID, 10))
 	}
