@@ -8,7 +8,9 @@ pointed at a scripted OpenAI-compatible server that runs in this process on
 loopback and answers from the script in order. The fixture OUTDIR/<name>.json
 holds every request body the server received, the run's transcript (source,
 type, content of every message of TaskResult.messages) and
-TaskResult.stop_reason.
+TaskResult.stop_reason. A scenario with further runs ("runs") calls
+team.run again on the same team for each; the fixture's "runs" holds each
+further run's transcript and stop reason (or the exception it raised).
 
 Only the recorder's own scaffolding is here: the team, agents, termination
 conditions and the model client are AutoGen's, unchanged.
@@ -32,6 +34,7 @@ from autogen_core.tools import BaseTool, ToolSchema
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.base import Handoff
 from autogen_agentchat.conditions import (
+    ExternalTermination,
     FunctionCallTermination,
     HandoffTermination,
     MaxMessageTermination,
@@ -39,6 +42,7 @@ from autogen_agentchat.conditions import (
     TextMentionTermination,
     TokenUsageTermination,
 )
+from autogen_agentchat.messages import HandoffMessage, TextMessage
 from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat, Swarm
 from autogen_ext.models.openai import OpenAIChatCompletionClient
 
@@ -46,12 +50,15 @@ MODEL = "gpt-4o-mini"
 
 
 class ScriptServer:
-    """A chat-completions server that answers from a script and logs bodies."""
+    """A chat-completions server that answers from a script and logs bodies.
+    A reply with "stop": true first sets the team's ExternalTermination, as a
+    client that asks the run to stop while that request is in flight."""
 
     def __init__(self, script: list[dict[str, Any]]) -> None:
         self.script = list(script)
         self.requests: list[Any] = []
         self.lock = threading.Lock()
+        self.external = ExternalTermination()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -65,6 +72,8 @@ class ScriptServer:
                     outer.requests.append(req)
                     n = len(outer.requests)
                     reply = outer.script.pop(0) if outer.script else None
+                if reply is not None and reply.get("stop"):
+                    outer.external.set()
                 if reply is None:
                     self.send_response(400)
                     self.send_header("Content-Type", "application/json")
@@ -176,7 +185,12 @@ def condition(c: dict[str, Any]) -> Any:
     raise ValueError(f"condition {key} has no recorder mapping")
 
 
-def build_team(spec: dict[str, Any], client: OpenAIChatCompletionClient, tool_results: dict[str, str]) -> Any:
+def build_team(
+    spec: dict[str, Any],
+    client: OpenAIChatCompletionClient,
+    tool_results: dict[str, str],
+    external: ExternalTermination | None = None,
+) -> Any:
     tools = {t["name"]: t for t in spec.get("tools", [])}
     agents = []
     for a in spec["agents"]:
@@ -205,6 +219,10 @@ def build_team(spec: dict[str, Any], client: OpenAIChatCompletionClient, tool_re
             )
         )
     term = condition(spec["termination"]) if spec.get("termination") else None
+    if external is not None:
+        # agentd's stop request is AgentChat's ExternalTermination, part of
+        # every team's condition.
+        term = external if term is None else term | external
     max_turns = spec.get("max_round", 10)
     sel = spec.get("speaker_selection", {})
     method = sel.get("method", "round_robin")
@@ -253,12 +271,53 @@ def transcript(messages: Any) -> list[dict[str, Any]]:
     return out
 
 
+def task_message(m: dict[str, Any]) -> Any:
+    """The AgentChat message for a task message of agentd's runs API."""
+    if m.get("type") == "TextMessage":
+        return TextMessage(source=m.get("source", "user"), content=m["content"])
+    if m.get("type") == "HandoffMessage":
+        return HandoffMessage(source=m["source"], target=m["target"], content=m["content"])
+    raise ValueError(f"task message {m!r} has no recorder mapping")
+
+
+def task_of(t: Any) -> Any:
+    """The task argument of team.run for a run's task: a string, a message,
+    a list of messages or none."""
+    if t is None or isinstance(t, str):
+        return t
+    if isinstance(t, list):
+        return [task_message(m) for m in t]
+    return task_message(t)
+
+
+async def further_run(team: Any, server: ScriptServer, r: dict[str, Any]) -> dict[str, Any]:
+    """Calls team.run once more on the same team, as a further run of agentd's
+    chat; "raises" names the exception AgentChat is expected to raise, which
+    is recorded (type and message) instead of a result."""
+    if "max_round" in r:
+        raise ValueError("a run's max_round has no AgentChat equivalent (the team's max_turns only)")
+    out: dict[str, Any] = {"first_request": len(server.requests)}
+    try:
+        result = await team.run(task=task_of(r.get("task")))
+    except Exception as e:
+        if type(e).__name__ != r.get("raises"):
+            raise
+        out["error"] = {"type": type(e).__name__, "message": str(e)}
+        return out
+    if "raises" in r:
+        raise RuntimeError(f"the run was to raise {r['raises']}; stop: {result.stop_reason}")
+    out["transcript"] = transcript(result.messages)
+    out["stop_reason"] = result.stop_reason
+    return out
+
+
 async def record(scenario: dict[str, Any]) -> dict[str, Any]:
     spec = scenario["spec"]
     server = ScriptServer(scenario.get("history_script", []) + scenario["script"])
     try:
         client = OpenAIChatCompletionClient(model=MODEL, base_url=server.url, api_key="golden")
-        team = build_team(spec, client, scenario.get("tool_results", {}))
+        stops = any(r.get("stop") for r in scenario.get("history_script", []) + scenario["script"])
+        team = build_team(spec, client, scenario.get("tool_results", {}), server.external if stops else None)
         history: list[dict[str, Any]] = []
         if "history_task" in scenario:
             # Prior history: an earlier run of the same team, whose messages
@@ -269,6 +328,7 @@ async def record(scenario: dict[str, Any]) -> dict[str, Any]:
                 raise RuntimeError("the history run did not use exactly history_script")
             server.requests.clear()
         result = await team.run(task=spec["task"])
+        runs = [await further_run(team, server, r) for r in scenario.get("runs", [])]
         if server.script:
             raise RuntimeError(f"{len(server.script)} scripted replies left unused; stop: {result.stop_reason}")
         out: dict[str, Any] = {}
@@ -277,6 +337,8 @@ async def record(scenario: dict[str, Any]) -> dict[str, Any]:
         out["requests"] = server.requests
         out["transcript"] = transcript(result.messages)
         out["stop_reason"] = result.stop_reason
+        if runs:
+            out["runs"] = runs
         await client.close()
         return out
     finally:
@@ -296,6 +358,11 @@ def main() -> None:
             json.dump(out, f, indent=1, ensure_ascii=False, sort_keys=True)
             f.write("\n")
         print(f"{name}: {len(out['requests'])} requests, {len(out['transcript'])} messages, stop: {out['stop_reason']}")
+        for i, r in enumerate(out.get("runs", []), 2):
+            if "error" in r:
+                print(f"  run {i}: {r['error']['type']}: {r['error']['message']}")
+            else:
+                print(f"  run {i}: {len(r['transcript'])} messages, stop: {r['stop_reason']}")
 
 
 if __name__ == "__main__":
