@@ -32,6 +32,17 @@ type scenario struct {
 	Script      []scriptReply     `json:"script"`
 	ToolResults map[string]string `json:"tool_results"`
 	HistoryTask string            `json:"history_task"`
+	// Runs are the chat's runs after the first (the spec's task), each
+	// posted once the one before it has ended.
+	Runs []runRequest `json:"runs"`
+}
+
+// runRequest is one further run: its task as the runs API takes it
+// (absent or null: no task) and, for a run AgentChat refuses, the
+// exception it raised.
+type runRequest struct {
+	Task   json.RawMessage `json:"task"`
+	Raises string          `json:"raises"`
 }
 
 type scriptReply struct {
@@ -42,6 +53,9 @@ type scriptReply struct {
 		Arguments string `json:"arguments"`
 	} `json:"tool_calls"`
 	Usage *openaitest.Usage `json:"usage"`
+	// Stop: the client asks the run to stop while this request is in
+	// flight.
+	Stop bool `json:"stop"`
 }
 
 // fixture is a file of testdata/: what AgentChat did.
@@ -50,6 +64,20 @@ type fixture struct {
 	Requests   []json.RawMessage `json:"requests"`
 	Transcript []entry           `json:"transcript"`
 	StopReason string            `json:"stop_reason"`
+	Runs       []runResult       `json:"runs"`
+}
+
+// runResult is what AgentChat did with a further run: its transcript and
+// stop text, or the error it refused the run with. FirstRequest is the
+// index in Requests of the run's first model request.
+type runResult struct {
+	FirstRequest int     `json:"first_request"`
+	Transcript   []entry `json:"transcript"`
+	StopReason   string  `json:"stop_reason"`
+	Error        *struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
 }
 
 // entry is one message of a transcript, as AgentChat has it.
@@ -65,6 +93,16 @@ type run struct {
 	requests   [][]byte
 	transcript []entry
 	stop       string
+	runs       []furtherRun
+}
+
+// furtherRun is what agentd did with a further run; refusal is the text
+// it refused the run with.
+type furtherRun struct {
+	firstRequest int
+	transcript   []entry
+	stop         string
+	refusal      string
 }
 
 func TestGoldenRunsOfAutoGen(t *testing.T) {
@@ -128,6 +166,51 @@ func TestGoldenComparisonSeesEveryByte(t *testing.T) {
 		tc.change(&r)
 		if d := compare(want, r); (len(d) > 0) != tc.noticed {
 			t.Errorf("%s changed: noticed %v, want %v (%v)", tc.name, len(d) > 0, tc.noticed, d)
+		}
+	}
+}
+
+// TestGoldenComparisonSeesEveryRun does the same for the parts of further
+// runs: each run's transcript, stop text, first request and refusal.
+func TestGoldenComparisonSeesEveryRun(t *testing.T) {
+	_, want := load(t, "runs_swarm_user_string_error")
+	if len(want.Runs) != 4 || want.Runs[0].Error == nil || want.Runs[3].Error != nil {
+		t.Fatalf("the fixture is not three refused runs and one that ran: %+v", want.Runs)
+	}
+	same := func() run {
+		r := run{stop: want.StopReason, transcript: want.Transcript}
+		for _, b := range want.Requests {
+			r.requests = append(r.requests, b)
+		}
+		for _, w := range want.Runs {
+			g := furtherRun{firstRequest: w.FirstRequest, transcript: slices.Clone(w.Transcript), stop: w.StopReason}
+			if w.Error != nil {
+				g.refusal = w.Error.Message
+			}
+			r.runs = append(r.runs, g)
+		}
+		return r
+	}
+	if d := compare(want, same()); len(d) != 0 {
+		t.Fatalf("a fixture differs from itself: %v", d)
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*run)
+	}{
+		{"a run's transcript content", func(r *run) { r.runs[3].transcript[0].Content = "Invoice 43." }},
+		{"a run's handoff target", func(r *run) { r.runs[3].transcript[0].Target = "billing" }},
+		{"a run's stop text", func(r *run) { r.runs[3].stop += "!" }},
+		{"a run's first request", func(r *run) { r.runs[3].firstRequest++ }},
+		{"a refusal's text", func(r *run) { r.runs[0].refusal = strings.Replace(r.runs[0].refusal, "user", "User", 1) }},
+		{"a refused run that ran", func(r *run) { r.runs[1].refusal, r.runs[1].stop = "", "Maximum number of turns 10 reached." }},
+		{"a run that was refused", func(r *run) { r.runs[3].refusal = "no" }},
+		{"a run fewer", func(r *run) { r.runs = r.runs[:3] }},
+	} {
+		r := same()
+		tc.change(&r)
+		if d := compare(want, r); len(d) == 0 {
+			t.Errorf("%s changed: not noticed", tc.name)
 		}
 	}
 }
@@ -402,12 +485,46 @@ func compare(want fixture, got run) []string {
 			diffs = append(diffs, fmt.Sprintf("request %d differs:\n%s", i, lineDiff(w, g)))
 		}
 	}
-	wt, _ := json.MarshalIndent(want.Transcript, "", " ")
-	gt, _ := json.MarshalIndent(got.transcript, "", " ")
-	if !bytes.Equal(wt, gt) {
-		diffs = append(diffs, fmt.Sprintf("transcript differs:\n%s", lineDiff(string(wt), string(gt))))
+	diffs = append(diffs, compareTranscript("transcript", want.Transcript, got.transcript)...)
+	for i := 0; i < max(len(want.Runs), len(got.runs)); i++ {
+		n := i + 2
+		if i >= len(got.runs) {
+			diffs = append(diffs, fmt.Sprintf("run %d missing", n))
+			continue
+		}
+		if i >= len(want.Runs) {
+			diffs = append(diffs, fmt.Sprintf("run %d extra", n))
+			continue
+		}
+		w, g := want.Runs[i], got.runs[i]
+		if w.FirstRequest != g.firstRequest {
+			diffs = append(diffs, fmt.Sprintf("run %d starts at request %d, AgentChat's at %d", n, g.firstRequest, w.FirstRequest))
+		}
+		if w.Error != nil {
+			if g.refusal != w.Error.Message {
+				diffs = append(diffs, fmt.Sprintf("run %d: AgentChat refused it (%s):\n %q\nagentd: refusal %q, stop %q", n, w.Error.Type, w.Error.Message, g.refusal, g.stop))
+			}
+			continue
+		}
+		if g.refusal != "" {
+			diffs = append(diffs, fmt.Sprintf("run %d refused: %s", n, g.refusal))
+			continue
+		}
+		if g.stop != w.StopReason {
+			diffs = append(diffs, fmt.Sprintf("run %d stop text:\n got  %q\n want %q", n, g.stop, w.StopReason))
+		}
+		diffs = append(diffs, compareTranscript(fmt.Sprintf("run %d transcript", n), w.Transcript, g.transcript)...)
 	}
 	return diffs
+}
+
+func compareTranscript(what string, want, got []entry) []string {
+	wt, _ := json.MarshalIndent(want, "", " ")
+	gt, _ := json.MarshalIndent(got, "", " ")
+	if bytes.Equal(wt, gt) {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s differs:\n%s", what, lineDiff(string(wt), string(gt)))}
 }
 
 // lineDiff is a unified-style diff of want and got by lines ("-" want,
