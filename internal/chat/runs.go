@@ -225,6 +225,11 @@ func checkTaskMessage(path string, m *TaskMessage, sp *spec.Spec, limits spec.Li
 		bad(path+"/source", "must be user or a name like an agent's (letters, digits, _ and -)")
 	}
 	switch {
+	case m.Type == TypeHandoffMessage && sp.Agent(m.Target) == nil && sp.Method() == spec.SelectSwarm:
+		// AgentChat's own text (Swarm's validate_group_state).
+		bad(path+"/target", "The target %s is not one of the participants %s. "+
+			"If you are resuming Swarm with a new HandoffMessage make sure to set the target to a valid participant as the target.",
+			m.Target, pyList(agentNames(sp)))
 	case m.Type == TypeHandoffMessage && sp.Agent(m.Target) == nil:
 		bad(path+"/target", "a HandoffMessage hands over to an agent of the chat: one of %s", pyList(agentNames(sp)))
 	case m.Type != TypeHandoffMessage && m.Target != "":
