@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,12 +17,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/llm/openaitest"
+	agentdspec "github.com/agentd/agentd/internal/spec"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tool"
 )
@@ -263,14 +266,33 @@ func runAgentd(t *testing.T, sc scenario, fx fixture) run {
 	}))
 	t.Cleanup(tools.Close)
 
-	spec, err := json.Marshal(sc.Spec)
+	body, err := json.Marshal(sc.Spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec = bytes.ReplaceAll(spec, []byte("TOOL_URL"), []byte(tools.URL))
+	body = bytes.ReplaceAll(body, []byte("TOOL_URL"), []byte(tools.URL))
 	if len(fx.History) > 0 {
-		spec = withHistory(t, spec, fx.History)
+		body = withHistory(t, body, fx.History)
 	}
+
+	// The model server: openaitest behind a handler that makes the
+	// scenario's stop requests, each while its request is in flight.
+	var (
+		rt      *chat.Runtime
+		chatID  string
+		created = make(chan struct{})
+		served  atomic.Int64
+	)
+	models := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if i := int(served.Add(1)) - 1; i < len(sc.Script) && sc.Script[i].Stop {
+			<-created
+			if _, stopped, err := rt.StopRun(context.Background(), "", chatID); err != nil || !stopped {
+				t.Errorf("stop at request %d: stopped %v, %v", i, stopped, err)
+			}
+		}
+		fake.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(models.Close)
 
 	ctx := context.Background()
 	db, err := store.Open(ctx, store.Config{DataDir: t.TempDir()})
@@ -281,7 +303,7 @@ func runAgentd(t *testing.T, sc scenario, fx fixture) run {
 	if err := db.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	models, err := llm.New(llm.Config{OpenAI: llm.OpenAIConfig{BaseURL: fake.URL(), APIKey: "golden", MaxRetries: -1}})
+	providers, err := llm.New(llm.Config{OpenAI: llm.OpenAIConfig{BaseURL: models.URL + "/v1", APIKey: "golden", MaxRetries: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +312,7 @@ func runAgentd(t *testing.T, sc scenario, fx fixture) run {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { runner.Close() })
-	rt, err := chat.NewRuntime(chat.RuntimeConfig{Store: db, Models: models, Providers: models.Providers(), Tools: runner,
+	rt, err = chat.NewRuntime(chat.RuntimeConfig{Store: db, Models: providers, Providers: providers.Providers(), Tools: runner,
 		LeaseDuration: time.Minute, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -305,44 +327,112 @@ func runAgentd(t *testing.T, sc scenario, fx fixture) run {
 			t.Error(err)
 		}
 	})
-	c, _, err := rt.Create(ctx, &chat.CreateParams{Body: spec})
+	c, _, err := rt.Create(ctx, &chat.CreateParams{Body: body})
+	if c != nil {
+		chatID = c.ID
+	}
+	close(created)
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for !c.Status.Terminal() {
-		if time.Now().After(deadline) {
-			t.Fatalf("chat still %s", c.Status)
-		}
-		time.Sleep(20 * time.Millisecond)
-		if c, err = rt.Get(ctx, "", c.ID); err != nil {
-			t.Fatal(err)
+	// ended waits until run n of the chat has ended.
+	ended := func(n int) *chat.Chat {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			c, err := rt.Get(ctx, "", chatID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Run == n && c.Status.Terminal() && c.QueuedRuns == 0 {
+				return c
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("run %d of the chat not ended: run %d %s", n, c.Run, c.Status)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	evs, err := db.ListEvents(ctx, &chat.ListEventsParams{ChatID: c.ID, Limit: 10000})
+	c = ended(1)
+	if c.Status != chat.StatusCompleted {
+		t.Errorf("run 1 %s: %s", c.Status, c.Error)
+	}
+	out := run{stop: c.StopDetail}
+	// Each further run is posted once the one before has ended, as
+	// AgentChat's team.run is called again once it has returned. A run
+	// agentd refuses at once (422) gets no number.
+	numbers := make([]int, len(sc.Runs))
+	for i, rr := range sc.Runs {
+		fr := furtherRun{firstRequest: len(fake.Requests())}
+		req := map[string]json.RawMessage{}
+		if len(rr.Task) > 0 {
+			req["task"] = rr.Task
+		}
+		b, err := json.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, n, err := rt.SubmitRun(ctx, "", chatID, b)
+		var invalid *agentdspec.ValidationError
+		switch {
+		case errors.As(err, &invalid):
+			var msgs []string
+			for _, p := range invalid.Problems {
+				msgs = append(msgs, p.Message)
+			}
+			fr.refusal = strings.Join(msgs, "\n")
+		case err != nil:
+			t.Fatalf("run %d: %v", i+2, err)
+		default:
+			numbers[i] = n
+			c = ended(n)
+			fr.stop = c.StopDetail
+			switch c.Status {
+			case chat.StatusCompleted:
+			case chat.StatusFailed:
+				// A run that cannot start ends failed with the reason.
+				fr.refusal = c.Error
+			default:
+				t.Errorf("run %d %s: %s", n, c.Status, c.Error)
+			}
+		}
+		out.runs = append(out.runs, fr)
+	}
+
+	evs, err := db.ListEvents(ctx, &chat.ListEventsParams{ChatID: chatID, Limit: 10000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := run{stop: c.StopDetail}
-	var msgs []chat.Message
+	// The messages of each run are those after its run.started; those
+	// before run 1 are the resumed history, not part of any TaskResult.
+	byRun := map[int][]chat.Message{}
+	current := 0
 	for _, e := range evs {
-		{
-			if m, ok := chat.MessageFromEvent(e); ok {
-				msgs = append(msgs, m)
+		if e.Type == chat.EventRunStarted {
+			var d struct {
+				Run int `json:"run"`
 			}
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				t.Fatalf("run.started %s: %v", e.Data, err)
+			}
+			current = d.Run
+			continue
+		}
+		if m, ok := chat.MessageFromEvent(e); ok {
+			byRun[current] = append(byRun[current], m)
 		}
 	}
-	if h := len(fx.History); h > 0 && len(msgs) >= h {
-		// The resumed history is not part of the run's TaskResult.
-		out.transcript = transcriptOf(msgs[h:])
-	} else {
-		out.transcript = transcriptOf(msgs)
+	if h := len(byRun[0]); h != len(fx.History) {
+		t.Errorf("%d messages of history before run 1, AgentChat's %d", h, len(fx.History))
+	}
+	out.transcript = transcriptOf(byRun[1])
+	for i, n := range numbers {
+		if n > 0 {
+			out.runs[i].transcript = transcriptOf(byRun[n])
+		}
 	}
 	for _, r := range fake.Requests() {
 		out.requests = append(out.requests, r.Body)
-	}
-	if c.Status != chat.StatusCompleted {
-		t.Errorf("chat %s: %s", c.Status, c.Error)
 	}
 	return out
 }
@@ -504,6 +594,7 @@ func compare(want fixture, got run) []string {
 			if g.refusal != w.Error.Message {
 				diffs = append(diffs, fmt.Sprintf("run %d: AgentChat refused it (%s):\n %q\nagentd: refusal %q, stop %q", n, w.Error.Type, w.Error.Message, g.refusal, g.stop))
 			}
+			diffs = append(diffs, compareTranscript(fmt.Sprintf("run %d (refused) transcript", n), nil, g.transcript)...)
 			continue
 		}
 		if g.refusal != "" {
