@@ -208,6 +208,9 @@ func TestGoldenComparisonSeesEveryRun(t *testing.T) {
 		{"a refusal's text", func(r *run) { r.runs[0].refusal = strings.Replace(r.runs[0].refusal, "user", "User", 1) }},
 		{"a refused run that ran", func(r *run) { r.runs[1].refusal, r.runs[1].stop = "", "Maximum number of turns 10 reached." }},
 		{"a run that was refused", func(r *run) { r.runs[3].refusal = "no" }},
+		{"a refused run's task in the thread", func(r *run) {
+			r.runs[0].transcript = []entry{{Source: "user", Type: "TextMessage", Content: "Invoice 42."}}
+		}},
 		{"a run fewer", func(r *run) { r.runs = r.runs[:3] }},
 	} {
 		r := same()
