@@ -177,7 +177,7 @@ func TestStopEndsTheRunAfterItsTurn(t *testing.T) {
 	rt := newRuntime(t, db)
 	c := create(t, rt, `{"task": "go", "max_round": 5, "termination": {"text_mention": {"text": "DONE"}},
 		"agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": [
-			{"content": "working", "delay_ms": 400}, {"content": "more"}, {"content": "DONE", "delay_ms": 400}]}}]}`)
+			{"content": "working", "delay_ms": 1500}, {"content": "more"}, {"content": "DONE", "delay_ms": 1500}]}}]}`)
 	waitForEvent(t, rt, db, c.ID, chat.EventSpeakerSelected)
 	if _, changed, err := rt.StopRun(context.Background(), "", c.ID); err != nil || !changed {
 		t.Fatalf("StopRun: %v, %v", changed, err)
