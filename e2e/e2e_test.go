@@ -63,7 +63,7 @@ func TestDebateExampleStreamsToCompletion(t *testing.T) {
 		defer stop()
 		got := collect(t, events, 60*time.Second)
 
-		want := []string{"chat.created", "message", "chat.running"}
+		want := []string{"chat.created", "run.started", "message", "chat.running"}
 		for range 6 {
 			want = append(want, "speaker.selected", "message")
 		}
