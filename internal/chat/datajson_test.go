@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 )
 
@@ -34,18 +35,41 @@ func TestEncodeDataIsJSONMarshal(t *testing.T) {
 	}
 	num := func() int { return rng.IntN(5) - 1 }
 	flag := func() bool { return rng.IntN(2) == 0 }
+	// Every field is set, by its type: a field added to either struct and
+	// forgotten by encodeData fails here.
+	fill := func(v reflect.Value) {
+		for i := range v.NumField() {
+			f := v.Field(i)
+			switch f.Interface().(type) {
+			case string:
+				f.SetString(str())
+			case int:
+				f.SetInt(int64(num()))
+			case bool:
+				f.SetBool(flag())
+			case []string:
+				f.Set(reflect.ValueOf(strs()))
+			case *Usage:
+				f.Set(reflect.ValueOf(usage()))
+			case *CodeResult:
+				if rng.IntN(10) == 0 {
+					f.Set(reflect.ValueOf(&CodeResult{}))
+				}
+			default:
+				t.Fatalf("field %s of %s: no random values of type %s", v.Type().Field(i).Name, v.Type(), f.Type())
+			}
+		}
+	}
 	for range 5000 {
 		var v any
 		if flag() {
-			d := messageData{Handoff: str(), Usage: usage(), Kind: str(), Type: str(), Turn: num(), End: flag(),
-				RequestID: str(), Functions: strs(), ResetTermination: flag()}
-			if rng.IntN(10) == 0 {
-				d.CodeResult = &CodeResult{}
-			}
+			var d messageData
+			fill(reflect.ValueOf(&d).Elem())
 			v = d
 		} else {
-			v = selection{Agent: str(), Method: str(), Candidates: strs(), Turn: num(), Attempts: num(), Replies: strs(),
-				Fallback: flag(), Usage: usage(), RequestID: str(), Routed: flag()}
+			var sel selection
+			fill(reflect.ValueOf(&sel).Elem())
+			v = sel
 		}
 		want, err := json.Marshal(v)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentd/agentd/internal/spec"
 
@@ -37,19 +38,7 @@ func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, err
 		return nil, false, fmt.Errorf("new chat id: %w", err)
 	}
 	now := r.now()
-	evs := []Event{{Seq: 1, Type: EventChatCreated, Data: mustJSON(map[string]any{"status": StatusQueued, "name": sp.Name}), CreatedAt: now}}
-	for _, m := range sp.Messages {
-		// Tool calls and responses are kept: the agent that made them sees
-		// them in its model context as AgentChat keeps them.
-		evs = append(evs, withData(Event{Type: EventMessage, Role: m.Role, Name: cmp.Or(m.Name, UserName), Content: m.Content,
-			ToolCalls: m.ToolCalls, ToolResponses: m.ToolResponses, CreatedAt: now}, messageData{Kind: kindHistory, Type: m.Type}))
-	}
-	// Run 1 opens with the task, as every later run does with its own.
-	evs = append(evs, withData(Event{Type: EventRunStarted, CreatedAt: now}, runData{Run: 1}),
-		withData(Event{Type: EventMessage, Role: RoleUser, Name: UserName, Content: sp.Task, CreatedAt: now}, messageData{Kind: kindTask}))
-	for i := range evs {
-		evs[i].Seq = int64(i + 1)
-	}
+	evs := firstEvents(sp, now)
 	cp := &CreateChatParams{
 		ID: id.String(), Tenant: p.Tenant, Name: sp.Name, Spec: compact, Metadata: sp.Metadata,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: hex.EncodeToString(sum[:]), CreatedAt: now, Events: evs,
@@ -84,6 +73,25 @@ func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, err
 		r.sched.kick()
 	}
 	return c, created, nil
+}
+
+// firstEvents are a new chat's first events, written with it: chat.created,
+// the resumed history, and run 1 with its task.
+func firstEvents(sp *spec.Spec, now time.Time) []Event {
+	evs := []Event{{Seq: 1, Type: EventChatCreated, Data: mustJSON(map[string]any{"status": StatusQueued, "name": sp.Name}), CreatedAt: now}}
+	for _, m := range sp.Messages {
+		// Tool calls and responses are kept: the agent that made them sees
+		// them in its model context as AgentChat keeps them.
+		evs = append(evs, withData(Event{Type: EventMessage, Role: m.Role, Name: cmp.Or(m.Name, UserName), Content: m.Content,
+			ToolCalls: m.ToolCalls, ToolResponses: m.ToolResponses, CreatedAt: now}, messageData{Kind: kindHistory, Type: m.Type}))
+	}
+	// Run 1 opens with the task, as every later run does with its own.
+	evs = append(evs, withData(Event{Type: EventRunStarted, CreatedAt: now}, runData{Run: 1}),
+		withData(Event{Type: EventMessage, Role: RoleUser, Name: UserName, Content: sp.Task, CreatedAt: now}, messageData{Kind: kindTask}))
+	for i := range evs {
+		evs[i].Seq = int64(i + 1)
+	}
+	return evs
 }
 
 // Get returns a chat of the tenant.

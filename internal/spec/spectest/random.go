@@ -10,21 +10,25 @@ import (
 )
 
 // RandomSpec returns the body of a random valid spec: one to three
-// assistants with a tool and a handoff, a code-executing user_proxy with a
-// function, any selection method, and often a termination condition.
+// assistants with a tool and a handoff (some holding their calls for
+// approval), a code-executing user_proxy with a function (sometimes
+// holding its code for approval), any selection method, and often a
+// termination condition.
 func RandomSpec(rng *rand.Rand) string {
 	methods := []string{"round_robin", "random", "auto", "manual", "swarm"}
 	modes := []string{"NEVER", "ALWAYS", "TERMINATE"}
 	var agents []string
 	n := 1 + rng.IntN(3)
+	approvals := []string{"", `, "tool_approval": "always"`, `, "tool_approval": ["t"]`, ""}
 	for i := range n {
-		agents = append(agents, fmt.Sprintf(`{"name": "a%d", "type": "assistant", "tools": ["t"], "max_tool_iterations": %d, "reflect_on_tool_use": %v, "handoffs": ["p"]}`,
-			i, 1+rng.IntN(2), rng.IntN(2) == 0))
+		agents = append(agents, fmt.Sprintf(`{"name": "a%d", "type": "assistant", "tools": ["t"], "max_tool_iterations": %d, "reflect_on_tool_use": %v, "handoffs": ["p"]%s}`,
+			i, 1+rng.IntN(2), rng.IntN(2) == 0, approvals[rng.IntN(len(approvals))]))
 	}
-	agents = append(agents, fmt.Sprintf(`{"name": "p", "type": "user_proxy", "human_input_mode": %q, "max_consecutive_auto_reply": %d, "code_execution": {}, "functions": ["f"]}`,
-		modes[rng.IntN(3)], 1+rng.IntN(3)))
+	agents = append(agents, fmt.Sprintf(`{"name": "p", "type": "user_proxy", "human_input_mode": %q, "max_consecutive_auto_reply": %d, "code_execution": {}, "functions": ["f"], "code_approval": %v}`,
+		modes[rng.IntN(3)], 1+rng.IntN(3), rng.IntN(3) == 0))
 	conds := []string{`{"text_mention": {"text": "STOP"}}`, `{"max_messages": 12}`, `{"token_usage": {"max_total_tokens": 400}}`,
-		`{"all": [{"source_match": {"sources": ["p"]}}, {"text_mention": {"text": "STOP"}}]}`, `{"handoff": {"target": "p"}}`, `{"function_call": {"name": "f"}}`}
+		`{"all": [{"source_match": {"sources": ["p"]}}, {"text_mention": {"text": "STOP"}}]}`, `{"handoff": {"target": "p"}}`, `{"function_call": {"name": "f"}}`,
+		`{"all": [{"external": {}}, {"max_messages": 6}]}`}
 	term := ""
 	if rng.IntN(4) > 0 {
 		term = `, "termination": ` + conds[rng.IntN(len(conds))]

@@ -1,0 +1,290 @@
+package chat
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentd/agentd/internal/spec"
+	"github.com/agentd/agentd/internal/spec/spectest"
+)
+
+// This file lets the external tests (package chat_test, which may use a
+// real store) drive a worker's own code paths: PropertyStep runs the state
+// property on a real store.
+
+// FaultyStore is a store whose next Append can be made to fail as fenced
+// without writing anything: an append a worker plans and the store throws
+// away.
+type FaultyStore struct {
+	Store
+	fenceNext atomic.Bool
+}
+
+// Append implements Store.
+func (f *FaultyStore) Append(ctx context.Context, p *AppendParams) error {
+	if f.fenceNext.CompareAndSwap(true, false) {
+		return fmt.Errorf("append to chat %s: %w (injected)", p.ChatID, ErrFenced)
+	}
+	return f.Store.Append(ctx, p)
+}
+
+// RunStateProperty drives one random chat (seed) through a real worker on
+// rt, whose store is db: its decisions (state.next), the world's answers
+// (effect), and everything a worker does between them — storable, plans,
+// held selections flushed or thrown away, appends the store refuses, runs
+// posted and started, stop requests, approvals. After every append it
+// checks that the worker's state is, field for field, the fold of the log
+// as the store gives it back (what a worker rebuilt on another replica
+// sees), that the chat record says what the state says, and that the log
+// is well formed.
+func RunStateProperty(t *testing.T, rt *Runtime, db *FaultyStore, seed uint64) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(seed, 7))
+	// The random specs name tools and models no runtime here offers: the
+	// chat is written as Create writes one, without its validation.
+	body := spectest.RandomSpec(rng)
+	sp, compact, probs := spec.DecodeCompact([]byte(body))
+	if len(probs) > 0 {
+		t.Fatalf("decode %s: %v", body, probs)
+	}
+	id := uuid.NewString()
+	if _, _, err := rt.store.CreateChat(ctx, &CreateChatParams{ID: id, Tenant: "p", Spec: compact, CreatedAt: t0,
+		Events: firstEvents(sp, t0)}); err != nil {
+		t.Fatal(err)
+	}
+	w := claimWorker(t, rt, id)
+	runs := 0
+	for i := 0; ; i++ {
+		if i > 3000 {
+			t.Fatalf("no end after %d steps; status %s, turns %d", i, w.st.status, w.st.turns)
+		}
+		if w.st.status == StatusRunning && rng.IntN(20) == 0 {
+			// POST /stop, and the word of it that reaches the worker.
+			if _, err := db.RequestStop(ctx, "", w.id); err != nil {
+				t.Fatal(err)
+			}
+			w.flags.stop.Store(true)
+		}
+		env := w.env()
+		st := w.st.next(env)
+		switch {
+		case st.kind == stepWait && w.st.status.Terminal() && runs < 2 && rng.IntN(2) == 0:
+			postRun(t, db, w, rng)
+			runs++
+			w = claimWorker(t, rt, w.id) // the claim of an ended chat with a run queued
+			continue
+		case st.kind == stepWait && w.st.status == StatusAwaitingInput:
+			in := randomInput(rng, w.st)
+			if in == nil {
+				return // nobody answers
+			}
+			if _, err := db.SubmitInput(ctx, &SubmitInputParams{ChatID: w.id, RequestID: w.st.pendingInput.RequestID, Response: in, Now: t0}); err != nil {
+				t.Fatal(err)
+			}
+			w = claimWorker(t, rt, w.id) // the claim of an answered chat
+			continue
+		case st.kind == stepWait:
+			return
+		}
+		if rng.IntN(30) == 0 {
+			db.fenceNext.Store(true)
+		}
+		if w.holdable(st) && rng.IntN(2) == 0 {
+			if err := w.hold(ctx, st.events...); err != nil {
+				w = afterFailedAppend(t, rt, db, w, err)
+				continue
+			}
+			if rng.IntN(3) == 0 {
+				_ = w.settleHeld() // the worker stops before the selection is durable
+				checkAgainstLog(t, db, w)
+			}
+			continue
+		}
+		var err error
+		switch {
+		case st.kind == stepStartRun:
+			err = w.startQueuedRun(ctx)
+		case len(st.before) > 0:
+			if err = w.commit(ctx, st.before...); err == nil {
+				err = w.commit(ctx, effect(rng, w.st, st)...)
+			}
+		default:
+			err = w.commit(ctx, effect(rng, w.st, st)...)
+		}
+		if err != nil {
+			w = afterFailedAppend(t, rt, db, w, err)
+			continue
+		}
+		checkAgainstLog(t, db, w)
+	}
+}
+
+// claimWorker claims the chat and makes its worker from the store, as the
+// scheduler does.
+func claimWorker(t *testing.T, rt *Runtime, id string) *worker {
+	t.Helper()
+	now := rt.now()
+	cs, err := rt.store.Claim(context.Background(), &ClaimParams{Owner: rt.owner, Now: now, LeaseUntil: now.Add(leaseForever), Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if c.ID == id {
+			w := newWorker(rt, c, nil)
+			if err := w.rebuild(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			return w
+		}
+	}
+	t.Fatalf("chat %s is not claimable", id)
+	return nil
+}
+
+const leaseForever = time.Hour
+
+// afterFailedAppend is what follows an append the store refused: the
+// worker's state must be the log's, and the next worker continues from it
+// (one that has nothing to do until an answer or a run comes is made
+// without a claim).
+func afterFailedAppend(t *testing.T, rt *Runtime, db *FaultyStore, w *worker, err error) *worker {
+	t.Helper()
+	if !errors.Is(err, ErrFenced) {
+		t.Fatalf("append failed: %v", err)
+	}
+	_ = w.settleHeld()
+	checkAgainstLog(t, db, w)
+	ctx := context.Background()
+	if err := rt.store.ReleaseLease(ctx, Lease{ChatID: w.id, Epoch: w.epoch}, rt.owner); err != nil {
+		t.Fatal(err)
+	}
+	c, err := rt.store.GetChat(ctx, "", w.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Status.Terminal() || c.Status == StatusAwaitingInput {
+		next := newWorker(rt, c, nil)
+		if err := next.rebuild(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return next
+	}
+	return claimWorker(t, rt, w.id)
+}
+
+// postRun posts a run as POST /runs does.
+func postRun(t *testing.T, db *FaultyStore, w *worker, rng *rand.Rand) {
+	t.Helper()
+	var req queuedRequest
+	switch rng.IntN(3) {
+	case 0:
+		req.Task = []TaskMessage{{Type: TypeTextMessage, Source: UserName, Content: "again"}}
+	case 1:
+		req.Task = []TaskMessage{{Type: TypeHandoffMessage, Source: UserName, Content: "back to you", Target: w.st.spec.Agents[0].Name}}
+	}
+	if rng.IntN(2) == 0 {
+		req.MaxRound = 1 + rng.IntN(3)
+	}
+	if _, _, err := db.SubmitRun(context.Background(), &SubmitRunParams{ChatID: w.id, Request: mustJSON(req),
+		IfBusy: IfBusyEnqueue, Key: uuid.NewString(), Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkAgainstLog compares the worker's state with the fold of the log the
+// store holds, and the chat record with the state.
+func checkAgainstLog(t *testing.T, db Store, w *worker) {
+	t.Helper()
+	ctx := context.Background()
+	evs, err := db.ListEvents(ctx, &ListEventsParams{ChatID: w.id, Limit: 100000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLogShape(t, evs)
+	rebuilt := newState(w.st.spec, w.st.specMaxRound)
+	for _, e := range evs {
+		if err := rebuilt.apply(e); err != nil {
+			t.Fatalf("the stored log does not fold: %v", err)
+		}
+	}
+	compareAllFields(t, w.st, rebuilt)
+	c, err := db.GetChat(ctx, "", w.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := w.st.update(c.UpdatedAt)
+	if c.Status != u.Status || c.StopReason != u.StopReason || c.StopDetail != u.StopDetail || c.Error != u.Error ||
+		c.Turns != u.Turns || c.MessageCount != u.MessageCount || c.PromptTokens != u.PromptTokens ||
+		c.CompletionTokens != u.CompletionTokens || c.LastSeq != w.st.lastSeq || c.Run != u.Run ||
+		!reflect.DeepEqual(json.RawMessage(c.PendingInput), u.PendingInput) && !(len(c.PendingInput) == 0 && len(u.PendingInput) == 0) {
+		t.Fatalf("chat record %+v does not say what the state says: %+v", c, u)
+	}
+	if w.st.turns-w.st.runTurns > w.st.maxRound {
+		t.Fatalf("%d turns in run %d > its max_round %d", w.st.turns-w.st.runTurns, w.st.run, w.st.maxRound)
+	}
+}
+
+// checkLogShape: seqs are dense, and only a new run follows a run's end.
+func checkLogShape(t *testing.T, log []Event) {
+	t.Helper()
+	for i := range log {
+		if log[i].Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d", i, log[i].Seq)
+		}
+		if log[i].Type.Terminal() && i != len(log)-1 && log[i+1].Type != EventRunStarted {
+			t.Fatalf("seq %d (%s) follows the end of a run", log[i+1].Seq, log[i+1].Type)
+		}
+	}
+}
+
+// compareAllFields compares two states field by field, but for the spec
+// (shared) and the termination tree, compared by what each node holds.
+func compareAllFields(t *testing.T, live, rebuilt *state) {
+	t.Helper()
+	a, b := *live, *rebuilt
+	if !reflect.DeepEqual(termSummary(&a.term), termSummary(&b.term)) {
+		t.Fatalf("termination tree differs:\n live    %v\n rebuilt %v", termSummary(&a.term), termSummary(&b.term))
+	}
+	if fmt.Sprint(a.broken) != fmt.Sprint(b.broken) {
+		t.Fatalf("broken differs: live %v, rebuilt %v", a.broken, b.broken)
+	}
+	a.spec, b.spec, a.term, b.term, a.broken, b.broken = nil, nil, terminator{}, terminator{}, nil, nil
+	if reflect.DeepEqual(a, b) {
+		return
+	}
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	var diffs []string
+	for i := range va.NumField() {
+		fa, fb := fmt.Sprintf("%+v", va.Field(i)), fmt.Sprintf("%+v", vb.Field(i))
+		if fa != fb {
+			diffs = append(diffs, fmt.Sprintf("%s:\n live    %s\n rebuilt %s", va.Type().Field(i).Name, fa, fb))
+		}
+	}
+	t.Fatalf("the worker's state differs from the fold of the stored log:\n%s", strings.Join(diffs, "\n"))
+}
+
+func termSummary(t *terminator) []string {
+	out := []string{fmt.Sprint("clock ", t.clock)}
+	var walk func(n *termNode)
+	walk = func(n *termNode) {
+		if n == nil {
+			return
+		}
+		out = append(out, fmt.Sprintf("%v %s %q %d", n.fired, n.reason, n.detail, n.order))
+		for _, c := range n.children {
+			walk(c)
+		}
+	}
+	walk(t.root)
+	return out
+}

@@ -1,0 +1,34 @@
+package chat_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/llm"
+)
+
+// TestStateProperty runs random chats through a worker's own code paths on
+// a real SQLite store, and checks after every append that what the worker
+// believes is, field for field, what the stored log folds to (see
+// chat.RunStateProperty): what a worker rebuilt on another replica would
+// believe. Held selections are flushed or thrown away, appends are refused
+// by the store now and then, runs are posted and started, stops requested,
+// calls and code approved, edited and rejected.
+func TestStateProperty(t *testing.T) {
+	models, err := llm.New(llm.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seed := range uint64(150) {
+		t.Run("", func(t *testing.T) {
+			t.Parallel()
+			db := &chat.FaultyStore{Store: openStore(t)}
+			rt, err := chat.NewRuntime(chat.RuntimeConfig{Store: db, Models: models, HoldSelection: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			chat.RunStateProperty(t, rt, db, seed)
+		})
+	}
+}
