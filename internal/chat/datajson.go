@@ -44,6 +44,9 @@ func encodeData(v any) json.RawMessage {
 		if d.ResetTermination {
 			o.bool("reset_termination", true)
 		}
+		if d.Stop {
+			o.bool("stop", true)
+		}
 	case selection:
 		o.open()
 		o.str("agent", d.Agent)
