@@ -62,7 +62,7 @@ const claimSQL = `WITH candidates AS (
 	  AND (lease_expires_at IS NULL OR lease_expires_at < $1)
 	FOR UPDATE SKIP LOCKED
 ), claimed AS (
-	UPDATE chat_state AS s SET owner = $3, lease_expires_at = $4, epoch = s.epoch
+	UPDATE chat_state AS s SET owner = $3, lease_expires_at = $4, epoch = s.epoch + 1
 	FROM picked WHERE s.id = picked.id
 	RETURNING s.*
 )
