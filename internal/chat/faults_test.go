@@ -418,8 +418,11 @@ func TestFaultsAtEveryAppendPoint(t *testing.T) {
 			}
 			return d
 		case <-time.After(2 * time.Minute):
-			c, _ := rt.Get(context.Background(), "", r.id)
-			t.Fatalf("chat %s (%s) did not end: %+v", r.id, r.name, c)
+			if c, err := rt.Get(context.Background(), "", r.id); err != nil {
+				t.Fatalf("chat %s (%s) did not end: %v", r.id, r.name, err)
+			} else {
+				t.Fatalf("chat %s (%s) did not end: %s at seq %d, owner %q, epoch %d", r.id, r.name, c.Status, c.LastSeq, c.Owner, c.Epoch)
+			}
 			return driven{}
 		}
 	}
