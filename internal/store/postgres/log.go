@@ -213,7 +213,7 @@ var appendsSQL = `WITH a AS (
 		completed_at = a.completed_at, updated_at = a.updated_at, last_seq = a.last_seq,
 		owner = CASE WHEN a.release THEN NULL ELSE s.owner END,
 		lease_expires_at = CASE WHEN a.release THEN NULL ELSE s.lease_expires_at END,
-		input_expires_at = a.input_expires_at, run = a.run,
+		input_expires_at = a.input_expires_at, input_response = NULL, run = a.run,
 		cancel_requested = s.cancel_requested AND a.status NOT IN ('completed', 'failed', 'cancelled'),
 		stop_requested = s.stop_requested AND a.status NOT IN ('completed', 'failed', 'cancelled')
 	FROM a
