@@ -142,7 +142,7 @@ func (w *worker) takeUnwritten() ([]Event, *state, error) {
 		return nil, nil, nil
 	case h.err != nil:
 		w.st = h.base
-		return nil, nil, fmt.Errorf("held selection: %v", h.err)
+		return nil, nil, h.err
 	}
 	return slices.Clip(h.evs), h.base, nil
 }
