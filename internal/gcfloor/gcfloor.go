@@ -14,8 +14,10 @@
 // uses the memory it would without it.
 //
 // The runtime has no such setting, so Run keeps GOGC at
-// max(base, floor·100/scanned) as the scanned size changes. GOMEMLIMIT
-// still holds: the memory limit makes the collector run whatever GOGC is.
+// max(base, floor·100/scanned) as the scanned size changes, lowered where
+// the runtime's minimum heap would otherwise overshoot the floor (see
+// Percent). GOMEMLIMIT still holds: the memory limit makes the collector
+// run whatever GOGC is.
 package gcfloor
 
 import (
@@ -30,24 +32,40 @@ import (
 // alone would ask for an unbounded percentage.
 const maxPercent = 100_000
 
-// Percent is the GOGC that gives a heap whose collector scans scanned bytes
-// (live heap, stacks and globals) at least floor bytes of headroom, and
+// runtimeHeapMinimum is the runtime's minimum heap goal at GOGC=100 (its
+// defaultHeapMinimum, 4 MiB). The runtime scales it with GOGC: the heap
+// goal is never below runtimeHeapMinimum·GOGC/100 (runtime/mgcpacer.go).
+const runtimeHeapMinimum = 4 << 20
+
+// Percent is the GOGC that gives a heap whose last collection found live
+// bytes live, and whose collector scans scanned bytes (live heap, stacks
+// and globals), a heap goal of live+floor: floor bytes of headroom, and
 // never less than base, the GOGC otherwise in effect.
-func Percent(base int, floor, scanned uint64) int {
+//
+// The proportional goal is live + scanned·GOGC/100, so floor·100/scanned
+// gives the floor. But the runtime also keeps the goal at least
+// runtimeHeapMinimum·GOGC/100, and while less than 4 MiB is scanned that
+// minimum is the larger: with 256 KiB scanned and a 32 MiB floor it would
+// be 512 MiB. There GOGC is lowered until the minimum is live+floor.
+// Either way the goal is live+floor, rounded up to a whole percentage.
+func Percent(base int, floor, live, scanned uint64) int {
 	if floor == 0 {
 		return base
 	}
-	if scanned == 0 {
-		return maxPercent
+	p := uint64(maxPercent)
+	if scanned > 0 {
+		p = min(p, floor*100/scanned)
+		if floor*100%scanned != 0 {
+			p++
+		}
 	}
-	p := floor * 100 / scanned
-	if floor*100%scanned != 0 {
-		p++
+	if m := (live + floor) * 100; m/runtimeHeapMinimum < p {
+		p = m / runtimeHeapMinimum
+		if m%runtimeHeapMinimum != 0 {
+			p++ // the minimum just above live+floor, never under
+		}
 	}
-	if p > maxPercent {
-		p = maxPercent
-	}
-	if int(p) < base {
+	if p < uint64(base) {
 		return base
 	}
 	return int(p)
@@ -92,19 +110,23 @@ func (t *Tuner) Base() int { return t.base }
 // heap that moves a little does not recompute the collector's pacing at
 // every call.
 func (t *Tuner) Tune() int {
-	metrics.Read(t.samples)
-	var scanned uint64
-	for _, s := range t.samples {
-		if s.Value.Kind() == metrics.KindUint64 {
-			scanned += s.Value.Uint64()
-		}
-	}
-	p := Percent(t.base, t.floor, scanned)
+	metrics.Read(t.samples) // the live heap, then the other scanned bytes
+	live := uint64Value(t.samples[0])
+	scanned := live + uint64Value(t.samples[1]) + uint64Value(t.samples[2])
+	p := Percent(t.base, t.floor, live, scanned)
 	if d := p - t.current; d*10 > t.current || -d*10 > t.current || (p == t.base && t.current != t.base) {
 		debug.SetGCPercent(p)
 		t.current = p
 	}
 	return t.current
+}
+
+// uint64Value is a sample's value, or 0 if the runtime does not have it.
+func uint64Value(s metrics.Sample) uint64 {
+	if s.Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s.Value.Uint64()
 }
 
 // Run tunes GOGC every interval until ctx ends, then restores the base.
