@@ -114,7 +114,7 @@ func (t *Tuner) Tune() int {
 	live := uint64Value(t.samples[0])
 	scanned := live + uint64Value(t.samples[1]) + uint64Value(t.samples[2])
 	p := Percent(t.base, t.floor, live, scanned)
-	if d := p - t.current; d*10 > t.current {
+	if d := p - t.current; d*10 > t.current || -d*10 > t.current || (p == t.base && t.current != t.base) {
 		debug.SetGCPercent(p)
 		t.current = p
 	}
