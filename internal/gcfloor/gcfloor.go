@@ -59,7 +59,12 @@ func Percent(base int, floor, live, scanned uint64) int {
 			p++
 		}
 	}
-
+	if m := (live + floor) * 100; m/runtimeHeapMinimum < p {
+		p = m / runtimeHeapMinimum
+		if m%runtimeHeapMinimum != 0 {
+			p++ // the minimum just above live+floor, never under
+		}
+	}
 	if p < uint64(base) {
 		return base
 	}
