@@ -181,7 +181,7 @@ func TestGOGCFollowsTheLiveHeap(t *testing.T) {
 		}
 		if size < floor {
 			if p <= 100 || prev != 0 && p >= prev {
-				t.Errorf("%d MB live: GOGC %d, want more than 100 and less than %d, with less", size/mb, p, prev)
+				t.Errorf("%d MB live: GOGC %d, want more than 100 and less than the %d of a smaller heap", size/mb, p, prev)
 			}
 			if room < floor || room > floor+floor/16 {
 				t.Errorf("%d MB live: the heap may grow by %d, want the floor, %d", size/mb, room, uint64(floor))
