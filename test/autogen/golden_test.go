@@ -132,13 +132,6 @@ func TestGoldenRunsOfAutoGen(t *testing.T) {
 // over a difference in a request, a transcript entry or a stop text.
 func TestGoldenComparisonSeesEveryByte(t *testing.T) {
 	_, want := load(t, "tools_then_others")
-	same := run{stop: want.StopReason, transcript: want.Transcript}
-	for _, r := range want.Requests {
-		same.requests = append(same.requests, r)
-	}
-	if d := compare(want, same); len(d) != 0 {
-		t.Fatalf("a fixture differs from itself: %v", d)
-	}
 	edit := func(i int, old, new string) func(*run) {
 		return func(r *run) {
 			b := bytes.Replace(r.requests[i], []byte(old), []byte(new), 1)
@@ -148,11 +141,7 @@ func TestGoldenComparisonSeesEveryByte(t *testing.T) {
 			r.requests[i] = b
 		}
 	}
-	for _, tc := range []struct {
-		name    string
-		change  func(*run)
-		noticed bool
-	}{
+	checkNoticed(t, want, []changeCase{
 		{"a system message", edit(1, "You plan.", "You plan!"), true},
 		{"a tool description", edit(0, "Weather for a city.", "Weather for a city!"), true},
 		{"a tool call id", edit(2, `"call_w"`, `"call_x"`), true},
@@ -164,11 +153,108 @@ func TestGoldenComparisonSeesEveryByte(t *testing.T) {
 		{"the stop text", func(r *run) { r.stop += "!" }, true},
 		{"the model name", edit(0, `"gpt-4o-mini"`, `"other-model"`), false},
 		{"streaming", edit(0, `"stream": false`, `"stream": true, "stream_options": {"include_usage": true}`), false},
-	} {
+	})
+}
+
+// TestGoldenNormalisationDependsOnValues pins the two rules of normalize
+// that depend on a value: only a tool's "strict": false may be left out
+// (a handoff tool's "strict": true is part of the request), and only a
+// tool-call message's null content (a tool-call message with text, as
+// AgentChat sends its thought, keeps it). Each rule applied to the other
+// value would hide a real difference.
+func TestGoldenNormalisationDependsOnValues(t *testing.T) {
+	_, want := load(t, "swarm_handoff_with_tool")
+	// edit changes request i as JSON; find names the part it changes, so
+	// that a fixture without it fails here rather than passing unchanged.
+	edit := func(i int, find func(map[string]any) map[string]any, change func(map[string]any)) func(*run) {
+		return func(r *run) {
+			var m map[string]any
+			if err := json.Unmarshal(r.requests[i], &m); err != nil {
+				t.Fatal(err)
+			}
+			part := find(m)
+			if part == nil {
+				t.Fatalf("request %d has no such part", i)
+			}
+			change(part)
+			b, err := json.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.requests[i] = b
+		}
+	}
+	tool := func(name string) func(map[string]any) map[string]any {
+		return func(m map[string]any) map[string]any {
+			tools, _ := m["tools"].([]any)
+			for _, x := range tools {
+				if f, _ := x.(map[string]any)["function"].(map[string]any); f != nil && f["name"] == name {
+					return f
+				}
+			}
+			return nil
+		}
+	}
+	toolCallMessage := func(content any) func(map[string]any) map[string]any {
+		return func(m map[string]any) map[string]any {
+			msgs, _ := m["messages"].([]any)
+			for _, x := range msgs {
+				if msg, _ := x.(map[string]any); msg != nil && msg["tool_calls"] != nil && msg["content"] == content {
+					return msg
+				}
+			}
+			return nil
+		}
+	}
+	checkNoticed(t, want, []changeCase{
+		{"a handoff tool's strict: true left out",
+			edit(0, tool("transfer_to_planner"), func(f map[string]any) { delete(f, "strict") }), true},
+		{"a handoff tool's strict: true made false",
+			edit(0, tool("transfer_to_planner"), func(f map[string]any) { f["strict"] = false }), true},
+		{"a tool's strict: false left out",
+			edit(0, tool("get_weather"), func(f map[string]any) { delete(f, "strict") }), false},
+		{"a tool-call message's text made null",
+			edit(1, toolCallMessage("Checking, then passing on."), func(msg map[string]any) { msg["content"] = nil }), true},
+		{"a tool-call message's text left out",
+			edit(1, toolCallMessage("Checking, then passing on."), func(msg map[string]any) { delete(msg, "content") }), true},
+		{"a tool-call message's text changed",
+			edit(1, toolCallMessage("Checking, then passing on."), func(msg map[string]any) { msg["content"] = "Checking." }), true},
+	})
+	// And the other way: a tool-call message's null content may be left
+	// out (go-openai omits it), but not be made text.
+	_, nulls := load(t, "tools_then_others")
+	checkNoticed(t, nulls, []changeCase{
+		{"a tool-call message's null content left out",
+			edit(2, toolCallMessage(nil), func(msg map[string]any) { delete(msg, "content") }), false},
+		{"a tool-call message's null content made text",
+			edit(2, toolCallMessage(nil), func(msg map[string]any) { msg["content"] = "Checking." }), true},
+	})
+}
+
+// changeCase is a change to agentd's run of a fixture, and whether compare
+// must report it.
+type changeCase struct {
+	name    string
+	change  func(*run)
+	noticed bool
+}
+
+// checkNoticed applies each change to a run that equals the fixture and
+// checks that compare reports it, or not.
+func checkNoticed(t *testing.T, want fixture, cases []changeCase) {
+	t.Helper()
+	same := run{stop: want.StopReason, transcript: want.Transcript}
+	for _, r := range want.Requests {
+		same.requests = append(same.requests, r)
+	}
+	if d := compare(want, same); len(d) != 0 {
+		t.Fatalf("a fixture differs from itself: %v", d)
+	}
+	for _, tc := range cases {
 		r := run{stop: same.stop, requests: slices.Clone(same.requests), transcript: slices.Clone(same.transcript)}
 		tc.change(&r)
 		if d := compare(want, r); (len(d) > 0) != tc.noticed {
-			t.Errorf("%s changed: noticed %v, want %v (%v)", tc.name, len(d) > 0, tc.noticed, d)
+			t.Errorf("%s: noticed %v, want %v (%v)", tc.name, len(d) > 0, tc.noticed, d)
 		}
 	}
 }
