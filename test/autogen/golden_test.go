@@ -621,14 +621,14 @@ func normalize(body []byte) (string, error) {
 	delete(m, "stream_options")
 	if tools, ok := m["tools"].([]any); ok {
 		for _, t := range tools {
-			if f, ok := t.(map[string]any)["function"].(map[string]any); ok {
+			if f, ok := t.(map[string]any)["function"].(map[string]any); ok && f["strict"] == false {
 				delete(f, "strict")
 			}
 		}
 	}
 	if msgs, ok := m["messages"].([]any); ok {
 		for _, x := range msgs {
-			if msg, ok := x.(map[string]any); ok && msg["tool_calls"] != nil {
+			if msg, ok := x.(map[string]any); ok && msg["content"] == nil && msg["tool_calls"] != nil {
 				delete(msg, "content")
 			}
 		}
