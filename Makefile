@@ -20,7 +20,8 @@ build:
 
 ## test: lint, then every test with the race detector (end-to-end tests build and run the real binary;
 ## e2e's TestPythonClient runs the Python client's pytest suite against it, alongside the Go tests);
-## ends with the list of skipped tests and why (internal/testsummary reads go test -json)
+## ends with the list of skipped tests and why (internal/testsummary reads go test -json); with CI=true
+## a skipped test fails the run unless internal/testsummary/allowed-skips.txt allows it
 test: lint
 	bash -o pipefail -c '$(GO) test -race -count=1 -timeout 20m -json $(PKGS) | $(GO) run ./internal/testsummary'
 

@@ -5,11 +5,18 @@
 // instead of a column of "ok". It exits 1 when a test or a package failed
 // (or the input held no result at all), so `make test` fails with it.
 //
+// In a CI run (CI=true) a skipped test fails the run too, unless it is on
+// the allow-list, allowed-skips.txt beside this file, which says for each
+// entry why that test may be skipped in CI. The test helpers that need a
+// component (Postgres, a container engine, bwrap, a browser) fail instead
+// of skipping when CI=true; this catches a helper that forgot to.
+//
 //	go test -json ./... | go run ./internal/testsummary
 package main
 
 import (
 	"bufio"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +24,14 @@ import (
 	"sort"
 	"strings"
 )
+
+// allowListFile is the allow-list of tests that may be skipped in CI.
+//
+//go:embed allowed-skips.txt
+var allowListFile string
+
+// allowListName is where allowListFile lives, for messages.
+const allowListName = "internal/testsummary/allowed-skips.txt"
 
 // event is one line of `go test -json` (cmd/test2json).
 type event struct {
@@ -39,10 +54,19 @@ type summary struct {
 	skipped []skip
 	failed  []string
 	results int
+	// ci: the run is a CI run, where only the tests in allowed (package and
+	// test name → why) may be skipped.
+	ci      bool
+	allowed map[string]string
 }
 
 func main() {
-	s := &summary{out: os.Stdout, output: map[string][]string{}}
+	allowed, err := parseAllowList(allowListFile)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testsummary: %s: %v\n", allowListName, err)
+		os.Exit(1)
+	}
+	s := &summary{out: os.Stdout, output: map[string][]string{}, ci: os.Getenv("CI") == "true", allowed: allowed}
 	if err := s.read(os.Stdin); err != nil {
 		fmt.Fprintln(os.Stderr, "testsummary:", err)
 		os.Exit(1)
@@ -116,9 +140,38 @@ func skipReason(lines []string) string {
 	return strings.Join(parts, " ")
 }
 
+// parseAllowList reads the allow-list: one test a line, as "package test
+// # why" (a subtest by its full name, parent/sub), with blank lines and
+// lines starting with # between entries. An entry that does not say why
+// is an error, as is one named twice.
+func parseAllowList(text string) (map[string]string, error) {
+	allowed := map[string]string{}
+	for i, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, why, _ := strings.Cut(line, "#")
+		fields, why := strings.Fields(name), strings.TrimSpace(why)
+		switch {
+		case len(fields) != 2:
+			return nil, fmt.Errorf("line %d: want \"package test # why\", got %q", i+1, line)
+		case why == "":
+			return nil, fmt.Errorf("line %d: %s %s does not say why it may be skipped in CI", i+1, fields[0], fields[1])
+		}
+		key := fields[0] + " " + fields[1]
+		if _, dup := allowed[key]; dup {
+			return nil, fmt.Errorf("line %d: %s is listed twice", i+1, key)
+		}
+		allowed[key] = why
+	}
+	return allowed, nil
+}
+
 // finish prints the skipped and failed tests and returns the exit code.
 func (s *summary) finish() int {
 	fmt.Fprintln(s.out)
+	var refused []string // skipped in CI and not allowed
 	if len(s.skipped) == 0 {
 		fmt.Fprintln(s.out, "Skipped tests: none")
 	} else {
@@ -129,13 +182,29 @@ func (s *summary) finish() int {
 		fmt.Fprintf(s.out, "Skipped tests (%d):\n", len(s.skipped))
 		for _, k := range s.skipped {
 			fmt.Fprintf(s.out, "  %s %s: %s\n", k.pkg, k.test, k.reason)
+			if !s.ci {
+				continue
+			}
+			if why, ok := s.allowed[k.pkg+" "+k.test]; ok {
+				fmt.Fprintf(s.out, "    allowed in CI: %s\n", why)
+			} else {
+				refused = append(refused, k.pkg+" "+k.test)
+			}
 		}
 	}
 	switch {
-	case len(s.failed) > 0:
-		fmt.Fprintf(s.out, "FAILED (%d):\n", len(s.failed))
-		for _, f := range s.failed {
-			fmt.Fprintf(s.out, "  %s\n", f)
+	case len(s.failed) > 0 || len(refused) > 0:
+		if len(s.failed) > 0 {
+			fmt.Fprintf(s.out, "FAILED (%d):\n", len(s.failed))
+			for _, f := range s.failed {
+				fmt.Fprintf(s.out, "  %s\n", f)
+			}
+		}
+		if len(refused) > 0 {
+			fmt.Fprintf(s.out, "FAILED: skipped in a CI run (CI=true) and not on the allow-list, %s (%d):\n", allowListName, len(refused))
+			for _, r := range refused {
+				fmt.Fprintf(s.out, "  %s\n", r)
+			}
 		}
 		return 1
 	case s.results == 0:

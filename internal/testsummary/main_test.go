@@ -68,3 +68,83 @@ func TestSummaryPassesWithoutSkips(t *testing.T) {
 		t.Fatalf("an empty stream passed")
 	}
 }
+
+// In a CI run a skipped test fails the run unless the allow-list names it;
+// outside CI skips are only listed.
+func TestCISkipsMustBeAllowed(t *testing.T) {
+	const passing = `{"Action":"output","Package":"example/a","Test":"TestStore","Output":"    pgtest.go:80: no Postgres\n"}
+{"Action":"skip","Package":"example/a","Test":"TestStore","Elapsed":0}
+{"Action":"output","Package":"example/a","Test":"TestSandbox/bwrap","Output":"    sandbox_test.go:9: bwrap is not installed\n"}
+{"Action":"skip","Package":"example/a","Test":"TestSandbox/bwrap","Elapsed":0}
+{"Action":"pass","Package":"example/a","Test":"TestSandbox","Elapsed":0}
+{"Action":"pass","Package":"example/a","Elapsed":1.5}
+`
+	allowed := map[string]string{"example/a TestStore": "the store is tested in example/b"}
+	for _, c := range []struct {
+		name    string
+		ci      bool
+		allowed map[string]string
+		code    int
+		want    []string
+		not     []string
+	}{
+		{"outside CI skips are listed", false, nil, 0,
+			[]string{"Skipped tests (2):\n", "  example/a TestSandbox/bwrap: sandbox_test.go:9: bwrap is not installed\n"},
+			[]string{"FAILED", "allowed in CI"}},
+		{"in CI a skip fails the run", true, nil, 1,
+			[]string{"FAILED: skipped in a CI run (CI=true) and not on the allow-list, internal/testsummary/allowed-skips.txt (2):\n  example/a TestSandbox/bwrap\n  example/a TestStore\n"},
+			nil},
+		{"in CI an allowed skip says why", true, allowed, 1,
+			[]string{"  example/a TestStore: pgtest.go:80: no Postgres\n    allowed in CI: the store is tested in example/b\n",
+				"not on the allow-list, internal/testsummary/allowed-skips.txt (1):\n  example/a TestSandbox/bwrap\n"},
+			[]string{"  example/a TestStore\n"}},
+		{"in CI skips that are all allowed pass", true, map[string]string{
+			"example/a TestStore": "why", "example/a TestSandbox/bwrap": "why"}, 0,
+			[]string{"allowed in CI: why"}, []string{"FAILED"}},
+	} {
+		var out bytes.Buffer
+		s := &summary{out: &out, output: map[string][]string{}, ci: c.ci, allowed: c.allowed}
+		if err := s.read(strings.NewReader(passing)); err != nil {
+			t.Fatal(err)
+		}
+		if code := s.finish(); code != c.code {
+			t.Errorf("%s: exit code %d, want %d:\n%s", c.name, code, c.code, out.String())
+		}
+		got := out.String()
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: summary lacks %q:\n%s", c.name, w, got)
+			}
+		}
+		for _, n := range c.not {
+			if strings.Contains(got, n) {
+				t.Errorf("%s: summary has %q:\n%s", c.name, n, got)
+			}
+		}
+	}
+}
+
+func TestAllowListEntriesSayWhy(t *testing.T) {
+	got, err := parseAllowList("# a comment\n\n  example/a TestStore # no Postgres in this job\nexample/a TestX/sub#a subtest\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got["example/a TestStore"] != "no Postgres in this job" || got["example/a TestX/sub"] != "a subtest" {
+		t.Fatalf("allow-list = %v", got)
+	}
+	for _, bad := range []string{
+		"example/a TestStore\n",
+		"example/a TestStore #   \n",
+		"example/a TestStore TestOther # two tests\n",
+		"TestStore # no package\n",
+		"example/a TestStore # one\nexample/a TestStore # twice\n",
+	} {
+		if _, err := parseAllowList(bad); err == nil {
+			t.Errorf("allow-list %q accepted", bad)
+		}
+	}
+	// The allow-list testsummary is built with.
+	if _, err := parseAllowList(allowListFile); err != nil {
+		t.Errorf("%s: %v", allowListName, err)
+	}
+}
