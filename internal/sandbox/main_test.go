@@ -70,6 +70,9 @@ func open(t testing.TB, cfg Config) Manager {
 		if !errors.Is(err, ErrNoSandbox) {
 			t.Fatalf("open %s: %v", cfg.Backend, err)
 		}
+		if ci() {
+			t.Fatalf("CI=true and the %s sandbox is unavailable (a failure, not a skip): %v", cfg.Backend, err)
+		}
 		t.Skipf("%s sandbox unavailable: %v", cfg.Backend, err)
 	}
 	t.Cleanup(func() {
