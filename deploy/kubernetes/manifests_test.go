@@ -387,7 +387,11 @@ func deploymentMisfits(d *appsv1.Deployment, configMaps, secrets map[string]map[
 		}
 	}
 	for _, c := range pod.Spec.Containers {
-		for what, probe := range map[string]*corev1.Probe{"startup": c.StartupProbe, "liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		for _, p := range []struct {
+			what  string
+			probe *corev1.Probe
+		}{{"startup", c.StartupProbe}, {"liveness", c.LivenessProbe}, {"readiness", c.ReadinessProbe}} {
+			what, probe := p.what, p.probe
 			if probe == nil {
 				continue
 			}
