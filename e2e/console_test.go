@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -158,6 +159,43 @@ const transcriptSeqs = `[...document.querySelectorAll('#transcript li[data-seq]'
 // messageSeqs are the seqs of the messages it shows.
 const messageSeqs = `[...document.querySelectorAll('#transcript li.msg[data-seq]')].map(e => +e.dataset.seq)`
 
+// shownMessages are the messages the chat view shows: each one's seq, the
+// name it carries and shows, the text of its content (a code block by its
+// code), and the tags of any element in the content that is not a code
+// block's: content is text, never markup.
+const shownMessages = `[...document.querySelectorAll('#transcript li.msg[data-seq]')].map(li => {
+	const c = li.querySelector(':scope > .content');
+	let text = '';
+	const markup = [];
+	for (const n of c ? c.childNodes : []) {
+		if (n.nodeType === Node.TEXT_NODE) {
+			text += n.textContent;
+		} else if (n.matches('pre.code') && n.querySelector(':scope > code')) {
+			text += n.querySelector(':scope > code').textContent;
+			for (const e of n.querySelectorAll('*')) if (!e.matches('pre.code > span.lang, pre.code > code')) markup.push(e.tagName);
+		} else {
+			markup.push(n.nodeName);
+		}
+	}
+	return {seq: +li.dataset.seq, name: li.dataset.name, shown_name: li.querySelector('.who .name')?.textContent ?? null, text, markup};
+})`
+
+// shownMessage is one element of shownMessages.
+type shownMessage struct {
+	Seq       int64    `json:"seq"`
+	Name      string   `json:"name"`
+	ShownName *string  `json:"shown_name"`
+	Text      string   `json:"text"`
+	Markup    []string `json:"markup"`
+}
+
+// codeFence is a fenced code block as the console renders it: its code.
+var codeFence = regexp.MustCompile("```[\\w+-]*[^\\n]*\\n((?s:.*?))```")
+
+// shownText is a message's content as the console shows it: text, with
+// each fenced code block shown as its code.
+func shownText(content string) string { return codeFence.ReplaceAllString(content, "$1") }
+
 // slowed returns an example with every replay reply delayed, so that a
 // browser can watch it run.
 func slowed(t *testing.T, spec []byte, delayMS int) string {
@@ -273,6 +311,21 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("manual chat: %d messages, want the task and 4 replies", len(msgs))
 	}
 
+	// Messages that hold HTML are shown as the text they are: escaped, in
+	// a reply, in the task and inside a code block, and none of it runs.
+	markup := p.create([]byte(`{"name": "markup", "task": "Is <b>bold</b> & <i>x</i> < y?", "max_round": 2,
+		"agents": [{"name": "writer", "type": "assistant", "model": {"provider": "replay", "responses": [
+			"<img src=\"/nothing\" onerror=\"window.agentdMarkupRan = true\"> <script>window.agentdMarkupRan = true</script>&amp; done",
+			"Use this:\n` + "```html\\n<b onclick=\\\"x()\\\">hi</b>\\n```" + `\nthen <em>stop</em>."]}}]}`))
+	b.run(chromedp.Navigate(p.base + "/#/chats/" + markup.ID))
+	b.waitJS("the chat with markup to end", `document.querySelector('#chat-end [data-stop-reason="max_round"]')`)
+	if got := b.checkTranscript(p, markup.ID); len(got) != 3 {
+		t.Errorf("chat with markup: %d messages, want the task and 2 replies", len(got))
+	}
+	if eval[bool](b, `window.agentdMarkupRan === true`) {
+		t.Error("markup of a message ran in the console")
+	}
+
 	// An invalid spec: each problem is shown under the line its JSON
 	// pointer names.
 	b.run(chromedp.Navigate(p.base + "/#/new"))
@@ -312,7 +365,8 @@ func TestConsoleInBrowser(t *testing.T) {
 }
 
 // checkTranscript checks that the chat view shows every event of the log
-// once, in order, and every message the API lists; it returns the message seqs.
+// once, in order, and every message the API lists, each with the API's
+// name and text and no markup; it returns the message seqs.
 func (b *browser) checkTranscript(p *proc, id string) []int64 {
 	b.t.Helper()
 	c := p.get(id)
@@ -323,15 +377,39 @@ func (b *browser) checkTranscript(p *proc, id string) []int64 {
 			b.t.Fatalf("chat %s: the console shows events %v, want 1…%d each once", id, events, c.LastSeq)
 		}
 	}
-	shown := eval[[]int64](b, messageSeqs)
-	var want []int64
-	for _, m := range p.messages(id) {
+	shown := eval[[]shownMessage](b, shownMessages)
+	api := p.messages(id)
+	var seqs, want []int64
+	for _, m := range shown {
+		seqs = append(seqs, m.Seq)
+	}
+	for _, m := range api {
 		want = append(want, m.Seq)
 	}
-	if !slices.Equal(shown, want) {
-		b.t.Errorf("chat %s: the console shows messages %v, the API lists %v", id, shown, want)
+	if !slices.Equal(seqs, want) {
+		b.t.Errorf("chat %s: the console shows messages %v, the API lists %v", id, seqs, want)
+		return seqs
 	}
-	return shown
+	for i, m := range api {
+		got := shown[i]
+		if got.Name != m.Name || got.ShownName == nil || *got.ShownName != m.Name {
+			b.t.Errorf("chat %s, message %d: the console shows it as %q (data-name %q), the API's name is %q", id, m.Seq, deref(got.ShownName), got.Name, m.Name)
+		}
+		if got.Text != shownText(m.Content) {
+			b.t.Errorf("chat %s, message %d: the console shows the text\n%q\nthe API's content is\n%q", id, m.Seq, got.Text, m.Content)
+		}
+		if len(got.Markup) > 0 {
+			b.t.Errorf("chat %s, message %d: the content %q became elements %v", id, m.Seq, m.Content, got.Markup)
+		}
+	}
+	return seqs
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "(none)"
+	}
+	return *s
 }
 
 // sameOrigin checks that no page made a request anywhere but agentd.
