@@ -8,6 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -84,22 +87,26 @@ func TestChatCommand(t *testing.T) {
 			want = append(want, s)
 		}
 	}
-	at := 0
-	for _, w := range want {
-		i := strings.Index(out[at:], w)
-		if i < 0 {
-			t.Fatalf("run output lacks %q (in order):\n%s", w, out)
-		}
-		at += i + len(w)
-	}
-	if !strings.Contains(out, "== completed: text_mention") {
-		t.Errorf("run output does not say how the chat ended:\n%s", out)
-	}
 	created := strings.Fields(strings.SplitN(out, "\n", 2)[0])
 	if len(created) < 2 || created[0] != "chat" {
 		t.Fatalf("first line %q does not name the chat", created)
 	}
 	debateID := created[1]
+	// Every message of the log, each once, in order, as the API has it;
+	// the replies are the script's; one end line.
+	api := p.messages(debateID)
+	ran := cliMessages(t, "run", out)
+	checkCLIMessages(t, "run", ran, api)
+	var replies []string
+	for _, m := range ran[min(1, len(ran)):] {
+		replies = append(replies, m.Content)
+	}
+	if !slices.Equal(replies, want) {
+		t.Errorf("run printed the replies %q, want the script's %q", replies, want)
+	}
+	if n := strings.Count(out, "\n== "); n != 1 || !strings.Contains(out, "\n== completed: text_mention — ") {
+		t.Errorf("run output does not say once how the chat ended (%d end lines):\n%s", n, out)
+	}
 
 	// run --json: one event per line, each as the contract describes.
 	failing := writeSpec(t, `{"task": "t", "max_round": 3, "agents": [{"name": "a", "type": "assistant",
@@ -109,7 +116,8 @@ func TestChatCommand(t *testing.T) {
 		t.Fatalf("run of a failing chat: exit %d, want 3\n%s", code, out)
 	}
 	sc := bufio.NewScanner(strings.NewReader(out))
-	n, last := 0, sseEvent{}
+	var ids []int64
+	last := sseEvent{}
 	for sc.Scan() {
 		var e struct {
 			ID    int64           `json:"id"`
@@ -119,17 +127,35 @@ func TestChatCommand(t *testing.T) {
 		mustUnmarshal(t, sc.Bytes(), &e)
 		last = sseEvent{ID: e.ID, Type: e.Event, Data: e.Data}
 		conformsEvent(t, last)
-		n++
+		if e.Event != "message.delta" { // ephemeral: no id
+			ids = append(ids, e.ID)
+		}
 	}
-	if n < 4 || last.Type != "chat.failed" {
-		t.Errorf("run --json: %d events, last %s", n, last.Type)
+	if len(ids) < 4 || last.Type != "chat.failed" {
+		t.Errorf("run --json: %d events, last %s", len(ids), last.Type)
+	}
+	// Every event of the log, each once, in order: ids 1…last_seq.
+	var failed struct {
+		Chats []chatView `json:"chats"`
+	}
+	_, _, body := p.do("GET", "/v1/chats?limit=1", nil)
+	mustUnmarshal(t, body, &failed)
+	if len(failed.Chats) != 1 || failed.Chats[0].Status != "failed" {
+		t.Fatalf("the newest chat is not the failed one: %s", body)
+	}
+	for i, id := range ids {
+		if id != int64(i+1) || len(ids) != int(failed.Chats[0].LastSeq) {
+			t.Errorf("run --json printed the events %v, want 1…%d each once", ids, failed.Chats[0].LastSeq)
+			break
+		}
 	}
 
 	// follow: a chat that ended replays and exits with its end.
 	out, _, code = p.cli(nil, "follow", debateID)
-	if code != 0 || !strings.Contains(out, want[len(want)-1]) {
+	if code != 0 {
 		t.Errorf("follow of a completed chat: exit %d\n%s", code, out)
 	}
+	checkCLIMessages(t, "follow", cliMessages(t, "follow", out), api)
 
 	// cancelled: run a slow chat, cancel it from another process, exit 4.
 	slow := writeSpec(t, string(slowSpec(6, 10000)))
@@ -181,9 +207,11 @@ func TestChatCommand(t *testing.T) {
 
 	// show: the chat and its messages.
 	out, _, code = p.cli(nil, "show", debateID)
-	if code != 0 || !strings.Contains(out, "status     completed") || !strings.Contains(out, want[0]) {
+	summary, transcript, _ := strings.Cut(out, "\n\n")
+	if code != 0 || !strings.Contains(summary, "status     completed") {
 		t.Errorf("show: exit %d\n%s", code, out)
 	}
+	checkCLIMessages(t, "show", cliMessages(t, "show", transcript), api)
 	out, _, _ = p.cli(nil, "show", "--json", debateID)
 	var shown struct {
 		Chat     json.RawMessage   `json:"chat"`
@@ -245,6 +273,70 @@ func TestChatCommand(t *testing.T) {
 	bad := writeSpec(t, `{"task": "", "agents": [{"name": "1x", "type": "robot"}]}`)
 	if _, errOut, code = p.cli(nil, "run", bad); code != 1 || !strings.Contains(errOut, "/agents/0/name") {
 		t.Errorf("run of an invalid spec: exit %d: %s", code, errOut)
+	}
+}
+
+// cliMessage is a message as `agentd chat run|follow|show` prints it.
+type cliMessage struct {
+	Seq                 int64
+	Name, Role, Content string
+}
+
+// cliHead is the first line of a printed message: seq, name, the role
+// unless assistant, and the usage if any.
+var cliHead = regexp.MustCompile(`^#(\d+) ([A-Za-z][A-Za-z0-9_-]*)(?: \((\w+)\))?(?:  \[\d+\+\d+ tokens\])?$`)
+
+// cliMessages reads the messages of a command's text output: a head line,
+// then the content indented by two spaces. Lines of other events (a
+// speaker, the chat's start and end, an input request, the line naming a
+// created chat) end a message; any other line is an error.
+func cliMessages(t *testing.T, cmd, out string) []cliMessage {
+	t.Helper()
+	var msgs []cliMessage
+	var body []string
+	inMessage := false
+	flush := func() {
+		if inMessage {
+			msgs[len(msgs)-1].Content = strings.Join(body, "\n")
+		}
+		body, inMessage = nil, false
+	}
+	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		if m := cliHead.FindStringSubmatch(line); m != nil {
+			flush()
+			seq, _ := strconv.ParseInt(m[1], 10, 64)
+			role := m[3]
+			if role == "" {
+				role = "assistant"
+			}
+			msgs = append(msgs, cliMessage{Seq: seq, Name: m[2], Role: role})
+			inMessage = true
+			continue
+		}
+		switch {
+		case inMessage && strings.HasPrefix(line, "  "):
+			body = append(body, strings.TrimPrefix(line, "  "))
+		case strings.HasPrefix(line, "── ") || strings.HasPrefix(line, "== ") || strings.HasPrefix(line, "?? ") ||
+			strings.HasPrefix(line, "chat ") && strings.Contains(line, " created; follow it with: "):
+			flush()
+		default:
+			t.Errorf("%s printed a line that is no part of a message or an event: %q", cmd, line)
+		}
+	}
+	flush()
+	return msgs
+}
+
+// checkCLIMessages checks that a command printed exactly the messages the
+// API lists: each once, in order, with its name, role and content.
+func checkCLIMessages(t *testing.T, cmd string, got []cliMessage, api []messageView) {
+	t.Helper()
+	var want []cliMessage
+	for _, m := range api {
+		want = append(want, cliMessage{Seq: m.Seq, Name: m.Name, Role: m.Role, Content: m.Content})
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("%s printed the messages\n%+v\nthe API lists\n%+v", cmd, got, want)
 	}
 }
 
