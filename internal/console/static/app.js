@@ -460,12 +460,15 @@ class ChatView {
   showInput(p) {
     const panel = $('#input-panel', this.root);
     panel.hidden = false;
+    panel.dataset.requestId = p.request_id;
     const err = el('p', { class: 'error', hidden: true });
     const send = async (body, button) => {
       button.disabled = true;
       try {
         await request('POST', `/v1/chats/${encodeURIComponent(this.id)}/input`, { request_id: p.request_id, ...body });
-        panel.replaceChildren(el('p', { class: 'muted' }, 'Sent.'));
+        // The chat may have asked again before this answer's response
+        // came: that request's panel stays.
+        if (panel.dataset.requestId === p.request_id) panel.replaceChildren(el('p', { class: 'muted' }, 'Sent.'));
       } catch (e) {
         err.hidden = false;
         err.textContent = e.message;
