@@ -366,9 +366,6 @@ func (p *printer) message(m client.Message) {
 // event prints one event of a stream.
 func (p *printer) event(chatID string, e client.Event) {
 	if p.json {
-		if e.Event == "speaker.selected" {
-			return
-		}
 		b, _ := json.Marshal(e)
 		p.raw(b)
 		return
