@@ -253,7 +253,6 @@ type printer struct {
 	w      io.Writer
 	json   bool
 	colour bool
-	last   *client.Message
 }
 
 func (p *printer) raw(v json.RawMessage) {
@@ -376,7 +375,6 @@ func (p *printer) event(chatID string, e client.Event) {
 		var m client.Message
 		if json.Unmarshal(e.Data, &m) == nil {
 			p.message(m)
-			p.last = &m
 		}
 	case "speaker.selected":
 		var d struct {
@@ -403,9 +401,6 @@ func (p *printer) event(chatID string, e client.Event) {
 			Error      string `json:"error"`
 		}
 		_ = json.Unmarshal(e.Data, &d)
-		if p.last != nil {
-			p.message(*p.last) // the last word, again, next to the end
-		}
 		line := fmt.Sprintf("== %s: %s — %s", d.Status, d.StopReason, d.StopDetail)
 		if d.Error != "" {
 			line += "\n   error: " + d.Error
