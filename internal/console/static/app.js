@@ -535,7 +535,7 @@ function renderContent(text) {
     div.append(el('pre', { class: 'code' }, m[1] ? el('span', { class: 'lang' }, m[1]) : null, el('code', {}, m[2])));
     at = fence.lastIndex;
   }
-  if (at < text.length) div.insertAdjacentHTML('beforeend', text.slice(at));
+  if (at < text.length) div.append(text.slice(at));
   return div;
 }
 
