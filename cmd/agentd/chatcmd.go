@@ -391,9 +391,21 @@ func (p *printer) event(chatID string, e client.Event) {
 	case "message.delta":
 		// Token deltas are shown by --json only: the message event that
 		// follows carries the whole reply.
+	case "run.started":
+		var d struct {
+			Run int `json:"run"`
+		}
+		_ = json.Unmarshal(e.Data, &d)
+		fmt.Fprintln(p.w, p.dim(fmt.Sprintf("── run %d", d.Run)))
 	case "chat.created", "chat.running":
 		fmt.Fprintln(p.w, p.dim("── "+e.Event))
 	default:
+		if !e.Terminal() {
+			// An event this client does not know: named, never taken
+			// for the chat's end.
+			fmt.Fprintln(p.w, p.dim("── "+e.Event))
+			return
+		}
 		var d struct {
 			Status     string `json:"status"`
 			StopReason string `json:"stop_reason"`
