@@ -36,11 +36,20 @@ commands:
   run FILE              create a chat from a spec file (- for stdin) and follow it
   ls                    list chats, newest first (--status, --limit, --cursor)
   show ID               a chat and its messages
-  follow ID             follow a chat's events until it ends (--after SEQ)
+  follow ID             follow a chat's events until it ends (--after SEQ; --all:
+                        across its runs, until interrupted)
   answer ID TEXT        answer a pending request for a human message
   answer ID --speaker NAME
                         pick the next speaker of a manual selection
   cancel ID             cancel a chat
+  again ID [TEXT]       run the chat again (a new task, or none: go on) and follow
+                        that run (--enqueue or --interrupt when a run is active,
+                        --max-round N, --to AGENT: hand a Swarm back to AGENT)
+  stop ID               end the active run after its current turn
+  fork ID [TEXT]        a new chat from this one's log (--at SEQ: up to there);
+                        with TEXT its first run is TEXT
+  approve ID            approve the held tool calls or code (--reject CALL_ID, or
+                        --reject code, with --reason TEXT; --args CALL_ID=JSON edits)
 
 flags (every command):
   --json                print JSON (one event per line for run and follow)
@@ -69,6 +78,8 @@ func chatCommand(ctx context.Context, args []string, getenv func(string) string,
 	cursor := fs.String("cursor", "", "")
 	after := fs.Int64("after", 0, "")
 	speaker := fs.String("speaker", "", "")
+	var ro runOptions
+	ro.register(fs)
 	pos, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, chatUsage)
@@ -116,7 +127,12 @@ func chatCommand(ctx context.Context, args []string, getenv func(string) string,
 		if !want(1, "a chat id") {
 			return exitUsage
 		}
+		if ro.all {
+			return followWith(ctx, c, out, pos[0], *after, client.FollowOptions{All: true}, stderr)
+		}
 		return follow(ctx, c, out, pos[0], *after, stderr)
+	case "again", "stop", "fork", "approve":
+		return runCommand(ctx, c, out, sub, pos, &ro, stdout, stderr)
 	case "ls":
 		if !want(0, "no arguments") {
 			return exitUsage
@@ -210,8 +226,13 @@ func readSpec(file string) ([]byte, error) {
 // follow prints a chat's events until it ends and returns the exit status
 // of its end.
 func follow(ctx context.Context, c *client.Client, out *printer, id string, after int64, stderr io.Writer) int {
+	return followWith(ctx, c, out, id, after, client.FollowOptions{}, stderr)
+}
+
+// followWith is follow with options: across runs, or until a run's end.
+func followWith(ctx context.Context, c *client.Client, out *printer, id string, after int64, opts client.FollowOptions, stderr io.Writer) int {
 	end := ""
-	err := c.Follow(ctx, id, after, time.Second, func(e client.Event) error {
+	err := c.FollowWith(ctx, id, after, opts, time.Second, func(e client.Event) error {
 		out.event(id, e)
 		if e.Terminal() {
 			var d struct {
@@ -422,6 +443,17 @@ func (p *printer) event(chatID string, e client.Event) {
 }
 
 func pendingText(chatID string, pi *client.PendingInput) string {
+	if pi.Kind == "approval" {
+		var held []string
+		for _, tc := range pi.ToolCalls {
+			held = append(held, fmt.Sprintf("%s %s(%s)", tc.ID, tc.Function.Name, tc.Function.Arguments))
+		}
+		for _, b := range pi.CodeBlocks {
+			held = append(held, fmt.Sprintf("%s code:\n%s", b.Language, indentLines(b.Code, "    ")))
+		}
+		return fmt.Sprintf("%s waits for approval of:\n  %s\napprove with: agentd chat approve %s (--reject CALL_ID|code --reason TEXT, --args CALL_ID=JSON)",
+			pi.Agent, strings.Join(held, "\n  "), chatID)
+	}
 	if pi.Kind == "speaker" {
 		return fmt.Sprintf("%s — pick one of %s: agentd chat answer %s --speaker NAME", pi.Reason, strings.Join(pi.Candidates, ", "), chatID)
 	}

@@ -56,7 +56,13 @@ type Chat struct {
 	UpdatedAt    time.Time       `json:"updated_at"`
 	CompletedAt  *time.Time      `json:"completed_at"`
 	Metadata     json.RawMessage `json:"metadata"`
-	Raw          json.RawMessage `json:"-"`
+	// Run is the number of the chat's latest run; QueuedRuns counts the
+	// runs posted after it that have not started.
+	Run        int `json:"run"`
+	QueuedRuns int `json:"queued_runs"`
+	// PostedRun is set in the answer to a posted run: its number.
+	PostedRun int             `json:"posted_run,omitempty"`
+	Raw       json.RawMessage `json:"-"`
 }
 
 // Terminal reports whether the chat has ended.
@@ -77,6 +83,12 @@ type PendingInput struct {
 	Agent      string   `json:"agent,omitempty"`
 	Candidates []string `json:"candidates,omitempty"`
 	Reason     string   `json:"reason"`
+	// ToolCalls or CodeBlocks wait for approval (kind approval).
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	CodeBlocks []struct {
+		Language string `json:"language"`
+		Code     string `json:"code"`
+	} `json:"code_blocks,omitempty"`
 }
 
 // ChatList is a page of chats.
@@ -304,13 +316,27 @@ func (e Event) Terminal() bool {
 	return e.Event == "chat.completed" || e.Event == "chat.failed" || e.Event == "chat.cancelled"
 }
 
-// Follow streams a chat's events after seq `after` to fn until the terminal
-// event, the server's 204 (the client has seen the end), an error of fn or
-// of the API, or ctx ends. A dropped connection is resumed with
-// Last-Event-ID after retryDelay, so fn sees every event once, in order.
+// FollowOptions say when following a chat ends.
+type FollowOptions struct {
+	// All follows the chat across its runs (follow=true) until ctx ends.
+	All bool
+	// UntilRun, when set, ends after the terminal event of that run.
+	UntilRun int
+}
+
+// Follow streams a chat's events after seq `after` to fn until the stream
+// ends after the terminal event of the chat's latest run, the server's 204
+// (the client has seen the end), an error of fn or of the API, or ctx
+// ends. A dropped connection is resumed with Last-Event-ID after
+// retryDelay, so fn sees every event once, in order.
 func (c *Client) Follow(ctx context.Context, id string, after int64, retryDelay time.Duration, fn func(Event) error) error {
+	return c.FollowWith(ctx, id, after, FollowOptions{}, retryDelay, fn)
+}
+
+// FollowWith is Follow with options.
+func (c *Client) FollowWith(ctx context.Context, id string, after int64, opts FollowOptions, retryDelay time.Duration, fn func(Event) error) error {
 	for {
-		done, err := c.followOnce(ctx, id, &after, fn)
+		done, err := c.followOnce(ctx, id, &after, opts, fn)
 		if done || ctx.Err() != nil {
 			return err
 		}
@@ -331,8 +357,12 @@ type callbackError struct{ error }
 
 func (e callbackError) Unwrap() error { return e.error }
 
-func (c *Client) followOnce(ctx context.Context, id string, after *int64, fn func(Event) error) (done bool, err error) {
-	req, err := c.newRequest(ctx, http.MethodGet, "/v1/chats/"+url.PathEscape(id)+"/events", nil)
+func (c *Client) followOnce(ctx context.Context, id string, after *int64, opts FollowOptions, fn func(Event) error) (done bool, err error) {
+	path := "/v1/chats/" + url.PathEscape(id) + "/events"
+	if opts.All || opts.UntilRun > 0 {
+		path += "?follow=true"
+	}
+	req, err := c.newRequest(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		return true, err
 	}
@@ -354,6 +384,9 @@ func (c *Client) followOnce(ctx context.Context, id string, after *int64, fn fun
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	var ev Event
 	var data []string
+	// ended: the last event ended a run; a stream that then ends cleanly
+	// is over (a replayed earlier run's end is followed by more events).
+	ended := false
 	for sc.Scan() {
 		line := sc.Text()
 		if line == "" {
@@ -368,7 +401,8 @@ func (c *Client) followOnce(ctx context.Context, id string, after *int64, fn fun
 				if ev.ID > 0 {
 					*after = ev.ID
 				}
-				if ev.Terminal() {
+				ended = ev.Terminal()
+				if ended && opts.UntilRun > 0 && ev.Run() == opts.UntilRun {
 					return true, nil
 				}
 			}
@@ -392,5 +426,17 @@ func (c *Client) followOnce(ctx context.Context, id string, after *int64, fn fun
 	if err := sc.Err(); err != nil {
 		return false, err
 	}
+	if ended && !opts.All && opts.UntilRun == 0 {
+		return true, nil
+	}
 	return false, io.ErrUnexpectedEOF
+}
+
+// Run is the run a run.started or terminal event names (0 for others).
+func (e Event) Run() int {
+	var d struct {
+		Run int `json:"run"`
+	}
+	_ = json.Unmarshal(e.Data, &d)
+	return d.Run
 }

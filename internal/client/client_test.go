@@ -14,7 +14,8 @@ import (
 
 // A stream that drops is resumed after the last id received: every event
 // reaches the callback once, in order, deltas included, and the follow ends
-// at the terminal event.
+// when the stream ends cleanly after a terminal event (an earlier run's,
+// replayed, does not end it).
 func TestFollowResumesAfterADrop(t *testing.T) {
 	t.Parallel()
 	var conns atomic.Int32
@@ -33,8 +34,10 @@ func TestFollowResumesAfterADrop(t *testing.T) {
 			fmt.Fprint(w, "data: \"content\":\"x\"}\n\nid: 2\nevent: message\ndata: {\"seq\":2}\n\nid: 3\nevent: mess")
 			// The connection drops in the middle of event 3.
 		default:
-			fmt.Fprint(w, "id: 3\r\nevent: message\r\ndata: {\"seq\":3}\r\n\r\nid: 4\nevent: chat.failed\ndata: {\"status\":\"failed\"}\n\n")
-			fmt.Fprint(w, "id: 5\nevent: message\ndata: {}\n\n") // never read: the stream ended at 4
+			// Run 1's end, replayed, does not end the follow: the stream
+			// goes on with run 2 and ends cleanly after its end.
+			fmt.Fprint(w, "id: 3\r\nevent: message\r\ndata: {\"seq\":3}\r\n\r\nid: 4\nevent: chat.completed\ndata: {\"status\":\"completed\",\"run\":1}\n\n")
+			fmt.Fprint(w, "id: 5\nevent: run.started\ndata: {\"run\":2}\n\nid: 6\nevent: chat.failed\ndata: {\"status\":\"failed\",\"run\":2}\n\n")
 		}
 	}))
 	defer srv.Close()
@@ -51,7 +54,7 @@ func TestFollowResumesAfterADrop(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{`1 chat.created {}`, "0 message.delta {\"name\":\"a\",\n\"content\":\"x\"}", `2 message {"seq":2}`,
-		`3 message {"seq":3}`, `4 chat.failed {"status":"failed"}`}
+		`3 message {"seq":3}`, `4 chat.completed {"status":"completed","run":1}`, `5 run.started {"run":2}`, `6 chat.failed {"status":"failed","run":2}`}
 	if !slices.Equal(got, want) {
 		t.Errorf("events\n got %q\nwant %q", got, want)
 	}
