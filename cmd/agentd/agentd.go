@@ -76,7 +76,7 @@ func (m *Main) Run(ctx context.Context) error {
 			return fmt.Errorf("migrate %s store: %w", db.Kind(), err)
 		}
 	}
-	m.tracing, err = tracing.New(ctx, tracing.Config{Enabled: cfg.Traces, ServiceVersion: version})
+	m.tracing, err = tracing.New(ctx, tracing.Config{Enabled: cfg.Traces, ServiceVersion: buildVersion()})
 	if err != nil {
 		return err
 	}
@@ -292,7 +292,7 @@ func buildInfo() prometheus.Collector {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "agentd_build_info",
 		Help:        "The agentd build that runs: always 1, labelled with its version and Go version.",
-		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
+		ConstLabels: prometheus.Labels{"version": buildVersion(), "goversion": runtime.Version()},
 	})
 	g.Set(1)
 	return g
