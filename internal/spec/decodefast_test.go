@@ -82,6 +82,11 @@ func TestDecodeSpecTakesTheThoroughWayForWhatDecodeFastLeaves(t *testing.T) {
 		{`{"task": "t", "agents": [{"name": "a", "type": "assistant", "model": null}]}`, true},
 		{`{"task": "t", "agents": [{"name": "a", "type": "assistant", "model": true}]}`, false},
 		{`{"task": "t", "metadata": {"n": 1e400}}`, false},
+		{`{"task": "t", "models": {"m": {"provider": "replay", "temperature": 1e400}}}`, false},
+		{`{"task": "t", "max_round": 1.0}`, false},
+		{`{"task": "t", "max_round": 1e1}`, false},
+		{`{"task": "t", "max_round": -0}`, true},
+		{`{"task": "t", "Task": "u"}`, false},
 	} {
 		if _, _, ok := decodeFast([]byte(tc.body)); ok != tc.fast {
 			t.Errorf("decodeFast took %s: %v, want %v", tc.body, ok, tc.fast)
