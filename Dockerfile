@@ -6,7 +6,7 @@
 # DOCKER_HOST (the sandbox image is deploy/sandbox), or none is used.
 # The base images are build arguments, so that the image builds from a
 # mirror or from local images too (--build-arg GO_IMAGE=… BASE_IMAGE=…);
-# deploy/compose/build-images.sh builds an equivalent image with no registry.
+# deploy/image/build.sh builds an equivalent image with no registry.
 ARG GO_IMAGE=golang:1.26-bookworm
 ARG BASE_IMAGE=debian:bookworm-slim
 FROM ${GO_IMAGE} AS build

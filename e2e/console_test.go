@@ -233,6 +233,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	debateID := strings.TrimPrefix(loc, "#/chats/")
 	b.checkTranscript(p, debateID)
 	b.waitJS("the chat in the list", fmt.Sprintf(`document.querySelector('#chat-list li[data-id="%s"][data-status="completed"]')`, debateID))
+	b.offers("the completed debate")
 
 	// The same debate, slowed down: messages appear one by one, in order,
 	// while it runs; a reload in the middle loses and doubles nothing.
@@ -251,6 +252,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			seen = append(seen, seqs)
 		}
 		if !reloaded && len(seqs) >= 4 {
+			b.offers("the running debate", "#cancel")
 			b.screenshot("debate-running")
 			b.run(chromedp.Reload())
 			b.waitJS("the reloaded transcript", `document.querySelector('#transcript li[data-seq]')`)
@@ -282,6 +284,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	human := p.create(readExample(t, "human-review.json"))
 	b.run(chromedp.Navigate(p.base + "/#/chats/" + human.ID))
 	b.waitJS("the input panel", `document.querySelector('#input-panel:not([hidden]) textarea')`)
+	b.offers("a chat waiting for a human", "#cancel")
 	b.screenshot("human-input")
 	b.run(chromedp.SetValue(chromedp.CSS("#input-panel textarea"), "Mention Last-Event-ID."),
 		chromedp.Click(chromedp.CSS(`#input-panel [data-action="send"]`)))
@@ -289,7 +292,19 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.waitJS("the next input request", `document.querySelector('#input-panel:not([hidden]) [data-action="exit"]')`)
 	b.run(chromedp.Click(chromedp.CSS(`#input-panel [data-action="exit"]`)))
 	b.waitJS("the human exit", `document.querySelector('#chat-end [data-stop-reason="human_exit"]')`)
+	b.offers("the ended review")
 	b.checkTranscript(p, human.ID)
+
+	// Cancel stops a running chat, and is gone once the chat has ended.
+	doomed := p.create([]byte(slowed(t, readExample(t, "debate.json"), 5000)))
+	b.run(chromedp.Navigate(p.base + "/#/chats/" + doomed.ID))
+	b.waitJS("the Cancel button", `document.querySelector('#cancel:not([hidden]):not(:disabled)')`)
+	b.run(chromedp.Click(chromedp.CSS("#cancel")))
+	b.waitJS("the cancelled end", `document.querySelector('#chat-end [data-stop-reason="cancelled"]')`)
+	b.offers("the cancelled chat")
+	if got := p.get(doomed.ID); got.Status != "cancelled" {
+		t.Errorf("after Cancel in the console the chat is %s", got.Status)
+	}
 
 	// Manual selection: the speaker of every turn is picked in place.
 	manual := p.create(readExample(t, "manual-selection.json"))
@@ -361,6 +376,24 @@ func TestConsoleInBrowser(t *testing.T) {
 		if err := os.WriteFile(out, png, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// offers checks that the chat view shows exactly these action buttons (by
+// id), enabled, and no other, enabled or not: a chat's page offers only what
+// can be done with the chat as it stands.
+func (b *browser) offers(what string, want ...string) {
+	b.t.Helper()
+	got := eval[[]string](b, `[...document.querySelectorAll('.chat-head button')]
+		.filter(e => e.offsetParent !== null).map(e => '#' + e.id + (e.disabled ? ' (disabled)' : ''))`)
+	if got == nil {
+		got = []string{}
+	}
+	if want == nil {
+		want = []string{}
+	}
+	if !slices.Equal(got, want) {
+		b.t.Errorf("%s offers %v, want %v", what, got, want)
 	}
 }
 

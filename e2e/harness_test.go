@@ -85,6 +85,50 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// startHelper starts a program a test needs beside agentd (a load
+// balancer, a Prometheus), collecting its output. It is killed when the
+// test ends, and its output is logged if the test failed.
+func startHelper(t *testing.T, name string, cmd *exec.Cmd) {
+	t.Helper()
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s log:\n%s", name, logs.String())
+		}
+	})
+}
+
+// refusesToStart runs cmd, an agentd that must refuse to start: exit with
+// status 1 within 30 s. It returns what agentd wrote to stderr, which
+// should say why.
+func refusesToStart(t *testing.T, what string, cmd *exec.Cmd) string {
+	t.Helper()
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+			t.Fatalf("%s: %v, want exit status 1\n%s", what, err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("%s: still running after 30 s:\n%s", what, stderr.String())
+	}
+	return stderr.String()
+}
+
 var workRoots sync.Map // test name → bwrap work root
 
 // workRoot is a work root for the bwrap sandboxes of one test, reachable by

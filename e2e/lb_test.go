@@ -73,19 +73,7 @@ func startLB(t *testing.T, replicas ...*proc) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-db", "-f", cfg)
-	logs := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("haproxy log:\n%s", logs.String())
-		}
-	})
+	startHelper(t, "haproxy", exec.Command(bin, "-db", "-f", cfg))
 	lb := &proc{t: t, base: fmt.Sprintf("http://127.0.0.1:%d", port)}
 	waitFor(t, 30*time.Second, "the load balancer to see both replicas ready", func() bool {
 		c, err := net.Dial("tcp", strings.TrimPrefix(lb.base, "http://"))

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -270,24 +269,8 @@ func TestSecondAgentdOnTheSameDataDirExits(t *testing.T) {
 	first := startAgentd(t, "AGENTD_DATA_DIR="+dir, "AGENTD_SANDBOX=none")
 	cmd := exec.Command(binPath)
 	cmd.Env = append(os.Environ(), "AGENTD_ADDR=127.0.0.1:0", "AGENTD_DATA_DIR="+dir, "AGENTD_SANDBOX=none")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
-			t.Fatalf("second agentd: %v, want exit status 1\n%s", err, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("the second agentd on the same data dir is still running:\n%s", stderr.String())
-	}
-	if !lockedRE.MatchString(stderr.String()) {
-		t.Fatalf("second agentd's error does not say why:\n%s", stderr.String())
+	if stderr := refusesToStart(t, "the second agentd on the same data dir", cmd); !lockedRE.MatchString(stderr) {
+		t.Fatalf("second agentd's error does not say why:\n%s", stderr)
 	}
 	// The first one still serves.
 	if code, _, _ := first.do("GET", "/readyz", nil); code != http.StatusOK {
@@ -342,24 +325,8 @@ func TestReadOnlyDatabaseFailsAtStart(t *testing.T) {
 	}
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + base, "AGENTD_ADDR=127.0.0.1:0", "AGENTD_DATA_DIR=" + dataDir,
 		"AGENTD_SANDBOX=none", "AGENTD_MIGRATE=false"}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
-			t.Fatalf("agentd on a read-only database: %v, want exit status 1\n%s", err, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("agentd started on a read-only database:\n%s", stderr.String())
-	}
-	if !strings.Contains(stderr.String(), "cannot be written") {
-		t.Fatalf("the error does not say the database cannot be written:\n%s", stderr.String())
+	if stderr := refusesToStart(t, "agentd on a read-only database", cmd); !strings.Contains(stderr, "cannot be written") {
+		t.Fatalf("the error does not say the database cannot be written:\n%s", stderr)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/agentd/agentd/internal/server"
 	"github.com/agentd/agentd/internal/spec"
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/tick"
 	"github.com/agentd/agentd/internal/tool"
 	"github.com/agentd/agentd/internal/tracing"
 )
@@ -75,7 +76,7 @@ func (m *Main) Run(ctx context.Context) error {
 			return fmt.Errorf("migrate %s store: %w", db.Kind(), err)
 		}
 	}
-	m.tracing, err = tracing.New(ctx, tracing.Config{Enabled: cfg.Traces, ServiceVersion: version})
+	m.tracing, err = tracing.New(ctx, tracing.Config{Enabled: cfg.Traces, ServiceVersion: buildVersion()})
 	if err != nil {
 		return err
 	}
@@ -291,7 +292,7 @@ func buildInfo() prometheus.Collector {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "agentd_build_info",
 		Help:        "The agentd build that runs: always 1, labelled with its version and Go version.",
-		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
+		ConstLabels: prometheus.Labels{"version": buildVersion(), "goversion": runtime.Version()},
 	})
 	g.Set(1)
 	return g
@@ -380,9 +381,7 @@ func startReaper(mgr sandbox.Manager, needed func(context.Context, string) bool,
 	r := &reaper{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
+		reap := func(ctx context.Context) {
 			n, err := mgr.Reap(ctx, func(id string) bool { return needed(ctx, id) })
 			switch {
 			case err != nil && ctx.Err() == nil:
@@ -390,12 +389,9 @@ func startReaper(mgr sandbox.Manager, needed func(context.Context, string) bool,
 			case n > 0:
 				log.Info("reaped sandboxes of ended chats", "removed", n)
 			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
 		}
+		reap(ctx)
+		tick.Every(ctx, every, reap)
 	}()
 	return r
 }

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -25,8 +26,29 @@ import (
 	"github.com/agentd/agentd/internal/gcfloor"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
+// version is set at build time with -ldflags "-X main.version=…"; see
+// buildVersion for builds without it.
 var version = "dev"
+
+// buildVersion is the version this binary reports: the one set at build
+// time (make build, the images), else the module version the go command
+// recorded (`go install github.com/agentd/agentd/cmd/agentd@v1.2.3`
+// records v1.2.3), else "dev".
+func buildVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	return pickVersion(version, info, ok)
+}
+
+// pickVersion is buildVersion's choice, apart from the process.
+func pickVersion(set string, info *debug.BuildInfo, ok bool) string {
+	if set != "dev" && set != "" {
+		return set
+	}
+	if ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return "dev"
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -77,7 +99,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	switch cmd {
 	case "version":
-		fmt.Fprintln(stdout, "agentd", version)
+		fmt.Fprintln(stdout, "agentd", buildVersion())
 		return 0
 	case "health":
 		return health(ctx, cfg.Addr, stderr)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -245,6 +246,30 @@ func TestConfigTracesFromOTELVariables(t *testing.T) {
 		err := c.Validate()
 		if c.Traces != tc.on || (tc.problem == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.problem)) {
 			t.Errorf("%v: traces %v, error %v; want %v, %q", tc.env, c.Traces, err, tc.on, tc.problem)
+		}
+	}
+}
+
+// TestPickVersion: a binary from `go install …/cmd/agentd@v1.2.3` says
+// v1.2.3, one from make build (ldflags) its git describe, and a plain build
+// in a checkout "dev".
+func TestPickVersion(t *testing.T) {
+	info := func(v string) *debug.BuildInfo {
+		return &debug.BuildInfo{Main: debug.Module{Path: "github.com/agentd/agentd", Version: v}}
+	}
+	for _, tc := range []struct {
+		name, set string
+		info      *debug.BuildInfo
+		ok        bool
+		want      string
+	}{
+		{"go install of a tag", "dev", info("v1.2.3"), true, "v1.2.3"},
+		{"ldflags win", "v1.2.3-4-gabcdef", info("v1.2.3"), true, "v1.2.3-4-gabcdef"},
+		{"a build in a checkout", "dev", info("(devel)"), true, "dev"},
+		{"no build info", "dev", nil, false, "dev"},
+	} {
+		if got := pickVersion(tc.set, tc.info, tc.ok); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

@@ -1,5 +1,5 @@
-# Sourced by the scripts that build images from a Debian rootfs with
-# mmdebstrap (deploy/sandbox/build-rootfs.sh, internal/store/pgtest/build-image.sh).
+# Sourced by deploy/lib/image.sh, which the scripts that build images from a
+# Debian rootfs with mmdebstrap source.
 #
 # debian_mirror prints $MIRROR if set, else the mirror apt already uses here
 # (deb822 sources first, then sources.list), else deb.debian.org.

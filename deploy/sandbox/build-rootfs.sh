@@ -15,13 +15,11 @@ image=${1:-agentd-sandbox:latest}
 suite=${SUITE:-bookworm}
 # Keep this list equal to the apt-get line of the Dockerfile.
 packages=${PACKAGES:-python3,python3-numpy,python3-pandas,python3-requests,ca-certificates}
-engine=${ENGINE:-$(command -v podman >/dev/null && echo podman || echo docker)}
 
 # shellcheck source=/dev/null
-. "$(dirname "$0")/../lib/debian-mirror.sh"
-MIRROR=$(debian_mirror)
-
-command -v mmdebstrap >/dev/null || { echo "build-rootfs: mmdebstrap is not installed (apt-get install mmdebstrap)" >&2; exit 1; }
+. "$(dirname "$0")/../lib/image.sh"
+engine=$(image_engine)
+need_mmdebstrap
 
 tmp=$(mktemp -d /tmp/agentd-sandbox-rootfs.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
@@ -31,16 +29,12 @@ trap 'rm -rf "$tmp"' EXIT
 # essential variant has no useradd. /work is the only writable place in a
 # running sandbox (the root filesystem is mounted read-only), so it must
 # exist and belong to that user.
-echo "build-rootfs: $suite from $MIRROR with $packages -> $image ($engine)"
-mmdebstrap --variant=essential --include="$packages" \
-  --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
-  --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+echo "build-rootfs: $suite from $(debian_mirror) with $packages -> $image ($engine)"
+debian_rootfs "$packages" "$tmp/rootfs.tar" \
   --customize-hook='echo "sandbox:x:1000:1000:agentd sandbox:/work:/usr/sbin/nologin" >> "$1/etc/passwd"' \
   --customize-hook='echo "sandbox:x:1000:" >> "$1/etc/group"' \
   --customize-hook='echo "sandbox:!:19000::::::" >> "$1/etc/shadow"' \
-  --customize-hook='mkdir -p "$1/work" && chown 1000:1000 "$1/work" && chmod 0700 "$1/work"' \
-  --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/*' \
-  "$suite" "$tmp/rootfs.tar" "$MIRROR"
+  --customize-hook='mkdir -p "$1/work" && chown 1000:1000 "$1/work" && chmod 0700 "$1/work"'
 
 "$engine" import \
   --change 'USER 1000:1000' \

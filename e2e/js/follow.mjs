@@ -16,7 +16,7 @@ es.onerror = (e) => {
   print({ error: String(e.message ?? e.type), state: es.readyState });
   if (es.readyState === EventSource.CLOSED) process.exit(1);
 };
-const persisted = ['chat.created', 'chat.running', 'speaker.selected', 'message', 'input.requested'];
+const persisted = ['chat.created', 'run.started', 'chat.running', 'speaker.selected', 'message', 'input.requested'];
 const terminal = ['chat.completed', 'chat.failed', 'chat.cancelled'];
 for (const type of persisted) {
   es.addEventListener(type, (e) => print({ id: Number(e.lastEventId), type }));

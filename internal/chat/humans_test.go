@@ -41,8 +41,7 @@ func waitFor(t testing.TB, rt *chat.Runtime, id string, within time.Duration, st
 }
 
 // nextPause waits until the chat waits for input again, with a request other
-// than prev (the status stays awaiting_input until a worker consumes an
-// answer, so the status alone does not tell).
+// than the one c shows.
 func nextPause(t testing.TB, rt *chat.Runtime, c *chat.Chat) *chat.Chat {
 	t.Helper()
 	prev := pending(t, c).RequestID

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/spec"
+	"github.com/agentd/agentd/internal/tick"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -395,17 +396,10 @@ func (s *scheduler) afterWorker(ctx context.Context, w *worker, lease Lease) {
 	}
 }
 
+// renewLoop renews this replica's leases three times per lease duration,
+// so that a lease survives a renewal that fails or is slow.
 func (s *scheduler) renewLoop(ctx context.Context) {
-	t := time.NewTicker(s.leaseDur / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		s.renew(ctx)
-	}
+	tick.Every(ctx, s.leaseDur/3, s.renew)
 }
 
 // renew extends this replica's leases and relays what the store says about

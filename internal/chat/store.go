@@ -79,7 +79,12 @@ type Store interface {
 	// SubmitInput stores a client's answer to the chat's pending input
 	// request, if the chat is awaiting input with that request_id, has no
 	// answer stored yet and no worker; otherwise it returns ErrNoPendingInput
-	// (or ErrNotFound) and writes nothing. A chat with an answer is claimable.
+	// (or ErrNotFound) and writes nothing. Storing the answer makes the chat
+	// running and clears its pending input in the same write: from then on
+	// every read, on every replica, shows the chat running with no request
+	// until its worker appends the answer and, maybe, the next request. A
+	// client that answered and polls for the next request so never sees the
+	// answered one again. A chat with an answer is claimable.
 	SubmitInput(ctx context.Context, p *SubmitInputParams) (*Chat, error)
 	// SubmitRun posts a chat's next run (DESIGN §3.12) and returns the chat
 	// as it is afterwards and the run's number. A chat is busy while a run
@@ -155,8 +160,8 @@ type CreateChatParams struct {
 type Progress struct {
 	Status  Status
 	LastSeq int64
-	// InputAnswered: an answer to the pending input request is stored and
-	// waits for a worker (Chat.InputResponse is set).
+	// InputAnswered: an answer to an input request is stored and waits
+	// for a worker (Chat.InputResponse is set; the chat is running).
 	InputAnswered bool
 }
 

@@ -26,6 +26,8 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
+
+	"github.com/agentd/agentd/internal/tick"
 )
 
 // maxPercent bounds the GOGC Run sets: with almost nothing live, the floor
@@ -135,14 +137,6 @@ func uint64Value(s metrics.Sample) uint64 {
 // runtime counters.
 func (t *Tuner) Run(ctx context.Context, interval time.Duration) {
 	defer debug.SetGCPercent(t.base)
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		t.Tune()
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+	t.Tune()
+	tick.Every(ctx, interval, func(context.Context) { t.Tune() })
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	openai "github.com/sashabaranov/go-openai"
 	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/agentd/agentd/internal/metric"
 )
 
 // Retry reasons, the values of the reason label of agentd_model_retries_total.
@@ -38,16 +40,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Help: "Model calls retried after a transient failure, by provider and reason (rate_limit, server_error, timeout, connection).",
 	}, []string{"provider", "reason"})
 	if reg != nil {
-		if err := reg.Register(retries); err != nil {
-			are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err)
-			if !ok {
-				return nil, err
-			}
-			existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
-			if !ok {
-				return nil, err
-			}
-			retries = existing
+		var err error
+		if retries, err = metric.Register(reg, retries); err != nil {
+			return nil, err
 		}
 	}
 	return &metrics{retries: retries}, nil

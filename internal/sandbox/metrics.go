@@ -1,13 +1,12 @@
 package sandbox
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/metric"
 )
 
 // Outcomes of one execution, the values of the executions metric's outcome
@@ -50,34 +49,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	var err error
-	if m.executions, err = register(reg, m.executions); err != nil {
+	if m.executions, err = metric.Register(reg, m.executions); err != nil {
 		return nil, err
 	}
-	if m.duration, err = register(reg, m.duration); err != nil {
+	if m.duration, err = metric.Register(reg, m.duration); err != nil {
 		return nil, err
 	}
-	if m.alive, err = register(reg, m.alive); err != nil {
+	if m.alive, err = metric.Register(reg, m.alive); err != nil {
 		return nil, err
 	}
 	return m, nil
-}
-
-// register registers c, or returns the collector of the same description
-// that is already registered.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err)
-	if !ok {
-		return c, fmt.Errorf("register sandbox metrics: %w", err)
-	}
-	existing, ok := are.ExistingCollector.(C)
-	if !ok {
-		return c, fmt.Errorf("register sandbox metrics: %w", err)
-	}
-	return existing, nil
 }
 
 // observe records one execution: its outcome (a sandbox failure counts as

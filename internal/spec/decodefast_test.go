@@ -68,20 +68,34 @@ func TestDecodeFastAgreesOnTheExamples(t *testing.T) {
 	}
 }
 
-// What decodeFast gives up on still decodes, the thorough way.
+// What decodeFast leaves to the thorough way (a duplicate name, a model ref
+// of another kind, a number no store holds) and what it takes (nulls,
+// escapes in names) decode to what the thorough way gives.
 func TestDecodeSpecTakesTheThoroughWayForWhatDecodeFastLeaves(t *testing.T) {
-	for _, body := range []string{
-		`{"task": "t", "name": null, "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay"}, "system_message": null}]}`,
-		`{"task": "t", "task": "u", "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay"}}]}`,
-		`{"t\u0061sk": "t", "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay"}}]}`,
+	for _, tc := range []struct {
+		body string
+		fast bool
+	}{
+		{`{"task": "t", "name": null, "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay"}, "system_message": null}]}`, true},
+		{`{"t\u0061sk": "t", "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay"}}]}`, true},
+		{`{"task": "t", "task": "u", "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay"}}]}`, false},
+		{`{"task": "t", "agents": [{"name": "a", "type": "assistant", "model": null}]}`, true},
+		{`{"task": "t", "agents": [{"name": "a", "type": "assistant", "model": true}]}`, false},
+		{`{"task": "t", "metadata": {"n": 1e400}}`, false},
+		{`{"task": "t", "models": {"m": {"provider": "replay", "temperature": 1e400}}}`, false},
+		{`{"task": "t", "max_round": 1.0}`, false},
+		{`{"task": "t", "max_round": 1e1}`, false},
+		{`{"task": "t", "max_round": -0}`, true},
+		{`{"task": "t", "Task": "u"}`, false},
 	} {
-		if _, _, ok := decodeFast([]byte(body)); ok {
-			t.Errorf("decodeFast accepted %s", body)
+		if _, _, ok := decodeFast([]byte(tc.body)); ok != tc.fast {
+			t.Errorf("decodeFast took %s: %v, want %v", tc.body, ok, tc.fast)
 		}
-		got, probs := DecodeSpec([]byte(body))
-		want, wantProbs := decodeThorough([]byte(body))
-		if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(probs, wantProbs) || got == nil {
-			t.Errorf("DecodeSpec(%s) = %+v, %v; the thorough way %+v, %v", body, got, probs, want, wantProbs)
+		agreesWithThorough(t, []byte(tc.body))
+		got, probs := DecodeSpec([]byte(tc.body))
+		want, wantProbs := decodeThorough([]byte(tc.body))
+		if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(probs, wantProbs) {
+			t.Errorf("DecodeSpec(%s) = %+v, %v; the thorough way %+v, %v", tc.body, got, probs, want, wantProbs)
 		}
 	}
 }
@@ -95,6 +109,9 @@ var fastSeeds = []string{
 	      {"tool_calls": [{"name": "f", "arguments": {"a": [1, "b"]}}, {"name": "g"}]}]}},
 	  "metadata": {"k": "v"}, "termination": {"any": [], "all": [{"max_messages": 2}, {"text_mention": {"text": "DONE"}}]}}`,
 	`{"task":"t","agents":[{"name":"a","type":"assistant","model":{"provider":"replay","responses":[]}}],"speaker_selection":{"method":"round_robin"}}`,
+	`{"task": "t", "agents": [{"name": "a", "type": "assistant", "model": "m", "tool_approval": ["f", "g"]},
+	  {"name": "b", "type": "assistant", "model": "m", "tool_approval": "always"}, {"name": "p", "type": "user_proxy", "code_approval": true}],
+	  "models": {"m": {"provider": "replay"}}, "termination": {"any": [{"external": {}}, {"max_messages": 3}]}}`,
 }
 
 func FuzzDecodeFast(f *testing.F) {

@@ -14,7 +14,8 @@
 //     calls, tool responses, usage) are shared with the chat log, which
 //     keeps a resumed history message as it was given.
 //   - decode.go: DecodeSpec, the thorough decoder that finds every problem;
-//     decodefast.go: the one-pass decoder that takes every spec without
+//     decodefast.go: the one-pass decode (encoding/json/v2's, from
+//     github.com/go-json-experiment/json) that takes every spec without
 //     problems, and gives up to the thorough one at anything else.
 //   - validate.go: Validate, every rule of DESIGN §2 and the server's Limits.
 package spec

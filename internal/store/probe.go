@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/tick"
 )
 
 // ProbeConfig configures a Probe.
@@ -83,16 +84,7 @@ func (p *Probe) Start(ctx context.Context) error {
 
 func (p *Probe) loop(ctx context.Context, done chan struct{}) {
 	defer close(done)
-	t := time.NewTicker(p.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			p.probe(ctx)
-		}
-	}
+	tick.Every(ctx, p.interval, p.probe)
 }
 
 // probe pings once and records the outcome; changes are logged.

@@ -1,10 +1,11 @@
 package tool
 
 import (
-	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentd/agentd/internal/metric"
 )
 
 // metrics are the runner's Prometheus collectors.
@@ -31,31 +32,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	var err error
-	if m.calls, err = register(reg, m.calls); err != nil {
+	if m.calls, err = metric.Register(reg, m.calls); err != nil {
 		return nil, err
 	}
-	if m.seconds, err = register(reg, m.seconds); err != nil {
+	if m.seconds, err = metric.Register(reg, m.seconds); err != nil {
 		return nil, err
 	}
 	return m, nil
-}
-
-// register registers c, or returns the collector of the same description
-// that is already registered.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err)
-	if !ok {
-		return c, err
-	}
-	existing, ok := are.ExistingCollector.(C)
-	if !ok {
-		return c, err
-	}
-	return existing, nil
 }
 
 // observe counts one call.

@@ -330,7 +330,8 @@ class ChatView {
     const st = $('#chat-status', this.root);
     st.textContent = c.status;
     st.className = 'status ' + c.status;
-    $('#cancel', this.root).disabled = terminal.has(c.status);
+    // Only what can be done: an ended chat offers no Cancel.
+    $('#cancel', this.root).hidden = this.ended || terminal.has(c.status);
     const u = c.usage || {};
     $('#chat-facts', this.root).replaceChildren(
       el('span', {}, `id ${c.id}`),
@@ -510,7 +511,7 @@ class ChatView {
       el('strong', { 'data-stop-reason': d.stop_reason }, `${d.status}: ${d.stop_reason}`),
       d.stop_detail ? el('div', {}, d.stop_detail) : null,
       d.error ? el('div', { class: 'error' }, d.error) : null].filter(Boolean));
-    $('#cancel', this.root).disabled = true;
+    $('#cancel', this.root).hidden = true;
   }
 
   async cancel() {

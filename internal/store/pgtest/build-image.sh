@@ -11,13 +11,10 @@
 set -euo pipefail
 
 image=${1:-agentd-postgres-test:latest}
-suite=${SUITE:-bookworm}
-engine=${ENGINE:-$(command -v podman >/dev/null && echo podman || echo docker)}
-
 # shellcheck source=/dev/null
-. "$(dirname "$0")/../../../deploy/lib/debian-mirror.sh"
-MIRROR=$(debian_mirror)
-command -v mmdebstrap >/dev/null || { echo "build-image: mmdebstrap is not installed (apt-get install mmdebstrap)" >&2; exit 1; }
+. "$(dirname "$0")/../../../deploy/lib/image.sh"
+engine=$(image_engine)
+need_mmdebstrap
 
 tmp=$(mktemp -d /tmp/agentd-postgres-rootfs.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
@@ -37,15 +34,11 @@ exec "$bin/postgres" -D "$data" -k /tmp -c listen_addresses='*' -c max_connectio
   -c fsync=off -c synchronous_commit=off -c full_page_writes=off
 SH
 
-echo "build-image: postgresql from $MIRROR ($suite) -> $image ($engine)"
-mmdebstrap --variant=essential --include=postgresql \
-  --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
-  --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+echo "build-image: postgresql from $(debian_mirror) (${SUITE:-bookworm}) -> $image ($engine)"
+debian_rootfs postgresql "$tmp/rootfs.tar" \
   --customize-hook='rm -rf "$1"/var/lib/postgresql/[0-9]* "$1"/etc/postgresql/[0-9]*' \
   --customize-hook="install -m 0755 '$tmp/entrypoint' \"\$1/usr/local/bin/agentd-postgres\"" \
-  --customize-hook='chroot "$1" install -d -o postgres -g postgres -m 0700 /var/lib/postgresql/data' \
-  --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/*' \
-  "$suite" "$tmp/rootfs.tar" "$MIRROR"
+  --customize-hook='chroot "$1" install -d -o postgres -g postgres -m 0700 /var/lib/postgresql/data'
 
 "$engine" import \
   --change 'USER postgres' \

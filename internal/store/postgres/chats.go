@@ -322,14 +322,16 @@ func (s *Store) notifyChat(ctx context.Context, channel, id string) {
 // stores, so of two concurrent submissions of one request_id exactly one
 // wins (the second re-checks the committed row and finds the answer there);
 // owner IS NULL keeps an answer from slipping in while a worker (claimed for
-// a cancel or an expired request) is ending the chat.
+// a cancel or an expired request) is ending the chat. The same UPDATE makes
+// the chat running and clears the answered request (see chat.Store), so
+// that no read after it, on any replica, shows that request again.
 func (s *Store) SubmitInput(ctx context.Context, p *chat.SubmitInputParams) (*chat.Chat, error) {
 	cid, ok := param.ChatID(p.ChatID)
 	if !ok {
 		return nil, fmt.Errorf("submit input to chat %q: %w", p.ChatID, chat.ErrNotFound)
 	}
 	c, err := scanChat(s.pool.QueryRow(ctx, `WITH s AS (
-			UPDATE chat_state AS s SET input_response = $1 FROM chats c
+			UPDATE chat_state AS s SET input_response = $1, status = 'running', pending_input = NULL FROM chats c
 			WHERE s.id = $2 AND c.id = s.id AND ($3 = '' OR c.tenant = $3) AND s.status = 'awaiting_input'
 			  AND s.input_response IS NULL AND s.owner IS NULL AND s.pending_input->>'request_id' = $4
 			RETURNING s.*)

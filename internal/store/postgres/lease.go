@@ -70,7 +70,9 @@ SELECT ` + chatColumns + ` FROM chats c JOIN claimed s ON s.id = c.id`
 
 // needsWorker: a queued or running chat always needs a worker; a chat
 // awaiting input only to act on a cancel or stop request, an answer or an
-// expired request; an ended chat only to start its next run.
+// expired request; an ended chat only to start its next run. (Storing an
+// answer makes a chat running; an answered chat still awaiting input is one
+// that an earlier version answered.)
 const needsWorker = `(status IN ('queued', 'running')
 	OR (status = 'awaiting_input' AND (cancel_requested OR stop_requested OR input_response IS NOT NULL OR input_expires_at < $1))
 	OR (status IN ('completed', 'failed', 'cancelled') AND last_run > run))`

@@ -260,7 +260,7 @@ func TestMigrateChatStateKeepsChats(t *testing.T) {
 	if err != nil || len(answered.InputResponse) == 0 {
 		t.Fatalf("answer the migrated pending input: %v, %v", answered, err)
 	}
-	assertProgress(t, s, a.ID, chat.Progress{Status: chat.StatusAwaitingInput, LastSeq: a.LastSeq, InputAnswered: true})
+	assertProgress(t, s, a.ID, chat.Progress{Status: chat.StatusRunning, LastSeq: a.LastSeq, InputAnswered: true})
 	claimed, err = s.Claim(t.Context(), &chat.ClaimParams{Owner: "new-replica", Now: at(2 * time.Minute), LeaseUntil: at(time.Hour), Limit: 10})
 	if err != nil || len(claimed) != 2 || claimed[0].ID != r.ID || claimed[0].Epoch != r.Epoch+1 || claimed[1].ID != a.ID || claimed[1].Epoch != a.Epoch+1 {
 		t.Fatalf("claim after the lease expired: %v, %v; want the running chat at epoch %d and the answered chat at %d", claimed, err, r.Epoch+1, a.Epoch+1)

@@ -304,13 +304,15 @@ func (s *Store) RequestCancel(ctx context.Context, tenant, id string) (*chat.Cha
 // SubmitInput implements chat.Store. One conditional UPDATE both checks and
 // stores, so of two concurrent submissions of one request_id exactly one
 // wins; owner IS NULL keeps an answer from slipping in while a worker
-// (claimed for a cancel or an expired request) is ending the chat.
+// (claimed for a cancel or an expired request) is ending the chat. The same
+// UPDATE makes the chat running and clears the answered request (see
+// chat.Store).
 func (s *Store) SubmitInput(ctx context.Context, p *chat.SubmitInputParams) (*chat.Chat, error) {
 	cid, ok := param.ChatID(p.ChatID)
 	if !ok {
 		return nil, fmt.Errorf("submit input to chat %q: %w", p.ChatID, chat.ErrNotFound)
 	}
-	c, err := scanChat(s.writer.QueryRowContext(ctx, `UPDATE chats SET input_response = ?
+	c, err := scanChat(s.writer.QueryRowContext(ctx, `UPDATE chats SET input_response = ?, status = 'running', pending_input = NULL
 		WHERE id = ? AND (? = '' OR tenant = ?) AND status = 'awaiting_input' AND input_response IS NULL
 		  AND owner IS NULL AND json_extract(pending_input, '$.request_id') = ?
 		RETURNING `+chatColumns, string(p.Response), cid, p.Tenant, p.Tenant, p.RequestID))

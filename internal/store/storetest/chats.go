@@ -390,7 +390,7 @@ func testGetProgress(t *testing.T, s chat.Store) {
 	if _, err := s.SubmitInput(t.Context(), &chat.SubmitInputParams{ChatID: c.ID, RequestID: "r1", Response: json.RawMessage(`{"content": "yes"}`), Now: at(time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := progress("acme"), (chat.Progress{Status: chat.StatusAwaitingInput, LastSeq: 3, InputAnswered: true}); got != want {
+	if got, want := progress("acme"), (chat.Progress{Status: chat.StatusRunning, LastSeq: 3, InputAnswered: true}); got != want {
 		t.Fatalf("answered: %+v, want %+v", got, want)
 	}
 }

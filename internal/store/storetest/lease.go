@@ -293,8 +293,24 @@ func testSubmitInput(t *testing.T, s chat.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != chat.StatusAwaitingInput || !strings.Contains(string(got.InputResponse), "looks good") {
-		t.Fatalf("after submit: status %s, response %s", got.Status, got.InputResponse)
+	// The answer makes the chat running with no request, in the same write:
+	// a client that reads the chat after its answer was accepted never sees
+	// the answered request again, whichever replica it asks.
+	if got.Status != chat.StatusRunning || got.PendingInput != nil || !strings.Contains(string(got.InputResponse), "looks good") {
+		t.Fatalf("after submit: status %s, pending %s, response %s", got.Status, got.PendingInput, got.InputResponse)
+	}
+	if read := mustGet(t, s, waiting.ID); read.Status != chat.StatusRunning || read.PendingInput != nil {
+		t.Fatalf("read after submit: status %s, pending %s", read.Status, read.PendingInput)
+	}
+	for _, st := range []chat.Status{chat.StatusAwaitingInput, chat.StatusRunning} {
+		listed, _, err := s.ListChats(ctx, &chat.ListChatsParams{Tenant: "acme", Status: st, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := slices.ContainsFunc(listed, func(c *chat.Chat) bool { return c.ID == waiting.ID })
+		if found != (st == chat.StatusRunning) {
+			t.Fatalf("list with status %s: answered chat listed = %v", st, found)
+		}
 	}
 	if _, err := submit("acme", waiting.ID, "r1"); !errors.Is(err, chat.ErrNoPendingInput) {
 		t.Fatalf("the same request_id twice: %v", err)
