@@ -22,13 +22,27 @@ from ._errors import (
     PermissionDeniedError,
     Problem,
     RateLimitError,
+    RunActiveError,
     RunFailedError,
     UnavailableError,
     UnsupportedMediaTypeError,
     ValidationError,
 )
 from ._sse import TERMINAL_EVENTS, Event
-from ._types import Approval, Chat, ChatList, Message, MessageList, PendingInput, Task
+from ._types import (
+    Approval,
+    Chat,
+    ChatList,
+    ForkedFrom,
+    IfBusy,
+    Message,
+    MessageList,
+    PendingInput,
+    RunPosted,
+    RunRequest,
+    Task,
+    TaskMessage,
+)
 from ._version import API_VERSION, __version__
 
 __all__ = [
@@ -48,6 +62,8 @@ __all__ = [
     "ContentTooLargeError",
     "Event",
     "EventStream",
+    "ForkedFrom",
+    "IfBusy",
     "InternalServerError",
     "Message",
     "MessageList",
@@ -56,9 +72,13 @@ __all__ = [
     "PermissionDeniedError",
     "Problem",
     "RateLimitError",
+    "RunActiveError",
     "RunFailedError",
+    "RunPosted",
+    "RunRequest",
     "TERMINAL_EVENTS",
     "Task",
+    "TaskMessage",
     "UnavailableError",
     "UnsupportedMediaTypeError",
     "ValidationError",

@@ -11,7 +11,7 @@ import httpx
 from . import _base as b
 from ._errors import APIConnectionError, error_from_response
 from ._sse import Event, ResumeState, SSEDecoder
-from ._types import Approval, Chat, ChatList, Message, MessageList, Task
+from ._types import Approval, Chat, ChatList, IfBusy, Message, MessageList, RunPosted, RunRequest, Task
 
 
 class AsyncClient:
@@ -145,9 +145,11 @@ class AsyncClient:
             if not page["messages"] and page["status"] in ("completed", "failed", "cancelled", "awaiting_input"):
                 return
 
-    def events(self, chat_id: str, *, after: int = 0, follow: bool = False) -> AsyncEventStream:
+    def events(
+        self, chat_id: str, *, after: int = 0, follow: bool = False, until_run: int | None = None
+    ) -> AsyncEventStream:
         """See :meth:`agentd.Client.events`; an async iterator."""
-        return AsyncEventStream(self, chat_id, after, follow)
+        return AsyncEventStream(self, chat_id, after, follow, until_run)
 
     async def send_input(
         self,
@@ -170,16 +172,21 @@ class AsyncClient:
         return cast("dict[str, Any]", await self._send(b.team_request(chat_id)))
 
     async def start_run(
-        self, chat_id: str, task: Task | None = None, *, if_busy: str | None = None, max_round: int | None = None
-    ) -> Chat:
+        self,
+        chat_id: str,
+        task: Task | None = None,
+        *,
+        if_busy: IfBusy | None = None,
+        max_round: int | None = None,
+    ) -> RunPosted:
         """See :meth:`agentd.Client.start_run`."""
-        return cast(Chat, await self._send(b.run_request(chat_id, task, if_busy, max_round)))
+        return cast(RunPosted, await self._send(b.run_request(chat_id, task, if_busy, max_round)))
 
     async def stop(self, chat_id: str) -> Chat:
         """See :meth:`agentd.Client.stop`."""
         return cast(Chat, await self._send(b.stop_request(chat_id)))
 
-    async def fork(self, chat_id: str, *, at_seq: int | None = None, run: Mapping[str, Any] | None = None) -> Chat:
+    async def fork(self, chat_id: str, *, at_seq: int | None = None, run: RunRequest | None = None) -> Chat:
         """See :meth:`agentd.Client.fork`."""
         return cast(Chat, await self._send(b.fork_request(chat_id, at_seq, run)))
 
@@ -187,10 +194,12 @@ class AsyncClient:
 class AsyncEventStream(AsyncIterator[Event]):
     """The events of one chat; see :meth:`agentd.Client.events`."""
 
-    def __init__(self, client: AsyncClient, chat_id: str, after: int, follow: bool) -> None:
+    def __init__(
+        self, client: AsyncClient, chat_id: str, after: int, follow: bool, until_run: int | None
+    ) -> None:
         self._client = client
         self._path = b.chat_path(chat_id, "/events")
-        self._state = ResumeState(last_seq=after, follow=follow)
+        self._state = ResumeState(last_seq=after, follow=follow, until_run=until_run)
         self._gen = self._run()
         #: How many times the stream was resumed after a break.
         self.reconnects = 0
@@ -229,7 +238,7 @@ class AsyncEventStream(AsyncIterator[Event]):
             headers["Last-Event-ID"] = str(state.last_seq)
             try:
                 async with http.stream(
-                    "GET", cfg.base_url + self._path, params=b.events_params(state.follow),
+                    "GET", cfg.base_url + self._path, params=b.events_params(state.follows),
                     headers=headers, timeout=cfg.stream_timeout,
                 ) as resp:
                     if resp.status_code == 204:
@@ -248,6 +257,9 @@ class AsyncEventStream(AsyncIterator[Event]):
                                 yield ev
                                 if state.done:
                                     return
+                        if state.ended_cleanly():
+                            return
+                        problem = APIConnectionError("the server ended the stream before its end")
             except httpx.TransportError as e:
                 problem = e
             failures += 1

@@ -12,7 +12,7 @@ from urllib.parse import quote
 import httpx
 
 from ._errors import error_from_response
-from ._types import Approval, Task
+from ._types import Approval, RunRequest, Task
 from ._version import __version__
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -211,7 +211,7 @@ def stop_request(chat_id: str) -> Request:
     return Request("POST", chat_path(chat_id, "/stop"))
 
 
-def fork_request(chat_id: str, at_seq: int | None, run: Mapping[str, Any] | None) -> Request:
+def fork_request(chat_id: str, at_seq: int | None, run: RunRequest | None) -> Request:
     body: dict[str, Any] = {}
     if at_seq is not None:
         body["at_seq"] = at_seq

@@ -11,7 +11,7 @@ import httpx
 from . import _base as b
 from ._errors import APIConnectionError, error_from_response
 from ._sse import Event, ResumeState, SSEDecoder
-from ._types import Approval, Chat, ChatList, Message, MessageList, Task
+from ._types import Approval, Chat, ChatList, IfBusy, Message, MessageList, RunPosted, RunRequest, Task
 
 
 class Client:
@@ -153,12 +153,20 @@ class Client:
             if not page["messages"] and page["status"] in ("completed", "failed", "cancelled", "awaiting_input"):
                 return
 
-    def events(self, chat_id: str, *, after: int = 0, follow: bool = False) -> EventStream:
+    def events(
+        self, chat_id: str, *, after: int = 0, follow: bool = False, until_run: int | None = None
+    ) -> EventStream:
         """The chat's events (server-sent events) after seq ``after``, as an
-        iterator that resumes a broken stream with ``Last-Event-ID``, never
-        yields an event twice and ends after the terminal event (with
-        ``follow``, stays open across runs until closed)."""
-        return EventStream(self, chat_id, after, follow)
+        iterator that resumes a broken stream with ``Last-Event-ID`` and never
+        yields an event twice.
+
+        It ends after the terminal event of the chat's latest run (a replay
+        of earlier runs goes on past theirs). ``follow=True``: it stays open
+        across runs until closed. ``until_run=N``: it follows the chat until
+        run N ends (or a later run, should N have been dropped), so that a
+        stream opened right after :meth:`start_run` waits for the run to
+        start instead of ending with the run before it."""
+        return EventStream(self, chat_id, after, follow, until_run)
 
     def send_input(
         self,
@@ -183,23 +191,47 @@ class Client:
         """The chat's team as AgentChat component JSON."""
         return cast("dict[str, Any]", self._send(b.team_request(chat_id)))
 
-    # Runs (DESIGN §3.12).
+    # Runs: a chat goes on (README, "Runs: a chat goes on").
 
     def start_run(
-        self, chat_id: str, task: Task | None = None, *, if_busy: str | None = None, max_round: int | None = None
-    ) -> Chat:
-        """Starts the chat's next run (AgentChat's ``team.run`` again) with a
-        task (text, message object or list of them; none: go on without
-        one). ``if_busy``: ``reject`` (409), ``enqueue`` or ``interrupt``."""
-        return cast(Chat, self._send(b.run_request(chat_id, task, if_busy, max_round)))
+        self,
+        chat_id: str,
+        task: Task | None = None,
+        *,
+        if_busy: IfBusy | None = None,
+        max_round: int | None = None,
+    ) -> RunPosted:
+        """Posts the chat's next run, as AgentChat's ``team.run`` called again:
+        the thread and the agents' state carry over, the termination
+        conditions and the turn count restart. ``task``: a text (a
+        TextMessage from ``user``), a :class:`TaskMessage` (a
+        ``HandoffMessage`` resumes a Swarm at its ``target``) or a list of
+        them; none goes on without a new message. ``max_round``: this run's
+        (default the spec's).
+
+        While a run is active or queued, ``if_busy`` says what happens:
+        ``reject`` (the default) raises :class:`RunActiveError`; ``enqueue``
+        runs it after the others; ``interrupt`` drops the queued runs, ends
+        the active one ``cancelled`` and runs this one next. The answer is
+        the chat with ``posted_run``, the number the run got (its
+        ``run.started`` and terminal events carry it): follow it with
+        ``events(chat_id, after=..., until_run=posted_run)``."""
+        return cast(RunPosted, self._send(b.run_request(chat_id, task, if_busy, max_round)))
 
     def stop(self, chat_id: str) -> Chat:
-        """Ends the run after the current agent's turn (ExternalTermination)."""
+        """Ends the active run after the current agent's turn, as AgentChat's
+        ExternalTermination: stop reason ``external``, stop detail
+        ``External termination requested``. A run waiting for input ends at
+        once; with no run active the chat is returned unchanged."""
         return cast(Chat, self._send(b.stop_request(chat_id)))
 
-    def fork(self, chat_id: str, *, at_seq: int | None = None, run: Mapping[str, Any] | None = None) -> Chat:
-        """A new chat from this one's log up to ``at_seq``, with ``run``
-        started at once if given."""
+    def fork(self, chat_id: str, *, at_seq: int | None = None, run: RunRequest | None = None) -> Chat:
+        """A new chat of the same spec whose log is a copy of this one's up to
+        ``at_seq`` (a turn's or a run's end, else :class:`ValidationError`
+        with the path ``/at_seq``; default the last event), with
+        ``forked_from`` set; with ``run`` (``{"task", "max_round", ...}`` as
+        :meth:`start_run` takes them), that run starts at once. The source
+        chat does not change."""
         return cast(Chat, self._send(b.fork_request(chat_id, at_seq, run)))
 
 
@@ -207,10 +239,10 @@ class EventStream(Iterator[Event]):
     """The events of one chat; see :meth:`Client.events`. ``last_event_id``
     is the seq of the last event yielded: where a new stream would resume."""
 
-    def __init__(self, client: Client, chat_id: str, after: int, follow: bool) -> None:
+    def __init__(self, client: Client, chat_id: str, after: int, follow: bool, until_run: int | None) -> None:
         self._client = client
         self._path = b.chat_path(chat_id, "/events")
-        self._state = ResumeState(last_seq=after, follow=follow)
+        self._state = ResumeState(last_seq=after, follow=follow, until_run=until_run)
         self._gen = self._run()
         #: How many times the stream was resumed after a break.
         self.reconnects = 0
@@ -249,7 +281,7 @@ class EventStream(Iterator[Event]):
             headers["Last-Event-ID"] = str(state.last_seq)
             try:
                 with http.stream(
-                    "GET", cfg.base_url + self._path, params=b.events_params(state.follow),
+                    "GET", cfg.base_url + self._path, params=b.events_params(state.follows),
                     headers=headers, timeout=cfg.stream_timeout,
                 ) as resp:
                     if resp.status_code == 204:
@@ -268,6 +300,9 @@ class EventStream(Iterator[Event]):
                                 yield ev
                                 if state.done:
                                     return
+                        if state.ended_cleanly():
+                            return
+                        problem = APIConnectionError("the server ended the stream before its end")
             except httpx.TransportError as e:
                 problem = e
             failures += 1

@@ -4,6 +4,7 @@ the fields of its RFC 9457 problem details."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -94,7 +95,28 @@ class NotFoundError(APIError):
 
 class ConflictError(APIError):
     """409: an Idempotency-Key reused with another body, no pending input (or
-    a stale request_id), or a chat busy with a run."""
+    a stale request_id), a chat busy with a run (:class:`RunActiveError`),
+    or a chat whose log cannot be run again."""
+
+
+#: The problem type of a run posted while another is active or queued.
+RUN_ACTIVE = "urn:agentd:problem:run-active"
+
+_RUN_IN_DETAIL = re.compile(r"\brun (\d+)\b")
+
+
+class RunActiveError(ConflictError):
+    """409 ``urn:agentd:problem:run-active``: a run was posted with
+    ``if_busy`` ``reject`` (the default) while run ``run`` is active or about
+    to start. Post it with ``if_busy="enqueue"`` to run after it, or
+    ``"interrupt"`` to cancel it. ``run`` is read from the problem's detail
+    (``None`` if the detail does not name one); the problem's own fields
+    are kept as on every :class:`APIError`."""
+
+    def __init__(self, status: int, **kwargs: Any) -> None:
+        super().__init__(status, **kwargs)
+        m = _RUN_IN_DETAIL.search(self.detail)
+        self.run: int | None = int(m.group(1)) if m else None
 
 
 class ContentTooLargeError(APIError):
@@ -169,6 +191,8 @@ def error_from_response(status: int, headers: Mapping[str, str], content: bytes)
             ]
     elif isinstance(body, str) and body:
         fields["detail"] = body[:500]
+    if status == 409 and fields.get("type") == RUN_ACTIVE:
+        cls = RunActiveError
     return cls(
         status,
         request_id=headers.get("x-request-id"),

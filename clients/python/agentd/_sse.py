@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-#: The events that end a stream (the chat's, or with runs the run's, end).
+#: The events that end a run (and the chat's status with it).
 TERMINAL_EVENTS = frozenset({"chat.completed", "chat.failed", "chat.cancelled"})
 
 
@@ -25,9 +25,21 @@ class Event:
 
     @property
     def terminal(self) -> bool:
-        """The event ends the chat (or the run): ``chat.completed``,
-        ``chat.failed`` or ``chat.cancelled``."""
+        """The event ends a run: ``chat.completed``, ``chat.failed`` or
+        ``chat.cancelled``."""
         return self.event in TERMINAL_EVENTS
+
+    @property
+    def run(self) -> int | None:
+        """The run a ``run.started`` opens or a terminal event ends (a
+        terminal event of a log written before runs names none: run 1);
+        ``None`` for other events."""
+        if self.event != "run.started" and not self.terminal:
+            return None
+        n = self.data.get("run") if isinstance(self.data, dict) else None
+        if isinstance(n, int) and not isinstance(n, bool):
+            return n
+        return 1 if self.terminal else None
 
 
 @dataclass
@@ -88,11 +100,31 @@ class SSEDecoder:
 class ResumeState:
     """Where a stream is: the last seq delivered, and whether the stream is
     over. The one place that decides which received events reach the caller,
-    so that a resumed stream never yields an event twice."""
+    so that a resumed stream never yields an event twice, and when a stream
+    ends.
+
+    A stream that neither follows the chat nor waits for a run ends where
+    the server ends it: after the terminal event of the chat's latest run
+    (replayed terminal events of earlier runs do not end it). The server
+    ends such a response cleanly only there and aborts it anywhere else, so
+    a clean end after a terminal event is the end, and any other end a
+    break to resume from. With ``until_run`` the stream follows the chat
+    and ends with the terminal event of that run, or of a later one (a
+    queued run that an interrupt dropped never ends; the run that replaced
+    it takes its number).
+    """
 
     last_seq: int = 0
     follow: bool = False
+    until_run: int | None = None
     done: bool = False
+    #: The last event delivered ends a run.
+    at_run_end: bool = False
+
+    @property
+    def follows(self) -> bool:
+        """Whether the request asks the server to stay open across runs."""
+        return self.follow or self.until_run is not None
 
     def accept(self, ev: Event) -> bool:
         """Whether to deliver ev; moves the resume point past it."""
@@ -100,6 +132,14 @@ class ResumeState:
             if ev.id <= self.last_seq:
                 return False
             self.last_seq = ev.id
-        if ev.terminal and not self.follow:
+            self.at_run_end = ev.terminal
+        if ev.terminal and self.until_run is not None and (ev.run or 1) >= self.until_run:
             self.done = True
         return True
+
+    def ended_cleanly(self) -> bool:
+        """The server ended a response cleanly; returns whether the stream is
+        over (else it is resumed)."""
+        if not self.follows and self.at_run_end:
+            self.done = True
+        return self.done

@@ -4,7 +4,7 @@ to a type checker."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, NotRequired, Optional, TypedDict, Union
+from typing import Any, Dict, List, Literal, NotRequired, Optional, Required, TypedDict, Union
 
 
 class Usage(TypedDict):
@@ -15,7 +15,10 @@ class Usage(TypedDict):
 
 
 class PendingInput(TypedDict):
-    """What a chat in ``awaiting_input`` waits for."""
+    """What a chat in ``awaiting_input`` waits for (also the data of an
+    ``input.requested`` event). ``kind`` is ``message`` (a human message:
+    ``agent`` asks), ``speaker`` (pick one of ``candidates``) or ``approval``
+    (decide on ``agent``'s held ``tool_calls`` or ``code_blocks``)."""
 
     request_id: str
     kind: str
@@ -27,8 +30,18 @@ class PendingInput(TypedDict):
     expires_at: NotRequired[str]
 
 
+class ForkedFrom(TypedDict):
+    """Where a fork's log was copied from: the source chat and the last seq
+    copied."""
+
+    chat_id: str
+    seq: int
+
+
 class Chat(TypedDict):
-    """A chat object."""
+    """A chat object. ``status``, ``stop_reason`` and ``stop_detail`` are
+    those of its latest run, ``run`` that run's number, ``queued_runs`` the
+    runs posted after it that have not started."""
 
     id: str
     name: Optional[str]
@@ -45,9 +58,18 @@ class Chat(TypedDict):
     updated_at: str
     completed_at: Optional[str]
     metadata: Optional[Dict[str, Any]]
+    run: int
+    queued_runs: int
+    forked_from: Optional[ForkedFrom]
     spec: NotRequired[Dict[str, Any]]
     warnings: NotRequired[List[Dict[str, str]]]
-    run: NotRequired[int]
+
+
+class RunPosted(Chat):
+    """The answer to ``POST /v1/chats/{id}/runs``: the chat, and the number
+    the posted run got (its ``run.started`` and terminal events carry it)."""
+
+    posted_run: int
 
 
 class ChatList(TypedDict):
@@ -107,14 +129,39 @@ class MessageList(TypedDict):
 
 
 class Approval(TypedDict, total=False):
-    """The answer to one call of a pending approval: approve or reject it
-    (with a reason), optionally with edited arguments."""
+    """A decision on a pending approval: for each held tool call
+    (``tool_call_id``) or, without one, for held code. ``approve`` it or
+    not; ``arguments`` (an approved call only) replace the model's and are
+    checked against the tool's schema; ``reason`` says why (a rejected
+    call's error result quotes it)."""
 
     tool_call_id: str
-    approve: bool
-    arguments: Union[str, Dict[str, Any]]
+    approve: Required[bool]
+    arguments: Dict[str, Any]
     reason: str
 
 
-#: A run's task: a text, one message object or several.
-Task = Union[str, Dict[str, Any], List[Dict[str, Any]]]
+class TaskMessage(TypedDict, total=False):
+    """A message of a run's task: a ``TextMessage`` (``source`` defaults to
+    ``user``), or a ``HandoffMessage`` whose ``target`` the Swarm goes on
+    with."""
+
+    type: Required[Literal["TextMessage", "HandoffMessage"]]
+    source: str
+    content: Required[str]
+    target: str
+
+
+#: A run's task: a text (a TextMessage from ``user``), one message or several.
+Task = Union[str, TaskMessage, List[TaskMessage]]
+
+#: What ``POST /runs`` does while a run is active or waits to start.
+IfBusy = Literal["reject", "enqueue", "interrupt"]
+
+
+class RunRequest(TypedDict, total=False):
+    """The body of ``POST /v1/chats/{id}/runs``, and a fork's ``run``."""
+
+    task: Optional[Task]
+    if_busy: IfBusy
+    max_round: int

@@ -70,3 +70,40 @@ def slow(delay_ms: int = 60000) -> dict[str, Any]:
                     "model": {"provider": "replay", "responses": [{"content": "Done.", "delay_ms": delay_ms}]}}],
         "max_round": 1,
     }
+
+
+def one_agent(replies: list[Any], task: str = "go", max_round: int = 1) -> dict[str, Any]:
+    """One assistant whose replay replies (texts, or objects with
+    ``delay_ms``) are consumed one a turn, over every run of the chat."""
+    return {
+        "name": "one-agent",
+        "task": task,
+        "max_round": max_round,
+        "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": replies}}],
+    }
+
+
+def pay_and_refund(tool_url: str, approval: Any = "always") -> dict[str, Any]:
+    """An assistant whose tools pay and refund (http tools at tool_url, each
+    taking an integer n) are held for approval; its first reply calls pay,
+    its second pay and refund."""
+
+    def tool(name: str) -> dict[str, Any]:
+        return {"name": name, "description": f"{name.title()} n euros.",
+                "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+                "implementation": {"type": "http", "url": tool_url}}
+
+    return {
+        "name": "approvals",
+        "task": "Pay the invoice, then settle the dispute.",
+        "max_round": 2,
+        "tools": [tool("pay"), tool("refund")],
+        "agents": [{
+            "name": "clerk", "type": "assistant", "tools": ["pay", "refund"], "tool_approval": approval,
+            "tool_call_summary_format": "{tool_name}: {result}",
+            "model": {"provider": "replay", "responses": [
+                {"tool_calls": [{"name": "pay", "arguments": {"n": 100}}]},
+                {"tool_calls": [{"name": "pay", "arguments": {"n": 100}}, {"name": "refund", "arguments": {"n": 5}}]},
+            ]},
+        }],
+    }

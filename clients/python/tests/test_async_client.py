@@ -91,3 +91,47 @@ def test_api_key(keyed_server: Agentd) -> None:
             await c.list()
 
     asyncio.run(main())
+
+
+def test_runs_stop_fork_and_follow(server: Agentd) -> None:
+    async def body(c: agentd.AsyncClient) -> None:
+        chat = await c.create(specs.one_agent(
+            [{"content": "r1", "delay_ms": 600}, "r2", {"content": "r3", "delay_ms": 1500}, "r4"], max_round=5))
+        cid = chat["id"]
+        with pytest.raises(agentd.RunActiveError) as busy:
+            await c.start_run(cid, "now")
+        assert busy.value.run == 1
+        posted = await c.start_run(cid, "later", if_busy="enqueue", max_round=1)
+        assert posted["posted_run"] == 2 and posted["queued_runs"] == 1
+        # Run 1 has no max_round of its own: stop it once it has a turn.
+        follow = c.events(cid, follow=True)
+        seen: list[agentd.Event] = []
+        async for ev in follow:
+            seen.append(ev)
+            if ev.event == "speaker.selected" and ev.data["turn"] == 1:
+                assert (await c.stop(cid))["status"] == "running"
+            if ev.terminal and ev.run == 2:
+                break
+        await follow.aclose()
+        texts = [(e.event, e.data.get("name"), e.data.get("content"), e.data.get("stop_detail")) for e in seen
+                 if e.event in ("message", "chat.completed")]
+        assert texts == [
+            ("message", "user", "go", None), ("message", "a", "r1", None),
+            ("chat.completed", None, None, "External termination requested"),
+            ("message", "user", "later", None), ("message", "a", "r2", None),
+            ("chat.completed", None, None, "Maximum number of turns 1 reached."),
+        ]
+        # A fork at the end of run 1, with a run of its own.
+        end1 = next(e.id for e in seen if e.terminal)
+        fork = await c.fork(cid, at_seq=end1, run={"task": "forked", "max_round": 1})
+        assert fork["forked_from"] == {"chat_id": cid, "seq": end1}
+        forked = [e async for e in c.events(fork["id"], until_run=2)]
+        assert forked[:len(seen[:end1])] == seen[:end1]
+        # The fork's replay position is its copied log's: the reply after r1.
+        assert [e.data["content"] for e in forked[end1:] if e.event == "message"] == ["forked", "r2"]
+        # The source goes on where it was.
+        await c.start_run(cid, max_round=1)
+        rest = [e async for e in c.events(cid, after=seen[-1].id or 0, until_run=3)]
+        assert [e.data["content"] for e in rest if e.event == "message"] == ["r3"]
+
+    run(server, body)
