@@ -1,9 +1,10 @@
 """Runs each scenario's team on agentd through RemoteTeam, under AgentChat
 0.7.5, and compares with what AgentChat did in-process (record.py's
 recordings): Console's text byte for byte, every item run_stream yields, and
-run()'s TaskResult (messages and stop reason). Also: a cancelled
-CancellationToken cancels the chat and raises CancelledError, and a second
-run continues the chat where the server has runs.
+run()'s TaskResult (messages and stop reason), for the first run and each
+further run on the same team, which continues the same chat until reset().
+Also: a cancelled CancellationToken cancels the chat and raises
+CancelledError.
 
     AGENTD_ENV/python.sh autogen_check/check.py AGENTD_BINARY   # from clients/python
 """
@@ -22,7 +23,7 @@ import common
 import agentd
 from agentd.autogen import RemoteTeam
 from autogen_core import CancellationToken
-from scenarios import SCENARIOS, Scenario, answering, close_clients
+from scenarios import SCENARIOS, Scenario, agentchat_task, answering, close_clients
 from support import Agentd, ScriptedModel
 
 failures: list[str] = []
@@ -52,31 +53,25 @@ async def check_one(binary: str, sc: Scenario) -> None:
         answers = answering(sc.answers) if sc.answers is not None else None
         remote = RemoteTeam(team, agentd.Client(server.url), name=sc.name, input_func=answers)
         text, result, seen = await common.console(remote.run_stream(task=sc.task))
-        same("Console output", text, rec["console"])
-        same("run_stream items", merge_chunks(seen), merge_chunks(rec["stream"]))
-        streamed = sum(1 for it in rec["stream"] if it["type"] == "ModelClientStreamingChunkEvent")
-        chunks = sum(1 for it in seen if it["type"] == "ModelClientStreamingChunkEvent")
-        if streamed:
-            # More chunks than replies: the deltas came from agentd's stream,
-            # not only from the messages.
-            same("chunk events came from deltas", chunks > 2, True)
-        same("TaskResult of run_stream", common.result_dict(result), rec["result"])
+        compare("", text, result, seen, rec)
+        first_chat = remote.chat_id
+        further = rec.get("runs", [])
+        same("further runs recorded", [r["task"] for r in further], sc.runs or [])
+        for i, want in enumerate(further, 2):
+            # team.run_stream again: the same chat goes on with the run's task.
+            text, result, seen = await common.console(remote.run_stream(task=agentchat_task(want["task"])))
+            compare(f"run {i}: ", text, result, seen, want)
+            same(f"run {i}: the chat it continues", remote.chat_id, first_chat)
 
+        # run() after reset(): a new chat, and the same TaskResult for each run.
         await remote.reset()
         model.script = list(sc.script)
         again = await remote.run(task=sc.task)
         same("TaskResult of run()", common.result_dict(again), rec["result"])
-        first_chat = remote.chat_id
-
-        model.script = list(sc.script)
-        try:
-            await remote.run(task="And now?")
-            print("  ok: a second run continued the chat")
-        except RuntimeError as e:
-            if "cannot continue a chat" not in str(e):
-                raise
-            print(f"  gap: a second run without reset: {e}")
-        same("the chat a second run continues", remote.chat_id, first_chat)
+        same("reset() started a new chat", remote.chat_id not in (None, first_chat), True)
+        for i, want in enumerate(further, 2):
+            again = await remote.run(task=agentchat_task(want["task"]))
+            same(f"run {i}: TaskResult of run()", common.result_dict(again), want["result"])
     finally:
         await close_clients()
         server.stop()
@@ -117,6 +112,20 @@ async def check_cancel(binary: str) -> None:
         await close_clients()
         server.stop()
         model.close()
+
+
+def compare(what: str, text: str, result: Any, seen: list[dict[str, Any]], want: dict[str, Any]) -> None:
+    """One run_stream under Console against AgentChat's recording of it."""
+    same(what + "Console output", text, want["console"])
+    same(what + "run_stream items", merge_chunks(seen), merge_chunks(want["stream"]))
+    streamed = sum(1 for it in want["stream"] if it["type"] == "ModelClientStreamingChunkEvent")
+    replies = sum(1 for it in merge_chunks(want["stream"]) if it["type"] == "ModelClientStreamingChunkEvent")
+    chunks = sum(1 for it in seen if it["type"] == "ModelClientStreamingChunkEvent")
+    if streamed:
+        # More chunks than streamed replies: the deltas came from agentd's
+        # stream, not only from the messages.
+        same(what + "chunk events came from deltas", chunks > replies, True)
+    same(what + "TaskResult of run_stream", common.result_dict(result), want["result"])
 
 
 def merge_chunks(items: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """Records AgentChat 0.7.5 running each scenario in-process on the scripted
 model: what Console prints, every item run_stream yields, the TaskResult, and
-the team's component JSON (what RemoteTeam sends to agentd). Writes
-tests/testdata/agentchat/<scenario>.json.
+the team's component JSON (what RemoteTeam sends to agentd); for a scenario
+with further runs, the same for each (team.run_stream called again on the
+same team with the run's task). Writes tests/testdata/agentchat/<scenario>.json.
 
     AGENTD_ENV/python.sh autogen_check/record.py     # from clients/python
 
@@ -14,13 +15,14 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from typing import Any
 
 import common
-from scenarios import SCENARIOS, answering, close_clients
+from scenarios import SCENARIOS, agentchat_task, answering, close_clients
 from support import ScriptedModel
 
 
-async def record_one(sc: "object") -> dict[str, object]:
+async def record_one(sc: "object") -> dict[str, Any]:
     from scenarios import Scenario
 
     assert isinstance(sc, Scenario)
@@ -32,9 +34,14 @@ async def record_one(sc: "object") -> dict[str, object]:
             team = sc.build(model.url)
         component = common.component(team, model.url)
         text, result, seen = await common.console(team.run_stream(task=sc.task))
+        runs = []
+        for task in sc.runs or []:
+            run_text, run_result, run_seen = await common.console(team.run_stream(task=agentchat_task(task)))
+            runs.append({"task": task, "console": run_text, "stream": run_seen,
+                         "result": common.result_dict(run_result)})
         if model.script:
             raise RuntimeError(f"{sc.name}: {len(model.script)} scripted replies left unused")
-        return {
+        out: dict[str, Any] = {
             "answers": sc.answers or [],
             "task": sc.task,
             "script": sc.script,
@@ -43,6 +50,9 @@ async def record_one(sc: "object") -> dict[str, object]:
             "stream": seen,
             "result": common.result_dict(result),
         }
+        if runs:
+            out["runs"] = runs
+        return out
     finally:
         await close_clients()
         model.close()
@@ -56,7 +66,8 @@ def main() -> None:
         with open(os.path.join(common.TESTDATA, sc.name + ".json"), "w") as f:
             json.dump(out, f, indent=1, ensure_ascii=False, sort_keys=True)
             f.write("\n")
-        print(f"{sc.name}: {len(out['result']['messages'])} messages, stop: {out['result']['stop_reason']}")
+        for i, r in enumerate([out] + out.get("runs", []), 1):
+            print(f"{sc.name} run {i}: {len(r['result']['messages'])} messages, stop: {r['result']['stop_reason']}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,12 @@
 """The AgentChat teams that RemoteTeam is compared on: a round-robin team
-with a streaming agent, a Swarm whose agents hand off through tool calls, and
-a selector team. Each is built with AgentChat's own classes around an
-OpenAIChatCompletionClient pointed at a scripted model server, and runs the
-same script in-process (record.py) and on agentd (check.py).
+with a streaming agent, a Swarm whose agents hand off through tool calls, a
+selector team, a team with a human, and teams that run several times (a
+round-robin team stopped by MaxMessageTermination in each of three runs, and
+a Swarm that hands off to the user and is handed back in the next run, the
+human-in-the-loop pattern of AgentChat's Swarm). Each is built with
+AgentChat's own classes around an OpenAIChatCompletionClient pointed at a
+scripted model server, and runs the same script in-process (record.py) and
+on agentd (check.py).
 
 The Swarm's tool calls are its handoff tools: a team file's other tools
 (FunctionTool's Python source, HttpTool, MCP servers) are refused by agentd
@@ -16,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from autogen_agentchat.agents import AssistantAgent, UserProxyAgent
-from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
+from autogen_agentchat.conditions import HandoffTermination, MaxMessageTermination, TextMentionTermination
+from autogen_agentchat.messages import BaseChatMessage, HandoffMessage, TextMessage
 from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat, Swarm
 from autogen_ext.models.openai import OpenAIChatCompletionClient
 
@@ -53,6 +58,21 @@ class Scenario:
     build: Callable[..., Any]
     #: The human's answers, in order (a UserProxyAgent's input_func).
     answers: list[str] | None = None
+    #: The tasks of the team's further runs (team.run called again), in
+    #: agentd's form, which is AgentChat's message dump: a text, a message
+    #: ({"type", "source", "content", "target"?}), a list of them, or None.
+    runs: list[Any] | None = None
+
+
+def agentchat_task(task: Any) -> str | BaseChatMessage | list[BaseChatMessage] | None:
+    """A further run's task as AgentChat objects."""
+    if task is None or isinstance(task, str):
+        return task
+    if isinstance(task, list):
+        return [m for m in (agentchat_task(t) for t in task) if isinstance(m, BaseChatMessage)]
+    if task["type"] == "HandoffMessage":
+        return HandoffMessage(source=task["source"], target=task["target"], content=task["content"])
+    return TextMessage(source=task.get("source", "user"), content=task["content"])
 
 
 def answering(answers: list[str]) -> Callable[[str], str]:
@@ -109,6 +129,31 @@ def human(url: str, input_func: Callable[[str], str] | None = None) -> Any:
     )
 
 
+def runs_round_robin(url: str) -> Any:
+    counter = AssistantAgent(
+        "counter", model_client=client(url, stream=True), model_client_stream=True,
+        system_message="You count.", description="Counts.",
+    )
+    checker = AssistantAgent("checker", model_client=client(url), system_message="You check the count.")
+    scribe = AssistantAgent("scribe", model_client=client(url), system_message="You write the count down.")
+    return RoundRobinGroupChat([counter, checker, scribe], termination_condition=MaxMessageTermination(3))
+
+
+def runs_swarm(url: str) -> Any:
+    triage = AssistantAgent(
+        "triage", model_client=client(url), handoffs=["billing", "user"],
+        system_message="You route customer requests; ask the user when you need to know more.",
+    )
+    billing = AssistantAgent(
+        "billing", model_client=client(url), handoffs=["triage", "user"],
+        system_message="You handle refunds; ask the user before you finish.",
+    )
+    return Swarm(
+        [triage, billing],
+        termination_condition=HandoffTermination(target="user") | TextMentionTermination("TERMINATE"),
+    )
+
+
 SCENARIOS = [
     Scenario(
         "round_robin",
@@ -159,5 +204,44 @@ SCENARIOS = [
         ],
         human,
         answers=["Say what it prints.", "SHIP it."],
+    ),
+    Scenario(
+        "runs_round_robin",
+        "Count to three, one number each.",
+        [
+            # Run 1: the task, then two replies make three messages.
+            {"content": "One, to start the count.", "usage": u(12, 6), "delay_ms": 300},
+            {"content": "Two.", "usage": u(20, 2)},
+            # Run 2 (a task from someone else than the user): two replies.
+            {"content": "Three, so backwards: three.", "usage": u(30, 6)},
+            {"content": "Two, going backwards.", "usage": u(36, 5), "delay_ms": 300},
+            # Run 3 (no task): three replies, where the round robin left off.
+            {"content": "One.", "usage": u(44, 2)},
+            {"content": "Zero? No: done.", "usage": u(50, 5)},
+            {"content": "Counted both ways.", "usage": u(58, 4), "delay_ms": 300},
+        ],
+        runs_round_robin,
+        runs=[{"type": "TextMessage", "source": "pm", "content": "Now count backwards."}, None],
+    ),
+    Scenario(
+        "runs_swarm",
+        "I was charged twice.",
+        [
+            # Run 1: triage asks the user, which ends the run.
+            {"content": "Which invoice was it?",
+             "tool_calls": [{"id": "call_u1", "name": "transfer_to_user", "arguments": "{}"}], "usage": u(21, 9)},
+            # Run 2: the user answers triage, which hands off to billing,
+            # which asks the user again.
+            {"tool_calls": [{"id": "call_b1", "name": "transfer_to_billing", "arguments": "{}"}], "usage": u(48, 5)},
+            {"content": "Invoice 42 is refunded. Anything else?",
+             "tool_calls": [{"id": "call_u2", "name": "transfer_to_user", "arguments": "{}"}], "usage": u(66, 12)},
+            # Run 3: the user answers billing, which is done.
+            {"content": "Glad to help. TERMINATE", "usage": u(80, 6)},
+        ],
+        runs_swarm,
+        runs=[
+            {"type": "HandoffMessage", "source": "user", "target": "triage", "content": "Invoice 42."},
+            {"type": "HandoffMessage", "source": "user", "target": "billing", "content": "No, that is all. Thanks!"},
+        ],
     ),
 ]
