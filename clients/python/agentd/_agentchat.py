@@ -99,7 +99,10 @@ class Translator:
     ``handoffs``: each agent's handoff tool names (a call named
     ``transfer_to_…`` counts as one for agents not listed);
     ``output_task_messages``: whether the run's task messages are output, as
-    AgentChat's ``run_stream`` argument of that name.
+    AgentChat's ``run_stream`` argument of that name; ``run``: the number of
+    the run to translate, whose ``run.started`` opens it (events before it
+    belong to other runs and give nothing), and whose terminal event ends it
+    (default: the events from the start, to the first terminal event).
     """
 
     def __init__(
@@ -107,19 +110,35 @@ class Translator:
         streaming: set[str] | None = None,
         handoffs: Mapping[str, set[str]] | None = None,
         output_task_messages: bool = True,
+        run: int | None = None,
     ) -> None:
         self.streaming = set(streaming or ())
         self.handoffs = dict(handoffs or {})
         self.output_task_messages = output_task_messages
+        self.run = run
         self.end: RunEnd | None = None
         self._turn = _Turn()
         self._deltas: dict[str, str] = {}
+        # Whether the run is under way (its run.started seen), and whether
+        # its first turn has begun: messages before it are the task's.
+        self._open = run is None
         self._started = False
+
+    @property
+    def in_run(self) -> bool:
+        """Whether the events fed so far have opened the run and not ended it."""
+        return self._open and self.end is None
 
     def feed(self, ev: Event) -> list[dict[str, Any]]:
         """The AgentChat messages for one event (often none); sets
         :attr:`end` at the run's terminal event."""
         data = ev.data if isinstance(ev.data, Mapping) else {}
+        if ev.event == "run.started":
+            if self.run is None or ev.run == self.run:
+                self._open, self._started = True, False
+            return []
+        if not self.in_run:
+            return []
         if ev.event == "message":
             return self._message(data)
         if ev.event == "message.delta":
@@ -132,9 +151,6 @@ class Translator:
             out = _base(str(data.get("agent", "")), "UserInputRequestedEvent")
             out.update(request_id=str(data.get("request_id", "")), content="")
             return [out]
-        if ev.event == "run.started":
-            self._started = False
-            return []
         if ev.terminal:
             status = str(data.get("status", ev.event.removeprefix("chat.")))
             self.end = RunEnd(status, data.get("stop_detail"), data.get("error"))
@@ -177,12 +193,15 @@ class Translator:
         source = str(m.get("name", ""))
         type_ = str(m.get("type") or "TextMessage")
         content = m.get("content", "")
-        if not self._started and source == "user":
-            # The run's task: output as AgentChat does, or not at all.
+        if not self._started:
+            # The run's task (the messages before its first turn): output as
+            # AgentChat does, or not at all.
             if not self.output_task_messages:
                 return []
             out = _base(source, type_)
             out["content"] = content
+            if type_ == "HandoffMessage":
+                out.update(target=str(m.get("handoff", "")), context=[])
             return [out]
         model_reply = m.get("role") == "assistant"
         thought = m.get("thought") or None

@@ -1,22 +1,26 @@
-"""RemoteTeam's translation of agentd's events into AgentChat messages, in CI
-where AgentChat is not installed: each AgentChat team recorded in-process
-(tests/testdata/agentchat, made by autogen_check/record.py under AgentChat
-0.7.5) runs on agentd on the same scripted model, and what the translator
-makes of its events must equal what AgentChat's run_stream yielded (JSON
-dumps, less id and created_at) and its TaskResult. The AgentChat objects
-themselves, Console and run() are compared by autogen_check/check.py, which
-needs AgentChat (make test-autogen-client)."""
+"""RemoteTeam's runs and its translation of agentd's events into AgentChat
+messages, in CI where AgentChat is not installed: each AgentChat team
+recorded in-process (tests/testdata/agentchat, made by
+autogen_check/record.py under AgentChat 0.7.5) runs on agentd on the same
+scripted model through RemoteTeam's own run loop (agentd._remote.TeamRuns:
+the first run creates the chat, each further run continues it), and what it
+makes of each run's events must equal what AgentChat's run_stream yielded
+for that run (JSON dumps, less id and created_at) and its TaskResult. The
+AgentChat objects themselves, Console and run() are compared by
+autogen_check/check.py, which needs AgentChat (make test-autogen-client)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pathlib
-from typing import Any
+from typing import Any, Mapping
 
 import pytest
 
 import agentd
-from agentd._agentchat import Translator, team_facts
+from agentd._agentchat import Translator
+from agentd._remote import TeamRuns
 from support import Agentd, ScriptedModel
 
 RECORDINGS = sorted((pathlib.Path(__file__).parent / "testdata" / "agentchat").glob("*.json"))
@@ -36,12 +40,50 @@ def merge_chunks(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def test_recordings_cover_the_three_teams() -> None:
+def test_recordings_cover_the_teams_and_their_runs() -> None:
     names = {p.stem for p in RECORDINGS}
-    assert names == {"round_robin", "swarm", "selector", "human"}
-    providers = {json.loads(p.read_text())["component"]["provider"] for p in RECORDINGS}
+    assert names == {"round_robin", "swarm", "selector", "human", "runs_round_robin", "runs_swarm"}
+    recs = {p.stem: json.loads(p.read_text()) for p in RECORDINGS}
+    providers = {r["component"]["provider"] for r in recs.values()}
     assert providers == {"autogen_agentchat.teams.RoundRobinGroupChat", "autogen_agentchat.teams.Swarm",
                          "autogen_agentchat.teams.SelectorGroupChat"}
+    # Three runs each: the round robin stopped by MaxMessageTermination every
+    # time, the Swarm handed to the user and back.
+    assert [r["result"]["stop_reason"] for r in runs_of(recs["runs_round_robin"])] == [
+        "Maximum number of messages 3 reached, current message count: 3"] * 3
+    assert [r["result"]["stop_reason"] for r in runs_of(recs["runs_swarm"])] == [
+        "Handoff to user from triage detected.", "Handoff to user from billing detected.",
+        "Text 'TERMINATE' mentioned"]
+    assert [r["task"]["type"] for r in recs["runs_swarm"]["runs"]] == ["HandoffMessage"] * 2
+
+
+def runs_of(rec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every run of a recording: the first (its top-level fields), then the
+    further ones."""
+    first = {k: rec[k] for k in ("task", "console", "stream", "result")}
+    return [first] + list(rec.get("runs", []))
+
+
+async def run_on_agentd(url: str, rec: dict[str, Any]) -> tuple[list[list[dict[str, Any]]], list[Any], set[str]]:
+    """Each run of the recording through TeamRuns: the translated items and
+    how the run ended, and the chats the runs used."""
+    answers = iter(rec.get("answers", []))
+    items: list[list[dict[str, Any]]] = []
+    ends: list[Any] = []
+    chats: set[str] = set()
+    async with agentd.AsyncClient(url, reconnect_delay=0.05) as c:
+        runs = TeamRuns(rec["component"])
+
+        async def answer(pending: Mapping[str, Any]) -> None:
+            assert runs.chat_id is not None and pending["kind"] == "message"
+            await c.send_input(runs.chat_id, str(pending["request_id"]), content=next(answers))
+
+        for r in runs_of(rec):
+            items.append([d async for d in runs.run(c, r["task"], answer=answer)])
+            ends.append(runs.end)
+            assert runs.chat_id is not None
+            chats.add(runs.chat_id)
+    return items, ends, chats
 
 
 @pytest.mark.parametrize("path", RECORDINGS, ids=[p.stem for p in RECORDINGS])
@@ -50,32 +92,48 @@ def test_team_runs_as_agentchat_ran_it(agentd_bin: str, path: pathlib.Path) -> N
     model = ScriptedModel(rec["script"])
     server = Agentd(agentd_bin, {"OPENAI_BASE_URL": model.url, "OPENAI_API_KEY": "scripted"})
     try:
-        with agentd.Client(server.url) as c:
-            chat = c.create_from_team(rec["component"], rec["task"])
-            streaming, handoffs = team_facts(rec["component"])
-            tr = Translator(streaming, handoffs)
-            items: list[dict[str, Any]] = []
-            answers = iter(rec.get("answers", []))
-            for ev in c.events(chat["id"]):
-                items += tr.feed(ev)
-                if ev.event == "input.requested":
-                    c.send_input(chat["id"], ev.data["request_id"], content=next(answers))
-        for it in items:
-            # Made anew for every request, by agentd and AgentChat alike.
-            assert it.pop("request_id", "x")
-        assert tr.end is not None and tr.end.status == "completed"
-        assert merge_chunks(items) == merge_chunks(rec["stream"])
-        messages = [m for m in items if m["type"] != "ModelClientStreamingChunkEvent"]
-        assert {"messages": messages, "stop_reason": tr.end.stop_reason} == rec["result"]
+        got, ends, chats = asyncio.run(run_on_agentd(server.url, rec))
+        assert len(chats) == 1  # every run continued the chat of the first
+        for n, (items, end, want) in enumerate(zip(got, ends, runs_of(rec), strict=True), 1):
+            for it in items:
+                # Made anew for every request, by agentd and AgentChat alike.
+                assert it.pop("request_id", "x")
+            assert end is not None and end.status == "completed", n
+            assert merge_chunks(items) == merge_chunks(want["stream"]), n
+            messages = [m for m in items if m["type"] != "ModelClientStreamingChunkEvent"]
+            assert {"messages": messages, "stop_reason": end.stop_reason} == want["result"], n
+            streamed = sum(1 for m in merge_chunks(want["stream"]) if m["type"] == "ModelClientStreamingChunkEvent")
+            if streamed:
+                # The streaming agent's deltas reached the stream (its replies
+                # come after a pause, see autogen_check/scenarios.py): more
+                # chunks than the messages alone would make up.
+                assert sum(1 for m in items if m["type"] == "ModelClientStreamingChunkEvent") > streamed, n
         assert model.script == []
-        if path.stem == "round_robin":
-            # The writer streams: its replies' deltas reached the stream (they
-            # come after a pause, see autogen_check/scenarios.py), more chunks
-            # than the two the messages alone would make up.
-            assert sum(1 for m in items if m["type"] == "ModelClientStreamingChunkEvent") > 2
     finally:
         server.stop()
         model.close()
+
+
+def test_a_run_reads_only_its_own_events() -> None:
+    """Given a stream that starts before its run (the end of the run before
+    it), the translator yields nothing until its run.started, and ends at
+    its own run's end."""
+    tr = Translator(run=2)
+    before = [
+        agentd.Event(5, "message", {"seq": 5, "type": "TextMessage", "role": "assistant", "name": "a",
+                                    "content": "old"}),
+        agentd.Event(6, "chat.completed", {"status": "completed", "stop_reason": "max_round",
+                                           "stop_detail": "one", "run": 1}),
+    ]
+    assert [tr.feed(e) for e in before] == [[], []] and tr.end is None and not tr.in_run
+    tr.feed(agentd.Event(7, "run.started", {"run": 2}))
+    task = tr.feed(agentd.Event(8, "message", {"seq": 8, "type": "HandoffMessage", "role": "user", "name": "user",
+                                               "content": "Over to you.", "handoff": "b"}))
+    assert task == [{"source": "user", "models_usage": None, "metadata": {}, "type": "HandoffMessage",
+                     "content": "Over to you.", "target": "b", "context": []}]
+    tr.feed(agentd.Event(9, "chat.completed", {"status": "completed", "stop_reason": "max_round",
+                                               "stop_detail": "two", "run": 2}))
+    assert tr.end is not None and tr.end.stop_reason == "two" and not tr.in_run
 
 
 def test_task_messages_can_be_left_out() -> None:
