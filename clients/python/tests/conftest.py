@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import pathlib
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
-from support import Agentd
+from support import Agentd, Scripted
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 
@@ -43,3 +43,18 @@ def keyed_server(agentd_bin: str) -> Iterator[Agentd]:
     s = Agentd(agentd_bin, {"AGENTD_API_KEYS": "py-client-key-0123456789:team"})
     yield s
     s.stop()
+
+
+@pytest.fixture
+def scripted(agentd_bin: str) -> Iterator[Callable[..., Scripted]]:
+    """Makes agentds whose OpenAI endpoint is a scripted model (see
+    support.Scripted); stops them after the test."""
+    made: list[Scripted] = []
+
+    def make(replies: list[str], gated: tuple[int, ...] = ()) -> Scripted:
+        made.append(Scripted(agentd_bin, replies, gated))
+        return made[-1]
+
+    yield make
+    for m in made:
+        m.close()

@@ -83,6 +83,16 @@ def one_agent(replies: list[Any], task: str = "go", max_round: int = 1) -> dict[
     }
 
 
+def model_agent(task: str = "go", max_round: int = 1) -> dict[str, Any]:
+    """One assistant on the server's OpenAI endpoint (a scripted model)."""
+    return {
+        "name": "model-agent",
+        "task": task,
+        "max_round": max_round,
+        "agents": [{"name": "a", "type": "assistant", "model": {"provider": "openai", "model": "gpt-4o-mini"}}],
+    }
+
+
 def pay_and_refund(tool_url: str, approval: Any = "always") -> dict[str, Any]:
     """An assistant whose tools pay and refund (http tools at tool_url, each
     taking an integer n) are held for approval; its first reply calls pay,

@@ -141,10 +141,18 @@ class ScriptedModel:
     with ids, ``usage``, ``delay_ms``), plain or streamed as the request
     asks, and keeps every request body."""
 
-    def __init__(self, script: list[dict[str, Any]], hold: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        script: list[dict[str, Any]],
+        hold: threading.Event | None = None,
+        gates: dict[int, threading.Event] | None = None,
+    ) -> None:
         self.script = list(script)
         #: When given, requests wait until it is set before they are answered.
         self.hold = hold
+        #: Request n (from 1) is answered once gates[n] is set: a turn that
+        #: takes as long as a test needs.
+        self.gates = dict(gates or {})
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         outer = self
@@ -163,6 +171,9 @@ class ScriptedModel:
                     outer.requests.append(req)
                     n = len(outer.requests)
                     reply = outer.script.pop(0) if outer.script else None
+                gate = outer.gates.get(n)
+                if gate is not None:
+                    gate.wait(60)
                 if reply is None:
                     body = b'{"error": {"message": "script exhausted", "type": "invalid_request_error"}}'
                     self.send_response(400)
@@ -189,11 +200,14 @@ class ScriptedModel:
                         pass  # the caller went away (a cancelled chat)
                     return
                 out = json.dumps(completion(req, reply, n)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(out)))
+                    self.end_headers()
+                    self.wfile.write(out)
+                except OSError:
+                    pass  # the caller went away (a cancelled turn)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -206,6 +220,30 @@ class ScriptedModel:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class Scripted:
+    """An agentd whose OpenAI endpoint is a scripted model; request n of
+    the model waits for gate n when there is one (a turn as long as the test
+    needs it to be, whatever the load of the machine)."""
+
+    def __init__(self, binary: str, replies: list[str], gated: tuple[int, ...] = ()) -> None:
+        self.gates = {n: threading.Event() for n in gated}
+        self.model = ScriptedModel([{"content": r} for r in replies], gates=self.gates)
+        self.server = Agentd(binary, {"OPENAI_BASE_URL": self.model.url, "OPENAI_API_KEY": "scripted"})
+
+    def asked(self, n: int, within: float = 30) -> None:
+        """Waits until the model has had its nth request."""
+        deadline = time.monotonic() + within
+        while len(self.model.requests) < n:
+            assert time.monotonic() < deadline, len(self.model.requests)
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        for g in self.gates.values():
+            g.set()
+        self.server.stop()
+        self.model.close()
 
 
 class CutProxy:

@@ -10,7 +10,7 @@ import pytest
 
 import agentd
 import specs
-from support import Agentd
+from support import Agentd, Scripted
 
 
 def run(server: Agentd, body: Callable[[agentd.AsyncClient], Awaitable[Any]]) -> Any:
@@ -93,23 +93,26 @@ def test_api_key(keyed_server: Agentd) -> None:
     asyncio.run(main())
 
 
-def test_runs_stop_fork_and_follow(server: Agentd) -> None:
+def test_runs_stop_fork_and_follow(scripted: Callable[..., Scripted]) -> None:
+    # Run 1's first turn waits for the test.
+    sc = scripted(["r1", "r2", "r3", "r4"], gated=(1,))
+
     async def body(c: agentd.AsyncClient) -> None:
-        chat = await c.create(specs.one_agent(
-            [{"content": "r1", "delay_ms": 600}, "r2", {"content": "r3", "delay_ms": 1500}, "r4"], max_round=5))
+        chat = await c.create(specs.model_agent(max_round=5))
         cid = chat["id"]
         with pytest.raises(agentd.RunActiveError) as busy:
             await c.start_run(cid, "now")
         assert busy.value.run == 1
         posted = await c.start_run(cid, "later", if_busy="enqueue", max_round=1)
         assert posted["posted_run"] == 2 and posted["queued_runs"] == 1
-        # Run 1 has no max_round of its own: stop it once it has a turn.
+        # Run 1 has no max_round of its own: stop it in its first turn.
         follow = c.events(cid, follow=True)
         seen: list[agentd.Event] = []
         async for ev in follow:
             seen.append(ev)
             if ev.event == "speaker.selected" and ev.data["turn"] == 1:
                 assert (await c.stop(cid))["status"] == "running"
+                sc.gates[1].set()
             if ev.terminal and ev.run == 2:
                 break
         await follow.aclose()
@@ -123,15 +126,16 @@ def test_runs_stop_fork_and_follow(server: Agentd) -> None:
         ]
         # A fork at the end of run 1, with a run of its own.
         end1 = next(e.id for e in seen if e.terminal)
+        assert end1 is not None
         fork = await c.fork(cid, at_seq=end1, run={"task": "forked", "max_round": 1})
         assert fork["forked_from"] == {"chat_id": cid, "seq": end1}
         forked = [e async for e in c.events(fork["id"], until_run=2)]
-        assert forked[:len(seen[:end1])] == seen[:end1]
-        # The fork's replay position is its copied log's: the reply after r1.
-        assert [e.data["content"] for e in forked[end1:] if e.event == "message"] == ["forked", "r2"]
-        # The source goes on where it was.
+        copied = [e for e in seen if e.id is not None and e.id <= end1]
+        assert forked[:len(copied)] == copied
+        assert [e.data["content"] for e in forked[len(copied):] if e.event == "message"] == ["forked", "r3"]
+        # The source goes on from its own end.
         await c.start_run(cid, max_round=1)
         rest = [e async for e in c.events(cid, after=seen[-1].id or 0, until_run=3)]
-        assert [e.data["content"] for e in rest if e.event == "message"] == ["r3"]
+        assert [e.data["content"] for e in rest if e.event == "message"] == ["r4"]
 
-    run(server, body)
+    run(sc.server, body)

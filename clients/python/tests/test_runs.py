@@ -8,13 +8,13 @@ import queue
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
 import agentd
 import specs
-from support import Agentd, CutProxy
+from support import Agentd, CutProxy, Scripted
 
 
 def client_for(server: Agentd) -> agentd.Client:
@@ -34,23 +34,14 @@ def run_log(events: list[agentd.Event]) -> list[str]:
     return out
 
 
-def wait_status(c: agentd.Client, chat_id: str, status: str, within: float = 30) -> agentd.Chat:
-    deadline = time.monotonic() + within
-    while True:
-        chat = c.get(chat_id)
-        if chat["status"] == status:
-            return chat
-        assert time.monotonic() < deadline, chat
-        time.sleep(0.02)
-
-
 MAX1 = "Maximum number of turns 1 reached."
 
 
-def test_if_busy_reject_enqueue_interrupt(server: Agentd) -> None:
-    with client_for(server) as c:
-        chat = c.create(specs.one_agent([
-            {"content": "r1", "delay_ms": 800}, "r2", "r3", {"content": "r4", "delay_ms": 5000}, "r5"]))
+def test_if_busy_reject_enqueue_interrupt(scripted: Callable[..., Scripted]) -> None:
+    # Run 1's turn and run 4's wait for the test.
+    sc = scripted(["r1", "r2", "r3", "r4", "r5"], gated=(1, 4))
+    with client_for(sc.server) as c:
+        chat = c.create(specs.model_agent())
         cid = chat["id"]
         assert chat["run"] == 1 and chat["queued_runs"] == 0 and chat["forked_from"] is None
 
@@ -67,6 +58,7 @@ def test_if_busy_reject_enqueue_interrupt(server: Agentd) -> None:
         assert second["posted_run"] == 2 and second["queued_runs"] == 1 and second["run"] == 1
         third = c.start_run(cid, {"type": "TextMessage", "source": "pm", "content": "third"}, if_busy="enqueue")
         assert third["posted_run"] == 3 and third["queued_runs"] == 2
+        sc.gates[1].set()
         with c.events(cid, until_run=3) as stream:
             got = list(stream)
         assert run_log(got) == [
@@ -79,7 +71,7 @@ def test_if_busy_reject_enqueue_interrupt(server: Agentd) -> None:
         # cancelled, the new one runs next (under the number the dropped run
         # had).
         assert c.start_run(cid, "fourth")["posted_run"] == 4
-        wait_status(c, cid, "running")
+        sc.asked(4)
         assert c.start_run(cid, "dropped", if_busy="enqueue")["posted_run"] == 5
         fifth = c.start_run(cid, "fifth", if_busy="interrupt")
         assert fifth["posted_run"] == 5
@@ -87,7 +79,7 @@ def test_if_busy_reject_enqueue_interrupt(server: Agentd) -> None:
             rest = list(stream)
         assert run_log(rest) == [
             "run 4", "user:fourth", "end 4: cancelled: External termination requested",
-            "run 5", "user:fifth", "a:r4", f"end 5: completed: {MAX1}",
+            "run 5", "user:fifth", "a:r5", f"end 5: completed: {MAX1}",
         ]
         end = c.get(cid)
         assert end["run"] == 5 and end["queued_runs"] == 0 and end["status"] == "completed"
@@ -165,18 +157,20 @@ def test_follow_stays_open_across_runs(server: Agentd) -> None:
         assert not reader.is_alive()
 
 
-def test_stop_ends_the_run_after_the_turn(server: Agentd) -> None:
-    with client_for(server) as c:
-        chat = c.create(specs.one_agent([{"content": "first", "delay_ms": 1500}, "second", "third"], max_round=10))
+def test_stop_ends_the_run_after_the_turn(scripted: Callable[..., Scripted]) -> None:
+    sc = scripted(["first", "second", "third"], gated=(1,))
+    with client_for(sc.server) as c:
+        chat = c.create(specs.model_agent(max_round=10))
         cid = chat["id"]
         with c.events(cid, until_run=1) as stream:
             seen = []
             for ev in stream:
                 seen.append(ev)
                 if ev.event == "speaker.selected":
-                    # In the middle of the slow turn: the turn finishes.
+                    # In the middle of the turn, which then finishes.
                     stopping = c.stop(cid)
                     assert stopping["id"] == cid and stopping["status"] == "running"
+                    sc.gates[1].set()
         assert run_log(seen) == ["run 1", "user:go", "a:first", "end 1: completed: External termination requested"]
         chat = c.get(cid)
         assert chat["stop_reason"] == "external" and chat["turns"] == 1
