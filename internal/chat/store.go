@@ -91,7 +91,8 @@ type Store interface {
 	// is active (not ended) or waits to start. A busy chat takes p.IfBusy:
 	// IfBusyReject writes nothing and returns a *BusyError; IfBusyEnqueue
 	// queues the run after the others; IfBusyInterrupt drops the queued
-	// runs, asks the active run to cancel and queues this one next. A chat
+	// runs, asks the active run to cancel and queues this one next (run
+	// numbers are never given out twice: a dropped run leaves a gap). A chat
 	// that is not busy queues the run for its next worker (the chat becomes
 	// claimable).
 	SubmitRun(ctx context.Context, p *SubmitRunParams) (*Chat, int, error)

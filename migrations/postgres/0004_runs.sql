@@ -5,8 +5,9 @@
 -- was never run again): every append writes it, from the log's run.started
 -- events. last_run is the number of the latest run posted: a client posts
 -- runs (POST /runs) while a worker appends the log, so what waits to start
--- is counted apart from the log, by the request that posts it and by the
--- cancel or interrupt that drops it; queued runs = last_run - run.
+-- is kept apart from the log, in chat_runs; last_run > run says that runs
+-- wait (a cancel that drops them sets last_run back to run). Numbers are
+-- never given out twice: a run an interrupt dropped leaves a gap.
 -- stop_requested is POST /stop (AgentChat's ExternalTermination), cleared
 -- with cancel_requested by the append that ends a run.
 ALTER TABLE chat_state
@@ -18,7 +19,7 @@ ALTER TABLE chat_state
 -- is written by POST /runs and read by the worker that starts the run; the
 -- worker's append of run.started takes only while the row is still there
 -- with its key, so a run that a cancel or an interrupt dropped (its row
--- deleted, its number maybe reused by the interrupting run) never starts.
+-- deleted) never starts.
 CREATE TABLE chat_runs (
     chat_id    uuid NOT NULL REFERENCES chats (id),
     run        int NOT NULL CHECK (run >= 2),

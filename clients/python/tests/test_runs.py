@@ -68,21 +68,21 @@ def test_if_busy_reject_enqueue_interrupt(scripted: Callable[..., Scripted]) -> 
         ]
 
         # interrupt: the queued runs are dropped, the active one ends
-        # cancelled, the new one runs next (under the number the dropped run
-        # had).
+        # cancelled, the new one runs next (under a number of its own: the
+        # dropped run's is never given out again).
         assert c.start_run(cid, "fourth")["posted_run"] == 4
         sc.asked(4)
         assert c.start_run(cid, "dropped", if_busy="enqueue")["posted_run"] == 5
         fifth = c.start_run(cid, "fifth", if_busy="interrupt")
-        assert fifth["posted_run"] == 5
-        with c.events(cid, after=got[-1].id or 0, until_run=5) as stream:
+        assert fifth["posted_run"] == 6
+        with c.events(cid, after=got[-1].id or 0, until_run=6) as stream:
             rest = list(stream)
         assert run_log(rest) == [
             "run 4", "user:fourth", "end 4: cancelled: External termination requested",
-            "run 5", "user:fifth", "a:r5", f"end 5: completed: {MAX1}",
+            "run 6", "user:fifth", "a:r5", f"end 6: completed: {MAX1}",
         ]
         end = c.get(cid)
-        assert end["run"] == 5 and end["queued_runs"] == 0 and end["status"] == "completed"
+        assert end["run"] == 6 and end["queued_runs"] == 0 and end["status"] == "completed"
         assert end["stop_reason"] == "max_round" and end["stop_detail"] == MAX1
 
 

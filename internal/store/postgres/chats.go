@@ -23,7 +23,9 @@ const chatColumns = `c.id::text, c.tenant, coalesce(c.name, ''), c.spec, c.metad
 	s.last_seq, s.turns, s.message_count, s.prompt_tokens, s.completion_tokens, s.pending_input,
 	coalesce(c.idempotency_key, ''), coalesce(c.request_hash, ''), s.cancel_requested,
 	coalesce(s.owner, ''), s.lease_expires_at, s.epoch, c.created_at, s.updated_at, s.completed_at,
-	s.input_response, s.input_expires_at, s.run, s.last_run - s.run, s.stop_requested,
+	s.input_response, s.input_expires_at, s.run,
+	CASE WHEN s.last_run > s.run THEN (SELECT count(*) FROM chat_runs r WHERE r.chat_id = s.id AND r.run > s.run) ELSE 0 END,
+	s.stop_requested,
 	c.forked_from::text, c.forked_at_seq`
 
 // chatFrom joins a chat's two rows for chatColumns.

@@ -56,7 +56,7 @@ func (s *Store) SubmitRun(ctx context.Context, p *chat.SubmitRunParams) (*chat.C
 		if _, err := tx.Exec(ctx, `DELETE FROM chat_runs WHERE chat_id = $1 AND run > $2`, cid, run); err != nil {
 			return nil, 0, fmt.Errorf("submit run to chat %s: drop queued runs: %w", cid, translate(err))
 		}
-		n, cancel = run+1, !terminal
+		cancel = !terminal // numbers are never given out twice: n stays last_run+1
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO chat_runs (chat_id, run, key, request, created_at) VALUES ($1, $2, $3, $4, $5)`,
 		cid, n, key, []byte(p.Request), param.Time(p.Now, s.now)); err != nil {

@@ -20,7 +20,9 @@ const chatColumns = `id, tenant, coalesce(name, ''), spec, metadata, status,
 	last_seq, turns, message_count, prompt_tokens, completion_tokens, pending_input,
 	coalesce(idempotency_key, ''), coalesce(request_hash, ''), cancel_requested,
 	coalesce(owner, ''), lease_expires_at, epoch, created_at, updated_at, completed_at,
-	input_response, input_expires_at, run, last_run - run, stop_requested, forked_from, forked_at_seq`
+	input_response, input_expires_at, run,
+	CASE WHEN last_run > run THEN (SELECT count(*) FROM chat_runs r WHERE r.chat_id = chats.id AND r.run > chats.run) ELSE 0 END,
+	stop_requested, forked_from, forked_at_seq`
 
 type scanner interface{ Scan(dest ...any) error }
 

@@ -48,7 +48,7 @@ func (s *Store) SubmitRun(ctx context.Context, p *chat.SubmitRunParams) (*chat.C
 		if _, err := tx.ExecContext(ctx, `DELETE FROM chat_runs WHERE chat_id = ? AND run > ?`, cid, run); err != nil {
 			return nil, 0, fmt.Errorf("submit run to chat %s: drop queued runs: %w", cid, translate(err))
 		}
-		n, cancel = run+1, !terminal
+		cancel = !terminal // numbers are never given out twice: n stays last_run+1
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO chat_runs (chat_id, run, key, request, created_at) VALUES (?, ?, ?, ?, ?)`,
 		cid, n, p.Key, string(p.Request), nanos(param.Time(p.Now, s.now))); err != nil {

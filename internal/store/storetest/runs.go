@@ -133,16 +133,13 @@ func testSubmitRunInterrupt(t *testing.T, s chat.Store) {
 	mustSubmitRun(t, s, c, chat.IfBusyEnqueue, uuid.NewString(), 3)
 	k := uuid.NewString()
 	// interrupt drops the queued runs, asks the active one to cancel and
-	// comes next.
-	got := mustSubmitRun(t, s, c, chat.IfBusyInterrupt, k, 2)
+	// comes next, under a number of its own.
+	got := mustSubmitRun(t, s, c, chat.IfBusyInterrupt, k, 4)
 	want := *c
 	want.QueuedRuns, want.CancelRequested = 1, true
 	assertChat(t, "interrupted chat", got, &want)
-	if q := mustQueuedRun(t, s, c.ID, 1); q.Run != 2 || q.Key != k {
-		t.Fatalf("queued run after the interrupt = %+v, want run 2 with key %s", q, k)
-	}
-	if _, err := s.QueuedRun(t.Context(), c.ID, 2); !errors.Is(err, chat.ErrNotFound) {
-		t.Fatalf("run 3 is still queued after the interrupt: %v", err)
+	if q := mustQueuedRun(t, s, c.ID, 1); q.Run != 4 || q.Key != k {
+		t.Fatalf("queued run after the interrupt = %+v, want run 4 with key %s", q, k)
 	}
 	// The append that ends the run clears its cancel request.
 	ended := finish(t, s, mustGet(t, s, c.ID))
@@ -151,7 +148,7 @@ func testSubmitRunInterrupt(t *testing.T, s chat.Store) {
 	}
 	// Between runs, an interrupt replaces the queued run and cancels nothing.
 	k = uuid.NewString()
-	got = mustSubmitRun(t, s, ended, chat.IfBusyInterrupt, k, 2)
+	got = mustSubmitRun(t, s, ended, chat.IfBusyInterrupt, k, 5)
 	if got.CancelRequested || got.QueuedRuns != 1 || mustQueuedRun(t, s, c.ID, 1).Key != k {
 		t.Fatalf("interrupt between runs: cancel %v, queued %d", got.CancelRequested, got.QueuedRuns)
 	}
@@ -178,22 +175,29 @@ func testStartRunFencedWhenDropped(t *testing.T, s chat.Store) {
 	}
 	q1 := mustQueuedRun(t, s, c.ID, 1)
 	// While the worker is about to start run 2, an interrupt replaces it
-	// with another run under the same number.
+	// with run 3.
 	k2 := uuid.NewString()
-	mustSubmitRun(t, s, c, chat.IfBusyInterrupt, k2, 2)
+	mustSubmitRun(t, s, c, chat.IfBusyInterrupt, k2, 3)
 	if err := startRun(t, s, cs[0], q1); !errors.Is(err, chat.ErrFenced) {
 		t.Fatalf("starting a dropped run: %v, want ErrFenced", err)
 	}
 	if got := mustGet(t, s, c.ID); got.Run != 1 || got.LastSeq != cs[0].LastSeq {
 		t.Fatalf("the dropped run's start was written: run %d, last_seq %d", got.Run, got.LastSeq)
 	}
+	// A start of the dropped run under the replacing run's key is fenced
+	// too: the key names the row, with its number.
+	forged := *q1
+	forged.Key = k2
+	if err := startRun(t, s, cs[0], &forged); !errors.Is(err, chat.ErrFenced) {
+		t.Fatalf("starting run 2 under run 3's key: %v, want ErrFenced", err)
+	}
 	if err := startRun(t, s, cs[0], mustQueuedRun(t, s, c.ID, 1)); err != nil {
 		t.Fatalf("starting the run that replaced it: %v", err)
 	}
 	// A cancel drops a queued run the same way.
 	c = finish(t, s, mustGet(t, s, c.ID))
-	mustSubmitRun(t, s, c, chat.IfBusyEnqueue, uuid.NewString(), 3)
-	q3 := mustQueuedRun(t, s, c.ID, 2)
+	mustSubmitRun(t, s, c, chat.IfBusyEnqueue, uuid.NewString(), 4)
+	q3 := mustQueuedRun(t, s, c.ID, 3)
 	if _, err := s.RequestCancel(t.Context(), "", c.ID); err != nil {
 		t.Fatal(err)
 	}
