@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strconv"
 	"time"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // This file holds the domain types of agentd as an application's backend
@@ -46,6 +48,20 @@ type Team struct {
 type MetadataMatch struct {
 	Key   string
 	Value string
+}
+
+// Webhooks routes a chat's events to webhook endpoints and checks the
+// webhooks of specs. internal/webhook implements it.
+type Webhooks interface {
+	spec.WebhookChecker
+	// Route returns the deliveries of evs, events of a chat of the tenant
+	// whose spec's webhook is hook (nil: none): what the append writes to
+	// the outbox with them. It is called for every append, and returns nil
+	// without allocating when no event goes anywhere.
+	Route(tenant string, hook *spec.Webhook, evs []Event) []Delivery
+	// Queued tells the dispatcher that deliveries were committed, so that
+	// it need not wait for its next poll.
+	Queued()
 }
 
 // Delivery sources: whose secret signs a delivery.
