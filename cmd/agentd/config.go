@@ -195,8 +195,8 @@ func (c *Config) Validate() error {
 	if c.WebhookTimeout < 100*time.Millisecond || c.WebhookTimeout > 5*time.Minute {
 		bad("AGENTD_WEBHOOK_TIMEOUT must be between 100ms and 5m")
 	}
-	if c.Retention < 0 || c.Retention > 0 && c.Retention < time.Minute {
-		bad("AGENTD_RETENTION must be 0 (keep every chat) or at least 1m")
+	if c.Retention < 0 || c.Retention > 0 && c.Retention < time.Second {
+		bad("AGENTD_RETENTION must be 0 (keep every chat) or at least 1s")
 	}
 	c.GuardConfig.validate(bad)
 	keys, err := c.apiKeys()

@@ -131,7 +131,8 @@ func (r *Runtime) erased(id, cause string) {
 type RetentionConfig struct {
 	// After: chats that ended longer ago than this are erased; 0: never.
 	After time.Duration
-	// Interval is the time between passes (default 1m).
+	// Interval is the time between passes (default 1m, or half the
+	// retention when that is shorter, at least 1s).
 	Interval time.Duration
 	// Batch is how many chats one store call erases (default 50): small
 	// transactions, each holding few row locks for little time.
@@ -144,7 +145,8 @@ type RetentionConfig struct {
 
 func (c RetentionConfig) withDefaults() RetentionConfig {
 	if c.Interval <= 0 {
-		c.Interval = time.Minute
+		// A short retention is looked after as often as it needs.
+		c.Interval = min(time.Minute, max(c.After/2, time.Second))
 	}
 	if c.Batch <= 0 {
 		c.Batch = 50
