@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // command runs the binary under test with args against p.
@@ -103,3 +106,69 @@ func TestChatLsMetaRmAndTeamCommands(t *testing.T) {
 
 // exitUsageCode is agentd's exit status for a bad command line.
 const exitUsageCode = 2
+
+// TestConsoleBackendFeatures drives the console in a headless Chromium:
+// the list filtered by metadata, a chat deleted from its page, the teams.
+func TestConsoleBackendFeatures(t *testing.T) {
+	t.Parallel()
+	b := newBrowser(t)
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none")
+	debate := p.create(readExample(t, "debate.json"))                // metadata {"example": "debate"}
+	brainstorm := p.create(readExample(t, "random-brainstorm.json")) // no metadata
+	p.waitTerminal(debate.ID, 60*time.Second)
+	var spec map[string]json.RawMessage
+	mustUnmarshal(t, readExample(t, "debate.json"), &spec)
+	delete(spec, "task")
+	body, _ := json.Marshal(spec)
+	if code, _, resp := p.do("PUT", "/v1/teams/debate", body); code != 201 {
+		t.Fatalf("put team: %d %s", code, resp)
+	}
+
+	row := func(id string) string {
+		return fmt.Sprintf(`document.querySelector('#chat-list li[data-id="%s"]')`, id)
+	}
+	b.run(chromedp.Navigate(p.base + "/"))
+	b.waitJS("both chats listed", row(debate.ID)+" && "+row(brainstorm.ID))
+	b.run(chromedp.SetValue(chromedp.CSS("#meta-filter"), "example=debate"))
+	eval[any](b, `document.querySelector('#meta-form').requestSubmit()`)
+	b.waitJS("the list filtered by metadata", row(debate.ID)+" && !"+row(brainstorm.ID))
+	if shown := eval[string](b, row(debate.ID)+`.innerText`); !strings.Contains(shown, "example=debate") {
+		t.Errorf("the list entry does not show the metadata: %q", shown)
+	}
+	b.screenshot("metadata-filter")
+	b.run(chromedp.SetValue(chromedp.CSS("#meta-filter"), "no-equals-sign"))
+	eval[any](b, `document.querySelector('#meta-form').requestSubmit()`)
+	b.waitJS("the filter's error", `!document.querySelector('#meta-error').hidden`)
+
+	// Delete, with the confirmation click.
+	b.run(chromedp.Navigate(p.base + "/#/chats/" + debate.ID))
+	b.waitJS("the delete button", `document.querySelector('#erase') && !document.querySelector('#erase').hidden`)
+	b.run(chromedp.Click(chromedp.CSS("#erase")))
+	b.waitJS("the confirmation", `document.querySelector('#erase').dataset.confirm === 'yes'`)
+	if code, _, _ := p.do("GET", "/v1/chats/"+debate.ID, nil); code != 200 {
+		t.Fatalf("one click erased the chat (%d)", code)
+	}
+	b.run(chromedp.Click(chromedp.CSS("#erase")))
+	b.waitJS("back to the start page", `location.hash === '#/'`)
+	if code, _, _ := p.do("GET", "/v1/chats/"+debate.ID, nil); code != 404 {
+		t.Errorf("after delete the chat answers %d, want 404", code)
+	}
+	b.waitJS("the chat gone from the list", "!"+row(debate.ID))
+
+	// A chat that has not ended cannot be deleted from its page.
+	waiting := p.create(readExample(t, "manual-selection.json"))
+	b.run(chromedp.Navigate(p.base + "/#/chats/" + waiting.ID))
+	b.waitJS("the waiting chat", `document.querySelector('#chat-status') && document.querySelector('#chat-status').textContent === 'awaiting_input'`)
+	if !eval[bool](b, `document.querySelector('#erase').hidden`) {
+		t.Error("a chat that has not ended offers Delete")
+	}
+
+	// The teams list.
+	b.run(chromedp.Click(chromedp.CSS("#teams-link")))
+	b.waitJS("the teams table", `document.querySelector('#team-rows tr[data-team="debate"][data-version="1"]')`)
+	if shown := eval[string](b, `document.querySelector('#team-rows tr[data-team="debate"]').innerText`); !strings.Contains(shown, "proponent") {
+		t.Errorf("the team row does not name its agents: %q", shown)
+	}
+	b.screenshot("teams")
+	b.sameOrigin(p)
+}
