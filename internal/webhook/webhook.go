@@ -32,20 +32,16 @@ import (
 	"github.com/agentd/agentd/internal/spec"
 )
 
-// Event types, beyond those the chat package names, that a webhook may ask
-// for: the start of a run.
-const eventRunStarted chat.EventType = "run.started"
-
 // Events are the event types a webhook may subscribe to: every persisted
 // event of a chat's log.
 var Events = []chat.EventType{chat.EventChatCreated, chat.EventChatRunning, chat.EventSpeakerSelected, chat.EventMessage,
-	chat.EventInputRequested, chat.EventChatCompleted, chat.EventChatFailed, chat.EventChatCancelled, eventRunStarted}
+	chat.EventInputRequested, chat.EventChatCompleted, chat.EventChatFailed, chat.EventChatCancelled, chat.EventRunStarted}
 
 // DefaultEvents are what a webhook receives when it names none: the end of
 // the chat (or of a run), a request for human input, and the start of a
 // run. These are what an application waits for.
 var DefaultEvents = []chat.EventType{chat.EventChatCompleted, chat.EventChatFailed, chat.EventChatCancelled,
-	chat.EventInputRequested, eventRunStarted}
+	chat.EventInputRequested, chat.EventRunStarted}
 
 // Endpoint is a tenant endpoint of the webhooks file: every chat of Tenant
 // sends its events of the listed types (default DefaultEvents) to URL,

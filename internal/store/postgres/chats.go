@@ -332,6 +332,14 @@ func (s *Store) ListChats(ctx context.Context, p *chat.ListChatsParams) ([]*chat
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
 	q += ` ORDER BY c.created_at DESC, c.id DESC LIMIT ` + arg(limit+1) // one more: is there a next page?
+	if len(p.Metadata) > 0 {
+		// Planned for these values, every time: a plan cached for any
+		// value of a containment (a generic plan) walks the tenant's chats
+		// newest first and tests each, which is right for a value one chat
+		// in ten has and reads the whole tenant for one no chat has; the
+		// plan for the value knows which, from the GIN index's statistics.
+		args = append([]any{pgx.QueryExecModeExec}, args...)
+	}
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list chats: %w", translate(err))
