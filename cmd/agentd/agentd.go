@@ -26,6 +26,7 @@ import (
 	"github.com/agentd/agentd/internal/tick"
 	"github.com/agentd/agentd/internal/tool"
 	"github.com/agentd/agentd/internal/tracing"
+	"github.com/agentd/agentd/internal/webhook"
 )
 
 // Main is the whole program: store, models, chat runtime and HTTP server.
@@ -40,6 +41,7 @@ type Main struct {
 	tracing  *tracing.Provider
 	models   *llm.Client
 	tools    *tool.Runner
+	webhooks *webhook.Dispatcher
 	sandbox  sandbox.Manager
 	reaper   *reaper
 	runtime  *chat.Runtime
@@ -130,13 +132,27 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	router, err := m.webhookRouter()
+	if err != nil {
+		return err
+	}
 	m.runtime, err = chat.NewRuntime(chat.RuntimeConfig{
 		Store: db, Models: m.models, Providers: providers, Tools: m.tools, Sandboxes: sandboxes, Logger: m.Logger, Registerer: reg,
 		MaxActiveChats: cfg.MaxActiveChats, LeaseDuration: cfg.LeaseTTL, AppendTimeout: cfg.AppendTimeout,
 		Limits: spec.Limits{MaxRound: cfg.MaxRoundLimit, MaxSandboxDiskMB: cfg.SandboxMaxDiskMB}, TracerProvider: tp,
+		Webhooks: router, Retention: chat.RetentionConfig{After: cfg.Retention},
 	})
 	if err != nil {
 		return err
+	}
+	if cfg.WebhookSecret != "" || cfg.WebhooksFile != "" {
+		// Without a secret or endpoints no delivery can be queued, and no
+		// replica polls the outbox for nothing.
+		m.webhooks, err = webhook.NewDispatcher(webhook.DispatcherConfig{Store: db, Router: router, Transport: m.tools.Transport(),
+			RetryFor: cfg.WebhookRetryFor, Timeout: cfg.WebhookTimeout, Logger: m.Logger, Registerer: reg})
+		if err != nil {
+			return fmt.Errorf("webhooks: %w", err)
+		}
 	}
 	keys, err := cfg.apiKeys()
 	if err != nil {
@@ -160,6 +176,11 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	if err := m.runtime.Start(ctx); err != nil {
 		return err
+	}
+	if m.webhooks != nil {
+		if err := m.webhooks.Start(ctx); err != nil {
+			return err
+		}
 	}
 	if m.sandbox != nil {
 		m.reaper = startReaper(m.sandbox, m.runtime.SandboxNeeded, cfg.SandboxReap, m.Logger)
@@ -231,6 +252,14 @@ func (m *Main) Close() error {
 				errs = append(errs, err)
 			}
 		}
+		if m.webhooks != nil {
+			// Attempts under way are cut; they are claimed again (here
+			// after a restart, or by another replica) once their lease runs
+			// out, with the same webhook id.
+			if err := m.webhooks.Stop(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		if m.endStreams != nil {
 			m.endStreams()
 		}
@@ -284,6 +313,27 @@ func (m *Main) Close() error {
 		m.closeErr = errors.Join(errs...)
 	})
 	return m.closeErr
+}
+
+// webhookRouter builds the router of webhook deliveries from the
+// configuration (the server's secret and the tenant endpoints' file), with
+// the tools' address rules.
+func (m *Main) webhookRouter() (*webhook.Router, error) {
+	var eps []webhook.Endpoint
+	if m.Config.WebhooksFile != "" {
+		var err error
+		if eps, err = webhook.ReadFile(m.Config.WebhooksFile); err != nil {
+			return nil, err
+		}
+	}
+	r, err := webhook.NewRouter(webhook.RouterConfig{Secret: m.Config.WebhookSecret, Endpoints: eps, Check: m.tools})
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: %w", err)
+	}
+	if len(eps) > 0 {
+		m.Logger.Info("webhook endpoints configured", "endpoints", len(eps))
+	}
+	return r, nil
 }
 
 // buildInfo is agentd_build_info, the usual constant 1 whose labels say

@@ -34,7 +34,8 @@ and AGENTD_API_KEY (sent as a bearer key; never given on the command line).
 
 commands:
   run FILE              create a chat from a spec file (- for stdin) and follow it
-  ls                    list chats, newest first (--status, --limit, --cursor)
+  ls                    list chats, newest first (--status, --limit, --cursor;
+                        --meta KEY=VALUE, repeatable, --name NAME, --team TEAM)
   show ID               a chat and its messages
   follow ID             follow a chat's events until it ends (--after SEQ; --all:
                         across its runs, until interrupted)
@@ -50,6 +51,7 @@ commands:
                         with TEXT its first run is TEXT
   approve ID            approve the held tool calls or code (--reject CALL_ID, or
                         --reject code, with --reason TEXT; --args CALL_ID=JSON edits)
+  rm ID                 erase a chat that has ended, for good
 
 flags (every command):
   --json                print JSON (one event per line for run and follow)
@@ -80,6 +82,10 @@ func chatCommand(ctx context.Context, args []string, getenv func(string) string,
 	speaker := fs.String("speaker", "", "")
 	var ro runOptions
 	ro.register(fs)
+	var meta metaFlags
+	fs.Var(&meta, "meta", "")
+	name := fs.String("name", "", "")
+	team := fs.String("team", "", "")
 	pos, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, chatUsage)
@@ -137,7 +143,7 @@ func chatCommand(ctx context.Context, args []string, getenv func(string) string,
 		if !want(0, "no arguments") {
 			return exitUsage
 		}
-		l, err := c.List(ctx, client.ListParams{Status: *status, Limit: *limit, Cursor: *cursor})
+		l, err := c.List(ctx, client.ListParams{Status: *status, Limit: *limit, Cursor: *cursor, Metadata: meta, Name: *name, Team: *team})
 		if err != nil {
 			return fail(err)
 		}
@@ -190,6 +196,17 @@ func chatCommand(ctx context.Context, args []string, getenv func(string) string,
 			return fail(err)
 		}
 		out.chat(ch)
+		return exitCompleted
+	case "rm":
+		if !want(1, "a chat id") {
+			return exitUsage
+		}
+		if err := c.Erase(ctx, pos[0]); err != nil {
+			return fail(err)
+		}
+		if !out.json {
+			fmt.Fprintf(stdout, "chat %s erased\n", pos[0])
+		}
 		return exitCompleted
 	default:
 		fmt.Fprintf(stderr, "agentd chat: unknown command %q\n\n%s", sub, chatUsage)
@@ -313,6 +330,12 @@ func (p *printer) chat(ch *client.Chat) {
 	fmt.Fprintf(p.w, "  turns      %d, %d messages, last seq %d\n", ch.Turns, ch.MessageCount, ch.LastSeq)
 	fmt.Fprintf(p.w, "  usage      %d prompt + %d completion tokens\n", ch.Usage.PromptTokens, ch.Usage.CompletionTokens)
 	fmt.Fprintf(p.w, "  created    %s\n", ch.CreatedAt.Local().Format(time.DateTime))
+	if ch.Team != nil {
+		fmt.Fprintf(p.w, "  team       %s@%d\n", ch.Team.Name, ch.Team.Version)
+	}
+	if len(ch.Metadata) > 0 && string(ch.Metadata) != "null" {
+		fmt.Fprintf(p.w, "  metadata   %s\n", ch.Metadata)
+	}
 	if pi := ch.PendingInput; pi != nil {
 		fmt.Fprintf(p.w, "  waiting    %s\n", pendingText(ch.ID, pi))
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/tool"
+	"github.com/agentd/agentd/internal/webhook"
 )
 
 // Config is everything agentd reads from its flags and environment. Flags
@@ -47,6 +48,12 @@ type Config struct {
 	DatabaseWait     time.Duration
 	ShutdownDrain    time.Duration
 	AdminAddr        string
+	// Webhooks and retention (DESIGN §9).
+	WebhooksFile    string
+	WebhookSecret   string
+	WebhookRetryFor time.Duration
+	WebhookTimeout  time.Duration
+	Retention       time.Duration
 	// Traces is whether OpenTelemetry traces are exported, decided from the
 	// standard variables by tracesEnabled; the exporter reads the rest.
 	Traces bool
@@ -95,6 +102,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&c.DatabaseWait, "database-wait", env.duration("AGENTD_DATABASE_WAIT", 60*time.Second), "how long to retry an unreachable database at start before giving up (AGENTD_DATABASE_WAIT)")
 	fs.DurationVar(&c.ShutdownDrain, "shutdown-drain", env.duration("AGENTD_SHUTDOWN_DRAIN", 5*time.Second), "on SIGTERM, time between /readyz turning 503 and stopping, while requests are still served, so load balancers see the 503 first (AGENTD_SHUTDOWN_DRAIN)")
 	fs.BoolVar(&c.Migrate, "migrate", env.bool("AGENTD_MIGRATE", true), "run migrations at start (AGENTD_MIGRATE)")
+	str(&c.WebhooksFile, "webhooks-file", "AGENTD_WEBHOOKS_FILE", "", "JSON file of tenant webhook endpoints: [{\"tenant\", \"url\", \"events\"?, \"secret\"?}]")
+	str(&c.WebhookSecret, "webhook-secret", "AGENTD_WEBHOOK_SECRET", "", "whsec_ secret that signs webhooks of specs and of endpoints without their own; empty: specs may not name a webhook")
+	fs.DurationVar(&c.WebhookRetryFor, "webhook-retry-for", env.duration("AGENTD_WEBHOOK_RETRY_FOR", 24*time.Hour), "how long a failing webhook delivery is retried (AGENTD_WEBHOOK_RETRY_FOR)")
+	fs.DurationVar(&c.WebhookTimeout, "webhook-timeout", env.duration("AGENTD_WEBHOOK_TIMEOUT", 10*time.Second), "timeout of one webhook request (AGENTD_WEBHOOK_TIMEOUT)")
+	fs.DurationVar(&c.Retention, "retention", env.duration("AGENTD_RETENTION", 0), "erase chats that ended longer ago than this, e.g. 720h; 0: keep them (AGENTD_RETENTION)")
 	c.GuardConfig.registerFlags(fs, env)
 }
 
@@ -166,6 +178,25 @@ func (c *Config) Validate() error {
 	}
 	if err := (tool.Config{HTTPAllowHosts: splitList(c.ToolAllowHosts)}).Validate(); err != nil {
 		bad("AGENTD_TOOL_ALLOW_HOSTS: %v", err)
+	}
+	if c.WebhookSecret != "" {
+		if _, err := webhook.ParseSecret(c.WebhookSecret); err != nil {
+			bad("AGENTD_WEBHOOK_SECRET: %v", err)
+		}
+	}
+	if c.WebhooksFile != "" {
+		if _, err := webhook.ReadFile(c.WebhooksFile); err != nil {
+			bad("AGENTD_WEBHOOKS_FILE: %v", err)
+		}
+	}
+	if c.WebhookRetryFor < time.Second {
+		bad("AGENTD_WEBHOOK_RETRY_FOR must be at least 1s")
+	}
+	if c.WebhookTimeout < 100*time.Millisecond || c.WebhookTimeout > 5*time.Minute {
+		bad("AGENTD_WEBHOOK_TIMEOUT must be between 100ms and 5m")
+	}
+	if c.Retention < 0 || c.Retention > 0 && c.Retention < time.Second {
+		bad("AGENTD_RETENTION must be 0 (keep every chat) or at least 1s")
 	}
 	c.GuardConfig.validate(bad)
 	keys, err := c.apiKeys()

@@ -78,6 +78,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch cmd {
 	case "chat":
 		return chatCommand(ctx, args, getenv, stdout, stderr)
+	case "team":
+		return teamCommand(ctx, args, getenv, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -156,8 +158,9 @@ commands:
   migrate   apply the database migrations and exit
   health    exit 0 if the server at -addr answers /healthz (for HEALTHCHECK)
   version   print the version (also --version)
-  chat      a client of a running server: run, ls, show, follow, answer, cancel
+  chat      a client of a running server: run, ls, show, follow, answer, cancel, rm
             (agentd chat --help)
+  team      saved teams on a running server: put, ls, show (agentd team --help)
   help      this text
 
 Every flag of serve has an environment variable (AGENTD_…); see agentd serve -h.

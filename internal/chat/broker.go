@@ -410,3 +410,17 @@ func (b *broker) readTail(t *topic, after int64, limit int) ([]Event, bool) {
 	defer b.mu.Unlock()
 	return t.read(after, limit)
 }
+
+// erased is called when a chat was erased (on any replica): what is kept
+// of it goes, tenants are verified again (the store now answers not
+// found), and every subscriber is woken to find out.
+func (b *broker) erased(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.topics[id]
+	if t == nil {
+		return
+	}
+	t.tail, t.stale, t.tenants = nil, true, map[string]bool{}
+	b.signalLocked(t, Wake{})
+}

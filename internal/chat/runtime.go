@@ -59,6 +59,12 @@ type RuntimeConfig struct {
 	// StatusCountsTTL is how long the counts of agentd_chats are reused
 	// between scrapes (default DefaultStatusCountsTTL).
 	StatusCountsTTL time.Duration
+	// Webhooks routes events to webhook endpoints; nil: none, and specs
+	// with a webhook are refused.
+	Webhooks Webhooks
+	// Retention erases chats that ended longer ago than this (0: never);
+	// see RetentionConfig.
+	Retention RetentionConfig
 }
 
 // Runtime runs chats. It is made of three parts, each in a file of its
@@ -84,6 +90,9 @@ type Runtime struct {
 	specs         *specShare
 	tracer        trace.Tracer
 	parents       *traceParents
+	webhooks      Webhooks
+	retention     RetentionConfig
+	appMetrics    *appMetrics
 
 	mu       sync.Mutex
 	stopping atomic.Bool
@@ -132,6 +141,11 @@ func NewRuntime(cfg RuntimeConfig) (*Runtime, error) {
 		holdSelection: cmp.Or(cfg.HoldSelection, defaultHoldSelection),
 		metrics:       m,
 		specs:         newSpecShare(),
+		webhooks:      cfg.Webhooks,
+		retention:     cfg.Retention.withDefaults(),
+	}
+	if r.appMetrics, err = newAppMetrics(reg); err != nil {
+		return nil, fmt.Errorf("register chat metrics: %w", err)
 	}
 	r.tracer, r.parents = newTraceParents(cfg.TracerProvider)
 	r.broker = newBroker(cfg.Store)
@@ -142,6 +156,9 @@ func NewRuntime(cfg RuntimeConfig) (*Runtime, error) {
 // env is what this server offers specs.
 func (r *Runtime) env() spec.Env {
 	e := spec.Env{Providers: r.providers, Tools: r.tools}
+	if r.webhooks != nil {
+		e.Webhooks = r.webhooks
+	}
 	if r.sandboxes != nil {
 		e.Sandbox = r.sandboxes.Backend()
 	}
@@ -171,6 +188,13 @@ func (r *Runtime) Start(ctx context.Context) error {
 		defer r.loops.Done()
 		r.sched.renewLoop(r.base)
 	}()
+	if r.retention.After > 0 {
+		r.loops.Add(1)
+		go func() {
+			defer r.loops.Done()
+			r.retentionLoop(r.base)
+		}()
+	}
 	if n, ok := r.store.(Notifier); ok {
 		r.loops.Add(1)
 		go func() {

@@ -23,7 +23,13 @@ import (
 // Idempotency-Key already names with created=false. The chat's first events
 // (chat.created, resumed messages, the task) are written with it.
 func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, error) {
-	sp, compact, probs := spec.DecodeCompact(p.Body)
+	// A request naming a saved team (team_ref) becomes the team's spec
+	// with the request's task and overrides.
+	body, team, err := r.resolveTeamRef(ctx, p.Tenant, p.Body)
+	if err != nil {
+		return nil, false, err
+	}
+	sp, compact, probs := spec.DecodeCompact(body)
 	if len(probs) == 0 {
 		probs = spec.Validate(sp, r.limits, r.env())
 	}
@@ -31,6 +37,13 @@ func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, err
 		return nil, false, &spec.ValidationError{Problems: probs}
 	}
 	sum := sha256.Sum256(compact)
+	requestHash := sum
+	if team != nil {
+		// What the client sent identifies the request: a retry of a
+		// team_ref without a version is the same request even when the
+		// team got a new version meanwhile.
+		requestHash = hashRequest(p.Body)
+	}
 	// The chat's worker, which decodes the stored spec, finds this one.
 	sp = r.specs.share(sum, sp)
 	id, err := uuid.NewV7()
@@ -41,7 +54,11 @@ func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, err
 	evs := firstEvents(sp, now)
 	cp := &CreateChatParams{
 		ID: id.String(), Tenant: p.Tenant, Name: sp.Name, Spec: compact, Metadata: sp.Metadata,
-		IdempotencyKey: p.IdempotencyKey, RequestHash: hex.EncodeToString(sum[:]), CreatedAt: now, Events: evs,
+		IdempotencyKey: p.IdempotencyKey, RequestHash: hex.EncodeToString(requestHash[:]), CreatedAt: now, Events: evs,
+		Team: team,
+	}
+	if r.webhooks != nil {
+		cp.Deliveries = r.webhooks.Route(p.Tenant, sp.Webhook, evs)
 	}
 	// A chat this replica has room for is created leased to it and its
 	// worker started at once: no claim query has to find it again. Without
@@ -60,6 +77,9 @@ func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, err
 		return nil, false, err
 	}
 	if created {
+		if len(cp.Deliveries) > 0 {
+			r.webhooks.Queued()
+		}
 		r.parents.remember(ctx, c.ID, r.now())
 		r.metrics.created.Inc()
 		r.log.Info("chat created", "chat_id", c.ID, "tenant", c.Tenant, "name", c.Name)

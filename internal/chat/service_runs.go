@@ -154,7 +154,7 @@ func (r *Runtime) Fork(ctx context.Context, tenant, id string, body []byte) (*Ch
 		evs[i].ChatID = ""
 	}
 	c, _, err := r.store.CreateChat(ctx, &CreateChatParams{ID: fid.String(), Tenant: tenant, Name: src.Name, Spec: src.Spec,
-		Metadata: src.Metadata, CreatedAt: now, Events: evs, State: &upd, ForkedFrom: &ForkRef{ChatID: src.ID, Seq: at}})
+		Metadata: src.Metadata, CreatedAt: now, Events: evs, State: &upd, ForkedFrom: &ForkRef{ChatID: src.ID, Seq: at}, Team: src.Team})
 	if err != nil {
 		return nil, err
 	}

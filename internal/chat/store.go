@@ -105,6 +105,8 @@ type Store interface {
 	RequestStop(ctx context.Context, tenant, id string) (*Chat, error)
 	// CountByStatus returns the number of chats in each status.
 	CountByStatus(ctx context.Context) (map[Status]int64, error)
+	// AppStore serves webhooks, search, erasure and saved teams (backend.go).
+	AppStore
 }
 
 // Notifier is implemented by stores that several replicas share (Postgres):
@@ -154,6 +156,11 @@ type CreateChatParams struct {
 	State *ChatUpdate
 	// ForkedFrom is where a fork's log was copied from.
 	ForkedFrom *ForkRef
+	// Team is the saved team the chat was created from, if any.
+	Team *TeamRef
+	// Deliveries are webhook deliveries of Events, written to the outbox
+	// in the same transaction.
+	Deliveries []Delivery
 }
 
 // Progress is how far a chat has got: the part of a Chat that changes with
@@ -172,6 +179,16 @@ type ListChatsParams struct {
 	Status Status // "" lists every status
 	Limit  int
 	Cursor string // opaque, from a previous page
+	// Metadata filters: every match must hold.
+	Metadata []MetadataMatch
+	// Name and Team, when set, must equal the chat's name and the name of
+	// the saved team it was created from.
+	Name string
+	Team string
+	// CreatedAfter and CreatedBefore, when set, bound created_at
+	// (exclusive).
+	CreatedAfter  *time.Time
+	CreatedBefore *time.Time
 }
 
 // ListEventsParams are the arguments of Store.ListEvents.
@@ -194,6 +211,9 @@ type AppendParams struct {
 	// run is still queued (a cancel or an interrupt may have dropped it);
 	// otherwise it is fenced.
 	StartKey string
+	// Deliveries are webhook deliveries of Events, written to the outbox
+	// in the same transaction (none for most appends).
+	Deliveries []Delivery
 }
 
 // ChatUpdate is the part of a chat record its worker owns, as it stands after

@@ -222,6 +222,8 @@ type Chat struct {
 	StopRequested bool
 	// ForkedFrom is where a fork's log was copied from; nil for other chats.
 	ForkedFrom *ForkRef
+	// Team is the saved team the chat was created from, if any.
+	Team *TeamRef
 }
 
 // ForkRef names the chat and seq a fork's log was copied from.

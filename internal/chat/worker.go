@@ -49,9 +49,13 @@ const defaultMaxConsecutiveAutoReply = 100
 // continues where the last one stopped. It is the only writer of its chat
 // while it holds the lease; the store fences it (epoch and seq) if it is not.
 type worker struct {
-	rt              *Runtime
-	id              string
-	epoch           int64
+	rt     *Runtime
+	id     string
+	tenant string
+	epoch  int64
+	// hook is the spec's webhook (nil: none), for the deliveries of the
+	// chat's events (see append).
+	hook            *spec.Webhook
 	log             *slog.Logger
 	cancelRequested bool
 	// seeded: the worker was given the whole log when its chat was created.
@@ -109,7 +113,7 @@ func newWorker(rt *Runtime, c *Chat, seed *workerSeed) *worker {
 		st.broken = fmt.Errorf("decode stored spec: %w", specErr)
 	}
 	w := &worker{
-		rt: rt, id: c.ID, epoch: c.Epoch, cancelRequested: c.CancelRequested,
+		rt: rt, id: c.ID, tenant: c.Tenant, epoch: c.Epoch, cancelRequested: c.CancelRequested, hook: sp.Webhook,
 		inputResponse: c.InputResponse,
 		log:           rt.log.With("chat_id", c.ID),
 		st:            st,
@@ -420,6 +424,9 @@ func mustJSON(v any) json.RawMessage {
 // the worker stops, and the chat is continued from its log. Nothing of the
 // append is adopted by the worker until this returns nil.
 func (w *worker) append(ctx context.Context, p *AppendParams) error {
+	if w.rt.webhooks != nil {
+		p.Deliveries = w.rt.webhooks.Route(w.tenant, w.hook, p.Events)
+	}
 	backoff := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.rt.appendTimeout)
@@ -436,6 +443,9 @@ func (w *worker) append(ctx context.Context, p *AppendParams) error {
 		if err == nil {
 			if attempt > 1 {
 				w.log.Info("store reachable again; append done", "attempts", attempt)
+			}
+			if len(p.Deliveries) > 0 {
+				w.rt.webhooks.Queued()
 			}
 			return nil
 		}

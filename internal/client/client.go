@@ -61,8 +61,13 @@ type Chat struct {
 	Run        int `json:"run"`
 	QueuedRuns int `json:"queued_runs"`
 	// PostedRun is set in the answer to a posted run: its number.
-	PostedRun int             `json:"posted_run,omitempty"`
-	Raw       json.RawMessage `json:"-"`
+	PostedRun int `json:"posted_run,omitempty"`
+	// Team is the saved team the chat was created from, if any.
+	Team *struct {
+		Name    string `json:"name"`
+		Version int    `json:"version"`
+	} `json:"team"`
+	Raw json.RawMessage `json:"-"`
 }
 
 // Terminal reports whether the chat has ended.
@@ -176,6 +181,10 @@ type ListParams struct {
 	Status string
 	Limit  int
 	Cursor string
+	// Metadata filters, each "KEY=VALUE"; every one must hold.
+	Metadata []string
+	Name     string
+	Team     string
 }
 
 // List returns a page of chats, newest first.
@@ -189,6 +198,16 @@ func (c *Client) List(ctx context.Context, p ListParams) (*ChatList, error) {
 	}
 	if p.Cursor != "" {
 		q.Set("cursor", p.Cursor)
+	}
+	for _, m := range p.Metadata {
+		k, v, _ := strings.Cut(m, "=")
+		q.Add("metadata."+k, v)
+	}
+	if p.Name != "" {
+		q.Set("name", p.Name)
+	}
+	if p.Team != "" {
+		q.Set("team", p.Team)
 	}
 	var l ChatList
 	path := "/v1/chats"
@@ -289,6 +308,9 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	}
 	if raw != nil {
 		*raw = b
+	}
+	if out == nil {
+		return nil // an answer without a body (204)
 	}
 	if err := json.Unmarshal(b, out); err != nil {
 		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)

@@ -43,6 +43,9 @@ func (c *chatsResource) Routes() chi.Router {
 	r.Post("/", c.create)
 	r.Get("/", c.list)
 	r.Get("/{id}", c.get)
+	r.Patch("/{id}", c.patch)
+	r.Delete("/{id}", c.erase)
+	r.Get("/{id}/deliveries", c.deliveries)
 	r.Get("/{id}/messages", c.messages)
 	r.Get("/{id}/events", c.events)
 	r.Post("/{id}/input", c.input)
@@ -172,13 +175,13 @@ func (c *chatsResource) list(w http.ResponseWriter, r *http.Request) {
 	}
 	limit := q.int("limit", defaultChatLimit, 1, maxListLimit)
 	withSpec := q.includeSpec()
+	p := &chat.ListChatsParams{Tenant: Tenant(r.Context()), Status: status, Limit: int(limit), Cursor: q.q.Get("cursor")}
+	listFilters(q, p)
 	if err := q.err(); err != nil {
 		c.writeError(w, r, err)
 		return
 	}
-	chats, next, err := c.chats.List(r.Context(), &chat.ListChatsParams{
-		Tenant: Tenant(r.Context()), Status: status, Limit: int(limit), Cursor: q.q.Get("cursor"),
-	})
+	chats, next, err := c.chats.List(r.Context(), p)
 	if err != nil {
 		c.writeError(w, r, err)
 		return

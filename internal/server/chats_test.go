@@ -206,18 +206,19 @@ func TestChatObject(t *testing.T) {
 		{"queued, optional fields null", sampleChat(chat.StatusQueued),
 			`{"id":"` + testChatID + `","name":null,"status":"queued","stop_reason":null,"stop_detail":null,"error":null,` +
 				`"turns":0,"message_count":0,"last_seq":1,"usage":{"prompt_tokens":0,"completion_tokens":0},"pending_input":null,` +
-				`"created_at":"2025-01-02T03:04:05Z","updated_at":"2025-01-02T03:04:05Z","completed_at":null,"metadata":null,"run":1,"queued_runs":0,"forked_from":null,"spec":` + validSpec + `}`},
+				`"created_at":"2025-01-02T03:04:05Z","updated_at":"2025-01-02T03:04:05Z","completed_at":null,"metadata":null,"run":1,"queued_runs":0,"forked_from":null,"team":null,"spec":` + validSpec + `}`},
 		{"completed", func() *chat.Chat {
 			c := sampleChat(chat.StatusFailed)
 			c.Name, c.StopReason, c.StopDetail, c.Error = "review", chat.StopError, "Model failed.", "replay exhausted"
 			c.Turns, c.MessageCount, c.LastSeq, c.PromptTokens, c.CompletionTokens = 3, 4, 9, 100, 20
 			c.CompletedAt, c.Metadata = &completed, json.RawMessage(`{"ticket":"ABC-1"}`)
+			c.Team = &chat.TeamRef{Name: "support", Version: 3}
 			c.PendingInput = pending // stale: the chat no longer waits
 			return c
 		}(),
 			`{"id":"` + testChatID + `","name":"review","status":"failed","stop_reason":"error","stop_detail":"Model failed.","error":"replay exhausted",` +
 				`"turns":3,"message_count":4,"last_seq":9,"usage":{"prompt_tokens":100,"completion_tokens":20},"pending_input":null,` +
-				`"created_at":"2025-01-02T03:04:05Z","updated_at":"2025-01-02T03:04:05Z","completed_at":"2025-01-02T03:05:05Z","metadata":{"ticket":"ABC-1"},"run":1,"queued_runs":0,"forked_from":null,"spec":` + validSpec + `}`},
+				`"created_at":"2025-01-02T03:04:05Z","updated_at":"2025-01-02T03:04:05Z","completed_at":"2025-01-02T03:05:05Z","metadata":{"ticket":"ABC-1"},"run":1,"queued_runs":0,"forked_from":null,"team":{"name":"support","version":3},"spec":` + validSpec + `}`},
 		{"awaiting input", func() *chat.Chat {
 			c := sampleChat(chat.StatusAwaitingInput)
 			c.PendingInput = pending
@@ -225,7 +226,7 @@ func TestChatObject(t *testing.T) {
 		}(),
 			`{"id":"` + testChatID + `","name":null,"status":"awaiting_input","stop_reason":null,"stop_detail":null,"error":null,` +
 				`"turns":0,"message_count":0,"last_seq":1,"usage":{"prompt_tokens":0,"completion_tokens":0},"pending_input":` + string(pending) + `,` +
-				`"created_at":"2025-01-02T03:04:05Z","updated_at":"2025-01-02T03:04:05Z","completed_at":null,"metadata":null,"run":1,"queued_runs":0,"forked_from":null,"spec":` + validSpec + `}`},
+				`"created_at":"2025-01-02T03:04:05Z","updated_at":"2025-01-02T03:04:05Z","completed_at":null,"metadata":null,"run":1,"queued_runs":0,"forked_from":null,"team":null,"spec":` + validSpec + `}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -484,7 +485,8 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 		}
 	}
 	for _, tt := range []struct{ method, path, allow string }{
-		{http.MethodDelete, "/v1/chats/" + testChatID, "GET, HEAD"},
+		{http.MethodPut, "/v1/chats/" + testChatID, "DELETE, GET, HEAD, PATCH"},
+		{http.MethodPost, "/v1/teams/support", "GET, HEAD, PUT"},
 		{http.MethodPut, "/v1/chats", "GET, HEAD, POST"},
 		{http.MethodGet, "/v1/chats/" + testChatID + "/cancel", "POST"},
 		{http.MethodHead, "/v1/chats/" + testChatID + "/cancel", "POST"},

@@ -39,6 +39,9 @@ type chatResponse struct {
 	Run        int           `json:"run"`
 	QueuedRuns int           `json:"queued_runs"`
 	ForkedFrom *chat.ForkRef `json:"forked_from"`
+	// Team is the saved team (name and version) the chat was created
+	// from, null for a chat from a spec.
+	Team *chat.TeamRef `json:"team"`
 	// Spec is the spec the chat was created from, only with ?include=spec:
 	// it can be large, and most clients (lists, polls) never look at it.
 	Spec json.RawMessage `json:"spec,omitempty"`
@@ -72,6 +75,7 @@ func newChatResponse(c *chat.Chat, withSpec bool) chatResponse {
 		Run:          max(c.Run, 1),
 		QueuedRuns:   c.QueuedRuns,
 		ForkedFrom:   c.ForkedFrom,
+		Team:         c.Team,
 	}
 	if withSpec {
 		resp.Spec = rawOrNull(c.Spec)

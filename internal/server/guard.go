@@ -28,7 +28,7 @@ const corsMaxAge = 600
 var (
 	corsAllowHeaders  = "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, X-Request-Id"
 	corsExposeHeaders = "Location, Retry-After, X-Request-Id, Idempotency-Key"
-	corsAllowMethods  = "GET, POST, OPTIONS"
+	corsAllowMethods  = "GET, POST, PUT, PATCH, DELETE, OPTIONS"
 )
 
 // guard is what keeps a web page the user happens to visit from driving a

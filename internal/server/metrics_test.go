@@ -75,7 +75,7 @@ func TestHTTPMetrics(t *testing.T) {
 	ts.do(t, http.MethodGet, "/v1/chats", "")
 	ts.do(t, http.MethodGet, "/healthz", "")
 	ts.do(t, http.MethodGet, "/random/"+testChatID, "")
-	ts.do(t, http.MethodDelete, "/v1/chats/"+testChatID, "")
+	ts.do(t, http.MethodPut, "/v1/chats/"+testChatID, "")
 
 	for _, tt := range []struct {
 		method, route, code string
@@ -86,7 +86,7 @@ func TestHTTPMetrics(t *testing.T) {
 		{"GET", "/v1/chats", "200", 1},
 		{"GET", "/healthz", "200", 1},
 		{"GET", "unmatched", "404", 1},
-		{"DELETE", "unmatched", "405", 1},
+		{"PUT", "unmatched", "405", 1},
 	} {
 		if got := counterValue(t, ts, tt.method, tt.route, tt.code); got != tt.want {
 			t.Errorf("requests{%s %s %s} = %v, want %v", tt.method, tt.route, tt.code, got, tt.want)

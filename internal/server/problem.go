@@ -121,8 +121,13 @@ func problemFor(err error) problem {
 	case errors.Is(err, chat.ErrInvalidCursor):
 		return newProblem(http.StatusBadRequest, kindMalformedRequest, "invalid cursor",
 			[]fieldError{{Path: "cursor", Message: "is not a cursor this server issued; use next_cursor of a previous page"}})
+	case errors.Is(err, chat.ErrTeamNotFound):
+		return newProblem(http.StatusNotFound, kindTeamNotFound, errTeamNotFoundDetail, nil)
 	case errors.Is(err, chat.ErrNotFound):
 		return newProblem(http.StatusNotFound, kindNotFound, "chat not found", nil)
+	case errors.Is(err, chat.ErrChatActive):
+		return newProblem(http.StatusConflict, kindChatNotEnded,
+			"the chat has not ended: cancel it (POST /v1/chats/{id}/cancel) and erase it once it has", nil)
 	case errors.Is(err, chat.ErrNoPendingInput):
 		return newProblem(http.StatusConflict, kindNoPendingInput,
 			"the chat is not waiting for input, or the request_id is not the pending one", nil)

@@ -73,6 +73,8 @@ type Chats interface {
 	Fork(ctx context.Context, tenant, id string, body []byte) (*chat.Chat, error)
 	// Ready reports whether the runtime accepts work.
 	Ready() bool
+	// Backend serves metadata changes, erasure, deliveries and saved teams.
+	Backend
 }
 
 // Defaults of Config.
@@ -256,6 +258,7 @@ func (s *Server) routes() chi.Router {
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.limit, s.authenticate)
 		r.Mount("/chats", (&chatsResource{responder: s.responder, cfg: s.cfg, chats: s.chats, metrics: s.metrics}).Routes())
+		r.Mount("/teams", (&teamsResource{responder: s.responder, cfg: s.cfg, chats: s.chats}).Routes())
 	})
 	return r
 }

@@ -115,7 +115,15 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 		if read {
 			read = false
 			deadline()
+			before := after
 			done, err := c.sendEvents(ctx, w, tenant, id, &after, follow)
+			progressed := after > before
+			if errors.Is(err, chat.ErrNotFound) {
+				// The chat was erased while it streamed: it ends here,
+				// cleanly; a client that comes back gets 404.
+				finished = true
+				return
+			}
 			if err != nil && errors.Is(err, chat.ErrUnavailable) && ctx.Err() == nil {
 				c.logger.Warn("sse: store unavailable; the stream waits", "request_id", RequestID(ctx), "chat_id", id, "after", after, "error", err)
 				retryRead = time.After(time.Second)
@@ -131,6 +139,12 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 			if done {
 				finished = true
 				_ = rc.Flush()
+				return
+			}
+			if err == nil && !progressed && c.streamGone(ctx, tenant, id) {
+				// The chat was erased: there is nothing more to stream.
+				// The stream ends cleanly; a client that comes back gets 404.
+				finished = true
 				return
 			}
 		}

@@ -20,6 +20,15 @@ type Spec struct {
 	Messages         []HistoryMessage `json:"messages,omitempty"`
 	Metadata         json.RawMessage  `json:"metadata,omitempty"`
 	InputTimeoutS    *int             `json:"input_timeout_s,omitempty"`
+	Webhook          *Webhook         `json:"webhook,omitempty"`
+}
+
+// Webhook is a chat's own webhook endpoint (DESIGN §9): the chat's events
+// of the listed types (default: the terminal events, input.requested and
+// run.started) are POSTed to URL as Standard Webhooks.
+type Webhook struct {
+	URL    string   `json:"url"`
+	Events []string `json:"events,omitempty"`
 }
 
 // Agent types.

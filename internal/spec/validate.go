@@ -91,6 +91,16 @@ type Env struct {
 	Tools ToolChecker
 	// Sandbox names the code sandbox backend; "": none.
 	Sandbox string
+	// Webhooks checks a spec's webhook; nil: this server sends no webhooks.
+	Webhooks WebhookChecker
+}
+
+// WebhookChecker validates a spec's webhook at create time: its URL (the
+// same address rules as tools) and event types. Paths are JSON pointers
+// relative to the webhook ("/url", "/events/0"). internal/webhook
+// implements it.
+type WebhookChecker interface {
+	CheckWebhook(w *Webhook) []Problem
 }
 
 // ToolChecker validates one tool definition at create time: its parameters
@@ -108,6 +118,8 @@ type validator struct {
 	env       Env
 	spec      *Spec
 	agents    map[string]bool
+	// team: the spec is a saved team's, which has no task.
+	team bool
 }
 
 func (v *validator) add(path, format string, args ...any) {
@@ -117,7 +129,17 @@ func (v *validator) add(path, format string, args ...any) {
 // Validate checks a decoded spec against DESIGN §2 and what this server
 // offers, and returns every problem found.
 func Validate(s *Spec, limits Limits, env Env) []Problem {
-	v := &validator{limits: limits.WithDefaults(), providers: env.Providers, env: env, spec: s, agents: map[string]bool{}}
+	return validate(s, limits, env, false)
+}
+
+// ValidateTeam checks the spec of a saved team as Validate checks a chat's,
+// except that a team has no task: the chats created from it bring theirs.
+func ValidateTeam(s *Spec, limits Limits, env Env) []Problem {
+	return validate(s, limits, env, true)
+}
+
+func validate(s *Spec, limits Limits, env Env, team bool) []Problem {
+	v := &validator{limits: limits.WithDefaults(), providers: env.Providers, env: env, spec: s, agents: map[string]bool{}, team: team}
 	v.checkTop()
 	v.checkModels()
 	v.checkAgents()
@@ -135,9 +157,13 @@ func (v *validator) checkTop() {
 	if len(s.Name) > 200 {
 		v.add("/name", "must be at most 200 characters")
 	}
-	if s.Task == "" {
+	switch {
+	case v.team && s.Task != "":
+		v.add("/task", "a saved team has no task: give the task when creating a chat from the team")
+	case v.team:
+	case s.Task == "":
 		v.add("/task", "is required")
-	} else if len(s.Task) > v.limits.MaxTaskBytes {
+	case len(s.Task) > v.limits.MaxTaskBytes:
 		v.add("/task", "must be at most %d bytes", v.limits.MaxTaskBytes)
 	}
 	if s.MaxRound != nil && (*s.MaxRound < 1 || *s.MaxRound > v.limits.MaxRound) {
@@ -167,6 +193,15 @@ func (v *validator) checkTop() {
 	}
 	if s.InputTimeoutS != nil && (*s.InputTimeoutS < 1 || *s.InputTimeoutS > 7*24*3600) {
 		v.add("/input_timeout_s", "must be between 1 and 604800 (a week)")
+	}
+	if s.Webhook != nil {
+		if v.env.Webhooks == nil {
+			v.add("/webhook", "this server sends no webhooks: the operator enables them with AGENTD_WEBHOOK_SECRET")
+		} else {
+			for _, p := range v.env.Webhooks.CheckWebhook(s.Webhook) {
+				v.add("/webhook"+p.Path, "%s", p.Message)
+			}
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"regexp"
@@ -160,28 +161,45 @@ func (r *Runner) checkURL(d *decoder, s string) *url.URL {
 	if s == "" {
 		return nil
 	}
+	u, msg := r.CheckURL(s)
+	if msg != "" {
+		d.add("url", "%s", msg)
+	}
+	return u
+}
+
+// CheckURL parses a URL that the server is to call and applies the
+// create-time half of the address rules to it: an absolute http(s) URL
+// without credentials, whose host is on the allow-list and is not an
+// address (or localhost) that the dialer would refuse. It returns the URL
+// without its fragment, or why it is refused. Tools and webhooks share it.
+func (r *Runner) CheckURL(s string) (*url.URL, string) {
 	u, err := url.Parse(s)
 	switch {
 	case err != nil:
-		d.add("url", "is not a valid URL: %v", err)
+		return nil, fmt.Sprintf("is not a valid URL: %v", err)
 	case u.Scheme != "http" && u.Scheme != "https":
-		d.add("url", "must be an absolute http or https URL")
+		return nil, "must be an absolute http or https URL"
 	case u.Hostname() == "":
-		d.add("url", "has no host")
+		return nil, "has no host"
 	case u.User != nil:
 		// Credentials in a URL end up in logs and error messages; headers
 		// do not.
-		d.add("url", "must not contain credentials: use headers")
+		return nil, "must not contain credentials: use headers"
 	case !r.allow.allowsURL(u):
-		d.add("url", "host %s is not in this server's allow-list of tool hosts", u.Host)
+		return nil, fmt.Sprintf("host %s is not in this server's allow-list of tool hosts", u.Host)
 	case r.refusedHost(u) != "":
-		d.add("url", "%s", r.refusedHost(u))
-	default:
-		u.Fragment, u.RawFragment = "", ""
-		return u
+		return nil, r.refusedHost(u)
 	}
-	return nil
+	u.Fragment, u.RawFragment = "", ""
+	return u, ""
 }
+
+// Transport is the transport of tool requests: its dialer refuses every
+// address the policy does not allow, after DNS resolution (see addr.go).
+// Other outbound requests of the server that must obey the same rules
+// (webhooks) use it too; they bring their own redirect policy.
+func (r *Runner) Transport() http.RoundTripper { return r.transport }
 
 // refusedHost says why a URL can be refused already at create time ("" if it
 // cannot): its host is a literal address the dialer would refuse, or

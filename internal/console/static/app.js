@@ -78,6 +78,7 @@ $('#key-form').addEventListener('submit', async (e) => {
 
 const list = {
   status: '',
+  meta: [], // [[key, value], …]: metadata filters, all of which must hold
   items: new Map(), // id → chat
   order: [],
   next: null,
@@ -87,6 +88,7 @@ const list = {
   query(cursor) {
     const q = new URLSearchParams({ limit: String(this.pageSize) });
     if (this.status) q.set('status', this.status);
+    for (const [k, v] of this.meta) q.append('metadata.' + k, v);
     if (cursor) q.set('cursor', cursor);
     return '/v1/chats?' + q;
   },
@@ -117,7 +119,7 @@ const list = {
       // Newer than the page's oldest but not in it: it no longer matches
       // the filter.
       const c = this.items.get(id);
-      return !(oldest && c && c.created_at > oldest && this.status);
+      return !(oldest && c && c.created_at > oldest && (this.status || this.meta.length));
     });
     this.order = [...ids, ...rest];
     if (firstLoad) this.next = page.next_cursor;
@@ -155,7 +157,8 @@ const list = {
           el('div', { class: 'title' },
             el('span', { class: 'name' }, c.name || c.id.slice(0, 8)),
             el('span', { class: 'status ' + c.status }, c.status)),
-          el('div', { class: 'sub' }, `${time(c.created_at)} · ${c.turns} turns · ${c.id.slice(0, 8)}`)));
+          el('div', { class: 'sub' }, `${time(c.created_at)} · ${c.turns} turns · ${c.id.slice(0, 8)}`),
+          c.metadata && Object.keys(c.metadata).length ? el('div', { class: 'meta' }, metaText(c.metadata)) : null));
     }));
     $('#more').hidden = !this.next;
   },
@@ -168,6 +171,41 @@ const list = {
   },
 };
 $('#status-filter').addEventListener('change', (e) => { list.status = e.target.value; list.reset(); });
+$('#meta-form').addEventListener('submit', (e) => { e.preventDefault(); applyMetaFilter(); });
+$('#meta-filter').addEventListener('change', () => applyMetaFilter());
+
+/** parseMeta reads "key=value, key2=value2" into pairs, or throws what is wrong. */
+function parseMeta(text) {
+  const pairs = [];
+  for (const part of text.split(',')) {
+    const s = part.trim();
+    if (!s) continue;
+    const eq = s.indexOf('=');
+    if (eq <= 0) throw new Error(`"${s}" is not key=value`);
+    pairs.push([s.slice(0, eq).trim(), s.slice(eq + 1).trim()]);
+  }
+  return pairs;
+}
+
+function applyMetaFilter() {
+  const err = $('#meta-error');
+  let pairs;
+  try {
+    pairs = parseMeta($('#meta-filter').value);
+  } catch (e) {
+    err.hidden = false;
+    err.textContent = e.message;
+    return;
+  }
+  err.hidden = true;
+  if (JSON.stringify(pairs) === JSON.stringify(list.meta)) return;
+  list.meta = pairs;
+  list.reset();
+}
+
+function metaText(m) {
+  return Object.entries(m).map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`).join(' · ');
+}
 $('#more').addEventListener('click', () => list.more());
 
 // ---------- routing ----------
@@ -189,6 +227,8 @@ function route() {
     view.open();
   } else if (location.hash === '#/new') {
     main.replaceChildren(newChatView());
+  } else if (location.hash === '#/teams') {
+    main.replaceChildren(teamsView());
   } else {
     main.replaceChildren(template('tpl-welcome'));
   }
@@ -270,6 +310,40 @@ function showProblem(box, err, bodyText) {
   box.append(pre);
 }
 
+// ---------- saved teams ----------
+
+function teamsView() {
+  const root = template('tpl-teams').firstElementChild;
+  const rows = $('#team-rows', root);
+  const more = $('#teams-more', root);
+  let next = null;
+  const load = async (cursor) => {
+    const q = new URLSearchParams({ limit: '50', include: 'spec' });
+    if (cursor) q.set('cursor', cursor);
+    try {
+      const page = await request('GET', '/v1/teams?' + q);
+      for (const t of page.teams) {
+        const agents = (t.spec?.agents || []).map((a) => a.name).join(', ');
+        rows.append(el('tr', { 'data-team': t.name, 'data-version': t.version },
+          el('td', {}, el('strong', {}, t.name)),
+          el('td', {}, String(t.version)),
+          el('td', {}, new Date(t.created_at).toLocaleString()),
+          el('td', {}, agents, el('details', {}, el('summary', {}, 'spec'), el('pre', {}, JSON.stringify(t.spec, null, 2))))));
+      }
+      next = page.next_cursor;
+      more.hidden = !next;
+      $('#teams-empty', root).hidden = rows.children.length > 0;
+    } catch (err) {
+      const p = $('#teams-error', root);
+      p.hidden = false;
+      p.textContent = 'Could not load teams: ' + err.message;
+    }
+  };
+  more.addEventListener('click', () => load(next));
+  load(null);
+  return root;
+}
+
 // ---------- one chat ----------
 
 class ChatView {
@@ -283,6 +357,7 @@ class ChatView {
     this.refreshTimer = null;
     this.ended = false;
     $('#cancel', this.root).addEventListener('click', () => this.cancel());
+    $('#erase', this.root).addEventListener('click', () => this.erase());
   }
 
   async open() {
@@ -332,14 +407,18 @@ class ChatView {
     st.className = 'status ' + c.status;
     // Only what can be done: an ended chat offers no Cancel.
     $('#cancel', this.root).hidden = this.ended || terminal.has(c.status);
+    // Only an ended chat can be erased.
+    $('#erase', this.root).hidden = !terminal.has(c.status);
     const u = c.usage || {};
-    $('#chat-facts', this.root).replaceChildren(
+    $('#chat-facts', this.root).replaceChildren(...[
       el('span', {}, `id ${c.id}`),
       el('span', { 'data-fact': 'turns' }, `${c.turns} turns`),
       el('span', { 'data-fact': 'messages' }, `${c.message_count} messages`),
       el('span', { 'data-fact': 'usage' }, `${u.prompt_tokens ?? 0} prompt + ${u.completion_tokens ?? 0} completion tokens`),
       el('span', {}, `created ${new Date(c.created_at).toLocaleString()}`),
-    );
+      c.team ? el('span', { 'data-fact': 'team' }, `team ${c.team.name}@${c.team.version}`) : null,
+      c.metadata && Object.keys(c.metadata).length ? el('span', { 'data-fact': 'metadata' }, `metadata ${metaText(c.metadata)}`) : null,
+    ].filter(Boolean));
     if (terminal.has(c.status)) this.showEnd({ status: c.status, stop_reason: c.stop_reason, stop_detail: c.stop_detail, error: c.error });
   }
 
@@ -512,6 +591,32 @@ class ChatView {
       d.stop_detail ? el('div', {}, d.stop_detail) : null,
       d.error ? el('div', { class: 'error' }, d.error) : null].filter(Boolean));
     $('#cancel', this.root).hidden = true;
+    $('#erase', this.root).hidden = false;
+  }
+
+  /**
+   * erase deletes the chat for good (DELETE /v1/chats/{id}), after a second
+   * click on the same button: the confirmation is in the page, not a dialog.
+   */
+  async erase() {
+    const button = $('#erase', this.root);
+    if (button.dataset.confirm !== 'yes') {
+      button.dataset.confirm = 'yes';
+      button.textContent = 'Delete for good?';
+      setTimeout(() => { delete button.dataset.confirm; button.textContent = 'Delete'; }, 5000);
+      return;
+    }
+    button.disabled = true;
+    try {
+      await request('DELETE', `/v1/chats/${encodeURIComponent(this.id)}`);
+      list.items.delete(this.id);
+      list.order = list.order.filter((id) => id !== this.id);
+      list.render();
+      location.hash = '#/';
+    } catch (err) {
+      this.showError(err);
+      button.disabled = false;
+    }
   }
 
   async cancel() {

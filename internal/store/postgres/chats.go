@@ -26,7 +26,7 @@ const chatColumns = `c.id::text, c.tenant, coalesce(c.name, ''), c.spec, c.metad
 	s.input_response, s.input_expires_at, s.run,
 	CASE WHEN s.last_run > s.run THEN (SELECT count(*) FROM chat_runs r WHERE r.chat_id = s.id AND r.run > s.run) ELSE 0 END,
 	s.stop_requested,
-	c.forked_from::text, c.forked_at_seq`
+	c.forked_from::text, c.forked_at_seq, c.team_name, c.team_version`
 
 // chatFrom joins a chat's two rows for chatColumns.
 const chatFrom = `chats c JOIN chat_state s ON s.id = c.id`
@@ -39,6 +39,8 @@ func scanChat(row pgx.Row) (*chat.Chat, error) {
 		status, stopReason  string
 		forkedFrom          *string
 		forkedAt            *int64
+		teamName            *string
+		teamVersion         *int32
 	)
 	err := row.Scan(&c.ID, &c.Tenant, &c.Name, &spec, &meta, &status,
 		&stopReason, &c.StopDetail, &c.Error,
@@ -46,12 +48,15 @@ func scanChat(row pgx.Row) (*chat.Chat, error) {
 		&c.IdempotencyKey, &c.RequestHash, &c.CancelRequested,
 		&c.Owner, &c.LeaseExpiresAt, &c.Epoch, &c.CreatedAt, &c.UpdatedAt, &c.CompletedAt,
 		&inputResp, &c.InputExpiresAt, &c.Run, &c.QueuedRuns, &c.StopRequested,
-		&forkedFrom, &forkedAt)
+		&forkedFrom, &forkedAt, &teamName, &teamVersion)
 	if err != nil {
 		return nil, err
 	}
 	if forkedFrom != nil && forkedAt != nil {
 		c.ForkedFrom = &chat.ForkRef{ChatID: *forkedFrom, Seq: *forkedAt}
+	}
+	if teamName != nil && teamVersion != nil {
+		c.Team = &chat.TeamRef{Name: *teamName, Version: int(*teamVersion)}
 	}
 	c.Spec, c.Metadata, c.PendingInput = spec, nullableJSON(meta), nullableJSON(pending)
 	c.Status, c.StopReason = chat.Status(status), chat.StopReason(stopReason)
@@ -118,23 +123,47 @@ func nullableJSON(b []byte) json.RawMessage {
 // select from the empty RETURNING): zero rows affected, which CreateChat
 // answers by reading the winner. DO NOTHING covers only that constraint: a
 // taken id still fails with a unique violation.
-var createSQL = `WITH new_chat AS (
-	INSERT INTO chats (id, tenant, name, spec, metadata, idempotency_key, request_hash, created_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+//
+// An id with a tombstone (an erased chat's) is not inserted either: the
+// same zero rows, which CreateChat tells from a taken key.
+var createSQL = createStatement(false)
+
+// createOutboxSQL is createSQL that also writes the webhook deliveries of
+// the chat's first events (arrays from $25 on), for the creates that have
+// any: the others keep the statement without the outbox.
+var createOutboxSQL = createStatement(true)
+
+func createStatement(outbox bool) string {
+	q := `WITH new_chat AS (
+	INSERT INTO chats (id, tenant, name, spec, metadata, idempotency_key, request_hash, created_at, team_name, team_version)
+	SELECT $1::uuid, $2::text, $3::text, $4::jsonb, $5::jsonb, $6::text, $7::text, $8::timestamptz, $14::text, $15::int
+	WHERE NOT EXISTS (SELECT 1 FROM chat_tombstones WHERE id = $1::uuid)
 	ON CONFLICT (tenant, idempotency_key) DO NOTHING
 	RETURNING id
 ), new_state AS (
 	INSERT INTO chat_state (id, status, last_seq, message_count, owner, lease_expires_at, epoch, created_at, updated_at)
 	SELECT id, 'queued', $9, $10, $11, $12, $13, $8, $8 FROM new_chat
 	RETURNING id
-)
+)`
+	if outbox {
+		q += `, new_outbox AS (
+	INSERT INTO webhook_deliveries (chat_id, seq, url, tenant, event, source, created_at, updated_at, next_attempt_at)
+	SELECT n.id, o.seq, o.url, $2, o.event, o.source, $8, $8, $8
+	FROM unnest($25::bigint[], $26::text[], $27::text[], $28::text[]) AS o(seq, url, event, source)
+	CROSS JOIN new_state n
+)`
+	}
+	return q + `
 INSERT INTO events (chat_id, seq, type, role, name, content, tool_calls, tool_responses, data, created_at)
-SELECT n.id, ` + eventSelect(14, false) + ` CROSS JOIN new_state n`
+SELECT n.id, ` + eventSelect(16, false) + ` CROSS JOIN new_state n`
+}
 
 // createOp is a create waiting in the group committer.
 type createOp struct {
 	id   string
 	args []any
+	// outbox: args include the deliveries (createOutboxSQL).
+	outbox bool
 }
 
 // CreateChat implements chat.Store. The chat it returns is built from p, as
@@ -155,22 +184,41 @@ func (s *Store) CreateChat(ctx context.Context, p *chat.CreateChatParams) (*chat
 	}
 	c := &chat.Chat{ID: id, Tenant: p.Tenant, Name: param.Text(p.Name), Spec: p.Spec, Metadata: nullableJSON(p.Metadata),
 		Status: chat.StatusQueued, LastSeq: int64(len(p.Events)), MessageCount: param.MessageCount(p.Events), Run: 1,
-		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash, CreatedAt: created, UpdatedAt: created}
+		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash, CreatedAt: created, UpdatedAt: created, Team: p.Team}
 	var lease any
 	if p.Owner != "" {
 		until := p.LeaseUntil.UTC().Truncate(time.Microsecond)
 		c.Owner, c.Epoch, c.LeaseExpiresAt, lease = p.Owner, 1, &until, until
 	}
+	var teamName, teamVersion any
+	if p.Team != nil {
+		teamName, teamVersion = p.Team.Name, int32(p.Team.Version)
+	}
 	args := append([]any{
 		id, p.Tenant, nullString(c.Name), []byte(p.Spec), nullJSON(p.Metadata),
 		nullString(p.IdempotencyKey), nullString(p.RequestHash), created,
-		c.LastSeq, c.MessageCount, nullString(c.Owner), lease, c.Epoch,
+		c.LastSeq, c.MessageCount, nullString(c.Owner), lease, c.Epoch, teamName, teamVersion,
 	}, evs.args()...)
-	err = s.commit.Append(ctx, &op{create: &createOp{id: id, args: args}})
+	cop := &createOp{id: id, args: args}
+	if len(p.Deliveries) > 0 {
+		if err := param.CheckDeliveries(p.Deliveries, p.Events); err != nil {
+			return nil, false, fmt.Errorf("create chat %s: %w", id, err)
+		}
+		var o outboxColumns
+		o.add(p.Deliveries)
+		cop.args, cop.outbox = append(cop.args, o.seqs, o.urls, o.events, o.sources), true
+	}
+	err = s.commit.Append(ctx, &op{create: cop})
 	switch {
-	case errors.Is(err, chat.ErrFenced): // the idempotency key is taken
+	case errors.Is(err, chat.ErrFenced): // the idempotency key is taken, or the id was erased
+		if p.IdempotencyKey == "" {
+			return nil, false, fmt.Errorf("create chat %s: the id belongs to an erased chat: %w", id, chat.ErrConflict)
+		}
 		existing, err := scanChat(s.pool.QueryRow(ctx,
 			`SELECT `+chatColumns+` FROM `+chatFrom+` WHERE c.tenant = $1 AND c.idempotency_key = $2`, p.Tenant, p.IdempotencyKey))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, false, fmt.Errorf("create chat %s: the id belongs to an erased chat: %w", id, chat.ErrConflict)
+		}
 		if err != nil {
 			return nil, false, fmt.Errorf("create chat %s: find chat with idempotency key: %w", id, translate(err))
 		}
@@ -246,6 +294,32 @@ func (s *Store) ListChats(ctx context.Context, p *chat.ListChatsParams) ([]*chat
 	if p.Status != "" {
 		where = append(where, "s.status = "+arg(string(p.Status)))
 	}
+	if p.Name != "" {
+		where = append(where, "c.name = "+arg(p.Name))
+	}
+	if p.Team != "" {
+		where = append(where, "c.team_name = "+arg(p.Team))
+	}
+	if p.CreatedAfter != nil {
+		where = append(where, "c.created_at > "+arg(p.CreatedAfter.UTC()))
+	}
+	if p.CreatedBefore != nil {
+		where = append(where, "c.created_at < "+arg(p.CreatedBefore.UTC()))
+	}
+	// Each metadata filter is a containment (or two, for a value that is
+	// also a JSON number or literal), which the GIN index on metadata
+	// serves; see migration 0004.
+	for _, m := range p.Metadata {
+		var alts []string
+		for _, v := range param.MetadataValues(m.Value) {
+			obj, err := json.Marshal(map[string]json.RawMessage{m.Key: v})
+			if err != nil {
+				return nil, "", fmt.Errorf("list chats: metadata filter %q: %w", m.Key, err)
+			}
+			alts = append(alts, "c.metadata @> "+arg(string(obj))+"::jsonb")
+		}
+		where = append(where, "("+strings.Join(alts, " OR ")+")")
+	}
 	if p.Cursor != "" {
 		cur, err := param.DecodeCursor(p.Cursor)
 		if err != nil {
@@ -260,6 +334,14 @@ func (s *Store) ListChats(ctx context.Context, p *chat.ListChatsParams) ([]*chat
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
 	q += ` ORDER BY c.created_at DESC, c.id DESC LIMIT ` + arg(limit+1) // one more: is there a next page?
+	if len(p.Metadata) > 0 {
+		// Planned for these values, every time: a plan cached for any
+		// value of a containment (a generic plan) walks the tenant's chats
+		// newest first and tests each, which is right for a value one chat
+		// in ten has and reads the whole tenant for one no chat has; the
+		// plan for the value knows which, from the GIN index's statistics.
+		args = append([]any{pgx.QueryExecModeExec}, args...)
+	}
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list chats: %w", translate(err))

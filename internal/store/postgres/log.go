@@ -227,11 +227,45 @@ var appendsSQL = `WITH a AS (
 )
 SELECT ord FROM fenced_update`
 
+// appendsOutboxSQL is appendsSQL that also writes webhook deliveries to the
+// outbox: from $31, a row per delivery tagged with its append's ord, which
+// is inserted only if that append took (the same join as its events). The
+// batches without deliveries, nearly all, keep appendsSQL: the outbox costs
+// the append path nothing unless an event goes to a webhook.
+var appendsOutboxSQL = strings.Replace(appendsSQL, `
+SELECT ord FROM fenced_update`, `, outbox AS (
+	INSERT INTO webhook_deliveries (chat_id, seq, url, tenant, event, source, created_at, updated_at, next_attempt_at)
+	SELECT u.id, o.seq, o.url, c.tenant, o.event, o.source, a.updated_at, a.updated_at, a.updated_at
+	FROM unnest($31::int[], $32::bigint[], $33::text[], $34::text[], $35::text[]) AS o(ord, seq, url, event, source)
+	JOIN fenced_update u ON u.ord = o.ord
+	JOIN a ON a.ord = o.ord
+	JOIN chats c ON c.id = u.id
+	ON CONFLICT DO NOTHING
+)
+SELECT ord FROM fenced_update`, 1)
+
 // Names of the group committer's statements, prepared once per connection.
 const (
-	appendsStmt = "agentd_appends"
-	createStmt  = "agentd_create"
+	appendsStmt       = "agentd_appends"
+	appendsOutboxStmt = "agentd_appends_outbox"
+	createStmt        = "agentd_create"
+	createOutboxStmt  = "agentd_create_outbox"
 )
+
+// outboxColumns are webhook deliveries as the arrays createOutboxSQL takes.
+type outboxColumns struct {
+	seqs                  []int64
+	urls, events, sources []string
+}
+
+func (o *outboxColumns) add(ds []chat.Delivery) {
+	for _, d := range ds {
+		o.seqs = append(o.seqs, d.Seq)
+		o.urls = append(o.urls, d.URL)
+		o.events = append(o.events, string(d.Event))
+		o.sources = append(o.sources, d.Source)
+	}
+}
 
 // batchBuffers are what one batch is encoded in: kept between batches
 // (batchPool), so a batch of the usual size allocates nothing for its
@@ -245,6 +279,9 @@ type batchBuffers struct {
 	ords []int
 	// create encodes a create's parameters through pgx.
 	create pgx.ExtendedQueryBuilder
+	// outbox: an append of the batch has webhook deliveries, written as
+	// appendsOutboxSQL's parameters from $31.
+	outbox bool
 }
 
 var batchPool = sync.Pool{New: func() any { return new(batchBuffers) }}
@@ -294,13 +331,19 @@ func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) err
 	c := conn.Conn()
 	var b pgconn.Batch
 	if len(bb.ords) < len(batch) {
-		sd, err := c.Prepare(ctx, createStmt, createSQL)
+		plain, err := c.Prepare(ctx, createStmt, createSQL)
 		if err != nil {
 			return err
 		}
 		for _, o := range batch {
 			if o.create == nil {
 				continue
+			}
+			sd := plain
+			if o.create.outbox {
+				if sd, err = c.Prepare(ctx, createOutboxStmt, createOutboxSQL); err != nil {
+					return err
+				}
 			}
 			if err := bb.create.Build(c.TypeMap(), sd, o.create.args); err != nil {
 				return fmt.Errorf("create chat %s: %w", o.create.id, err)
@@ -310,7 +353,11 @@ func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) err
 		}
 	}
 	if len(bb.ords) > 0 {
-		sd, err := c.Prepare(ctx, appendsStmt, appendsSQL)
+		name, sql := appendsStmt, appendsSQL
+		if bb.outbox {
+			name, sql = appendsOutboxStmt, appendsOutboxSQL
+		}
+		sd, err := c.Prepare(ctx, name, sql)
 		if err != nil {
 			return err
 		}
@@ -499,6 +546,31 @@ func (bb *batchBuffers) writeAppends(batch []*op) error {
 	})
 	if err != nil {
 		return err
+	}
+	bb.outbox = false
+	for _, i := range bb.ords {
+		if len(batch[i].append.Deliveries) > 0 {
+			bb.outbox = true
+			break
+		}
+	}
+	if bb.outbox {
+		// $31 the deliveries' ords, $32 seq, $33 url, $34 event, $35 source.
+		perDelivery := func(oid uint32, f func(ord int, d *chat.Delivery)) {
+			w.begin(oid)
+			for ord, i := range bb.ords {
+				ds := batch[i].append.Deliveries
+				for k := range ds {
+					f(ord, &ds[k])
+				}
+			}
+			w.end()
+		}
+		perDelivery(oidInt4, func(ord int, _ *chat.Delivery) { w.int4(int32(ord)) })
+		perDelivery(oidInt8, func(_ int, d *chat.Delivery) { w.int8(d.Seq) })
+		perDelivery(oidText, func(_ int, d *chat.Delivery) { w.text(param.Text(d.URL)) })
+		perDelivery(oidText, func(_ int, d *chat.Delivery) { w.text(string(d.Event)) })
+		perDelivery(oidText, func(_ int, d *chat.Delivery) { w.text(d.Source) })
 	}
 	bb.params = w.params(bb.params[:0])
 	bb.formats = bb.formats[:0]

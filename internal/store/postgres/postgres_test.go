@@ -50,7 +50,11 @@ func TestConformance(t *testing.T) {
 		storetest.WithExec(func(t *testing.T, s chat.Store, sql string) error {
 			_, err := s.(*Store).pool.Exec(t.Context(), sql)
 			return err
-		}))
+		}),
+		storetest.WithCount(func(t *testing.T, s chat.Store, sql string) (n int64, err error) {
+			err = s.(*Store).pool.QueryRow(t.Context(), sql).Scan(&n)
+			return n, err
+		}, "events.chat_id", "chats.id", "chat_state.id", "webhook_deliveries.chat_id", "messages.chat_id", "chat_runs.chat_id"))
 }
 
 func BenchmarkAppend(b *testing.B) { storetest.BenchmarkAppend(b, newStore) }

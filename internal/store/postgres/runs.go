@@ -150,11 +150,15 @@ func (s *Store) createFork(ctx context.Context, id string, p *chat.CreateChatPar
 		return nil, false, fmt.Errorf("create chat %s: %w", id, translate(err))
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var teamName, teamVersion any
+	if p.Team != nil {
+		teamName, teamVersion = p.Team.Name, int32(p.Team.Version)
+	}
 	if _, err := tx.Exec(ctx, `INSERT INTO chats (id, tenant, name, spec, metadata, idempotency_key, request_hash, created_at,
-			forked_from, forked_at_seq)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			forked_from, forked_at_seq, team_name, team_version)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 		id, p.Tenant, nullString(param.Text(p.Name)), []byte(p.Spec), nullJSON(p.Metadata), nullString(p.IdempotencyKey),
-		nullString(p.RequestHash), created, forkedFrom, forkedAt); err != nil {
+		nullString(p.RequestHash), created, forkedFrom, forkedAt, teamName, teamVersion); err != nil {
 		return nil, false, fmt.Errorf("create chat %s: %w", id, translate(err))
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO chat_state (id, status, stop_reason, stop_detail, error, last_seq, turns, message_count,

@@ -22,7 +22,7 @@ const chatColumns = `id, tenant, coalesce(name, ''), spec, metadata, status,
 	coalesce(owner, ''), lease_expires_at, epoch, created_at, updated_at, completed_at,
 	input_response, input_expires_at, run,
 	CASE WHEN last_run > run THEN (SELECT count(*) FROM chat_runs r WHERE r.chat_id = chats.id AND r.run > chats.run) ELSE 0 END,
-	stop_requested, forked_from, forked_at_seq`
+	stop_requested, forked_from, forked_at_seq, team_name, team_version`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -38,19 +38,24 @@ func scanChat(row scanner) (*chat.Chat, error) {
 		forkedFrom           sql.NullString
 		forkedAt             sql.NullInt64
 		createdAt, updatedAt int64
+		teamName             sql.NullString
+		teamVersion          sql.NullInt64
 	)
 	err := row.Scan(&c.ID, &c.Tenant, &c.Name, &spec, &meta, &status,
 		&stopReason, &c.StopDetail, &c.Error,
 		&c.LastSeq, &c.Turns, &c.MessageCount, &c.PromptTokens, &c.CompletionTokens, &pending,
 		&c.IdempotencyKey, &c.RequestHash, &cancel,
 		&c.Owner, &lease, &c.Epoch, &createdAt, &updatedAt, &completed,
-		&inputResp, &inputExpires, &c.Run, &c.QueuedRuns, &stop, &forkedFrom, &forkedAt)
+		&inputResp, &inputExpires, &c.Run, &c.QueuedRuns, &stop, &forkedFrom, &forkedAt, &teamName, &teamVersion)
 	if err != nil {
 		return nil, err
 	}
 	c.StopRequested = stop != 0
 	if forkedFrom.Valid && forkedAt.Valid {
 		c.ForkedFrom = &chat.ForkRef{ChatID: forkedFrom.String, Seq: forkedAt.Int64}
+	}
+	if teamName.Valid && teamVersion.Valid {
+		c.Team = &chat.TeamRef{Name: teamName.String, Version: int(teamVersion.Int64)}
 	}
 	c.Spec, c.Metadata, c.PendingInput = spec, nullableJSON(meta), nullableJSON(pending)
 	c.Status, c.StopReason = chat.Status(status), chat.StopReason(stopReason)
@@ -140,6 +145,23 @@ func (s *Store) CreateChat(ctx context.Context, p *chat.CreateChatParams) (*chat
 	if p.Owner != "" {
 		lease, epoch = nanos(p.LeaseUntil.UTC()), 1
 	}
+	if len(p.Deliveries) > 0 {
+		if err := param.CheckDeliveries(p.Deliveries, p.Events); err != nil {
+			return nil, false, fmt.Errorf("create chat %s: %w", id, err)
+		}
+	}
+	// An erased chat's id is never given to another chat.
+	var erased int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM chat_tombstones WHERE id = ?`, id).Scan(&erased); err != nil {
+		return nil, false, fmt.Errorf("create chat %s: %w", id, translate(err))
+	}
+	if erased > 0 {
+		return nil, false, fmt.Errorf("create chat %s: the id belongs to an erased chat: %w", id, chat.ErrConflict)
+	}
+	var teamName, teamVersion any
+	if p.Team != nil {
+		teamName, teamVersion = p.Team.Name, p.Team.Version
+	}
 	// A fork starts as its copied log leaves it; a new chat queued at run 1.
 	u := p.State
 	if u == nil {
@@ -152,8 +174,8 @@ func (s *Store) CreateChat(ctx context.Context, p *chat.CreateChatParams) (*chat
 	row := tx.QueryRowContext(ctx, `INSERT INTO chats (id, tenant, name, spec, metadata, status, last_seq,
 			message_count, idempotency_key, request_hash, created_at, updated_at, owner, lease_expires_at, epoch,
 			stop_reason, stop_detail, error, turns, prompt_tokens, completion_tokens, pending_input, input_expires_at,
-			completed_at, run, last_run, forked_from, forked_at_seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			completed_at, run, last_run, forked_from, forked_at_seq, team_name, team_version)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (tenant, idempotency_key) DO NOTHING
 		RETURNING `+chatColumns,
 		id, p.Tenant, nullString(param.Text(p.Name)), string(p.Spec), nullJSON(p.Metadata), string(u.Status), len(p.Events),
@@ -161,7 +183,7 @@ func (s *Store) CreateChat(ctx context.Context, p *chat.CreateChatParams) (*chat
 		nanos(created), nanos(created), nullString(p.Owner), lease, epoch,
 		nullString(string(u.StopReason)), nullString(param.Text(u.StopDetail)), nullString(param.Text(u.Error)),
 		u.Turns, u.PromptTokens, u.CompletionTokens, nullJSON(u.PendingInput), nullNanos(utcPtr(u.InputExpiresAt)),
-		nullNanos(utcPtr(u.CompletedAt)), max(u.Run, 1), max(u.Run, 1), forkedFrom, forkedAt)
+		nullNanos(utcPtr(u.CompletedAt)), max(u.Run, 1), max(u.Run, 1), forkedFrom, forkedAt, teamName, teamVersion)
 	c, err := scanChat(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		// The key is taken: answer with that chat, or a conflict.
@@ -185,6 +207,11 @@ func (s *Store) CreateChat(ctx context.Context, p *chat.CreateChatParams) (*chat
 	defer ins.Close()
 	if err := insertEvents(ctx, ins, id, p.Events, created); err != nil {
 		return nil, false, fmt.Errorf("create chat %s: %w", id, translate(err))
+	}
+	if len(p.Deliveries) > 0 {
+		if err := insertDeliveries(ctx, tx, id, p.Deliveries, created); err != nil {
+			return nil, false, fmt.Errorf("create chat %s: %w", id, translate(err))
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, false, fmt.Errorf("create chat %s: commit: %w", id, translate(err))
@@ -238,6 +265,22 @@ func (s *Store) ListChats(ctx context.Context, p *chat.ListChatsParams) ([]*chat
 	}
 	if p.Status != "" {
 		where, args = append(where, "status = ?"), append(args, string(p.Status))
+	}
+	if p.Name != "" {
+		where, args = append(where, "name = ?"), append(args, p.Name)
+	}
+	if p.Team != "" {
+		where, args = append(where, "team_name = ?"), append(args, p.Team)
+	}
+	if p.CreatedAfter != nil {
+		where, args = append(where, "created_at > ?"), append(args, nanos(*p.CreatedAfter))
+	}
+	if p.CreatedBefore != nil {
+		where, args = append(where, "created_at < ?"), append(args, nanos(*p.CreatedBefore))
+	}
+	for _, m := range p.Metadata {
+		w, a := metadataMatch(m)
+		where, args = append(where, w), append(args, a...)
 	}
 	if p.Cursor != "" {
 		cur, err := param.DecodeCursor(p.Cursor)

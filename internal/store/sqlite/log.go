@@ -192,6 +192,11 @@ func (s *Store) commitBatch(ctx context.Context, batch []*chat.AppendParams, fen
 		if err := insertEvents(ctx, ins, p.ChatID, p.Events, u.UpdatedAt); err != nil {
 			return err
 		}
+		if len(p.Deliveries) > 0 {
+			if err := insertDeliveries(ctx, tx, p.ChatID, p.Deliveries, u.UpdatedAt); err != nil {
+				return err
+			}
+		}
 	}
 	return tx.Commit()
 }

@@ -50,7 +50,11 @@ func TestConformance(t *testing.T) {
 		storetest.WithExec(func(t *testing.T, s chat.Store, sql string) error {
 			_, err := s.(*Store).writer.ExecContext(t.Context(), sql)
 			return err
-		}))
+		}),
+		storetest.WithCount(func(t *testing.T, s chat.Store, sql string) (n int64, err error) {
+			err = s.(*Store).reader.QueryRowContext(t.Context(), sql).Scan(&n)
+			return n, err
+		}, "events.chat_id", "chats.id", "webhook_deliveries.chat_id", "messages.chat_id", "chat_runs.chat_id", "chat_erasures.chat_id"))
 }
 
 func BenchmarkAppend(b *testing.B) { storetest.BenchmarkAppend(b, newStore) }

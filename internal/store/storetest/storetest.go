@@ -25,7 +25,19 @@ import (
 type Option func(*options)
 
 type options struct {
-	exec func(t *testing.T, s chat.Store, sql string) error
+	exec  func(t *testing.T, s chat.Store, sql string) error
+	count func(t *testing.T, s chat.Store, sql string) (int64, error)
+	// chatTables are "table.column" pairs naming every place that holds
+	// a chat's rows, for the erasure checks.
+	chatTables []string
+}
+
+// WithCount gives the suite a way to run a raw SQL query of one integer
+// (a count) on the database behind s, and names every table.column that
+// holds rows of a chat: erasure must leave none of them. Without it those
+// checks are skipped.
+func WithCount(count func(t *testing.T, s chat.Store, sql string) (int64, error), chatTables ...string) Option {
+	return func(o *options) { o.count, o.chatTables = count, chatTables }
 }
 
 // WithExec gives the suite a way to run a raw SQL statement on the database
@@ -84,6 +96,18 @@ func Run(t *testing.T, newStore func(t *testing.T) chat.Store, opts ...Option) {
 		{"ClaimNextRun", testClaimNextRun},
 		{"RequestStop", testRequestStop},
 		{"CreateFork", testCreateFork},
+		{"ListChatsFilters", testListChatsFilters},
+		{"ListChatsMetadataTenants", testListChatsMetadataTenants},
+		{"PatchMetadata", testPatchMetadata},
+		{"EraseChat", func(t *testing.T, s chat.Store) { testEraseChat(t, s, &o) }},
+		{"EraseEnded", testEraseEnded},
+		{"Teams", testTeams},
+		{"TeamsConcurrentPut", testTeamsConcurrentPut},
+		{"CreateChatFromTeam", testCreateChatFromTeam},
+		{"Deliveries", testDeliveries},
+		{"DeliveriesOfFencedAppend", testDeliveriesOfFencedAppend},
+		{"DeliveriesRetryAndDisable", testDeliveriesRetryAndDisable},
+		{"ClaimDeliveriesConcurrent", testClaimDeliveriesConcurrent},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -297,6 +321,9 @@ func diffChat(got, want *chat.Chat) []string {
 	if !reflect.DeepEqual(got.ForkedFrom, want.ForkedFrom) {
 		add("ForkedFrom", got.ForkedFrom, want.ForkedFrom)
 	}
+	if !reflect.DeepEqual(got.Team, want.Team) {
+		add("Team", got.Team, want.Team)
+	}
 	return d
 }
 
@@ -354,5 +381,5 @@ func expectedNew(p *chat.CreateChatParams) *chat.Chat {
 	return &chat.Chat{ID: p.ID, Tenant: p.Tenant, Name: p.Name, Spec: p.Spec, Metadata: p.Metadata,
 		Status: chat.StatusQueued, LastSeq: int64(len(p.Events)), MessageCount: msgs,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash, Run: 1,
-		CreatedAt: p.CreatedAt, UpdatedAt: p.CreatedAt}
+		CreatedAt: p.CreatedAt, UpdatedAt: p.CreatedAt, Team: p.Team}
 }

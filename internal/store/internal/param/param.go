@@ -133,6 +133,11 @@ func CheckAppend(p *chat.AppendParams) (string, error) {
 	if err := checkEvents(id, p.Events[0].Seq, p.Events); err != nil {
 		return "", err
 	}
+	if len(p.Deliveries) > 0 {
+		if err := CheckDeliveries(p.Deliveries, p.Events); err != nil {
+			return "", fmt.Errorf("append to chat %s: %w", id, err)
+		}
+	}
 	for _, e := range p.Events {
 		if n := EventBytes(e); n > MaxEventBytes {
 			// The same on both stores, far below what either could hold: a

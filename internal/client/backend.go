@@ -1,0 +1,78 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// The client side of DESIGN §9: erasing chats, changing their metadata,
+// saved teams.
+
+// Erase erases a chat that has ended (DELETE /v1/chats/{id}).
+func (c *Client) Erase(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/chats/"+url.PathEscape(id), nil, nil, nil)
+}
+
+// PatchMetadata merges metadata into a chat's (a nil value removes a key).
+func (c *Client) PatchMetadata(ctx context.Context, id string, metadata map[string]any) (*Chat, error) {
+	body, err := json.Marshal(map[string]any{"metadata": metadata})
+	if err != nil {
+		return nil, err
+	}
+	var ch Chat
+	return &ch, c.do(ctx, http.MethodPatch, "/v1/chats/"+url.PathEscape(id), body, &ch, &ch.Raw)
+}
+
+// Team is one version of a saved team.
+type Team struct {
+	Name      string          `json:"name"`
+	Version   int             `json:"version"`
+	CreatedAt time.Time       `json:"created_at"`
+	Spec      json.RawMessage `json:"spec,omitempty"`
+	Raw       json.RawMessage `json:"-"`
+}
+
+// TeamList is a page of teams.
+type TeamList struct {
+	Teams      []Team          `json:"teams"`
+	NextCursor *string         `json:"next_cursor"`
+	Raw        json.RawMessage `json:"-"`
+}
+
+// PutTeam saves body (a spec without a task, or an AgentChat team
+// component) as the next version of the team name.
+func (c *Client) PutTeam(ctx context.Context, name string, body []byte) (*Team, error) {
+	var t Team
+	return &t, c.do(ctx, http.MethodPut, "/v1/teams/"+url.PathEscape(name), body, &t, &t.Raw)
+}
+
+// GetTeam returns a version of a team, the latest for version 0.
+func (c *Client) GetTeam(ctx context.Context, name string, version int) (*Team, error) {
+	path := "/v1/teams/" + url.PathEscape(name)
+	if version > 0 {
+		path += "/versions/" + strconv.Itoa(version)
+	}
+	var t Team
+	return &t, c.do(ctx, http.MethodGet, path, nil, &t, &t.Raw)
+}
+
+// ListTeams returns a page of the latest version of each team.
+func (c *Client) ListTeams(ctx context.Context, limit int, cursor string) (*TeamList, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	path := "/v1/teams"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var l TeamList
+	return &l, c.do(ctx, http.MethodGet, path, nil, &l, &l.Raw)
+}
