@@ -82,7 +82,7 @@ func MessageFromEvent(e Event) (Message, bool) {
 	var d messageData
 	if len(e.Data) > 0 {
 		if err := json.Unmarshal(e.Data, &d); err == nil {
-			m.CodeResult, m.Handoff, m.Usage = d.CodeResult, d.Handoff, d.Usage
+			m.CodeResult, m.Handoff, m.Usage, m.Thought = d.CodeResult, d.Handoff, d.Usage, d.Thought
 		}
 	}
 	m.Type = messageType(e, d)

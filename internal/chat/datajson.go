@@ -23,6 +23,9 @@ func encodeData(v any) json.RawMessage {
 		if d.Usage != nil {
 			o.usage("usage", d.Usage)
 		}
+		if d.Thought != "" {
+			o.str("thought", d.Thought)
+		}
 		if d.Kind != "" {
 			o.str("kind", d.Kind)
 		}

@@ -185,7 +185,7 @@ func (s *state) assistantStep(env stepEnv, a *spec.Agent, turn int) step {
 // who runs what) and a reflection.
 func modelReply(a *spec.Agent, turn int, resp *ModelResponse, box *toolbox, reflect bool) Event {
 	usage := resp.Usage
-	d := messageData{Usage: &usage, Kind: kindModel, Turn: turn, End: true}
+	d := messageData{Usage: &usage, Thought: resp.Thought, Kind: kindModel, Turn: turn, End: true}
 	if reflect {
 		return withData(Event{Type: EventMessage, Role: RoleAssistant, Name: a.Name, Content: resp.Content}, d)
 	}

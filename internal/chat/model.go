@@ -64,6 +64,11 @@ type ModelResponse struct {
 	Content   string
 	ToolCalls []ToolCall
 	Usage     Usage
+	// Thought is the reply's reasoning (reasoning_content, thinking blocks,
+	// a leading <think>…</think>), never part of Content: AgentChat's
+	// CreateResult.thought. It is kept on the message, and models are not
+	// shown it again.
+	Thought string
 }
 
 // ErrReplayExhausted is returned by the replay provider when a caller asks for

@@ -159,6 +159,11 @@ func (r *Runtime) env() spec.Env {
 	if r.webhooks != nil {
 		e.Webhooks = r.webhooks
 	}
+	// A model client that knows its endpoints (internal/llm's) also says
+	// at create time whether one serves each model.
+	if mc, ok := r.models.(spec.ModelChecker); ok {
+		e.Models = mc
+	}
 	if r.sandboxes != nil {
 		e.Sandbox = r.sandboxes.Backend()
 	}

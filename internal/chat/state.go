@@ -259,7 +259,7 @@ func (s *state) foldMessage(e Event) error {
 		return err
 	}
 	m := Message{Seq: e.Seq, Role: e.Role, Name: e.Name, Content: e.Content, ToolCalls: e.ToolCalls,
-		ToolResponses: e.ToolResponses, CreatedAt: e.CreatedAt, CodeResult: d.CodeResult, Handoff: d.Handoff, Usage: d.Usage}
+		ToolResponses: e.ToolResponses, CreatedAt: e.CreatedAt, CodeResult: d.CodeResult, Handoff: d.Handoff, Usage: d.Usage, Thought: d.Thought}
 	m.Type = messageType(e, d)
 	s.msgs = append(s.msgs, m)
 	s.meta = append(s.meta, d)

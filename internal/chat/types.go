@@ -125,7 +125,10 @@ type Message struct {
 	CodeResult    *CodeResult    `json:"code_result,omitempty"`
 	Handoff       string         `json:"handoff,omitempty"`
 	Usage         *Usage         `json:"usage,omitempty"`
-	CreatedAt     time.Time      `json:"created_at"`
+	// Thought is the model's reasoning behind the message, apart from its
+	// content (AgentChat's ThoughtEvent before the message).
+	Thought   string    `json:"thought,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // messageData is what a message event keeps in the log's data column: the
@@ -135,6 +138,8 @@ type messageData struct {
 	CodeResult *CodeResult `json:"code_result,omitempty"`
 	Handoff    string      `json:"handoff,omitempty"`
 	Usage      *Usage      `json:"usage,omitempty"`
+	// Thought is the model's reasoning (Message.Thought).
+	Thought string `json:"thought,omitempty"`
 	// Kind says where the message came from: "task", "history" (resumed
 	// spec messages), "model" (one model call), "human", "auto" (auto-reply).
 	// The replay position of an agent is the number of its "model" messages.

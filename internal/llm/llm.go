@@ -1,10 +1,14 @@
 // Package llm implements chat.ModelClient: the model providers a chat spec can
 // name. "replay" answers from the spec's own script and needs no network;
-// "openai" calls an OpenAI-compatible chat-completions endpoint through
-// go-openai, with a per-call timeout and retries.
+// every other provider is a kind of endpoint the operator configured
+// (DESIGN §3.6): "openai" (OpenAI and every compatible server, through
+// go-openai), "azure" (Azure OpenAI deployments, through go-openai's Azure
+// mode) and "anthropic" (the Messages API, through Anthropic's Go SDK). Each
+// endpoint has a per-call timeout, retries with backoff, and limits of its
+// own (calls in flight, requests and tokens per minute) with one FIFO queue.
 //
-// This is the only package that imports go-openai (DESIGN §1): everything it
-// hands back is in chat's terms.
+// This is the only package that imports go-openai and the Anthropic SDK
+// (DESIGN §1): everything it hands back is in chat's terms.
 package llm
 
 import (
@@ -14,7 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,13 +30,14 @@ import (
 	"github.com/agentd/agentd/internal/chat"
 )
 
-// Provider names, as a chat spec's model config spells them.
+// Provider names, as a chat spec's model config spells them. Every provider
+// but replay is an endpoint kind.
 const (
 	ProviderReplay = "replay"
-	ProviderOpenAI = "openai"
+	ProviderOpenAI = KindOpenAI
 )
 
-// Defaults for OpenAIConfig's zero values.
+// Defaults for zero values of the configuration.
 const (
 	DefaultTimeout     = 60 * time.Second
 	DefaultMaxRetries  = 4
@@ -40,21 +45,36 @@ const (
 	DefaultBackoffMax  = 20 * time.Second
 )
 
+// SingleEndpoint is the name of the endpoint OpenAIConfig describes.
+const SingleEndpoint = "openai"
+
 // Config configures a Client. It is filled in by cmd/agentd; this package
 // reads no environment.
 type Config struct {
+	// OpenAI is the single endpoint of OPENAI_API_KEY and OPENAI_BASE_URL,
+	// named "openai", used when Endpoints is empty. Its retry fields
+	// (MaxRetries, BackoffBase, BackoffMax, HTTPClient, Timeout) are the
+	// retry policy of every endpoint.
 	OpenAI OpenAIConfig
+	// Endpoints are the named endpoints of AGENTD_MODELS_FILE.
+	Endpoints []Endpoint
+	// Default names the endpoint of a model that no endpoint's globs match
+	// (of its kind); empty: none.
+	Default string
 	// Logger receives retry warnings; nil discards them.
 	Logger *slog.Logger
 	// Registerer is where the client's metrics go; nil registers nothing.
 	Registerer prometheus.Registerer
 	// TracerProvider traces model calls; nil: no spans.
 	TracerProvider trace.TracerProvider
+	// Now is the clock of the limits (default time.Now).
+	Now func() time.Time
 }
 
-// OpenAIConfig configures the "openai" provider. The provider is offered only
-// when APIKey or BaseURL is set: a keyless BaseURL is how local
-// OpenAI-compatible servers (vLLM, Ollama, a test fake) are used.
+// OpenAIConfig configures the single "openai" endpoint, and the retry policy
+// of all of them. The endpoint is offered only when APIKey or BaseURL is
+// set: a keyless BaseURL is how local OpenAI-compatible servers (vLLM,
+// Ollama, a test fake) are used.
 type OpenAIConfig struct {
 	APIKey string
 	// BaseURL is the API root including the version, e.g.
@@ -63,6 +83,7 @@ type OpenAIConfig struct {
 	// Organization is sent as OpenAI-Organization when set.
 	Organization string
 	// Timeout bounds one HTTP attempt (default 60s); retries get a fresh one.
+	// An endpoint's own Timeout wins.
 	Timeout time.Duration
 	// MaxRetries is how many times a failed call is retried (default 4, so at
 	// most 5 attempts); -1 disables retries.
@@ -97,42 +118,52 @@ func (c OpenAIConfig) withDefaults() OpenAIConfig {
 func (c Config) Validate() error {
 	var errs []error
 	o := c.OpenAI
-	if o.BaseURL != "" {
-		u, err := url.Parse(o.BaseURL)
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("openai base URL: %w", err))
-		case u.Scheme != "http" && u.Scheme != "https":
-			errs = append(errs, fmt.Errorf("openai base URL %q: scheme must be http or https", o.BaseURL))
-		case u.Host == "":
-			errs = append(errs, fmt.Errorf("openai base URL %q: no host", o.BaseURL))
-		}
+	if len(c.Endpoints) == 0 && o.configured() {
+		ep := o.endpoint()
+		errs = append(errs, ep.validate()...)
 	}
 	if o.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("openai timeout %v: must not be negative", o.Timeout))
+		errs = append(errs, fmt.Errorf("model call timeout %v: must not be negative", o.Timeout))
 	}
 	if o.MaxRetries < -1 {
-		errs = append(errs, fmt.Errorf("openai max retries %d: must be -1 (no retries) or more", o.MaxRetries))
+		errs = append(errs, fmt.Errorf("model call max retries %d: must be -1 (no retries) or more", o.MaxRetries))
 	}
 	if o.BackoffBase < 0 {
-		errs = append(errs, fmt.Errorf("openai backoff base %v: must not be negative", o.BackoffBase))
+		errs = append(errs, fmt.Errorf("model call backoff base %v: must not be negative", o.BackoffBase))
 	}
 	if o.BackoffMax < 0 {
-		errs = append(errs, fmt.Errorf("openai backoff max %v: must not be negative", o.BackoffMax))
+		errs = append(errs, fmt.Errorf("model call backoff max %v: must not be negative", o.BackoffMax))
 	}
 	if d := o.withDefaults(); o.BackoffBase >= 0 && o.BackoffMax >= 0 && d.BackoffBase > d.BackoffMax {
-		errs = append(errs, fmt.Errorf("openai backoff base %v is above backoff max %v", d.BackoffBase, d.BackoffMax))
+		errs = append(errs, fmt.Errorf("model call backoff base %v is above backoff max %v", d.BackoffBase, d.BackoffMax))
+	}
+	seen := map[string]bool{}
+	for i := range c.Endpoints {
+		ep := &c.Endpoints[i]
+		errs = append(errs, ep.validate()...)
+		if seen[ep.Name] {
+			errs = append(errs, fmt.Errorf("endpoint %q is defined twice", ep.Name))
+		}
+		seen[ep.Name] = true
+	}
+	if c.Default != "" && !seen[c.Default] {
+		errs = append(errs, fmt.Errorf("default endpoint %q is not defined", c.Default))
 	}
 	return errors.Join(errs...)
 }
 
+// endpoint is the Endpoint the single-endpoint variables describe.
+func (c OpenAIConfig) endpoint() Endpoint {
+	return Endpoint{Name: SingleEndpoint, Kind: KindOpenAI, BaseURL: c.BaseURL, APIKey: c.APIKey, Organization: c.Organization}
+}
+
 // Client is the chat.ModelClient of agentd: it dispatches each call on the
-// model config's provider. It is safe for concurrent use.
+// model config's provider and endpoint. It is safe for concurrent use.
 type Client struct {
 	tracer trace.Tracer
 	traced bool // a TracerProvider was given; else no spans are started
 	replay replayProvider
-	openai *openAIProvider // nil when not configured
+	router *router
 }
 
 var _ chat.ModelClient = (*Client)(nil)
@@ -150,26 +181,58 @@ func New(cfg Config) (*Client, error) {
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
-	c := &Client{tracer: tp.Tracer("github.com/agentd/agentd/internal/llm"), traced: cfg.TracerProvider != nil}
-	if cfg.OpenAI.configured() {
-		m, err := newMetrics(cfg.Registerer)
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	c := &Client{tracer: tp.Tracer("github.com/agentd/agentd/internal/llm"), traced: cfg.TracerProvider != nil,
+		router: &router{byName: map[string]*endpoint{}}}
+	eps := cfg.Endpoints
+	if len(eps) == 0 && cfg.OpenAI.configured() {
+		eps = []Endpoint{cfg.OpenAI.endpoint()}
+	}
+	if len(eps) == 0 {
+		return c, nil
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	policy := cfg.OpenAI.withDefaults()
+	for _, e := range eps {
+		ep, err := newEndpoint(e, policy, logger, m, now)
 		if err != nil {
 			return nil, err
 		}
-		c.openai = newOpenAIProvider(cfg.OpenAI.withDefaults(), logger, m)
+		c.router.eps = append(c.router.eps, ep)
+		c.router.byName[e.Name] = ep
+	}
+	if cfg.Default != "" {
+		c.router.def = c.router.byName[cfg.Default]
 	}
 	return c, nil
 }
 
-// Providers lists the providers a spec may name: always "replay", and
-// "openai" when it is configured. The server rejects specs naming anything
-// else at create time rather than failing the chat later.
+// Providers lists the providers a spec may name: always "replay", and the
+// kinds of the configured endpoints. The server rejects specs naming
+// anything else at create time rather than failing the chat later.
 func (c *Client) Providers() []string {
 	p := []string{ProviderReplay}
-	if c.openai != nil {
-		p = append(p, ProviderOpenAI)
+	for _, k := range kinds {
+		if slices.ContainsFunc(c.router.eps, func(ep *endpoint) bool { return ep.cfg.Kind == k }) {
+			p = append(p, k)
+		}
 	}
 	return p
+}
+
+// Endpoints names the configured endpoints, in configuration order.
+func (c *Client) Endpoints() []string {
+	names := make([]string, len(c.router.eps))
+	for i, ep := range c.router.eps {
+		names[i] = ep.cfg.Name
+	}
+	return names
 }
 
 // Complete makes one model call. Errors are final: retries have already
@@ -184,17 +247,20 @@ func (c *Client) Complete(ctx context.Context, req *chat.ModelRequest) (resp *ch
 	}
 	ctx, span := c.startSpan(ctx, req)
 	defer endSpan(span, &resp, &err)
-	switch p := req.Config.Provider; p {
-	case ProviderReplay:
+	if req.Config.Provider == ProviderReplay {
 		return c.replay.complete(ctx, req)
-	case ProviderOpenAI:
-		if c.openai == nil {
-			return nil, errors.New("model provider \"openai\" is not configured on this server (set OPENAI_API_KEY or OPENAI_BASE_URL)")
+	}
+	if p := req.Config.Provider; !slices.Contains(c.Providers(), p) {
+		if slices.Contains(kinds, p) {
+			return nil, fmt.Errorf("model provider %q is not configured on this server (no endpoint of kind %s: set OPENAI_API_KEY or OPENAI_BASE_URL, or AGENTD_MODELS_FILE)", p, p)
 		}
-		return c.openai.complete(ctx, req)
-	default:
 		return nil, c.unknownProvider(p)
 	}
+	ep, rerr := c.router.route(&req.Config)
+	if rerr != nil {
+		return nil, fmt.Errorf("model of %s: %s", callerName(req.Caller), rerr.Message)
+	}
+	return ep.complete(ctx, req)
 }
 
 // startSpan starts the span of a model call; without tracing, none (nil):
@@ -231,8 +297,8 @@ func (c *Client) unknownProvider(p string) error {
 
 // Close releases idle HTTP connections. The Client must not be used after.
 func (c *Client) Close() error {
-	if c.openai != nil {
-		c.openai.http.CloseIdleConnections()
+	for _, ep := range c.router.eps {
+		ep.http.CloseIdleConnections()
 	}
 	return nil
 }

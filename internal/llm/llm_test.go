@@ -83,8 +83,8 @@ func TestCompleteRejectsUnknownAndUnconfiguredProviders(t *testing.T) {
 	}
 	ctx := t.Context()
 	msgs := []chat.ModelMessage{{Role: "user", Content: "hi"}}
-	if _, err := c.Complete(ctx, &chat.ModelRequest{Config: spec.Model{Provider: "anthropic"}, Messages: msgs}); err == nil ||
-		!strings.Contains(err.Error(), `unknown model provider "anthropic"`) {
+	if _, err := c.Complete(ctx, &chat.ModelRequest{Config: spec.Model{Provider: "bedrock"}, Messages: msgs}); err == nil ||
+		!strings.Contains(err.Error(), `unknown model provider "bedrock"`) {
 		t.Errorf("unknown provider: err = %v", err)
 	}
 	if _, err := c.Complete(ctx, &chat.ModelRequest{Config: spec.Model{Provider: "openai", Model: "m"}, Messages: msgs}); err == nil ||

@@ -7,185 +7,84 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
-	"net/http"
 	"strings"
-	"time"
 
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/agentd/agentd/internal/chat"
 )
 
-// openAIProvider calls an OpenAI-compatible chat-completions endpoint.
-type openAIProvider struct {
-	cfg     OpenAIConfig // with defaults applied
-	client  *openai.Client
-	http    *http.Client
-	log     *slog.Logger
-	metrics *metrics
-	now     func() time.Time
+// openAIWire calls an OpenAI-compatible chat-completions endpoint, or an
+// Azure OpenAI deployment, through go-openai.
+type openAIWire struct {
+	ep     *Endpoint
+	client *openai.Client
 }
 
-func newOpenAIProvider(cfg OpenAIConfig, log *slog.Logger, m *metrics) *openAIProvider {
-	hc := cfg.HTTPClient
-	if hc == nil {
-		// A transport of our own, not http.DefaultTransport, so Close can drop
-		// its idle connections without touching anyone else's.
-		hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+// newOpenAIWire returns the wire of an openai or azure endpoint. go-openai's
+// Azure mode is what Azure's REST API expects: POST
+// {resource}/openai/deployments/{deployment}/chat/completions?api-version=V
+// with the key in the api-key header.
+func newOpenAIWire(ep *Endpoint, hc doer) *openAIWire {
+	var oc openai.ClientConfig
+	if ep.Kind == KindAzure {
+		oc = openai.DefaultAzureConfig(ep.APIKey, ep.BaseURL)
+		oc.APIVersion = ep.APIVersion
+		deployment := ep.Deployment
+		oc.AzureModelMapperFunc = func(model string) string { return cmp.Or(deployment, model) }
+	} else {
+		oc = openai.DefaultConfig(ep.APIKey)
+		oc.BaseURL = cmp.Or(ep.BaseURL, defaultOpenAIBaseURL)
+		oc.OrgID = ep.Organization
 	}
-	oc := openai.DefaultConfig(cfg.APIKey)
-	if cfg.BaseURL != "" {
-		oc.BaseURL = cfg.BaseURL
-	}
-	oc.OrgID = cfg.Organization
-	oc.HTTPClient = headerDoer{client: hc}
-	return &openAIProvider{
-		cfg:     cfg,
-		client:  openai.NewClientWithConfig(oc),
-		http:    hc,
-		log:     log,
-		metrics: m,
-		now:     time.Now,
-	}
+	oc.HTTPClient = hc
+	return &openAIWire{ep: ep, client: openai.NewClientWithConfig(oc)}
 }
 
-// Error is a failed model call, after any retries.
-type Error struct {
-	Provider string
-	Model    string
-	// StatusCode is the HTTP status of the last attempt (0: no response).
-	StatusCode int
-	// Message is the API's error message, or what went wrong otherwise.
-	Message string
-	// Attempts is how many HTTP attempts were made.
-	Attempts int
-	// RequestID is the server's x-request-id of the last attempt, if any.
-	RequestID string
-	// Err is the underlying error.
-	Err error
-}
-
-// Error says what failed, with the status and the API's message.
-func (e *Error) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s chat completion with model %q failed", e.Provider, e.Model)
-	if e.Attempts > 1 {
-		fmt.Fprintf(&b, " after %d attempts", e.Attempts)
-	}
-	if e.StatusCode != 0 {
-		fmt.Fprintf(&b, ": status %d", e.StatusCode)
-	}
-	fmt.Fprintf(&b, ": %s", e.Message)
-	if e.RequestID != "" {
-		fmt.Fprintf(&b, " (request id %s)", e.RequestID)
-	}
-	return b.String()
-}
-
-// Unwrap returns the underlying error.
-func (e *Error) Unwrap() error { return e.Err }
-
-func (p *openAIProvider) complete(ctx context.Context, req *chat.ModelRequest) (*chat.ModelResponse, error) {
+// prepare builds the request once; the returned attempt function sends it.
+func (o *openAIWire) prepare(req *chat.ModelRequest) (tryFunc, error) {
 	creq, err := buildRequest(req)
 	if err != nil {
-		return nil, fmt.Errorf("openai request for %s: %w", callerName(req.Caller), err)
+		return nil, fmt.Errorf("%s request for %s: %w", o.ep.Kind, callerName(req.Caller), err)
 	}
-	maxAttempts := p.cfg.MaxRetries + 1
-	streamed := false // deltas of this attempt went out: a retry starts the reply again
-	for n := 1; ; n++ {
-		if streamed {
-			// Streams showed part of a reply that failed: they start over.
-			if req.OnReset != nil {
-				req.OnReset()
-			}
-			streamed = false
-		}
+	return func(ctx context.Context, a *attempt, onDelta func(string)) (*chat.ModelResponse, error) {
 		var (
 			resp openai.ChatCompletionResponse
-			a    *attempt
+			err  error
 		)
-		if req.OnDelta != nil {
-			resp, a, err = p.tryStream(ctx, creq, func(d string) { streamed = true; req.OnDelta(d) })
+		if onDelta != nil {
+			resp, err = o.tryStream(ctx, a, creq, onDelta)
 		} else {
-			resp, a, err = p.try(ctx, creq)
+			// go-openai reads the whole body before it returns, so
+			// cancelling on return cuts nothing short.
+			resp, err = o.client.CreateChatCompletion(ctx, creq)
 		}
-		if err == nil {
-			out, cerr := convertResponse(req, resp)
-			if cerr != nil {
-				return nil, &Error{Provider: ProviderOpenAI, Model: creq.Model, StatusCode: a.status,
-					Message: cerr.Error(), Attempts: n, RequestID: a.requestID, Err: cerr}
-			}
-			return out, nil
+		if err != nil {
+			return nil, err
 		}
-		fail := &Error{Provider: ProviderOpenAI, Model: creq.Model, StatusCode: a.status,
-			Message: errorMessage(err), Attempts: n, RequestID: a.requestID, Err: err}
-		if a.timedOut {
-			fail.Message = fmt.Sprintf("no response within the per-call timeout of %v", p.cfg.Timeout)
-		}
-		if ctx.Err() != nil {
-			// The chat was cancelled or its deadline passed: that, not the
-			// attempt's symptom, is why the call ends.
-			fail.Err = ctx.Err()
-			fail.Message = fmt.Sprintf("%v (last error: %s)", ctx.Err(), fail.Message)
-			return nil, fail
-		}
-		reason, retry := retryReason(a, err)
-		if !retry || n >= maxAttempts {
-			return nil, fail
-		}
-		wait := retryWait(a, p.cfg.BackoffBase, p.cfg.BackoffMax, n, p.now())
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-			// Waiting would only run into the chat's deadline.
-			return nil, fail
-		}
-		p.metrics.retries.WithLabelValues(ProviderOpenAI, reason).Inc()
-		p.log.WarnContext(ctx, "model call failed, retrying",
-			"provider", ProviderOpenAI, "model", creq.Model, "chat_id", req.ChatID, "caller", req.Caller,
-			"attempt", n, "max_attempts", maxAttempts, "reason", reason, "status", a.status,
-			"wait", wait, "error", fail.Message)
-		if err := sleep(ctx, wait); err != nil {
-			fail.Err = err
-			fail.Message = fmt.Sprintf("%v while waiting to retry (last error: %s)", err, fail.Message)
-			return nil, fail
-		}
-	}
-}
-
-// try makes one HTTP attempt under the per-call timeout.
-func (p *openAIProvider) try(ctx context.Context, creq openai.ChatCompletionRequest) (openai.ChatCompletionResponse, *attempt, error) {
-	a := &attempt{}
-	actx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
-	defer cancel()
-	// go-openai reads the whole body before it returns, so cancelling on
-	// return cuts nothing short.
-	resp, err := p.client.CreateChatCompletion(context.WithValue(actx, attemptKey{}, a), creq)
-	a.timedOut = errors.Is(actx.Err(), context.DeadlineExceeded)
-	return resp, a, err
+		return convertResponse(req, resp)
+	}, nil
 }
 
 // tryStream makes one streaming attempt: the reply's content goes to onDelta
 // as it arrives, and the chunks are put together into the response a
 // non-streaming call would have returned (content, tool calls by index,
 // finish reason, and the usage of the last chunk).
-func (p *openAIProvider) tryStream(ctx context.Context, creq openai.ChatCompletionRequest, onDelta func(string)) (openai.ChatCompletionResponse, *attempt, error) {
-	a := &attempt{}
-	actx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
-	defer cancel()
+func (o *openAIWire) tryStream(ctx context.Context, a *attempt, creq openai.ChatCompletionRequest, onDelta func(string)) (openai.ChatCompletionResponse, error) {
 	creq.Stream = true
 	creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	var out openai.ChatCompletionResponse
-	stream, err := p.client.CreateChatCompletionStream(context.WithValue(actx, attemptKey{}, a), creq)
+	stream, err := o.client.CreateChatCompletionStream(ctx, creq)
 	if err != nil {
-		a.timedOut = errors.Is(actx.Err(), context.DeadlineExceeded)
-		return out, a, err
+		return out, err
 	}
 	defer stream.Close()
 	var (
-		content strings.Builder
-		calls   []openai.ToolCall
-		finish  openai.FinishReason
+		content, reasoning strings.Builder
+		calls              []openai.ToolCall
+		finish             openai.FinishReason
+		think              thinkSplitter
 	)
 	for {
 		chunk, err := stream.Recv()
@@ -193,17 +92,21 @@ func (p *openAIProvider) tryStream(ctx context.Context, creq openai.ChatCompleti
 			break
 		}
 		if err != nil {
-			a.timedOut = errors.Is(actx.Err(), context.DeadlineExceeded)
-			return out, a, err
+			return out, err
 		}
 		out.ID, out.Model, out.Created = chunk.ID, chunk.Model, chunk.Created
 		if chunk.Usage != nil {
 			out.Usage = *chunk.Usage
 		}
 		for _, ch := range chunk.Choices {
+			reasoning.WriteString(ch.Delta.ReasoningContent)
 			if d := ch.Delta.Content; d != "" {
 				content.WriteString(d)
-				onDelta(d)
+				// A leading <think>…</think> is reasoning, not reply:
+				// it is held back from the stream.
+				if shown := think.feed(d); shown != "" {
+					onDelta(shown)
+				}
 			}
 			for _, tc := range ch.Delta.ToolCalls {
 				i := len(calls)
@@ -224,13 +127,19 @@ func (p *openAIProvider) tryStream(ctx context.Context, creq openai.ChatCompleti
 			}
 		}
 	}
+	if rest := think.flush(); rest != "" {
+		onDelta(rest)
+	}
 	out.Choices = []openai.ChatCompletionChoice{{Message: openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant,
-		Content: content.String(), ToolCalls: calls}, FinishReason: finish}}
-	return out, a, nil
+		Content: content.String(), ReasoningContent: reasoning.String(), ToolCalls: calls}, FinishReason: finish}}
+	return out, nil
 }
 
 // errorMessage is the API's own message when there is one.
 func errorMessage(err error) string {
+	if msg, ok := anthropicErrorMessage(err); ok {
+		return msg
+	}
 	if e, ok := errors.AsType[*openai.APIError](err); ok {
 		msg := e.Message
 		if e.Type != "" {
@@ -398,6 +307,10 @@ func convertResponse(req *chat.ModelRequest, resp openai.ChatCompletionResponse)
 		Content: msg.Content,
 		Usage:   chat.Usage{PromptTokens: int64(resp.Usage.PromptTokens), CompletionTokens: int64(resp.Usage.CompletionTokens)},
 	}
+	// Reasoning is the message's thought, never its content: the
+	// reasoning_content field of DeepSeek, vLLM, LiteLLM and others, else
+	// an R1-style <think>…</think> at the start of the content.
+	out.Thought, out.Content = splitThought(msg.ReasoningContent, out.Content)
 	if out.Content == "" && msg.Refusal != "" {
 		// A refusal is the model's answer; dropping it would leave an empty
 		// reply with no explanation.

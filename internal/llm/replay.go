@@ -46,7 +46,7 @@ func replayExhausted(req *chat.ModelRequest) error {
 //go:noinline
 func replayResponse(req *chat.ModelRequest) (*chat.ModelResponse, error) {
 	r := &req.Config.Responses[req.CallIndex]
-	resp := &chat.ModelResponse{Content: r.Content}
+	resp := &chat.ModelResponse{Content: r.Content, Thought: r.Thought}
 	for i, tc := range r.ToolCalls {
 		args, err := replayArguments(tc.Arguments)
 		if err != nil {

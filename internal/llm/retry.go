@@ -29,23 +29,57 @@ const (
 
 // metrics are the client's Prometheus collectors.
 type metrics struct {
-	retries *prometheus.CounterVec
+	retries  *prometheus.CounterVec
+	wait     *prometheus.HistogramVec
+	inFlight *prometheus.GaugeVec
+	queued   *prometheus.GaugeVec
 }
 
 // newMetrics registers the collectors on reg (if any). A collector that is
 // already registered (a second Client on the same registry) is shared.
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	retries := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "agentd_model_retries_total",
-		Help: "Model calls retried after a transient failure, by provider and reason (rate_limit, server_error, timeout, connection).",
-	}, []string{"provider", "reason"})
-	if reg != nil {
-		var err error
-		if retries, err = metric.Register(reg, retries); err != nil {
-			return nil, err
-		}
+	m := &metrics{
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentd_model_retries_total",
+			Help: "Model calls retried after a transient failure, by provider, endpoint and reason (rate_limit, server_error, timeout, connection).",
+		}, []string{"provider", "endpoint", "reason"}),
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "agentd_model_queue_wait_seconds",
+			Help:    "Time a model call waited in its endpoint's queue for the endpoint's limits (max_concurrency, rpm, tpm) on this replica.",
+			Buckets: []float64{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120},
+		}, []string{"endpoint"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "agentd_model_calls_in_flight",
+			Help: "Model HTTP calls in flight to each endpoint from this replica.",
+		}, []string{"endpoint"}),
+		queued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "agentd_model_calls_queued",
+			Help: "Model calls waiting in each endpoint's queue on this replica.",
+		}, []string{"endpoint"}),
 	}
-	return &metrics{retries: retries}, nil
+	if reg == nil {
+		return m, nil
+	}
+	var err error
+	if m.retries, err = metric.Register(reg, m.retries); err != nil {
+		return nil, err
+	}
+	if m.wait, err = metric.Register(reg, m.wait); err != nil {
+		return nil, err
+	}
+	if m.inFlight, err = metric.Register(reg, m.inFlight); err != nil {
+		return nil, err
+	}
+	if m.queued, err = metric.Register(reg, m.queued); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// limiterMetrics are the children of the limit collectors for one endpoint.
+func (m *metrics) limiterMetrics(endpoint string) limiterMetrics {
+	return limiterMetrics{wait: m.wait.WithLabelValues(endpoint), inFlight: m.inFlight.WithLabelValues(endpoint),
+		queued: m.queued.WithLabelValues(endpoint)}
 }
 
 // attempt is what the HTTP layer saw of one try. go-openai returns only the
@@ -133,6 +167,9 @@ func isConnectionError(err error) bool {
 
 // errorStatus is the HTTP status go-openai put into its error, if any.
 func errorStatus(err error) int {
+	if s := anthropicErrorStatus(err); s != 0 {
+		return s
+	}
 	if e, ok := errors.AsType[*openai.APIError](err); ok {
 		return e.HTTPStatusCode
 	}

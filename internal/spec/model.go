@@ -6,10 +6,15 @@ import (
 	"fmt"
 )
 
-// ModelConfig is a model as a spec names it: a provider and its options.
-// Endpoints and keys are never part of it: they are server configuration.
+// Model is a model as a spec names it: a provider and its options. A
+// provider other than "replay" is the kind of endpoint that serves it
+// ("openai", "azure", "anthropic"); Endpoint names one of the server's
+// configured endpoints of that kind, and without it the server picks one by
+// the model's name. URLs and keys are never part of it: they are server
+// configuration.
 type Model struct {
 	Provider          string           `json:"provider"`
+	Endpoint          string           `json:"endpoint,omitempty"`
 	Model             string           `json:"model,omitempty"`
 	Temperature       *float64         `json:"temperature,omitempty"`
 	TopP              *float64         `json:"top_p,omitempty"`
@@ -27,6 +32,9 @@ type ReplayResponse struct {
 	ToolCalls []ReplayToolCall `json:"tool_calls,omitempty"`
 	Usage     *Usage           `json:"usage,omitempty"`
 	DelayMS   int              `json:"delay_ms,omitempty"`
+	// Thought is the reply's reasoning, kept apart from its content
+	// (AgentChat's CreateResult.thought).
+	Thought string `json:"thought,omitempty"`
 }
 
 // ReplayToolCall is a scripted tool call; Arguments is any JSON value.

@@ -89,6 +89,9 @@ type Env struct {
 	Providers []string
 	// Tools checks tool definitions; nil: this server runs no tools.
 	Tools ToolChecker
+	// Models checks that a model of a known provider is served by one of
+	// the server's endpoints; nil: no endpoint check.
+	Models ModelChecker
 	// Sandbox names the code sandbox backend; "": none.
 	Sandbox string
 	// Webhooks checks a spec's webhook; nil: this server sends no webhooks.
@@ -108,6 +111,15 @@ type WebhookChecker interface {
 // ("/parameters", "/implementation/url"). internal/tool implements it.
 type ToolChecker interface {
 	CheckTool(t *Tool) []Problem
+}
+
+// ModelChecker checks, at create time, that one of the server's endpoints
+// serves a model whose provider the server offers: the endpoint it names
+// exists and is of the provider's kind, or some endpoint serves the model's
+// name. Paths are JSON pointers relative to the model object ("/endpoint",
+// "/model"). internal/llm implements it.
+type ModelChecker interface {
+	CheckModel(m *Model) []Problem
 }
 
 // validator collects every problem of a spec.
@@ -227,7 +239,13 @@ func (v *validator) checkModel(path string, m *Model) {
 		} else if len(m.Responses) > v.limits.MaxReplayResponses {
 			v.add(path+"/responses", "at most %d responses are allowed", v.limits.MaxReplayResponses)
 		}
+		if m.Endpoint != "" {
+			v.add(path+"/endpoint", "a replay model calls no endpoint")
+		}
 		for i, r := range m.Responses {
+			if len(r.Thought) > v.limits.MaxPromptBytes {
+				v.add(path+"/responses/"+strconv.Itoa(i)+"/thought", "must be at most %d bytes", v.limits.MaxPromptBytes)
+			}
 			for j, c := range r.ToolCalls {
 				if c.Name == "" {
 					v.add(path+"/responses/"+strconv.Itoa(i)+"/tool_calls/"+strconv.Itoa(j)+"/name", "is required")
@@ -252,6 +270,11 @@ func (v *validator) checkModel(path string, m *Model) {
 		}
 		if len(m.Responses) > 0 {
 			v.add(path+"/responses", "only the replay provider takes responses")
+		}
+		if v.env.Models != nil {
+			for _, p := range v.env.Models.CheckModel(m) {
+				v.add(path+p.Path, "%s", p.Message)
+			}
 		}
 	}
 	if m.Temperature != nil && (*m.Temperature < 0 || *m.Temperature > 2) {

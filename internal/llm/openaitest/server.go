@@ -22,6 +22,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +38,7 @@ const maxBody = 32 << 20
 type Server struct {
 	srv    *httptest.Server
 	apiKey string
+	azure  *azureMode // nil: the OpenAI API's paths and bearer keys
 	now    func() time.Time
 	// done is closed by Close so that delayed and hanging responses end and
 	// httptest.Server.Close, which waits for handlers, cannot block on them.
@@ -49,6 +51,8 @@ type Server struct {
 	responder func(Request) Reply
 	requests  []*Request
 	served    int // completions answered, for ids
+	inFlight  int // requests being answered now
+	maxFlight int // the most requests ever answered at once
 }
 
 // Option configures a Server.
@@ -57,6 +61,22 @@ type Option func(*Server)
 // WithAPIKey makes the server require "Authorization: Bearer <key>" and answer
 // 401 otherwise, like the API does for a wrong key.
 func WithAPIKey(key string) Option { return func(s *Server) { s.apiKey = key } }
+
+// Azure makes the server an Azure OpenAI resource instead: it serves only
+// POST /openai/deployments/{deployment}/chat/completions?api-version=V for
+// the given deployment and api-versions (any api-version when none are
+// given), and the key WithAPIKey sets must come in the api-key header, as
+// Azure's REST API wants; a bearer key is refused with 401, like an
+// invalid Entra ID token.
+func Azure(deployment string, apiVersions ...string) Option {
+	return func(s *Server) { s.azure = &azureMode{deployment: deployment, versions: apiVersions} }
+}
+
+// azureMode is what Azure asks of a request beyond the OpenAI wire format.
+type azureMode struct {
+	deployment string
+	versions   []string
+}
 
 // WithClock sets the clock used for the "created" field (default time.Now).
 func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
@@ -71,8 +91,14 @@ func New(opts ...Option) *Server {
 	return s
 }
 
-// URL is the API base URL, ending in /v1, as OPENAI_BASE_URL takes it.
-func (s *Server) URL() string { return s.srv.URL + "/v1" }
+// URL is the API base URL, ending in /v1, as OPENAI_BASE_URL takes it; for
+// an Azure server, the resource URL (no path), as azure_endpoint takes it.
+func (s *Server) URL() string {
+	if s.azure != nil {
+		return s.srv.URL
+	}
+	return s.srv.URL + "/v1"
+}
 
 // Handler is the server's HTTP handler, for mounting it elsewhere. It serves
 // any path ending in /chat/completions and shares the Server's script and
@@ -94,6 +120,10 @@ type Reply struct {
 	ToolCalls []ToolCall // ids default to "call_<n>_<i>", arguments to "{}"
 	// Refusal, when set, is sent as the message's refusal.
 	Refusal string
+	// Reasoning, when set, is sent as the message's reasoning_content (as
+	// DeepSeek, vLLM and LiteLLM send a reasoning model's thinking), and
+	// streamed before the content.
+	Reasoning string
 	// Usage defaults to an estimate: a token per four characters, rounded up,
 	// of the request's message texts (prompt) and of the reply (completion).
 	Usage *Usage
@@ -159,6 +189,7 @@ func (s *Server) Fail(fs ...Failure) {
 type Request struct {
 	Method string
 	Path   string
+	Query  string // the raw query (Azure's api-version)
 	Header http.Header
 	Body   []byte
 	// Chat is the decoded body; nil when it did not decode.
@@ -168,6 +199,16 @@ type Request struct {
 	Status int
 	// Error is the error message sent back, if any.
 	Error string
+	// Received is when the request arrived, Done when its answer was
+	// written (zero while pending or when the connection was dropped).
+	Received, Done time.Time
+}
+
+// MaxInFlight is the most requests the server was answering at once.
+func (s *Server) MaxInFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxFlight
 }
 
 // Requests returns copies of the requests received so far, in arrival order.
@@ -182,12 +223,23 @@ func (s *Server) Requests() []Request {
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	received := s.now()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	rec := &Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
+	rec := &Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body, Received: received}
 	s.mu.Lock()
 	s.requests = append(s.requests, rec)
 	seq := len(s.requests)
+	s.inFlight++
+	s.maxFlight = max(s.maxFlight, s.inFlight)
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inFlight--
+		if rec.Status != 0 {
+			rec.Done = s.now()
+		}
+		s.mu.Unlock()
+	}()
 	// The API names every response, errors included, for support requests;
 	// clients put it into their error messages.
 	w.Header().Set("X-Request-Id", fmt.Sprintf("req_openaitest%06d", seq))
@@ -196,6 +248,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.writeError(w, rec, &apiError{status: http.StatusRequestEntityTooLarge, Message: "request body too large", Type: "invalid_request_error"})
 		return
+	case s.azure != nil:
+		if e := s.azure.check(r); e != nil {
+			s.writeError(w, rec, e)
+			return
+		}
 	case !strings.HasSuffix(r.URL.Path, "/chat/completions"):
 		s.writeError(w, rec, &apiError{status: http.StatusNotFound, Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path), Type: "invalid_request_error"})
 		return
@@ -256,6 +313,18 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) checkAuth(r *http.Request) *apiError {
 	if s.apiKey == "" {
+		return nil
+	}
+	if s.azure != nil {
+		got := r.Header.Get("Api-Key")
+		switch {
+		case got == "" && r.Header.Get("Authorization") != "":
+			return &apiError{status: http.StatusUnauthorized, Code: strOrNil("401"),
+				Message: "Unauthorized. Access token is missing, invalid, audience is incorrect (https://cognitiveservices.azure.com), or have expired."}
+		case got != s.apiKey:
+			return &apiError{status: http.StatusUnauthorized, Code: strOrNil("401"),
+				Message: "Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource."}
+		}
 		return nil
 	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -383,6 +452,9 @@ func (s *Server) answer(w http.ResponseWriter, rec *Request, req *ChatRequest, r
 		return
 	}
 	msg := responseMessage{Role: "assistant"}
+	if reply.Reasoning != "" {
+		msg.ReasoningContent = &reply.Reasoning
+	}
 	// Like the API: content is null when the model only calls tools or refuses.
 	if reply.Content != "" || len(calls) == 0 && reply.Refusal == "" {
 		msg.Content = &reply.Content
@@ -421,6 +493,9 @@ func (s *Server) stream(w http.ResponseWriter, req *ChatRequest, id string, crea
 	}
 	empty := ""
 	send(one(delta{Role: "assistant", Content: &empty}, nil))
+	for _, piece := range pieces(reply.Reasoning) {
+		send(one(delta{ReasoningContent: &piece}, nil))
+	}
 	for i, piece := range pieces(reply.Content) {
 		if reply.CutAfter > 0 && i == reply.CutAfter {
 			panic(http.ErrAbortHandler) // the connection drops mid-stream
@@ -472,4 +547,29 @@ func estimateUsage(req *ChatRequest, content string, calls []ToolCall) Usage {
 	}
 	tokens := func(b *bytes.Buffer) int { return (utf8.RuneCount(b.Bytes()) + 3) / 4 }
 	return Usage{PromptTokens: tokens(&prompt), CompletionTokens: tokens(&completion)}
+}
+
+// check answers what Azure answers to a request that is not a chat
+// completion of the deployment: 404 for another path or deployment, 400 for
+// a missing or unsupported api-version.
+func (a *azureMode) check(r *http.Request) *apiError {
+	want := "/openai/deployments/" + a.deployment + "/chat/completions"
+	if r.URL.Path != want {
+		if strings.HasPrefix(r.URL.Path, "/openai/deployments/") && strings.HasSuffix(r.URL.Path, "/chat/completions") {
+			return &apiError{status: http.StatusNotFound, Code: strOrNil("DeploymentNotFound"),
+				Message: "The API deployment for this resource does not exist. If you created the deployment within the last 5 minutes, please wait a moment and try again."}
+		}
+		return &apiError{status: http.StatusNotFound, Code: strOrNil("404"), Message: "Resource not found"}
+	}
+	if r.Method != http.MethodPost {
+		return &apiError{status: http.StatusMethodNotAllowed, Code: strOrNil("405"), Message: "Method not allowed"}
+	}
+	v := r.URL.Query().Get("api-version")
+	switch {
+	case v == "":
+		return &apiError{status: http.StatusNotFound, Code: strOrNil("404"), Message: "Resource not found"}
+	case len(a.versions) > 0 && !slices.Contains(a.versions, v):
+		return &apiError{status: http.StatusBadRequest, Code: strOrNil("BadRequest"), Message: "API version not supported"}
+	}
+	return nil
 }

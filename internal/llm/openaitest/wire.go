@@ -130,10 +130,11 @@ type choice struct {
 // responseMessage has null content when the model only calls tools, as the
 // real API does.
 type responseMessage struct {
-	Role      string     `json:"role"`
-	Content   *string    `json:"content"`
-	Refusal   *string    `json:"refusal"`
-	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	Role             string     `json:"role"`
+	Content          *string    `json:"content"`
+	ReasoningContent *string    `json:"reasoning_content,omitempty"`
+	Refusal          *string    `json:"refusal"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
 }
 
 // chunk is one server-sent event of a streaming response.
@@ -155,9 +156,10 @@ type chunkChoice struct {
 }
 
 type delta struct {
-	Role      string          `json:"role,omitempty"`
-	Content   *string         `json:"content,omitempty"`
-	ToolCalls []chunkToolCall `json:"tool_calls,omitempty"`
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content,omitempty"`
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []chunkToolCall `json:"tool_calls,omitempty"`
 }
 
 type chunkToolCall struct {

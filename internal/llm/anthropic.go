@@ -1,0 +1,321 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/agentd/agentd/internal/chat"
+)
+
+// defaultAnthropicMaxTokens is max_tokens when the spec sets none: the
+// Messages API requires it, and AgentChat's Anthropic client sends 4096.
+const defaultAnthropicMaxTokens = 4096
+
+// anthropicWire calls Anthropic's Messages API through Anthropic's Go SDK.
+// The SDK's own retries are off (ours honour the endpoint's limits and
+// policy) and it reads no environment: the key and URL are the endpoint's.
+type anthropicWire struct {
+	ep     *Endpoint
+	client anthropic.Client
+}
+
+func newAnthropicWire(ep *Endpoint, baseURL string, hc doer) *anthropicWire {
+	return &anthropicWire{ep: ep, client: anthropic.NewClient(
+		option.WithoutEnvironmentDefaults(),
+		option.WithBaseURL(baseURL),
+		option.WithAPIKey(ep.APIKey),
+		option.WithHTTPClient(hc),
+		option.WithMaxRetries(0),
+	)}
+}
+
+func (w *anthropicWire) prepare(req *chat.ModelRequest) (tryFunc, error) {
+	params, err := anthropicRequest(req)
+	if err != nil {
+		return nil, fmt.Errorf("anthropic request for %s: %w", callerName(req.Caller), err)
+	}
+	return func(ctx context.Context, a *attempt, onDelta func(string)) (*chat.ModelResponse, error) {
+		if onDelta == nil {
+			msg, err := w.client.Messages.New(ctx, params)
+			if err != nil {
+				return nil, err
+			}
+			return anthropicResponse(req, msg), nil
+		}
+		stream := w.client.Messages.NewStreaming(ctx, params)
+		defer stream.Close()
+		var msg anthropic.Message
+		for stream.Next() {
+			ev := stream.Current()
+			if err := msg.Accumulate(ev); err != nil {
+				return nil, err
+			}
+			// Only the reply's text is streamed: thinking is the thought,
+			// which clients see on the message.
+			if ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" && ev.Delta.Text != "" {
+				onDelta(ev.Delta.Text)
+			}
+		}
+		if err := stream.Err(); err != nil {
+			return nil, err
+		}
+		if msg.ID == "" {
+			return nil, errors.New("the event stream ended without a message")
+		}
+		return anthropicResponse(req, &msg), nil
+	}, nil
+}
+
+// anthropicRequest maps a chat model request onto the Messages API: the
+// system messages become the top-level system prompt; a tool message
+// becomes a user message of tool_result blocks; consecutive messages of one
+// role are merged into one message (the API wants turns to alternate), and
+// empty texts are left out (the API rejects empty text blocks). Options the
+// API does not have (temperature, top_p, seed, response_format) are refused
+// at create time (Client.CheckModel), so none reach here.
+func anthropicRequest(req *chat.ModelRequest) (anthropic.MessageNewParams, error) {
+	mc := req.Config
+	p := anthropic.MessageNewParams{Model: anthropic.Model(mc.Model), MaxTokens: defaultAnthropicMaxTokens}
+	if mc.Model == "" {
+		return p, errors.New("model config names no model")
+	}
+	if mc.MaxTokens != nil {
+		p.MaxTokens = int64(*mc.MaxTokens)
+	}
+	var (
+		system   []string
+		msgs     []anthropic.MessageParam
+		role     string // the role of the last message in msgs
+		used     = map[string]bool{}
+		usedList []string
+	)
+	add := func(r string, blocks ...anthropic.ContentBlockParamUnion) {
+		if len(blocks) == 0 {
+			return
+		}
+		if r == role && len(msgs) > 0 {
+			last := &msgs[len(msgs)-1]
+			if r == chat.RoleUser {
+				last.OfUser.Content = append(last.OfUser.Content, blocks...)
+			} else {
+				last.OfAssistant.Content = append(last.OfAssistant.Content, blocks...)
+			}
+			return
+		}
+		role = r
+		if r == chat.RoleUser {
+			msgs = append(msgs, anthropic.NewUserMessage(blocks...))
+		} else {
+			msgs = append(msgs, anthropic.NewAssistantMessage(blocks...))
+		}
+	}
+	var errs []error
+	for i, m := range req.Messages {
+		switch m.Role {
+		case chat.RoleSystem:
+			if strings.TrimSpace(m.Content) != "" {
+				system = append(system, m.Content)
+			}
+		case chat.RoleUser:
+			if strings.TrimSpace(m.Content) != "" {
+				add(chat.RoleUser, anthropic.NewTextBlock(m.Content))
+			}
+		case chat.RoleAssistant:
+			var blocks []anthropic.ContentBlockParamUnion
+			if strings.TrimSpace(m.Content) != "" {
+				blocks = append(blocks, anthropic.NewTextBlock(m.Content))
+			}
+			for _, tc := range m.ToolCalls {
+				name := sanitizeName(tc.Function.Name)
+				if !used[name] {
+					used[name] = true
+					usedList = append(usedList, name)
+				}
+				blocks = append(blocks, anthropic.NewToolUseBlock(toolUseID(tc.ID), toolInput(tc.Function.Arguments), name))
+			}
+			add(chat.RoleAssistant, blocks...)
+		case chat.RoleTool:
+			if m.ToolCallID == "" {
+				errs = append(errs, fmt.Errorf("message %d: tool message without tool_call_id", i))
+				continue
+			}
+			b := anthropic.ToolResultBlockParam{ToolUseID: toolUseID(m.ToolCallID)}
+			if m.Content != "" {
+				b.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: m.Content}}}
+			}
+			add(chat.RoleUser, anthropic.ContentBlockParamUnion{OfToolResult: &b})
+		default:
+			errs = append(errs, fmt.Errorf("message %d: unknown role %q", i, m.Role))
+		}
+	}
+	if len(msgs) == 0 {
+		errs = append(errs, errors.New("no messages"))
+	}
+	// A last assistant message is a prefill, whose text may not end in white
+	// space (as AgentChat's client trims it).
+	if n := len(msgs); n > 0 && msgs[n-1].OfAssistant != nil {
+		blocks := msgs[n-1].OfAssistant.Content
+		if t := blocks[len(blocks)-1].OfText; t != nil {
+			t.Text = strings.TrimRight(t.Text, " \t\r\n")
+		}
+	}
+	if len(system) > 0 {
+		p.System = []anthropic.TextBlockParam{{Text: strings.Join(system, "\n")}}
+	}
+	p.Messages = msgs
+	for _, t := range req.Tools {
+		tp, err := anthropicTool(t)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tool %s: %w", t.Name, err))
+			continue
+		}
+		p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: &tp})
+	}
+	switch {
+	case len(p.Tools) > 0:
+		auto := &anthropic.ToolChoiceAutoParam{}
+		if mc.ParallelToolCalls != nil && !*mc.ParallelToolCalls {
+			auto.DisableParallelToolUse = anthropic.Bool(true)
+		}
+		p.ToolChoice = anthropic.ToolChoiceUnionParam{OfAuto: auto}
+	case len(usedList) > 0:
+		// The API wants the tools of every tool_use in the history defined,
+		// also on a call that offers none (a reflection): they are named
+		// with no schema, and tool_choice none keeps the model from them.
+		for _, name := range usedList {
+			tp := anthropic.ToolParam{Name: name, InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{}}}
+			p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: &tp})
+		}
+		p.ToolChoice = anthropic.ToolChoiceUnionParam{OfNone: &anthropic.ToolChoiceNoneParam{}}
+	}
+	return p, errors.Join(errs...)
+}
+
+// anthropicTool is a tool definition: the JSON Schema of its parameters
+// becomes input_schema (an object schema).
+func anthropicTool(t chat.ToolDef) (anthropic.ToolParam, error) {
+	tp := anthropic.ToolParam{Name: sanitizeName(t.Name)}
+	if t.Description != "" {
+		tp.Description = anthropic.String(t.Description)
+	}
+	schema := map[string]any{}
+	if len(t.Parameters) > 0 && string(t.Parameters) != "null" {
+		if err := json.Unmarshal(t.Parameters, &schema); err != nil {
+			return tp, fmt.Errorf("parameters: %w", err)
+		}
+	}
+	if typ, ok := schema["type"]; ok && typ != "object" {
+		return tp, fmt.Errorf("parameters: type %v: the schema of a tool's input must be an object", typ)
+	}
+	delete(schema, "type")
+	tp.InputSchema.Properties = schema["properties"]
+	if tp.InputSchema.Properties == nil {
+		tp.InputSchema.Properties = map[string]any{}
+	}
+	delete(schema, "properties")
+	if req, ok := schema["required"].([]any); ok {
+		for _, r := range req {
+			if s, ok := r.(string); ok {
+				tp.InputSchema.Required = append(tp.InputSchema.Required, s)
+			}
+		}
+	}
+	delete(schema, "required")
+	if len(schema) > 0 {
+		tp.InputSchema.ExtraFields = schema
+	}
+	return tp, nil
+}
+
+// toolInput is a tool call's arguments as the object a tool_use block
+// holds; arguments that are not a JSON object are wrapped, as AgentChat's
+// client wraps them, as {"text": arguments}.
+func toolInput(args string) json.RawMessage {
+	trimmed := strings.TrimSpace(args)
+	if trimmed == "" {
+		return json.RawMessage(`{}`)
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal([]byte(trimmed), &obj) == nil && obj != nil {
+		return json.RawMessage(trimmed)
+	}
+	b, _ := json.Marshal(map[string]string{"text": args})
+	return b
+}
+
+// toolUseID makes a tool call id acceptable as a tool_use id
+// (^[a-zA-Z0-9_-]+$): ids of calls made through other endpoints (resumed
+// history) may hold other characters. The same id always maps the same way,
+// so a tool_result still answers its tool_use.
+func toolUseID(id string) string {
+	var b strings.Builder
+	for _, r := range id {
+		if r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	if b.Len() == 0 {
+		return "toolu_empty"
+	}
+	return b.String()
+}
+
+// anthropicResponse maps a Message back into chat's terms: text blocks are
+// the content, thinking blocks the thought, tool_use blocks the tool calls.
+func anthropicResponse(req *chat.ModelRequest, msg *anthropic.Message) *chat.ModelResponse {
+	var text, thinking strings.Builder
+	out := &chat.ModelResponse{Usage: chat.Usage{PromptTokens: msg.Usage.InputTokens, CompletionTokens: msg.Usage.OutputTokens}}
+	for i, b := range msg.Content {
+		switch b.Type {
+		case "text":
+			text.WriteString(b.Text)
+		case "thinking":
+			thinking.WriteString(b.Thinking)
+		case "tool_use":
+			id := b.ID
+			if id == "" {
+				id = toolCallID(req.ChatID, req.Caller, req.CallIndex, i)
+			}
+			args := strings.TrimSpace(string(b.Input))
+			if args == "" || args == "null" {
+				args = "{}"
+			}
+			out.ToolCalls = append(out.ToolCalls, chat.ToolCall{ID: id, Type: "function",
+				Function: chat.FunctionCall{Name: b.Name, Arguments: args}})
+		}
+	}
+	out.Thought, out.Content = splitThought(thinking.String(), text.String())
+	return out
+}
+
+// anthropicErrorMessage is the API's own message of an error response.
+func anthropicErrorMessage(err error) (string, bool) {
+	e, ok := errors.AsType[*anthropic.Error](err)
+	if !ok {
+		return "", false
+	}
+	msg := e.Message
+	if msg == "" {
+		msg = fmt.Sprintf("status %d", e.StatusCode)
+	}
+	if t := e.Type(); t != "" {
+		msg += fmt.Sprintf(" (type %s)", t)
+	}
+	return msg, true
+}
+
+// anthropicErrorStatus is the HTTP status of an SDK error, if any.
+func anthropicErrorStatus(err error) int {
+	if e, ok := errors.AsType[*anthropic.Error](err); ok {
+		return e.StatusCode
+	}
+	return 0
+}
