@@ -95,12 +95,13 @@ func (m *Main) Run(ctx context.Context) error {
 			return fmt.Errorf("register metrics: %w", err)
 		}
 	}
-	m.models, err = llm.New(llm.Config{
-		OpenAI:         llm.OpenAIConfig{APIKey: cfg.OpenAIAPIKey, BaseURL: cfg.OpenAIBaseURL, Timeout: cfg.ModelCallTimeout},
-		Logger:         m.Logger,
-		Registerer:     reg,
-		TracerProvider: tp,
-	})
+	modelsCfg, err := cfg.models()
+	if err != nil {
+		return err
+	}
+	modelsCfg.OpenAI.Timeout = cfg.ModelCallTimeout
+	modelsCfg.Logger, modelsCfg.Registerer, modelsCfg.TracerProvider = m.Logger, reg, tp
+	m.models, err = llm.New(*modelsCfg)
 	if err != nil {
 		return fmt.Errorf("models: %w", err)
 	}
@@ -166,7 +167,8 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.server, err = server.New(server.Config{MaxBodyBytes: cfg.MaxBodyBytes, APIKeys: keys, Ready: m.probe.Err, TracerProvider: tp,
-		Guard: cfg.GuardConfig.serverGuard(len(keys) > 0)}, m.runtime, m.Logger, reg, reg)
+		ModelEndpoints: teamEndpoints{c: m.models},
+		Guard:          cfg.GuardConfig.serverGuard(len(keys) > 0)}, m.runtime, m.Logger, reg, reg)
 	if err != nil {
 		return fmt.Errorf("http server: %w", err)
 	}
@@ -206,7 +208,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.http.Serve(m.listener) }()
 	m.Logger.Info("agentd serving", "addr", m.listener.Addr().String(), "store", db.Kind(), "version", version,
-		"providers", m.models.Providers(), "sandbox", sandboxName(sandboxes), "owner", m.runtime.Owner())
+		"providers", m.models.Providers(), "model_endpoints", m.models.Endpoints(), "sandbox", sandboxName(sandboxes), "owner", m.runtime.Owner())
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/tool"
 	"github.com/agentd/agentd/internal/webhook"
 )
@@ -62,11 +63,15 @@ type Config struct {
 	// envErrs are malformed environment values found by RegisterFlags,
 	// reported by Validate with everything else.
 	envErrs []error
+	// getenv is the environment RegisterFlags read: the models file's
+	// endpoints name the variables that hold their keys.
+	getenv func(string) string
 }
 
 // RegisterFlags defines the flags on fs with defaults taken from getenv.
 func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	env := &envReader{getenv: getenv}
+	c.getenv = getenv
 	defer func() { c.envErrs = env.errs }()
 	str := func(p *string, name, key, def, usage string) {
 		fs.StringVar(p, name, env.str(key, def), usage+" ("+key+")")
@@ -84,7 +89,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&c.SandboxReap, "sandbox-reap-interval", env.duration("AGENTD_SANDBOX_REAP_INTERVAL", 5*time.Minute), "how often sandboxes of ended chats are removed (AGENTD_SANDBOX_REAP_INTERVAL)")
 	str(&c.OpenAIAPIKey, "openai-api-key", "OPENAI_API_KEY", "", "API key of the openai provider")
 	str(&c.OpenAIBaseURL, "openai-base-url", "OPENAI_BASE_URL", "", "base URL of the openai provider (any OpenAI-compatible server)")
-	str(&c.ModelsFile, "models-file", "AGENTD_MODELS_FILE", "", "file of named model providers")
+	str(&c.ModelsFile, "models-file", "AGENTD_MODELS_FILE", "", "YAML or JSON file of named model endpoints (kinds openai, azure, anthropic) with their limits; replaces OPENAI_BASE_URL")
 	str(&c.APIKeys, "api-keys", "AGENTD_API_KEYS", "", "comma-separated bearer keys, each key:tenant")
 	str(&c.APIKeysFile, "api-keys-file", "AGENTD_API_KEYS_FILE", "", "file with one key:tenant per line")
 	str(&c.LogLevel, "log-level", "AGENTD_LOG_LEVEL", "info", "debug, info, warn or error")
@@ -137,8 +142,8 @@ func (c *Config) Validate() error {
 	if c.SandboxReap < time.Second {
 		bad("AGENTD_SANDBOX_REAP_INTERVAL must be at least 1s")
 	}
-	if c.ModelsFile != "" {
-		bad("AGENTD_MODELS_FILE: named providers are not supported by this version yet; use OPENAI_API_KEY and OPENAI_BASE_URL")
+	if _, err := c.models(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.MaxActiveChats < 1 {
 		bad("AGENTD_MAX_ACTIVE_CHATS must be at least 1")
@@ -212,6 +217,23 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// models is the model endpoints' configuration: the models file's endpoints,
+// or the single endpoint "openai" of OPENAI_API_KEY and OPENAI_BASE_URL.
+// The retry policy and default timeout are filled in by the caller.
+func (c *Config) models() (*llm.Config, error) {
+	if c.ModelsFile == "" {
+		return &llm.Config{OpenAI: llm.OpenAIConfig{APIKey: c.OpenAIAPIKey, BaseURL: c.OpenAIBaseURL}}, nil
+	}
+	if c.OpenAIBaseURL != "" {
+		return nil, errors.New("OPENAI_BASE_URL is not used with AGENTD_MODELS_FILE: declare the endpoint in the file (its api_key_env may still be OPENAI_API_KEY)")
+	}
+	getenv := c.getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	return loadModels(c.ModelsFile, getenv)
 }
 
 // apiKeys parses AGENTD_API_KEYS and the keys file into key → tenant.

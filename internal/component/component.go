@@ -47,9 +47,11 @@ const (
 	provUserProxy    = "autogen_agentchat.agents.UserProxyAgent"
 	provCodeExecutor = "autogen_agentchat.agents.CodeExecutorAgent"
 
-	provOpenAI = "autogen_ext.models.openai.OpenAIChatCompletionClient"
-	provAzure  = "autogen_ext.models.openai.AzureOpenAIChatCompletionClient"
-	provReplay = "autogen_ext.models.replay.ReplayChatCompletionClient"
+	provOpenAI    = "autogen_ext.models.openai.OpenAIChatCompletionClient"
+	provAzure     = "autogen_ext.models.openai.AzureOpenAIChatCompletionClient"
+	provAnthropic = "autogen_ext.models.anthropic.AnthropicChatCompletionClient"
+	provOllama    = "autogen_ext.models.ollama.OllamaChatCompletionClient"
+	provReplay    = "autogen_ext.models.replay.ReplayChatCompletionClient"
 
 	provBuffered  = "autogen_core.model_context.BufferedChatCompletionContext"
 	provUnbounded = "autogen_core.model_context.UnboundedChatCompletionContext"
@@ -82,6 +84,39 @@ var wellKnown = map[string]string{
 	"AzureOpenAIChatCompletionClient":     provAzure,
 	"openai_chat_completion_client":       provOpenAI,
 	"OpenAIChatCompletionClient":          provOpenAI,
+	"anthropic_chat_completion_client":    provAnthropic,
+	"AnthropicChatCompletionClient":       provAnthropic,
+	"ollama_chat_completion_client":       provOllama,
+	"OllamaChatCompletionClient":          provOllama,
+}
+
+// Endpoints are the server's model endpoints, as translating model clients
+// needs them: a file's client is mapped onto the endpoint that serves it,
+// and an export names the endpoint's resource where AgentChat's client needs
+// it. Keys never pass through here.
+type Endpoints interface {
+	// Match names the endpoint that serves a file's model client, or says
+	// why none does (listing the configured endpoints).
+	Match(c ModelClient) (endpoint string, err error)
+	// Describe tells what may be exported of an endpoint.
+	Describe(endpoint string) (EndpointInfo, bool)
+}
+
+// ModelClient is what a file's model client says about where it calls.
+type ModelClient struct {
+	// Kind is the endpoint kind the client speaks: openai, azure or
+	// anthropic.
+	Kind  string
+	Model string
+	// BaseURL is the client's base_url, or azure_endpoint for Azure.
+	BaseURL string
+	// Deployment is an Azure client's azure_deployment.
+	Deployment string
+}
+
+// EndpointInfo describes an endpoint without its key.
+type EndpointInfo struct {
+	Kind, BaseURL, APIVersion, Deployment string
 }
 
 // refused are providers that exist in AgentChat 0.7.5 but that agentd will

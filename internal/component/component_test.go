@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/spec"
 )
 
@@ -41,7 +43,7 @@ func request(t *testing.T, team []byte, extra string) []byte {
 // specOf translates a request body and decodes the spec it makes.
 func specOf(t *testing.T, body []byte) (*spec.Spec, *Request) {
 	t.Helper()
-	req, err := ParseRequest(body)
+	req, err := ParseRequest(body, testEPs)
 	if err != nil {
 		t.Fatalf("ParseRequest: %v", err)
 	}
@@ -61,7 +63,35 @@ type acceptAll struct{ chat.Tools }
 
 func (acceptAll) CheckTool(*spec.Tool) []spec.Problem { return nil }
 
-var env = spec.Env{Providers: []string{"openai"}, Tools: acceptAll{}, Sandbox: "bwrap"}
+var env = spec.Env{Providers: []string{"openai", "azure", "anthropic"}, Tools: acceptAll{}, Sandbox: "bwrap"}
+
+// testEPs are the model endpoints of the tests' server: the real routing of
+// internal/llm, seen through Endpoints as cmd/agentd wires it.
+var testEPs = newTestEndpoints()
+
+type llmEndpoints struct{ c *llm.Client }
+
+func (e llmEndpoints) Match(m ModelClient) (string, error) {
+	return e.c.MatchEndpoint(llm.ClientRef{Kind: m.Kind, Model: m.Model, BaseURL: m.BaseURL, Deployment: m.Deployment})
+}
+
+func (e llmEndpoints) Describe(name string) (EndpointInfo, bool) {
+	info, ok := e.c.EndpointInfo(name)
+	return EndpointInfo{Kind: info.Kind, BaseURL: info.BaseURL, APIVersion: info.APIVersion, Deployment: info.Deployment}, ok
+}
+
+func newTestEndpoints() Endpoints {
+	c, err := llm.New(llm.Config{Endpoints: []llm.Endpoint{
+		{Name: "openai", Kind: "openai", APIKey: "sk-server"},
+		{Name: "azure-review", Kind: "azure", BaseURL: "https://example.openai.azure.com", Deployment: "review-prod", APIVersion: "2024-06-01", APIKey: "az-server"},
+		{Name: "azure-gpt4o", Kind: "azure", BaseURL: "https://example.openai.azure.com", Deployment: "gpt4o-prod", APIVersion: "2024-06-01", APIKey: "az-server"},
+		{Name: "claude", Kind: "anthropic", APIKey: "sk-ant-server", Models: []string{"claude-*"}},
+	}})
+	if err != nil {
+		panic(err)
+	}
+	return llmEndpoints{c: c}
+}
 
 func golden(t *testing.T, path string, got []byte) {
 	t.Helper()
@@ -115,7 +145,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			sp, req := specOf(t, request(t, readFixture(t, name), ""))
-			team, probs := ToTeam(sp)
+			team, probs := ToTeam(sp, testEPs)
 			if len(probs) > 0 {
 				t.Fatalf("ToTeam: %v", probs)
 			}
@@ -176,7 +206,7 @@ func TestAgentChatLoadsExports(t *testing.T) {
 // five problems, each naming its JSON path and provider.
 func TestRefusedFive(t *testing.T) {
 	t.Parallel()
-	_, err := ParseRequest(request(t, readFixture(t, "refused_five"), ""))
+	_, err := ParseRequest(request(t, readFixture(t, "refused_five"), ""), nil)
 	ve, ok := err.(*spec.ValidationError)
 	if !ok {
 		t.Fatalf("err = %v, want a *spec.ValidationError", err)
@@ -234,7 +264,7 @@ func TestRefusals(t *testing.T) {
 		{"code executor with a model", rr(mk(provCodeExecutor, `{"name": "x", "model_client": `+replayModel()+`, "code_executor": `+mk(provDockerExecutor, `{}`)+`}`), ""),
 			"/team/config/participants/0/config/model_client", "without model_client"},
 		{"unknown team", mk("my.Team", `{}`), "/team/provider", `unknown team provider "my.Team"`},
-		{"unknown model", rr(mk(provAssistant, `{"name": "a", "model_client": `+mk("autogen_ext.models.ollama.OllamaChatCompletionClient", `{"model": "llama3"}`)+`}`), ""),
+		{"unknown model", rr(mk(provAssistant, `{"name": "a", "model_client": `+mk("autogen_ext.models.llama_cpp.LlamaCppChatCompletionClient", `{"model": "llama3"}`)+`}`), ""),
 			"/team/config/participants/0/config/model_client/provider", "unknown model client provider"},
 		{"nested team", rr(rr(assistant("a", ""), ""), ""), "/team/config/participants/0", "nested teams"},
 		{"text message termination", rr(assistant("a", ""), `, "termination_condition": `+mk(provTextMessage, `{}`)),
@@ -262,7 +292,7 @@ func TestRefusals(t *testing.T) {
 			if tc.team == "" {
 				body = []byte(`{"task": "x", "agents": [], "team": ` + rr(assistant("a", ""), "") + `}`)
 			}
-			_, err := ParseRequest(body)
+			_, err := ParseRequest(body, testEPs)
 			ve, ok := err.(*spec.ValidationError)
 			if !ok {
 				t.Fatalf("err = %v, want a *spec.ValidationError", err)
@@ -307,7 +337,7 @@ func TestConditions(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tr, probs := FromTeam("/team", []byte(rr(assistant("a", ""), `, "termination_condition": `+tc.cond)))
+			tr, probs := FromTeam("/team", []byte(rr(assistant("a", ""), `, "termination_condition": `+tc.cond)), nil)
 			if len(probs) > 0 {
 				t.Fatal(probs)
 			}
@@ -319,13 +349,16 @@ func TestConditions(t *testing.T) {
 	}
 }
 
-// TestModelClients: keys, endpoints and client options in a file are never
-// used, and the response says so.
+// TestModelClients: a file's model clients map onto the server's endpoints
+// (an OpenAI client by base_url, else by model; an Azure client by
+// azure_endpoint and azure_deployment; Anthropic and Ollama clients by
+// model); keys in a file are never used, and the response says so; a client
+// no endpoint serves is a problem that lists the endpoints.
 func TestModelClients(t *testing.T) {
 	t.Parallel()
 	sp, req := specOf(t, request(t, readFixture(t, "assistant_options"), ""))
-	for i, want := range []string{`{"provider":"openai","model":"gpt-4o-mini","temperature":0.2,"top_p":0.9,"max_tokens":256,"seed":7,"parallel_tool_calls":false}`,
-		`{"provider":"openai","model":"gpt-4o"}`} {
+	for i, want := range []string{`{"provider":"openai","endpoint":"openai","model":"gpt-4o-mini","temperature":0.2,"top_p":0.9,"max_tokens":256,"seed":7,"parallel_tool_calls":false}`,
+		`{"provider":"azure","endpoint":"azure-gpt4o","model":"gpt-4o"}`} {
 		got, _ := json.Marshal(sp.Agents[i].Model)
 		if string(got) != want {
 			t.Errorf("agent %d model = %s, want %s", i, got, want)
@@ -339,10 +372,45 @@ func TestModelClients(t *testing.T) {
 		said = append(said, w.Path+": "+w.Message)
 	}
 	all := strings.Join(said, "\n")
-	for _, want := range []string{"participants/0/config/model_client/config: ignored: api_key, base_url",
-		"participants/1/config/model_client/config: ignored: api_key, azure_endpoint, azure_deployment, api_version"} {
+	for _, want := range []string{
+		`participants/0/config/model_client/config/base_url: no endpoint of this server has the base URL https://models.example.invalid/v1: the model is called through endpoint "openai"`,
+		`participants/0/config/model_client/config: ignored: api_key; agentd calls the model through its endpoint "openai"`,
+		`participants/1/config/model_client/config: ignored: api_key, api_version; agentd calls the model through its endpoint "azure-gpt4o"`} {
 		if !strings.Contains(all, want) {
 			t.Errorf("warnings do not say %q:\n%s", want, all)
+		}
+	}
+
+	client := func(provider, cfg string) []byte {
+		return request(t, []byte(rr(mk(provAssistant, `{"name": "a", "model_client": `+mk(provider, cfg)+`}`), "")), "")
+	}
+	for _, tc := range []struct {
+		name, provider, cfg, want string
+	}{
+		{"anthropic by model", provAnthropic, `{"model": "claude-sonnet-4-5", "api_key": "sk-ant-file", "max_tokens": 300, "temperature": 0.5}`,
+			`{"provider":"anthropic","endpoint":"claude","model":"claude-sonnet-4-5","max_tokens":300}`},
+		{"ollama on an openai endpoint", provOllama, `{"model": "llama3.1", "host": "http://localhost:11434"}`,
+			`{"provider":"openai","endpoint":"openai","model":"llama3.1"}`},
+		{"azure by endpoint and deployment", provAzure, `{"model": "gpt-4o", "azure_endpoint": "https://example.openai.azure.com/", "azure_deployment": "review-prod", "api_version": "2024-06-01", "api_key": "k"}`,
+			`{"provider":"azure","endpoint":"azure-review","model":"gpt-4o"}`},
+	} {
+		sp, req := specOf(t, client(tc.provider, tc.cfg))
+		if got, _ := json.Marshal(sp.Agents[0].Model); string(got) != tc.want {
+			t.Errorf("%s: model = %s, want %s", tc.name, got, tc.want)
+		}
+		if bytes.Contains(req.Spec, []byte("file")) || bytes.Contains(req.Spec, []byte("localhost")) {
+			t.Errorf("%s: a key or URL of the file reached the spec: %s", tc.name, req.Spec)
+		}
+	}
+	for _, tc := range []struct{ name, provider, cfg string }{
+		{"azure resource nobody serves", provAzure, `{"model": "gpt-4o", "azure_endpoint": "https://other.openai.azure.com", "azure_deployment": "x", "api_version": "2024-06-01"}`},
+		{"azure deployment nobody serves", provAzure, `{"model": "gpt-4o", "azure_endpoint": "https://example.openai.azure.com", "azure_deployment": "x", "api_version": "2024-06-01"}`},
+	} {
+		_, err := ParseRequest(client(tc.provider, tc.cfg), testEPs)
+		var ve *spec.ValidationError
+		if !errors.As(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Path != "/team/config/participants/0/config/model_client" ||
+			!strings.Contains(ve.Problems[0].Message, `"azure-review" (azure: any model)`) {
+			t.Errorf("%s: err = %v, want one problem listing the endpoints", tc.name, err)
 		}
 	}
 }
@@ -359,13 +427,13 @@ func TestRequestOptions(t *testing.T) {
 	if !slices.ContainsFunc(req.Translation.Warnings, func(w Warning) bool { return w.Path == "/team/config/max_turns" }) {
 		t.Errorf("no warning about max_turns: %v", req.Translation.Warnings)
 	}
-	if r, err := ParseRequest([]byte(`{"task": "x", "agents": []}`)); r != nil || err != nil {
+	if r, err := ParseRequest([]byte(`{"task": "x", "agents": []}`), testEPs); r != nil || err != nil {
 		t.Errorf("a native spec: %v, %v", r, err)
 	}
 	// A key spelled with escapes is still the team.
 	body := request(t, readFixture(t, "round_robin"), "")
 	escaped := bytes.Replace(body, []byte(`"team"`), []byte(`"t\u0065am"`), 1)
-	if r, err := ParseRequest(escaped); bytes.Equal(escaped, body) || r == nil || err != nil {
+	if r, err := ParseRequest(escaped, testEPs); bytes.Equal(escaped, body) || r == nil || err != nil {
 		t.Errorf("a team under an escaped key: %v, %v", r, err)
 	}
 	for body, want := range map[string]bool{`{"task": "x"}`: false, `{"t\u0065am": {}}`: true, `{"task": "a team"}`: true} {
@@ -412,7 +480,7 @@ func TestExportProblems(t *testing.T) {
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
-	_, probs = ToTeam(sp)
+	_, probs = ToTeam(sp, testEPs)
 	var paths []string
 	for _, p := range probs {
 		paths = append(paths, p.Path)
@@ -440,7 +508,7 @@ func TestExportNative(t *testing.T) {
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
-	team, probs := ToTeam(sp)
+	team, probs := ToTeam(sp, testEPs)
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
@@ -472,7 +540,7 @@ func FuzzFromTeam(f *testing.F) {
 		if !json.Valid(team) {
 			return
 		}
-		req, err := ParseRequest([]byte(`{"task": "x", "team": ` + string(team) + `}`))
+		req, err := ParseRequest([]byte(`{"task": "x", "team": `+string(team)+`}`), nil)
 		if err != nil || req == nil {
 			return
 		}
@@ -480,7 +548,7 @@ func FuzzFromTeam(f *testing.F) {
 		if len(probs) > 0 || len(spec.Validate(sp, spec.Limits{}, env)) > 0 {
 			return // the spec's own validation reports it
 		}
-		exported, probs := ToTeam(sp)
+		exported, probs := ToTeam(sp, testEPs)
 		if len(probs) > 0 {
 			return
 		}
@@ -488,7 +556,7 @@ func FuzzFromTeam(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := ParseRequest([]byte(`{"task": "x", "team": ` + string(raw) + `}`))
+		again, err := ParseRequest([]byte(`{"task": "x", "team": `+string(raw)+`}`), nil)
 		if err != nil {
 			t.Fatalf("the export of an accepted team is refused: %v\n%s", err, raw)
 		}
@@ -507,13 +575,13 @@ func TestHugeFilesAreRefusedInOneProblem(t *testing.T) {
 	for range 3000 {
 		cond = mk(provOr, `{"conditions": [`+cond+`, `+mk(provTextMention, `{"text": "X"}`)+`]}`)
 	}
-	_, probs := FromTeam("/team", []byte(rr(assistant("a", ""), `, "termination_condition": `+cond)))
+	_, probs := FromTeam("/team", []byte(rr(assistant("a", ""), `, "termination_condition": `+cond)), nil)
 	if len(probs) != 1 || !strings.Contains(probs[0].Message, "nested at most 128 levels") {
 		t.Fatalf("deep: problems = %v", probs)
 	}
 	wide := strings.Repeat(mk(provTextMention, `{"text": "X"}`)+",", 3000)
 	cond = mk(provOr, `{"conditions": [`+wide+mk(provTextMention, `{"text": "X"}`)+`]}`)
-	_, probs = FromTeam("/team", []byte(rr(assistant("a", ""), `, "termination_condition": `+cond)))
+	_, probs = FromTeam("/team", []byte(rr(assistant("a", ""), `, "termination_condition": `+cond)), nil)
 	if len(probs) != 1 || !strings.Contains(probs[0].Message, "more than 1000 components") {
 		t.Fatalf("wide: problems = %v", probs)
 	}
@@ -528,7 +596,7 @@ func BenchmarkFromTeam(b *testing.B) {
 	}
 	b.Run("terminations", func(b *testing.B) {
 		for b.Loop() {
-			if _, probs := FromTeam("/team", fixture); len(probs) > 0 {
+			if _, probs := FromTeam("/team", fixture, nil); len(probs) > 0 {
 				b.Fatal(probs)
 			}
 		}
@@ -542,7 +610,7 @@ func BenchmarkFromTeam(b *testing.B) {
 	b.Run("deep-1MiB", func(b *testing.B) {
 		b.SetBytes(int64(len(deep)))
 		for b.Loop() {
-			FromTeam("/team", deep)
+			FromTeam("/team", deep, nil)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package component
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -14,7 +15,7 @@ import (
 var componentTypes = map[string]string{
 	provRoundRobin: "team", provSelector: "team", provSwarm: "team",
 	provAssistant: "agent", provUserProxy: "agent", provCodeExecutor: "agent",
-	provOpenAI: "model", provReplay: "replay_chat_completion_client",
+	provOpenAI: "model", provAzure: "model", provAnthropic: "model", provReplay: "replay_chat_completion_client",
 	provBuffered: "chat_completion_context", provUnbounded: "chat_completion_context",
 	provStaticStreamWorkbench: "workbench", provMcpWorkbench: "workbench",
 	provDockerExecutor: "code_executor",
@@ -44,6 +45,7 @@ func newComponent(provider, description string, config any) Component {
 type exporter struct {
 	r    report
 	spec *spec.Spec
+	eps  Endpoints // nil: no endpoint is described
 }
 
 // ToTeam exports a chat spec as an AgentChat team component that
@@ -51,8 +53,12 @@ type exporter struct {
 // express (random or manual selection, transitions, functions a user_proxy
 // runs for others, http and sandbox tools, text_match, ...) is reported as
 // problems, every one at once, with paths into the spec.
-func ToTeam(spec *spec.Spec) (*Component, []spec.Problem) {
-	e := &exporter{spec: spec}
+//
+// eps describes the server's endpoints, so that an Azure model exports with
+// its resource, deployment and api-version, and a model of another endpoint
+// than the default with its base URL. Keys are never exported.
+func ToTeam(spec *spec.Spec, eps Endpoints) (*Component, []spec.Problem) {
+	e := &exporter{spec: spec, eps: eps}
 	team := e.team()
 	if len(e.r.probs) > 0 {
 		return nil, e.r.probs
@@ -301,26 +307,72 @@ func (e *exporter) model(path string, ref *spec.ModelRef) *Component {
 		c := newComponent(provReplay, "A mock chat completion client that replays predefined responses using an index-based approach.",
 			map[string]any{"chat_completions": items, "model_info": modelInfo})
 		return &c
-	case "openai":
-		cfg := map[string]any{"model": m.Model, "model_info": modelInfo}
-		put := func(k string, v any, set bool) {
-			if set {
-				cfg[k] = v
-			}
-		}
-		put("temperature", deref(m.Temperature), m.Temperature != nil)
-		put("top_p", deref(m.TopP), m.TopP != nil)
-		put("max_tokens", deref(m.MaxTokens), m.MaxTokens != nil)
-		put("seed", deref(m.Seed), m.Seed != nil)
-		put("parallel_tool_calls", deref(m.ParallelToolCalls), m.ParallelToolCalls != nil)
-		put("response_format", m.ResponseFormat, len(m.ResponseFormat) > 0)
-		c := newComponent(provOpenAI, "Chat completion client for OpenAI hosted models.", cfg)
-		return &c
+	case "openai", "azure", "anthropic":
 	default:
-		e.r.problem(path+"/provider", "provider %q has no AgentChat model client; only openai and replay export", m.Provider)
+		e.r.problem(path+"/provider", "provider %q has no AgentChat model client; only openai, azure, anthropic and replay export", m.Provider)
 		return nil
 	}
+	cfg := map[string]any{"model": m.Model, "model_info": modelInfo}
+	put := func(k string, v any, set bool) {
+		if set {
+			cfg[k] = v
+		}
+	}
+	put("temperature", deref(m.Temperature), m.Temperature != nil)
+	put("top_p", deref(m.TopP), m.TopP != nil)
+	put("max_tokens", deref(m.MaxTokens), m.MaxTokens != nil)
+	put("seed", deref(m.Seed), m.Seed != nil)
+	put("parallel_tool_calls", deref(m.ParallelToolCalls), m.ParallelToolCalls != nil)
+	put("response_format", m.ResponseFormat, len(m.ResponseFormat) > 0)
+	var info EndpointInfo
+	known := false
+	if e.eps != nil {
+		name := m.Endpoint
+		if name == "" {
+			// The endpoint the model is routed to.
+			name, _ = e.eps.Match(ModelClient{Kind: m.Provider, Model: m.Model})
+		}
+		if name != "" {
+			info, known = e.eps.Describe(name)
+		}
+	}
+	switch m.Provider {
+	case "azure":
+		// AgentChat's Azure client needs the resource and api-version to be
+		// built at all.
+		if !known || info.BaseURL == "" {
+			e.r.problem(path+"/endpoint", "the Azure resource of the model's endpoint is not known to this server, and AzureOpenAIChatCompletionClient needs it")
+			return nil
+		}
+		// AgentChat's Azure client keeps no model_info in its dump (it knows
+		// the Azure models).
+		delete(cfg, "model_info")
+		cfg["azure_endpoint"] = info.BaseURL
+		cfg["azure_deployment"] = cmp.Or(info.Deployment, m.Model)
+		cfg["api_version"] = info.APIVersion
+		c := newComponent(provAzure, "Chat completion client for Azure OpenAI hosted models.", cfg)
+		return &c
+	case "anthropic":
+		if known && info.BaseURL != "" && info.BaseURL != defaultAnthropicURL {
+			cfg["base_url"] = info.BaseURL
+		}
+		c := newComponent(provAnthropic, "Chat completion client for Anthropic's Claude models.", cfg)
+		return &c
+	default:
+		if known && info.BaseURL != "" && info.BaseURL != defaultOpenAIURL {
+			cfg["base_url"] = info.BaseURL
+		}
+		c := newComponent(provOpenAI, "Chat completion client for OpenAI hosted models.", cfg)
+		return &c
+	}
 }
+
+// The base URLs AgentChat's clients use when a config names none: an export
+// leaves them out.
+const (
+	defaultOpenAIURL    = "https://api.openai.com/v1"
+	defaultAnthropicURL = "https://api.anthropic.com"
+)
 
 // replayItem is a scripted response as ReplayChatCompletionClient holds it:
 // a string, or a CreateResult for tool calls and usage.
@@ -328,7 +380,7 @@ func (e *exporter) replayItem(path string, r spec.ReplayResponse) any {
 	if r.DelayMS != 0 {
 		e.r.problem(path+"/delay_ms", "ReplayChatCompletionClient has no delay")
 	}
-	if len(r.ToolCalls) == 0 && r.Usage == nil {
+	if len(r.ToolCalls) == 0 && r.Usage == nil && r.Thought == "" {
 		return r.Content
 	}
 	usage := chat.Usage{}
@@ -346,7 +398,11 @@ func (e *exporter) replayItem(path string, r spec.ReplayResponse) any {
 		res["content"] = calls
 		if r.Content != "" {
 			res["thought"] = r.Content
+		} else if r.Thought != "" {
+			res["thought"] = r.Thought
 		}
+	} else if r.Thought != "" {
+		res["thought"] = r.Thought
 	}
 	return res
 }

@@ -29,7 +29,10 @@ type Request struct {
 // for a body without a "team" field: a native spec, decoded elsewhere. A
 // team that cannot be translated is a *spec.ValidationError listing every
 // problem. The body must already be known to hold one JSON value.
-func ParseRequest(body []byte) (*Request, error) {
+//
+// eps maps the team's model clients onto the server's endpoints (see
+// FromTeam).
+func ParseRequest(body []byte, eps Endpoints) (*Request, error) {
 	if !mayHoldKey(body, teamKey) {
 		return nil, nil // nearly every request: no decode just to find no team
 	}
@@ -47,7 +50,7 @@ func ParseRequest(body []byte) (*Request, error) {
 			probs = append(probs, spec.Problem{Path: "/" + k, Message: "comes from the team: leave it out of a request with team"})
 		}
 	}
-	tr, teamProbs := FromTeam("/"+teamKey, team)
+	tr, teamProbs := FromTeam("/"+teamKey, team, eps)
 	probs = append(probs, teamProbs...)
 	if len(probs) > 0 {
 		return nil, &spec.ValidationError{Problems: probs}

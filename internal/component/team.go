@@ -44,7 +44,10 @@ const (
 
 // FromTeam translates a team component found at path (a JSON pointer into
 // the request, such as /team) and returns every problem of it at once.
-func FromTeam(path string, raw json.RawMessage) (*Translation, []spec.Problem) {
+//
+// eps maps the file's model clients onto the server's endpoints; with nil,
+// a client becomes a model of its kind that names no endpoint.
+func FromTeam(path string, raw json.RawMessage, eps Endpoints) (*Translation, []spec.Problem) {
 	if d, err := depth(raw); err != nil || d > maxDepth {
 		return nil, []spec.Problem{{Path: path, Message: fmt.Sprintf("must be a JSON object nested at most %d levels deep", maxDepth)}}
 	}
@@ -52,7 +55,7 @@ func FromTeam(path string, raw json.RawMessage) (*Translation, []spec.Problem) {
 	if err != nil {
 		return nil, []spec.Problem{{Path: path, Message: "is not valid JSON: " + err.Error()}}
 	}
-	tr := &translator{t: &Translation{paths: map[string]string{}}}
+	tr := &translator{t: &Translation{paths: map[string]string{}}, eps: eps}
 	tr.team(path, tree)
 	tr.t.Warnings = tr.r.warns
 	if len(tr.r.probs) > 0 {
@@ -82,8 +85,9 @@ func (t *Translation) MapProblems(probs []spec.Problem) []spec.Problem {
 }
 
 type translator struct {
-	r report
-	t *Translation
+	r   report
+	t   *Translation
+	eps Endpoints // nil: model clients keep their kind and name no endpoint
 }
 
 func (tr *translator) mapPath(spec, comp string) { tr.t.paths[spec] = comp }
@@ -371,11 +375,17 @@ func (tr *translator) context(path string, raw any) *spec.ModelContext {
 	}
 }
 
-var modelProviders = []string{provOpenAI, provAzure, provReplay}
+var modelProviders = []string{provOpenAI, provAzure, provAnthropic, provOllama, provReplay}
+
+// modelKinds are the endpoint kinds of the model clients agentd maps onto
+// its endpoints. An Ollama client is served by an openai endpoint (Ollama's
+// OpenAI-compatible /v1).
+var modelKinds = map[string]string{provOpenAI: "openai", provAzure: "azure", provAnthropic: "anthropic", provOllama: "openai"}
 
 // model translates a model client. Keys, endpoints and client options of
-// the file are never used: the server's configuration decides where a
-// model is called and with which credentials.
+// the file are never used to call anything: the client is mapped onto the
+// server's endpoint that serves it (by base URL, Azure endpoint and
+// deployment, or model), and that endpoint's key and retry policy are used.
 func (tr *translator) model(path string, raw any) *spec.Model {
 	c := readComponent(&tr.r, path, raw)
 	if c == nil {
@@ -383,36 +393,84 @@ func (tr *translator) model(path string, raw any) *spec.Model {
 	}
 	defer c.cfg.done()
 	cfg := c.cfg
-	switch c.provider {
-	case provReplay:
+	if c.provider == provReplay {
 		return tr.replay(c)
-	case provOpenAI, provAzure:
-	default:
+	}
+	kind, ok := modelKinds[c.provider]
+	if !ok {
 		c.unsupported(&tr.r, "model client", modelProviders...)
 		return nil
 	}
-	m := &spec.Model{Provider: "openai", Model: cfg.required("model")}
-	m.Temperature = cfg.number("temperature")
-	m.TopP = cfg.number("top_p")
+	m := &spec.Model{Provider: kind, Model: cfg.required("model")}
 	m.MaxTokens = cfg.integer("max_tokens")
-	m.Seed = cfg.integer("seed")
-	m.ParallelToolCalls = cfg.boolean("parallel_tool_calls")
-	m.ResponseFormat = cfg.rawJSON("response_format")
-	var server []string
+	switch c.provider {
+	case provAnthropic:
+		cfg.ignoreWarn("the Messages API version agentd speaks (2026-10-21) has no sampling parameters", "temperature", "top_p", "top_k")
+		cfg.ignoreWarn("agentd does not pass this option to the model", "stop_sequences", "metadata", "thinking", "tools", "tool_choice", "response_format")
+	case provOllama:
+		cfg.ignoreWarn("agentd does not pass this option to the model", "options", "response_format", "think", "keep_alive", "format")
+	default:
+		m.Temperature = cfg.number("temperature")
+		m.TopP = cfg.number("top_p")
+		m.Seed = cfg.integer("seed")
+		m.ParallelToolCalls = cfg.boolean("parallel_tool_calls")
+		m.ResponseFormat = cfg.rawJSON("response_format")
+		cfg.ignoreWarn("agentd does not pass this option to the model", "frequency_penalty", "presence_penalty", "logit_bias", "n", "stop",
+			"user", "stream_options", "reasoning_effort", "add_name_prefixes", "include_name_in_message")
+	}
+	ref := ModelClient{Kind: kind, Model: m.Model}
+	if s := cfg.str("base_url"); s != nil {
+		ref.BaseURL = *s
+	}
+	if s := cfg.str("azure_endpoint"); s != nil && c.provider == provAzure {
+		ref.BaseURL = *s
+	}
+	if s := cfg.str("azure_deployment"); s != nil && c.provider == provAzure {
+		ref.Deployment = *s
+	}
+	// The keys and options of the server's own configuration: never used.
+	var ignored []string
 	for _, k := range []string{"api_key", "base_url", "organization", "azure_endpoint", "azure_deployment", "api_version",
-		"azure_ad_token", "azure_ad_token_provider", "default_headers", "timeout", "max_retries"} {
+		"azure_ad_token", "azure_ad_token_provider", "default_headers", "timeout", "max_retries", "host", "headers", "follow_redirects", "auth_token"} {
 		cfg.used[k] = true
-		if cfg.has(k) {
-			server = append(server, k)
+		if !cfg.has(k) {
+			continue
+		}
+		switch {
+		case tr.eps != nil && k == "base_url" && c.provider != provAzure, tr.eps != nil && (k == "azure_endpoint" || k == "azure_deployment") && c.provider == provAzure:
+			// Used to find the endpoint.
+		default:
+			ignored = append(ignored, k)
 		}
 	}
-	if len(server) > 0 {
-		tr.r.warn(path+"/config", "ignored: %s; agentd calls the model through the endpoint, key and retry policy of its own configuration (OPENAI_BASE_URL, OPENAI_API_KEY)",
-			strings.Join(server, ", "))
-	}
-	cfg.ignoreWarn("agentd does not pass this option to the model", "frequency_penalty", "presence_penalty", "logit_bias", "n", "stop",
-		"user", "stream_options", "reasoning_effort", "add_name_prefixes", "include_name_in_message")
 	cfg.ignore("model_info", "model_capabilities")
+	if tr.eps == nil {
+		if len(ignored) > 0 {
+			tr.r.warn(path+"/config", "ignored: %s; agentd calls the model through the endpoint, key and retry policy of its own configuration",
+				strings.Join(ignored, ", "))
+		}
+		return m
+	}
+	if m.Model == "" {
+		return m
+	}
+	name, err := tr.eps.Match(ref)
+	if err != nil && c.provider == provOpenAI && ref.BaseURL != "" {
+		// OpenAIChatCompletionClient: by base_url, else by model.
+		if byModel, merr := tr.eps.Match(ModelClient{Kind: kind, Model: m.Model}); merr == nil {
+			tr.r.warn(path+"/config/base_url", "no endpoint of this server has the base URL %s: the model is called through endpoint %q, which serves it", ref.BaseURL, byModel)
+			name, err = byModel, nil
+		}
+	}
+	if err != nil {
+		tr.r.problem(path, "%s: %v", c.provider, err)
+		return m
+	}
+	m.Endpoint = name
+	if len(ignored) > 0 {
+		tr.r.warn(path+"/config", "ignored: %s; agentd calls the model through its endpoint %q, with that endpoint's key and retry policy",
+			strings.Join(ignored, ", "), name)
+	}
 	return m
 }
 
@@ -440,7 +498,9 @@ func (tr *translator) replay(c *comp) *spec.Model {
 		switch content := o.raw("content").(type) {
 		case string:
 			r.Content = content
-			o.ignore("thought")
+			if t := o.str("thought"); t != nil {
+				r.Thought = *t
+			}
 		case nil:
 			tr.r.problem(o.at("content"), "is required")
 		default:

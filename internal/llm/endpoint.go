@@ -281,10 +281,25 @@ func (c *Client) CheckModel(m *spec.Model) []spec.Problem {
 	if m.Provider == ProviderReplay || m.Model == "" {
 		return nil
 	}
-	if _, err := c.router.route(m); err != nil {
+	ep, err := c.router.route(m)
+	if err != nil {
 		return []spec.Problem{{Path: err.Path, Message: err.Message}}
 	}
-	return nil
+	var probs []spec.Problem
+	if ep.cfg.Kind == KindAnthropic {
+		// The Messages API (version 2026-10-21, which Anthropic's SDK
+		// speaks) has no sampling parameters, seed or response_format:
+		// refused here rather than silently dropped.
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"temperature", m.Temperature != nil}, {"top_p", m.TopP != nil}, {"seed", m.Seed != nil}, {"response_format", len(m.ResponseFormat) > 0 && string(m.ResponseFormat) != "null"}} {
+			if f.set {
+				probs = append(probs, spec.Problem{Path: "/" + f.name, Message: fmt.Sprintf("endpoint %q is of kind anthropic, whose Messages API has no %s", ep.cfg.Name, f.name)})
+			}
+		}
+	}
+	return probs
 }
 
 // ClientRef is what a team file's model client says about where it calls:

@@ -83,7 +83,7 @@ func (c *chatsResource) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A team component ({"task", "team"}) becomes the spec it stands for.
-	body, form, err := parseTeamForm(body)
+	body, form, err := parseTeamForm(body, c.cfg.ModelEndpoints)
 	if err != nil {
 		c.writeError(w, r, err)
 		return

@@ -26,6 +26,7 @@ import (
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/component"
 	"github.com/agentd/agentd/internal/console"
 )
 
@@ -111,6 +112,10 @@ type Config struct {
 	// TracerProvider, when set, traces every request (continuing a
 	// caller's W3C traceparent). Nil: no request spans.
 	TracerProvider trace.TracerProvider
+	// ModelEndpoints maps the model clients of AgentChat team files onto
+	// the server's model endpoints, and describes them for exports; nil:
+	// clients keep their kind and name no endpoint.
+	ModelEndpoints component.Endpoints
 	// Protection from browsers and from clients that take too much; see
 	// guard.go and ratelimit.go.
 	Guard

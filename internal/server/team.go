@@ -22,8 +22,8 @@ type teamForm struct {
 // parseTeamForm translates a create body in the team form into the spec body
 // the runtime creates the chat from. It returns body unchanged and a nil form
 // for a native spec.
-func parseTeamForm(body []byte) ([]byte, *teamForm, error) {
-	req, err := component.ParseRequest(body)
+func parseTeamForm(body []byte, eps component.Endpoints) ([]byte, *teamForm, error) {
+	req, err := component.ParseRequest(body, eps)
 	if err != nil || req == nil {
 		return body, nil, err
 	}
@@ -77,7 +77,7 @@ func (c *chatsResource) team(w http.ResponseWriter, r *http.Request) {
 		c.writeError(w, r, fmt.Errorf("decode stored spec of chat %s: %v", id, probs))
 		return
 	}
-	team, probs := component.ToTeam(spec)
+	team, probs := component.ToTeam(spec, c.cfg.ModelEndpoints)
 	if len(probs) > 0 {
 		c.writeError(w, r, &requestError{status: http.StatusUnprocessableEntity, kind: kindNotExpressible,
 			detail:   fmt.Sprintf("the chat's team cannot be written as an AgentChat component: %d problem(s), see errors", len(probs)),

@@ -26,8 +26,10 @@ stubs.install()
 
 from autogen_agentchat.base import Team  # noqa: E402
 
-# The OpenAI client needs a key to be built; it is never used.
+# The OpenAI and Azure clients need a key to be built; it is never used (an
+# export never holds one).
 os.environ.setdefault("OPENAI_API_KEY", "sk-not-used")
+os.environ.setdefault("AZURE_OPENAI_API_KEY", "not-used")
 
 COMPONENT_KEYS = {"provider", "config"}
 
