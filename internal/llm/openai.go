@@ -101,6 +101,9 @@ func (o *openAIWire) tryStream(ctx context.Context, a *attempt, creq openai.Chat
 		for _, ch := range chunk.Choices {
 			reasoning.WriteString(ch.Delta.ReasoningContent)
 			if d := ch.Delta.Content; d != "" {
+				if reasoning.Len() > 0 {
+					think.pass()
+				}
 				content.WriteString(d)
 				// A leading <think>…</think> is reasoning, not reply:
 				// it is held back from the stream.

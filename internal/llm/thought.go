@@ -83,6 +83,14 @@ func (t *thinkSplitter) feed(d string) string {
 	return t.feed(after)
 }
 
+// pass shows everything from now on: the reasoning came apart
+// (reasoning_content), so the content is all reply.
+func (t *thinkSplitter) pass() {
+	if t.state == splitUndecided && t.pending.Len() == 0 {
+		t.state = splitPass
+	}
+}
+
 // flush returns what is still held back when the stream ends: an unclosed
 // <think> block is content after all (splitThought keeps it).
 func (t *thinkSplitter) flush() string {

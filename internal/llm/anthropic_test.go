@@ -1,0 +1,165 @@
+package llm
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/llm/anthropictest"
+	"github.com/agentd/agentd/internal/spec"
+)
+
+const anthropicKey = "sk-ant-test"
+
+func anthropicFixture(t *testing.T) (*anthropictest.Server, *Client, *prometheus.Registry) {
+	t.Helper()
+	srv := anthropictest.New(anthropictest.WithAPIKey(anthropicKey))
+	t.Cleanup(srv.Close)
+	reg := prometheus.NewRegistry()
+	c, err := New(Config{Endpoints: []Endpoint{{Name: "claude", Kind: KindAnthropic, BaseURL: srv.URL(), APIKey: anthropicKey}},
+		OpenAI: OpenAIConfig{BackoffBase: time.Millisecond, BackoffMax: 50 * time.Millisecond}, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return srv, c, reg
+}
+
+func anthropicReq(msgs ...chat.ModelMessage) *chat.ModelRequest {
+	return &chat.ModelRequest{ChatID: "chat-1", Caller: "reviewer", Config: spec.Model{Provider: KindAnthropic, Model: "claude-sonnet-4-5"}, Messages: msgs}
+}
+
+// TestAnthropicTextAndThinking: system messages become the top-level system
+// prompt, group-chat messages of one role one turn, max_tokens is always
+// sent, the key goes with the SDK's auth; thinking comes back as the thought.
+func TestAnthropicTextAndThinking(t *testing.T) {
+	t.Parallel()
+	srv, c, _ := anthropicFixture(t)
+	srv.Reply(anthropictest.Reply{Thinking: "They want a greeting.", Text: "Hello!", Usage: &anthropictest.Usage{InputTokens: 21, OutputTokens: 4}})
+	resp, err := c.Complete(t.Context(), anthropicReq(
+		chat.ModelMessage{Role: chat.RoleSystem, Content: "Be brief."},
+		chat.ModelMessage{Role: chat.RoleUser, Name: "user", Content: "Greet us."},
+		chat.ModelMessage{Role: chat.RoleUser, Name: "writer", Content: "I greet too."},
+		chat.ModelMessage{Role: chat.RoleUser, Name: "critic", Content: ""},
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Content != "Hello!" || resp.Thought != "They want a greeting." || resp.Usage != (chat.Usage{PromptTokens: 21, CompletionTokens: 4}) {
+		t.Errorf("response = %+v", resp)
+	}
+	r := srv.Requests()[0]
+	m := r.Messages
+	if r.Status != 200 || m.SystemText() != "Be brief." || *m.MaxTokens != defaultAnthropicMaxTokens || len(m.Messages) != 1 ||
+		len(m.Messages[0].Blocks) != 2 || m.Temperature != nil || r.Header.Get("Anthropic-Version") == "" {
+		t.Errorf("request %d %s: %s", r.Status, r.Error, r.Body)
+	}
+}
+
+// TestAnthropicToolUseRoundTrip: tool definitions, a tool_use turn answered
+// by tool_result blocks, a reflection without tools (the history's tools are
+// still defined, tool_choice none), parallel_tool_calls false as
+// disable_parallel_tool_use, and ids the API would refuse made acceptable;
+// the fake refuses any request the API refuses.
+func TestAnthropicToolUseRoundTrip(t *testing.T) {
+	t.Parallel()
+	srv, c, _ := anthropicFixture(t)
+	srv.Reply(anthropictest.Reply{Text: "Let me look.", ToolUses: []anthropictest.ToolUse{{ID: "toolu_1", Name: "lookup", Input: json.RawMessage(`{"q":"go"}`)}}},
+		anthropictest.Reply{Text: "Found it."})
+	off := false
+	req := anthropicReq(chat.ModelMessage{Role: chat.RoleSystem, Content: "Use tools."}, chat.ModelMessage{Role: chat.RoleUser, Name: "user", Content: "Find go."})
+	req.Config.ParallelToolCalls = &off
+	req.Tools = []chat.ToolDef{{Name: "lookup", Description: "Looks up.", Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}},"required":["q"],"additionalProperties":false}`)}}
+	resp, err := c.Complete(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Content != "Let me look." || len(resp.ToolCalls) != 1 || resp.ToolCalls[0].ID != "toolu_1" ||
+		resp.ToolCalls[0].Function.Name != "lookup" || resp.ToolCalls[0].Function.Arguments != `{"q":"go"}` {
+		t.Fatalf("response = %+v", resp)
+	}
+	// The reflection: the tool turn in the history, with an id from another
+	// API, and no tools offered.
+	call := resp.ToolCalls[0]
+	call.ID = "call:abc.1"
+	refl := anthropicReq(req.Messages[0], req.Messages[1],
+		chat.ModelMessage{Role: chat.RoleAssistant, Name: "reviewer", Content: resp.Content, ToolCalls: []chat.ToolCall{call}},
+		chat.ModelMessage{Role: chat.RoleTool, ToolCallID: call.ID, Content: "go is a language"},
+		chat.ModelMessage{Role: chat.RoleUser, Name: "other", Content: "And?"})
+	resp, err = c.Complete(t.Context(), refl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Content != "Found it." {
+		t.Errorf("reflection = %+v", resp)
+	}
+	reqs := srv.Requests()
+	first, second := reqs[0].Messages, reqs[1].Messages
+	if first.ToolChoice == nil || first.ToolChoice.Type != "auto" || first.ToolChoice.DisableParallelToolUse == nil || !*first.ToolChoice.DisableParallelToolUse ||
+		len(first.Tools) != 1 || !strings.Contains(string(first.Tools[0].InputSchema), `"additionalProperties":false`) {
+		t.Errorf("first request: %s", reqs[0].Body)
+	}
+	if second.ToolChoice == nil || second.ToolChoice.Type != "none" || len(second.Tools) != 1 || second.Tools[0].Name != "lookup" ||
+		len(second.Messages) != 3 || second.Messages[1].Blocks[1].ID != "call_abc_1" || second.Messages[2].Blocks[0].ToolUseID != "call_abc_1" ||
+		second.Messages[2].Blocks[1].Text != "And?" {
+		t.Errorf("reflection request: %s", reqs[1].Body)
+	}
+}
+
+// TestAnthropicStreaming: the event stream is put together into the same
+// response; only the reply's text is streamed as deltas.
+func TestAnthropicStreaming(t *testing.T) {
+	t.Parallel()
+	srv, c, _ := anthropicFixture(t)
+	srv.Reply(anthropictest.Reply{Thinking: "Consider the weather in Paris.", Text: "Checking the weather now.",
+		ToolUses: []anthropictest.ToolUse{{Name: "weather", Input: json.RawMessage(`{"city":"Paris","units":"metric"}`)}}})
+	req := anthropicReq(chat.ModelMessage{Role: chat.RoleUser, Name: "user", Content: "Weather in Paris?"})
+	req.Tools = []chat.ToolDef{{Name: "weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)}}
+	var deltas strings.Builder
+	req.OnDelta = func(d string) { deltas.WriteString(d) }
+	resp, err := c.Complete(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Content != "Checking the weather now." || resp.Thought != "Consider the weather in Paris." || len(resp.ToolCalls) != 1 ||
+		resp.ToolCalls[0].Function.Arguments != `{"city":"Paris","units":"metric"}` || resp.Usage.CompletionTokens == 0 {
+		t.Errorf("response = %+v", resp)
+	}
+	if deltas.String() != resp.Content {
+		t.Errorf("deltas = %q, want the text only", deltas.String())
+	}
+	if r := srv.Requests()[0]; !r.Messages.Stream {
+		t.Errorf("request was not streamed: %s", r.Body)
+	}
+}
+
+// TestAnthropicRetriesRateLimits: a 429 with Retry-After and a 529
+// (overloaded) are retried; a 400 is not.
+func TestAnthropicRetriesRateLimits(t *testing.T) {
+	t.Parallel()
+	srv, c, reg := anthropicFixture(t)
+	srv.Fail(anthropictest.Failure{Status: 429, RetryAfter: "0"}, anthropictest.Failure{Status: 529})
+	srv.Reply(anthropictest.Reply{Text: "finally"})
+	resp, err := c.Complete(t.Context(), anthropicReq(chat.ModelMessage{Role: chat.RoleUser, Content: "hi"}))
+	if err != nil || resp.Content != "finally" {
+		t.Fatalf("resp %+v, err %v", resp, err)
+	}
+	if n := counter(t, reg, "anthropic", "rate_limit"); n != 1 {
+		t.Errorf("rate_limit retries = %v", n)
+	}
+	if n := counter(t, reg, "anthropic", "server_error"); n != 1 {
+		t.Errorf("server_error retries = %v", n)
+	}
+	srv.Fail(anthropictest.Failure{Status: 400, Message: "bad"})
+	_, err = c.Complete(t.Context(), anthropicReq(chat.ModelMessage{Role: chat.RoleUser, Content: "hi"}))
+	if err == nil || !strings.Contains(err.Error(), "status 400: bad (type invalid_request_error)") || strings.Contains(err.Error(), anthropicKey) {
+		t.Errorf("err = %v", err)
+	}
+	if got := len(srv.Requests()); got != 4 {
+		t.Errorf("%d requests, want 4 (the 400 not retried)", got)
+	}
+}
