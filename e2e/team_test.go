@@ -229,42 +229,46 @@ func TestAgentChatTeamExportRoundTrips(t *testing.T) {
 }
 
 // TestAgentChatOpenAIClientUsesTheServersEndpoint: an
-// OpenAIChatCompletionClient or AzureOpenAIChatCompletionClient with a key
-// and endpoint in the file calls the endpoint and key of the server's
-// configuration with the file's model and options, and the answer says that
-// the file's key and endpoint were ignored.
+// OpenAIChatCompletionClient with a key and a base_url in the file that no
+// endpoint of the server has calls the server's endpoint that serves its
+// model, with that endpoint's key and the file's model and options, and the
+// answer says that the file's key was ignored and which endpoint is used;
+// an AzureOpenAIChatCompletionClient on a server without an azure endpoint
+// is a 422 that lists the endpoints.
 func TestAgentChatOpenAIClientUsesTheServersEndpoint(t *testing.T) {
 	t.Parallel()
-	for fixture, ignored := range map[string]string{
-		"openai_client": "api_key, base_url",
-		"azure_client":  "api_key, azure_endpoint, azure_deployment, api_version",
-	} {
-		t.Run(fixture, func(t *testing.T) {
-			t.Parallel()
-			fake := openaitest.New(openaitest.WithAPIKey("sk-server-key"))
-			defer fake.Close()
-			fake.Reply(openaitest.Text("Looks right. APPROVED"))
-			p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "OPENAI_API_KEY=sk-server-key", "OPENAI_BASE_URL="+fake.URL())
-			c := p.createTeam(teamBody(t, "Review: def rev(s): return s[::-1]", teamFixture(t, fixture), ""))
-			if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0].Message, "ignored: "+ignored+";") {
-				t.Errorf("warnings = %+v, want one saying %s are ignored", c.Warnings, ignored)
-			}
-			final := p.waitTerminal(c.ID, 30*time.Second)
-			if final.Status != "completed" || *final.StopDetail != "Text 'APPROVED' mentioned" {
-				t.Fatalf("chat = %+v", final)
-			}
-			reqs := fake.Requests()
-			if len(reqs) != 1 || reqs[0].Status != http.StatusOK || reqs[0].Chat == nil {
-				t.Fatalf("requests = %+v", reqs)
-			}
-			chat := reqs[0].Chat
-			// go-openai cannot send a zero temperature; internal/llm sends the
-			// smallest float32 instead.
-			if chat.Model != "gpt-4o-mini" || chat.Temperature == nil || *chat.Temperature > 1e-6 ||
-				chat.Messages[0].Text() != "You review code. Say APPROVED when it is right." {
-				t.Errorf("request = %s", reqs[0].Body)
-			}
-		})
+	fake := openaitest.New(openaitest.WithAPIKey("sk-server-key"))
+	defer fake.Close()
+	fake.Reply(openaitest.Text("Looks right. APPROVED"))
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "OPENAI_API_KEY=sk-server-key", "OPENAI_BASE_URL="+fake.URL())
+	c := p.createTeam(teamBody(t, "Review: def rev(s): return s[::-1]", teamFixture(t, "openai_client"), ""))
+	var said []string
+	for _, w := range c.Warnings {
+		said = append(said, w.Message)
+	}
+	if all := strings.Join(said, "\n"); len(c.Warnings) != 2 || !strings.Contains(all, `ignored: api_key; agentd calls the model through its endpoint "openai"`) ||
+		!strings.Contains(all, `the model is called through endpoint "openai"`) {
+		t.Errorf("warnings = %+v, want the file's key ignored and its base URL unserved", c.Warnings)
+	}
+	final := p.waitTerminal(c.ID, 30*time.Second)
+	if final.Status != "completed" || *final.StopDetail != "Text 'APPROVED' mentioned" {
+		t.Fatalf("chat = %+v", final)
+	}
+	reqs := fake.Requests()
+	if len(reqs) != 1 || reqs[0].Status != http.StatusOK || reqs[0].Chat == nil {
+		t.Fatalf("requests = %+v", reqs)
+	}
+	chat := reqs[0].Chat
+	// go-openai cannot send a zero temperature; internal/llm sends the
+	// smallest float32 instead.
+	if chat.Model != "gpt-4o-mini" || chat.Temperature == nil || *chat.Temperature > 1e-6 ||
+		chat.Messages[0].Text() != "You review code. Say APPROVED when it is right." {
+		t.Errorf("request = %s", reqs[0].Body)
+	}
+
+	code, _, b := p.do("POST", "/v1/chats", teamBody(t, "Review.", teamFixture(t, "azure_client"), ""))
+	if code != http.StatusUnprocessableEntity || !problemSays(t, b, "/team/config/participants/0/config/model_client", `"openai" (openai: any model)`) {
+		t.Errorf("an Azure client without an azure endpoint: %d %s", code, b)
 	}
 }
 
