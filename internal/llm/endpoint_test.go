@@ -393,7 +393,7 @@ func TestLimiterTPM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.release(80) // it used 80
+	p.release(80)                                        // it used 80
 	if p, err = l.acquire(t.Context(), 20); err != nil { // 80 + 20 fits
 		t.Fatal(err)
 	}
@@ -412,5 +412,3 @@ func TestLimiterTPM(t *testing.T) {
 	}
 	p.release(90)
 }
-
-
