@@ -1,0 +1,128 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestModelsFile: endpoints with keys from a variable and from a file, in
+// YAML and in JSON.
+func TestModelsFile(t *testing.T) {
+	keyFile := writeFile(t, "claude.key", "  sk-ant-from-file\n")
+	yaml := writeFile(t, "models.yaml", `default: gpt
+endpoints:
+  - name: gpt
+    kind: openai
+    api_key_env: MY_OPENAI_KEY
+    models: ["gpt-*"]
+    max_concurrency: 8
+    rpm: 500
+    tpm: 200000
+    timeout_s: 90
+  - name: azure
+    kind: azure
+    base_url: https://contoso.openai.azure.com
+    deployment: gpt4o-prod
+    api_version: "2024-10-21"
+    api_key_env: AZ_KEY
+    headers: {X-Team: agents}
+  - name: claude
+    kind: anthropic
+    api_key_file: `+keyFile+`
+`)
+	c := parse(t, envMap("AGENTD_MODELS_FILE", yaml, "MY_OPENAI_KEY", "sk-openai", "AZ_KEY", "az-key", "OPENAI_API_KEY", "sk-ignored"))
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := c.models()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Default != "gpt" || len(cfg.Endpoints) != 3 {
+		t.Fatalf("config = %+v", cfg)
+	}
+	gpt, az, cl := cfg.Endpoints[0], cfg.Endpoints[1], cfg.Endpoints[2]
+	if gpt.APIKey != "sk-openai" || gpt.MaxConcurrency != 8 || gpt.RPM != 500 || gpt.TPM != 200000 || gpt.Timeout != 90*time.Second || gpt.Models[0] != "gpt-*" {
+		t.Errorf("gpt = %+v", gpt)
+	}
+	if az.APIKey != "az-key" || az.Deployment != "gpt4o-prod" || az.APIVersion != "2024-10-21" || az.Headers["X-Team"] != "agents" {
+		t.Errorf("azure = %+v", az)
+	}
+	if cl.APIKey != "sk-ant-from-file" || cl.Kind != "anthropic" {
+		t.Errorf("claude = %+v", cl)
+	}
+
+	json := writeFile(t, "models.json", `{"endpoints": [{"name": "local", "kind": "openai", "base_url": "http://127.0.0.1:8000/v1"}]}`)
+	c = parse(t, envMap("AGENTD_MODELS_FILE", json))
+	if cfg, err := c.models(); err != nil || len(cfg.Endpoints) != 1 || cfg.Endpoints[0].APIKey != "" {
+		t.Errorf("json: %+v, %v", cfg, err)
+	}
+
+	// Without a file, the single-endpoint variables are the endpoint "openai".
+	c = parse(t, envMap("OPENAI_API_KEY", "sk-x", "OPENAI_BASE_URL", "http://127.0.0.1:1/v1"))
+	if cfg, err := c.models(); err != nil || cfg.OpenAI.APIKey != "sk-x" || len(cfg.Endpoints) != 0 {
+		t.Errorf("single endpoint: %+v, %v", cfg, err)
+	}
+}
+
+// TestModelsFileProblems: every problem is reported at once, and no error
+// repeats a key.
+func TestModelsFileProblems(t *testing.T) {
+	file := writeFile(t, "models.yaml", `default: nowhere
+endpoints:
+  - name: a
+    kind: openai
+    api_key_env: SET_KEY
+    api_key_file: /nonexistent
+  - name: b
+    kind: azure
+    api_key_env: UNSET_KEY
+  - name: c
+    kind: anthropic
+    api_key_file: /nonexistent/key
+    timeout_s: -1
+  - name: d
+    kind: openai
+    api_key_env: SET_KEY
+    headers: {Authorization: "Bearer sk-secret-in-header"}
+`)
+	c := parse(t, envMap("AGENTD_MODELS_FILE", file, "SET_KEY", "sk-very-secret-value", "OPENAI_BASE_URL", "http://x"))
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	for _, want := range []string{"OPENAI_BASE_URL is not used with AGENTD_MODELS_FILE"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error does not say %q:\n%s", want, msg)
+		}
+	}
+	c = parse(t, envMap("AGENTD_MODELS_FILE", file, "SET_KEY", "sk-very-secret-value"))
+	msg = c.Validate().Error()
+	for _, want := range []string{"give api_key_env or api_key_file, not both", "api_key_env UNSET_KEY is not set", "api_key_file: open /nonexistent/key",
+		"timeout_s must be between 0 and 3600", `base_url is required for kind azure`, `header "Authorization" is set by agentd itself`, `default endpoint "nowhere"`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error does not say %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "sk-very-secret-value") || strings.Contains(msg, "sk-secret-in-header") {
+		t.Errorf("an error repeats a key:\n%s", msg)
+	}
+	unknown := writeFile(t, "models.yaml", "endpoints:\n  - name: a\n    kind: openai\n    api_key: sk-inline\n")
+	c = parse(t, envMap("AGENTD_MODELS_FILE", unknown))
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "field api_key not found") {
+		t.Errorf("a key written into the file: %v", err)
+	}
+}
