@@ -126,3 +126,35 @@ endpoints:
 		t.Errorf("a key written into the file: %v", err)
 	}
 }
+
+// TestDeployedModelsFilesLoad: the models files of deploy/ are valid; only
+// their key files, which exist where they are mounted, are missing here
+// (and so are the keys).
+func TestDeployedModelsFilesLoad(t *testing.T) {
+	compose, err := os.ReadFile("../../deploy/compose/models.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k8s, err := os.ReadFile("../../deploy/kubernetes/agentd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The ConfigMap's models.yaml, unindented.
+	_, block, _ := strings.Cut(string(k8s), "  models.yaml: |\n")
+	block, _, _ = strings.Cut(block, "\n---")
+	var lines []string
+	for _, l := range strings.Split(block, "\n") {
+		lines = append(lines, strings.TrimPrefix(l, "    "))
+	}
+	for name, content := range map[string]string{"compose": string(compose), "kubernetes": strings.Join(lines, "\n")} {
+		_, err := loadModels(writeFile(t, "models.yaml", content), func(string) string { return "" })
+		if err == nil {
+			t.Fatalf("%s: the key files exist on this machine?", name)
+		}
+		for _, line := range strings.Split(err.Error(), "\n") {
+			if !strings.Contains(line, "api_key_file: open /") && !strings.Contains(line, "a key is required for kind") {
+				t.Errorf("%s: %s", name, line)
+			}
+		}
+	}
+}
