@@ -628,7 +628,7 @@ func TestHandoffToUser(t *testing.T) {
 	if !slices.Equal(sp.Agents[0].Handoffs, []string{"user"}) || sp.Termination.Handoff.Target != "user" {
 		t.Fatalf("handoffs %v, termination %+v", sp.Agents[0].Handoffs, sp.Termination)
 	}
-	exported, probs := ToTeam(sp)
+	exported, probs := ToTeam(sp, testEPs)
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
