@@ -49,8 +49,10 @@ type runRequest struct {
 }
 
 type scriptReply struct {
-	Content   string `json:"content"`
-	ToolCalls []struct {
+	Content string `json:"content"`
+	// ReasoningContent is sent as the reply's reasoning_content.
+	ReasoningContent string `json:"reasoning_content"`
+	ToolCalls        []struct {
 		ID        string `json:"id"`
 		Name      string `json:"name"`
 		Arguments string `json:"arguments"`
@@ -330,7 +332,7 @@ func runAgentd(t *testing.T, sc scenario, fx fixture) run {
 	fake := openaitest.New()
 	t.Cleanup(fake.Close)
 	for _, r := range sc.Script {
-		reply := openaitest.Reply{Content: r.Content, Usage: r.Usage}
+		reply := openaitest.Reply{Content: r.Content, Usage: r.Usage, Reasoning: r.ReasoningContent}
 		if reply.Usage == nil {
 			reply.Usage = &openaitest.Usage{PromptTokens: 10, CompletionTokens: 5}
 		}
@@ -575,7 +577,8 @@ func withHistory(t *testing.T, spec []byte, history []entry) []byte {
 // transcriptOf writes agentd's messages the way AgentChat's TaskResult has
 // them. Only the representation changes: a model reply with both text and
 // tool calls is one message in agentd and a ThoughtEvent followed by a
-// ToolCallRequestEvent in AgentChat; a tool result's function name, which
+// ToolCallRequestEvent in AgentChat; a reply's thought is a field of its
+// message in agentd and a ThoughtEvent before it in AgentChat; a tool result's function name, which
 // AgentChat repeats in each result, is the name of the call it answers.
 func transcriptOf(msgs []chat.Message) []entry {
 	names := map[string]string{}
@@ -593,6 +596,11 @@ func transcriptOf(msgs []chat.Message) []entry {
 				calls = append(calls, map[string]any{"arguments": c.Function.Arguments, "id": c.ID, "name": c.Function.Name})
 			}
 			e.Content = calls
+		default:
+			// A reply's reasoning: AgentChat's ThoughtEvent before it.
+			if m.Thought != "" {
+				out = append(out, entry{Source: m.Name, Type: "ThoughtEvent", Content: m.Thought})
+			}
 		case "ToolCallExecutionEvent":
 			var res []any
 			for _, r := range m.ToolResponses {

@@ -107,6 +107,9 @@ def completion(req: dict[str, Any], reply: dict[str, Any], n: int) -> dict[str, 
         for c in reply.get("tool_calls", [])
     ]
     msg: dict[str, Any] = {"role": "assistant", "content": reply.get("content"), "refusal": None}
+    if "reasoning_content" in reply:
+        # As DeepSeek, vLLM and LiteLLM send a reasoning model's thinking.
+        msg["reasoning_content"] = reply["reasoning_content"]
     if calls:
         msg["tool_calls"] = calls
     usage = dict(reply.get("usage", {"prompt_tokens": 10, "completion_tokens": 5}))
