@@ -292,12 +292,15 @@ func TestLimiterConcurrencyAndFIFO(t *testing.T) {
 				got <- grant{i, p}
 			})
 			// Wait until the waiter is queued, so the queue order is i's order.
-			for {
+			for deadline := time.Now().Add(10 * time.Second); ; {
 				l.mu.Lock()
 				n := len(l.queue)
 				l.mu.Unlock()
 				if n == i+1 {
 					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("max_concurrency %d: waiter %d is not queued (%d are) though %d calls are in flight", maxConc, i, n, maxConc)
 				}
 				time.Sleep(time.Millisecond)
 			}
