@@ -353,6 +353,9 @@ func (e *exporter) model(path string, ref *spec.ModelRef) *Component {
 		c := newComponent(provAzure, "Chat completion client for Azure OpenAI hosted models.", cfg)
 		return &c
 	case "anthropic":
+		// As AgentChat's dump always writes it (its default; the API agentd
+		// speaks has no temperature).
+		cfg["temperature"] = 1.0
 		if known && info.BaseURL != "" && info.BaseURL != defaultAnthropicURL {
 			cfg["base_url"] = info.BaseURL
 		}

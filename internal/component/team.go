@@ -405,7 +405,12 @@ func (tr *translator) model(path string, raw any) *spec.Model {
 	m.MaxTokens = cfg.integer("max_tokens")
 	switch c.provider {
 	case provAnthropic:
-		cfg.ignoreWarn("the Messages API version agentd speaks (2026-10-21) has no sampling parameters", "temperature", "top_p", "top_k")
+		// AgentChat's dump always holds its default temperature, 1.0: that
+		// one says nothing.
+		if t := cfg.number("temperature"); t != nil && *t != 1 {
+			tr.r.warn(cfg.at("temperature"), "ignored: the Messages API version agentd speaks (2026-10-21) has no sampling parameters")
+		}
+		cfg.ignoreWarn("the Messages API version agentd speaks (2026-10-21) has no sampling parameters", "top_p", "top_k")
 		cfg.ignoreWarn("agentd does not pass this option to the model", "stop_sequences", "metadata", "thinking", "tools", "tool_choice", "response_format")
 	case provOllama:
 		cfg.ignoreWarn("agentd does not pass this option to the model", "options", "response_format", "think", "keep_alive", "format")

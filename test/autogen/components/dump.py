@@ -45,6 +45,7 @@ from autogen_core.models import CreateResult, ModelInfo, RequestUsage  # noqa: E
 from autogen_core import FunctionCall  # noqa: E402
 from autogen_ext.code_executors.docker import DockerCommandLineCodeExecutor  # noqa: E402
 from autogen_ext.code_executors.local import LocalCommandLineCodeExecutor  # noqa: E402
+from autogen_ext.models.anthropic import AnthropicChatCompletionClient  # noqa: E402
 from autogen_ext.models.openai import AzureOpenAIChatCompletionClient, OpenAIChatCompletionClient  # noqa: E402
 from autogen_ext.models.replay import ReplayChatCompletionClient  # noqa: E402
 from autogen_ext.tools.mcp import McpWorkbench, StdioServerParams, StreamableHttpServerParams  # noqa: E402
@@ -246,6 +247,20 @@ def azure_client():
     return RoundRobinGroupChat([reviewer], termination_condition=TextMentionTermination("APPROVED"), max_turns=3), None
 
 
+def anthropic_client():
+    """An Anthropic client with a key in the file: agentd maps it onto its
+    own anthropic endpoint and never uses the file's key."""
+    info = {"vision": False, "function_calling": True, "json_output": False, "family": "unknown", "structured_output": False}
+    reviewer = AssistantAgent(
+        "reviewer",
+        model_client=AnthropicChatCompletionClient(
+            model="claude-sonnet-4-5", api_key="sk-ant-in-the-file", max_tokens=1024, model_info=info
+        ),
+        system_message="You review code. Say APPROVED when it is right.",
+    )
+    return RoundRobinGroupChat([reviewer], termination_condition=TextMentionTermination("APPROVED"), max_turns=3), None
+
+
 def human():
     assistant = AssistantAgent("assistant", model_client=replay("Here is a draft.", "Revised. APPROVE"))
     user = UserProxyAgent("reviewer", description="A human who approves drafts.")
@@ -314,6 +329,7 @@ TEAMS = {
     "assistant_options": assistant_options,
     "openai_client": openai_client,
     "azure_client": azure_client,
+    "anthropic_client": anthropic_client,
     "human": human,
     "code_executor": code_executor,
     "terminations": terminations,

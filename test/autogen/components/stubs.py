@@ -1,6 +1,6 @@
 """Import-only stand-ins for Python packages AgentChat's optional extras need
 at import time and that the AgentChat environment does not install (the
-Docker SDK, the MCP SDK, asyncio_atexit, the Azure SDK): it holds only what
+Docker SDK, the MCP SDK, asyncio_atexit, the Azure SDK, the Anthropic SDK): it holds only what
 AgentChat's core needs, and the MCP SDK and asyncio_atexit are not in Debian.
 
 dump.py only builds components and dumps them; it never starts a container or
@@ -18,7 +18,7 @@ import types
 
 from pydantic import BaseModel, ConfigDict
 
-STUBBED = ("docker", "mcp", "asyncio_atexit", "azure")
+STUBBED = ("docker", "mcp", "asyncio_atexit", "azure", "anthropic")
 
 
 class _Placeholder(BaseModel):
