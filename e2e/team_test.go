@@ -183,14 +183,24 @@ func TestAgentChatTeamWithFiveRefusedParts(t *testing.T) {
 // express gets a 422 listing why.
 func TestAgentChatTeamExportRoundTrips(t *testing.T) {
 	t.Parallel()
-	// The openai provider is offered only with a key; no model is called here.
-	// The assistant_options fixture's MCP workbench is on loopback, which
-	// only an operator's AGENTD_TOOL_ALLOW_PRIVATE lets a spec name.
+	// Endpoints for the fixtures' model clients (OpenAI, the Azure
+	// deployments they name, Anthropic); no model is called here. The
+	// assistant_options fixture's MCP workbench is on loopback, which only an
+	// operator's AGENTD_TOOL_ALLOW_PRIVATE lets a spec name.
 	fake := openaitest.New()
 	defer fake.Close()
-	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "OPENAI_API_KEY=sk-server", "OPENAI_BASE_URL="+fake.URL(),
+	models := filepath.Join(t.TempDir(), "models.yaml")
+	if err := os.WriteFile(models, []byte(`endpoints:
+  - {name: openai, kind: openai, base_url: "`+fake.URL()+`"}
+  - {name: azure-gpt4o, kind: azure, base_url: "https://example.openai.azure.com", deployment: gpt4o-prod, api_version: "2024-06-01", api_key_env: AZ_KEY}
+  - {name: azure-review, kind: azure, base_url: "https://example.openai.azure.com", deployment: review-prod, api_version: "2024-06-01", api_key_env: AZ_KEY}
+  - {name: claude, kind: anthropic, api_key_env: ANT_KEY, models: ["claude-*"]}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_MODELS_FILE="+models, "AZ_KEY=az-server-key", "ANT_KEY=sk-ant-server",
 		"AGENTD_TOOL_ALLOW_PRIVATE=true")
-	for _, name := range []string{"round_robin", "selector", "swarm", "terminations", "assistant_options", "openai_client"} {
+	for _, name := range []string{"round_robin", "selector", "swarm", "terminations", "assistant_options", "openai_client", "azure_client", "anthropic_client"} {
 		first := p.createTeam(teamBody(t, "go", teamFixture(t, name), ""))
 		code, _, exported := p.do("GET", "/v1/chats/"+first.ID+"/team", nil)
 		if code != http.StatusOK {
