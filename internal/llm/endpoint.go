@@ -106,13 +106,13 @@ func (e *Endpoint) validate() []error {
 		u, err := url.Parse(e.BaseURL)
 		switch {
 		case err != nil:
-			bad("base_url: %v", err)
+			bad("base_url: does not parse as a URL")
+		case u.User != nil:
+			bad("base_url: must not hold credentials; give the key as api_key_env or api_key_file")
 		case u.Scheme != "http" && u.Scheme != "https":
 			bad("base_url %q: scheme must be http or https", e.BaseURL)
 		case u.Host == "":
 			bad("base_url %q: no host", e.BaseURL)
-		case u.User != nil:
-			bad("base_url: must not hold credentials; give the key as api_key_env or api_key_file")
 		case u.RawQuery != "" || u.Fragment != "":
 			bad("base_url %q: must have no query or fragment", e.BaseURL)
 		}

@@ -58,8 +58,9 @@ type limiterMetrics struct {
 	queued   prometheus.Gauge
 }
 
-// newLimiter returns a limiter, or nil when the endpoint has no limits:
-// such calls take no lock at all.
+// newLimiter returns the endpoint's limiter. An endpoint without limits has
+// one too: its calls in flight are still counted (a lock per call, next to
+// an HTTP request).
 func newLimiter(ep *Endpoint, m limiterMetrics, now func() time.Time) *limiter {
 	l := &limiter{maxConc: ep.MaxConcurrency, tpm: int64(ep.TPM), now: now, m: m}
 	if ep.RPM > 0 {
