@@ -192,18 +192,18 @@ func TestMisfitsAreFound(t *testing.T) {
 			c.Env = append(c.Env, corev1.EnvVar{Name: "OPENAI_API_KEY", ValueFrom: &corev1.EnvVarSource{
 				SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "agentd"}, Key: "OPENAI_KEY"}}})
 		}},
-		{"a volume mounts a ConfigMap the file lacks", "Deployment agentd: volume models mounts ConfigMap agentd-models, which is not in the file", func(objs []any) {
+		{"a volume mounts a ConfigMap the file lacks", "Deployment agentd: volume prompts mounts ConfigMap agentd-prompts, which is not in the file", func(objs []any) {
 			d := deployment(objs)
-			d.Spec.Template.Spec.Volumes = append(d.Spec.Template.Spec.Volumes, corev1.Volume{Name: "models", VolumeSource: corev1.VolumeSource{
-				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "agentd-models"}}}})
+			d.Spec.Template.Spec.Volumes = append(d.Spec.Template.Spec.Volumes, corev1.Volume{Name: "prompts", VolumeSource: corev1.VolumeSource{
+				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "agentd-prompts"}}}})
 		}},
 		{"a ConfigMap key agentd does not read", "ConfigMap agentd: key AGENTD_SHUTDOWN_GRACEFUL, loaded into container agentd's environment, is not a setting agentd reads", func(objs []any) {
-			cm := find[*corev1.ConfigMap](t, objs)
+			cm := findNamed[*corev1.ConfigMap](t, objs, "agentd")
 			cm.Data["AGENTD_SHUTDOWN_GRACEFUL"] = cm.Data["AGENTD_SHUTDOWN_GRACE"]
 			delete(cm.Data, "AGENTD_SHUTDOWN_GRACE")
 		}},
 		{"a Secret key agentd does not read", "Secret agentd: key AGENTD_APIKEYS, loaded into container agentd's environment, is not a setting agentd reads", func(objs []any) {
-			s := find[*corev1.Secret](t, objs)
+			s := findNamed[*corev1.Secret](t, objs, "agentd")
 			s.StringData["AGENTD_APIKEYS"] = s.StringData["AGENTD_API_KEYS"]
 			delete(s.StringData, "AGENTD_API_KEYS")
 		}},
@@ -244,6 +244,19 @@ func find[T any](t *testing.T, objs []any) T {
 		t.Fatalf("%d objects of type %T in agentd.yaml, want 1", len(found), zero)
 	}
 	return found[0]
+}
+
+// findNamed returns the object of type T with the given name.
+func findNamed[T interface{ GetName() string }](t *testing.T, objs []any, name string) T {
+	t.Helper()
+	for _, o := range objs {
+		if v, ok := o.(T); ok && v.GetName() == name {
+			return v
+		}
+	}
+	var zero T
+	t.Fatalf("no %T named %s in agentd.yaml", zero, name)
+	return zero
 }
 
 // settingRE finds the quoted environment variable names in cmd/agentd's
