@@ -415,3 +415,27 @@ func TestLimiterTPM(t *testing.T) {
 	}
 	p.release(90)
 }
+
+// BenchmarkLimiter prints the cost a model call pays for its endpoint's
+// limits: one acquire and release, alone and with 8 callers contending for
+// 4 slots (beside an HTTP request, which costs milliseconds).
+func BenchmarkLimiter(b *testing.B) {
+	m, _ := newMetrics(nil)
+	b.Run("uncontended", func(b *testing.B) {
+		l := newLimiter(&Endpoint{MaxConcurrency: 4, TPM: 1 << 30}, m.limiterMetrics("b"), time.Now)
+		for b.Loop() {
+			p, _ := l.acquire(context.Background(), 100)
+			p.release(100)
+		}
+	})
+	b.Run("contended", func(b *testing.B) {
+		l := newLimiter(&Endpoint{MaxConcurrency: 4}, m.limiterMetrics("b"), time.Now)
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				p, _ := l.acquire(context.Background(), 100)
+				p.release(100)
+			}
+		})
+	})
+}

@@ -31,6 +31,7 @@ type limiter struct {
 	queue     []*waiter
 	nextStart time.Time    // when the rpm spacing lets the next call start
 	spent     []*tokenSpan // token reservations of the last minute, oldest first
+	spentSum  int64        // their tokens
 	timer     *time.Timer  // wakes the queue when a time-based limit lifts
 	timerAt   time.Time
 }
@@ -47,8 +48,9 @@ type waiter struct {
 // tokenSpan is the tokens a call counts against the tpm budget, from when it
 // started.
 type tokenSpan struct {
-	at     time.Time
-	tokens int64
+	at      time.Time
+	tokens  int64
+	counted bool // still in spent (not yet a minute old)
 }
 
 // limiterMetrics are one endpoint's children of the limiter collectors.
@@ -126,6 +128,9 @@ func (l *limiter) releaseLocked(w *waiter, used int64) {
 	l.inFlight--
 	l.m.inFlight.Dec()
 	if used >= 0 && w.span != nil {
+		if w.span.counted {
+			l.spentSum += used - w.span.tokens
+		}
 		w.span.tokens = used
 	}
 	l.dispatchLocked()
@@ -153,8 +158,9 @@ func (l *limiter) dispatchLocked() {
 			l.nextStart = now.Add(l.interval)
 		}
 		if l.tpm > 0 {
-			w.span = &tokenSpan{at: now, tokens: w.tokens}
+			w.span = &tokenSpan{at: now, tokens: w.tokens, counted: true}
 			l.spent = append(l.spent, w.span)
+			l.spentSum += w.tokens
 		}
 		w.granted = true
 		close(w.ready)
@@ -174,13 +180,13 @@ func (l *limiter) canStartLocked(w *waiter, now time.Time) (time.Duration, bool)
 		cut := now.Add(-time.Minute)
 		i := 0
 		for i < len(l.spent) && !l.spent[i].at.After(cut) {
+			l.spentSum -= l.spent[i].tokens
+			l.spent[i].counted = false
+			l.spent[i] = nil
 			i++
 		}
 		l.spent = l.spent[i:]
-		var used int64
-		for _, s := range l.spent {
-			used += s.tokens
-		}
+		used := l.spentSum
 		if used > 0 && used+w.tokens > l.tpm {
 			return l.spent[0].at.Add(time.Minute).Sub(now) + time.Millisecond, false
 		}
