@@ -278,7 +278,7 @@ func (t *teamsResource) put(w http.ResponseWriter, r *http.Request) {
 		t.writeError(w, r, err)
 		return
 	}
-	specBody, tr, prefix, err := teamSpec(body)
+	specBody, tr, prefix, err := teamSpec(body, t.cfg.ModelEndpoints)
 	if err != nil {
 		t.writeError(w, r, err)
 		return
@@ -308,8 +308,9 @@ func (t *teamsResource) put(w http.ResponseWriter, r *http.Request) {
 // itself (a spec without task), or the translation of an AgentChat team
 // component, given alone or as {"team": …} with spec options beside it.
 // For a component alone, problems name paths in the body, not under
-// /team: prefix is what to strip.
-func teamSpec(body []byte) ([]byte, *component.Translation, string, error) {
+// /team: prefix is what to strip. eps maps the component's model clients
+// onto the server's endpoints.
+func teamSpec(body []byte, eps component.Endpoints) ([]byte, *component.Translation, string, error) {
 	var top map[string]json.RawMessage
 	if json.Unmarshal(body, &top) != nil {
 		return body, nil, "", nil // the spec decoder says what is wrong
@@ -322,7 +323,7 @@ func teamSpec(body []byte) ([]byte, *component.Translation, string, error) {
 		}
 		body, prefix = wrapped, "/team"
 	}
-	req, err := component.ParseRequest(body)
+	req, err := component.ParseRequest(body, eps)
 	var ve *spec.ValidationError
 	if errors.As(err, &ve) {
 		return nil, nil, "", &spec.ValidationError{Problems: stripPrefix(ve.Problems, prefix)}
