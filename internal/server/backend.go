@@ -117,14 +117,8 @@ type patchRequest struct {
 // patch handles PATCH /v1/chats/{id}: the metadata is merged, a null value
 // removes its key.
 func (c *chatsResource) patch(w http.ResponseWriter, r *http.Request) {
-	id, err := chatIDParam(r)
-	if err != nil {
-		c.writeError(w, r, err)
-		return
-	}
-	withSpec, err := includeSpec(r)
-	if err != nil {
-		c.writeError(w, r, err)
+	id, withSpec, ok := c.chatParams(w, r)
+	if !ok {
 		return
 	}
 	body, err := readBody(w, r, c.cfg.MaxBodyBytes)

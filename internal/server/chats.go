@@ -195,14 +195,8 @@ func (c *chatsResource) list(w http.ResponseWriter, r *http.Request) {
 
 // get handles GET /v1/chats/{id}.
 func (c *chatsResource) get(w http.ResponseWriter, r *http.Request) {
-	id, err := chatIDParam(r)
-	if err != nil {
-		c.writeError(w, r, err)
-		return
-	}
-	withSpec, err := includeSpec(r)
-	if err != nil {
-		c.writeError(w, r, err)
+	id, withSpec, ok := c.chatParams(w, r)
+	if !ok {
 		return
 	}
 	ch, err := c.chats.Get(r.Context(), Tenant(r.Context()), id)
@@ -216,14 +210,8 @@ func (c *chatsResource) get(w http.ResponseWriter, r *http.Request) {
 // input handles POST /v1/chats/{id}/input: 202 with the chat, since the
 // worker resumes the chat asynchronously.
 func (c *chatsResource) input(w http.ResponseWriter, r *http.Request) {
-	id, err := chatIDParam(r)
-	if err != nil {
-		c.writeError(w, r, err)
-		return
-	}
-	withSpec, err := includeSpec(r)
-	if err != nil {
-		c.writeError(w, r, err)
+	id, withSpec, ok := c.chatParams(w, r)
+	if !ok {
 		return
 	}
 	body, err := readBody(w, r, c.cfg.MaxBodyBytes)
@@ -257,14 +245,8 @@ func (c *chatsResource) input(w http.ResponseWriter, r *http.Request) {
 // recorded (the worker ends the chat shortly), 200 when the chat had already
 // ended and is returned unchanged. Repeating it is harmless.
 func (c *chatsResource) cancel(w http.ResponseWriter, r *http.Request) {
-	id, err := chatIDParam(r)
-	if err != nil {
-		c.writeError(w, r, err)
-		return
-	}
-	withSpec, err := includeSpec(r)
-	if err != nil {
-		c.writeError(w, r, err)
+	id, withSpec, ok := c.chatParams(w, r)
+	if !ok {
 		return
 	}
 	ch, changed, err := c.chats.Cancel(r.Context(), Tenant(r.Context()), id)
@@ -282,14 +264,8 @@ func (c *chatsResource) cancel(w http.ResponseWriter, r *http.Request) {
 // runs handles POST /v1/chats/{id}/runs: 202 with the chat and the posted
 // run's number; a worker starts the run (DESIGN §3.12).
 func (c *chatsResource) runs(w http.ResponseWriter, r *http.Request) {
-	id, err := chatIDParam(r)
-	if err != nil {
-		c.writeError(w, r, err)
-		return
-	}
-	withSpec, err := includeSpec(r)
-	if err != nil {
-		c.writeError(w, r, err)
+	id, withSpec, ok := c.chatParams(w, r)
+	if !ok {
 		return
 	}
 	body, err := readBody(w, r, c.cfg.MaxBodyBytes)
@@ -316,14 +292,8 @@ func (c *chatsResource) runs(w http.ResponseWriter, r *http.Request) {
 // the run ends after its current turn. 202 when a run was asked to stop,
 // 200 with the chat unchanged when none was active.
 func (c *chatsResource) stop(w http.ResponseWriter, r *http.Request) {
-	id, err := chatIDParam(r)
-	if err != nil {
-		c.writeError(w, r, err)
-		return
-	}
-	withSpec, err := includeSpec(r)
-	if err != nil {
-		c.writeError(w, r, err)
+	id, withSpec, ok := c.chatParams(w, r)
+	if !ok {
 		return
 	}
 	ch, changed, err := c.chats.StopRun(r.Context(), Tenant(r.Context()), id)
@@ -340,14 +310,8 @@ func (c *chatsResource) stop(w http.ResponseWriter, r *http.Request) {
 
 // fork handles POST /v1/chats/{id}/fork: 201 with the new chat.
 func (c *chatsResource) fork(w http.ResponseWriter, r *http.Request) {
-	id, err := chatIDParam(r)
-	if err != nil {
-		c.writeError(w, r, err)
-		return
-	}
-	withSpec, err := includeSpec(r)
-	if err != nil {
-		c.writeError(w, r, err)
+	id, withSpec, ok := c.chatParams(w, r)
+	if !ok {
 		return
 	}
 	body, err := readBody(w, r, c.cfg.MaxBodyBytes)
@@ -369,6 +333,20 @@ func (c *chatsResource) fork(w http.ResponseWriter, r *http.Request) {
 	noteChat(r.Context(), ch.ID)
 	w.Header().Set("Location", "/v1/chats/"+ch.ID)
 	c.writeJSON(w, r, http.StatusCreated, newChatResponse(ch, withSpec))
+}
+
+// chatParams reads what every request about one chat may say: the chat's
+// id and ?include=spec; a bad one is answered here (ok false).
+func (c *chatsResource) chatParams(w http.ResponseWriter, r *http.Request) (id string, withSpec, ok bool) {
+	id, err := chatIDParam(r)
+	if err == nil {
+		withSpec, err = includeSpec(r)
+	}
+	if err != nil {
+		c.writeError(w, r, err)
+		return "", false, false
+	}
+	return id, withSpec, true
 }
 
 // writeDeadlineSlack is added to a long poll's wait for the time it takes to
