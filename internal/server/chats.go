@@ -245,11 +245,18 @@ func (c *chatsResource) input(w http.ResponseWriter, r *http.Request) {
 // recorded (the worker ends the chat shortly), 200 when the chat had already
 // ended and is returned unchanged. Repeating it is harmless.
 func (c *chatsResource) cancel(w http.ResponseWriter, r *http.Request) {
+	c.request(w, r, c.chats.Cancel)
+}
+
+// request answers a request the chat's worker acts on (cancel, stop): 202
+// when it was recorded, 200 with the chat unchanged when there was nothing
+// to do. No body is read.
+func (c *chatsResource) request(w http.ResponseWriter, r *http.Request, do func(ctx context.Context, tenant, id string) (*chat.Chat, bool, error)) {
 	id, withSpec, ok := c.chatParams(w, r)
 	if !ok {
 		return
 	}
-	ch, changed, err := c.chats.Cancel(r.Context(), Tenant(r.Context()), id)
+	ch, changed, err := do(r.Context(), Tenant(r.Context()), id)
 	if err != nil {
 		c.writeError(w, r, err)
 		return
@@ -292,20 +299,7 @@ func (c *chatsResource) runs(w http.ResponseWriter, r *http.Request) {
 // the run ends after its current turn. 202 when a run was asked to stop,
 // 200 with the chat unchanged when none was active.
 func (c *chatsResource) stop(w http.ResponseWriter, r *http.Request) {
-	id, withSpec, ok := c.chatParams(w, r)
-	if !ok {
-		return
-	}
-	ch, changed, err := c.chats.StopRun(r.Context(), Tenant(r.Context()), id)
-	if err != nil {
-		c.writeError(w, r, err)
-		return
-	}
-	status := http.StatusOK
-	if changed {
-		status = http.StatusAccepted
-	}
-	c.writeJSON(w, r, status, newChatResponse(ch, withSpec))
+	c.request(w, r, c.chats.StopRun)
 }
 
 // fork handles POST /v1/chats/{id}/fork: 201 with the new chat.
