@@ -33,30 +33,23 @@ func (s *Store) SubmitRun(ctx context.Context, p *chat.SubmitRunParams) (*chat.C
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	var (
-		status         string
-		run, lastRun   int
-		terminal, busy bool
+		status       string
+		run, lastRun int
 	)
 	err = tx.QueryRow(ctx, `SELECT s.status, s.run, s.last_run FROM chat_state s JOIN chats c ON c.id = s.id
 		WHERE s.id = $1 AND ($2 = '' OR c.tenant = $2) FOR NO KEY UPDATE OF s`, cid, p.Tenant).Scan(&status, &run, &lastRun)
 	if err != nil {
 		return nil, 0, fmt.Errorf("submit run to chat %s: %w", cid, translate(err))
 	}
-	terminal = chat.Status(status).Terminal()
-	busy = !terminal || lastRun > run
-	n, cancel := lastRun+1, false
-	switch {
-	case busy && p.IfBusy == chat.IfBusyReject:
-		active := run
-		if terminal {
-			active = run + 1 // ended; the next is about to start
-		}
-		return nil, 0, fmt.Errorf("submit run to chat %s: %w", cid, &chat.BusyError{Run: active})
-	case busy && p.IfBusy == chat.IfBusyInterrupt:
+	plan, err := param.PlanRun(chat.Status(status), run, lastRun, p.IfBusy)
+	if err != nil {
+		return nil, 0, fmt.Errorf("submit run to chat %s: %w", cid, err)
+	}
+	n, cancel := plan.Run, plan.Cancel
+	if plan.DropQueued {
 		if _, err := tx.Exec(ctx, `DELETE FROM chat_runs WHERE chat_id = $1 AND run > $2`, cid, run); err != nil {
 			return nil, 0, fmt.Errorf("submit run to chat %s: drop queued runs: %w", cid, translate(err))
 		}
-		cancel = !terminal // numbers are never given out twice: n stays last_run+1
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO chat_runs (chat_id, run, key, request, created_at) VALUES ($1, $2, $3, $4, $5)`,
 		cid, n, key, []byte(p.Request), param.Time(p.Now, s.now)); err != nil {

@@ -34,21 +34,15 @@ func (s *Store) SubmitRun(ctx context.Context, p *chat.SubmitRunParams) (*chat.C
 	if err != nil {
 		return nil, 0, fmt.Errorf("submit run to chat %s: %w", cid, translate(err))
 	}
-	terminal := chat.Status(status).Terminal()
-	busy := !terminal || lastRun > run
-	n, cancel := lastRun+1, false
-	switch {
-	case busy && p.IfBusy == chat.IfBusyReject:
-		active := run
-		if terminal {
-			active = run + 1
-		}
-		return nil, 0, fmt.Errorf("submit run to chat %s: %w", cid, &chat.BusyError{Run: active})
-	case busy && p.IfBusy == chat.IfBusyInterrupt:
+	plan, err := param.PlanRun(chat.Status(status), run, lastRun, p.IfBusy)
+	if err != nil {
+		return nil, 0, fmt.Errorf("submit run to chat %s: %w", cid, err)
+	}
+	n, cancel := plan.Run, plan.Cancel
+	if plan.DropQueued {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM chat_runs WHERE chat_id = ? AND run > ?`, cid, run); err != nil {
 			return nil, 0, fmt.Errorf("submit run to chat %s: drop queued runs: %w", cid, translate(err))
 		}
-		cancel = !terminal // numbers are never given out twice: n stays last_run+1
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO chat_runs (chat_id, run, key, request, created_at) VALUES (?, ?, ?, ?, ?)`,
 		cid, n, p.Key, string(p.Request), nanos(param.Time(p.Now, s.now))); err != nil {
