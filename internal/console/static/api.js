@@ -57,18 +57,21 @@ export async function request(method, path, body) {
 
 /**
  * streamEvents follows a chat's server-sent events from after `after`,
- * calling onEvent({id, event, data}) for each, until the terminal event, a
- * 204 (the client has seen the end) or signal aborts. After a drop it
+ * calling onEvent({id, event, data}) for each, until the terminal event of
+ * the chat's latest run, a 204 (the client has seen the end) or signal
+ * aborts. With follow it asks the server to keep the stream open across
+ * runs (?follow=true) and goes on until signal aborts. After a drop it
  * reconnects with Last-Event-ID set to the last id it received, as an
  * EventSource would, so no event is lost or repeated.
  */
-export async function streamEvents(chatID, after, onEvent, { signal, onState = () => {} } = {}) {
+export async function streamEvents(chatID, after, onEvent, { signal, follow = false, onState = () => {} } = {}) {
   let last = after;
   let delay = 500;
+  const url = `/v1/chats/${encodeURIComponent(chatID)}/events` + (follow ? '?follow=true' : '');
   while (!signal?.aborted) {
     try {
       onState('connecting');
-      const resp = await fetch(`/v1/chats/${encodeURIComponent(chatID)}/events`, {
+      const resp = await fetch(url, {
         headers: headers({ Accept: 'text/event-stream', 'Last-Event-ID': String(last) }),
         cache: 'no-store', credentials: 'same-origin', signal,
       });
@@ -87,7 +90,10 @@ export async function streamEvents(chatID, after, onEvent, { signal, onState = (
       for await (const ev of parseSSE(resp.body, signal)) {
         if (ev.id !== undefined) last = ev.id;
         onEvent(ev);
-        if (ev.event === 'chat.completed' || ev.event === 'chat.failed' || ev.event === 'chat.cancelled') ended = true;
+        // Without follow the server ends the stream after the latest run's
+        // terminal event; a terminal event of an earlier run (replayed) is
+        // followed by more, so only a terminal event that ends it counts.
+        ended = !follow && (ev.event === 'chat.completed' || ev.event === 'chat.failed' || ev.event === 'chat.cancelled');
       }
       if (ended) { onState('ended'); return; }
     } catch (err) {

@@ -1,6 +1,7 @@
-// agentd's web console: the chat list, one chat's live transcript, human
-// input, cancel, and new chats. Plain DOM, no framework; model output is
-// only ever inserted as text, never as HTML.
+// agentd's web console: the chat list, one chat's live transcript across
+// its runs, human input and approvals, run again, stop, cancel, fork, and
+// new chats. Plain DOM, no framework; model output is only ever inserted as
+// text, never as HTML.
 import { APIError, apiKey, onUnauthorized, request, setAPIKey, streamEvents } from './api.js';
 import { layout, lineOf } from './pointer.js';
 
@@ -157,7 +158,7 @@ const list = {
           el('div', { class: 'title' },
             el('span', { class: 'name' }, c.name || c.id.slice(0, 8)),
             el('span', { class: 'status ' + c.status }, c.status)),
-          el('div', { class: 'sub' }, `${time(c.created_at)} · ${c.turns} turns · ${c.id.slice(0, 8)}`),
+          el('div', { class: 'sub' }, `${time(c.created_at)} · ${c.run > 1 ? `run ${c.run} · ` : ''}${c.turns} turns · ${c.id.slice(0, 8)}`),
           c.metadata && Object.keys(c.metadata).length ? el('div', { class: 'meta' }, metaText(c.metadata)) : null));
     }));
     $('#more').hidden = !this.next;
@@ -346,6 +347,79 @@ function teamsView() {
 
 // ---------- one chat ----------
 
+/**
+ * fieldProblems shows validation problems at the fields they name:
+ * targetFor(path) gives the element a problem belongs under (or null), and
+ * the rest go to box with the answer's heading. Earlier problems in scope
+ * are removed first.
+ */
+function fieldProblems(scope, box, err, targetFor) {
+  for (const old of scope.querySelectorAll('.field-problem')) old.remove();
+  box.replaceChildren();
+  box.hidden = true;
+  if (!err) return;
+  const p = err.problem;
+  const problems = p?.errors || err.errors || [];
+  const rest = [];
+  for (const x of problems) {
+    const at = targetFor(x.path || '');
+    if (at) at.after(el('p', { class: 'field-problem', 'data-path': x.path }, `${x.path || '/'}: ${x.message}`));
+    else rest.push(x);
+  }
+  box.hidden = false;
+  box.append(el('strong', {}, p ? `${p.status} ${p.title}: ${p.detail}` : String(err.message)));
+  if (rest.length) box.append(el('ul', {}, rest.map((x) => el('li', { 'data-path': x.path }, el('code', {}, x.path || '/'), ' ', x.message))));
+}
+
+/** LocalProblems is a check the console makes before it sends: problems as the API would list them. */
+class LocalProblems extends Error {
+  constructor(errors) {
+    super(`${errors.length} problem(s) to fix first`);
+    this.errors = errors;
+  }
+}
+
+/**
+ * runFields are the inputs of a run (POST /runs, or a fork's first run):
+ * the task, for a Swarm the agent to hand it back to (a HandoffMessage),
+ * and the run's max_round.
+ */
+function runFields(spec, taskLabel) {
+  const swarm = spec?.speaker_selection?.method === 'swarm';
+  const task = el('textarea', { class: 'run-task', rows: 2, spellcheck: 'false', 'aria-label': taskLabel,
+    placeholder: 'The task (empty: the team goes on without a new message)' });
+  const target = swarm ? el('select', { class: 'run-target', 'aria-label': 'Hand the Swarm back to' },
+    el('option', { value: '' }, 'a message from user'),
+    (spec.agents || []).map((a) => el('option', { value: a.name }, `a handoff back to ${a.name}`))) : null;
+  const maxRound = el('input', { type: 'number', class: 'run-max-round', min: 1, step: 1, placeholder: String(spec?.max_round ?? ''),
+    'aria-label': 'max_round of the run' });
+  const root = el('div', { class: 'run-fields' },
+    task,
+    el('div', { class: 'row-inline' },
+      target ? el('label', {}, 'As ', target) : null,
+      el('label', {}, 'max_round ', maxRound)));
+  return {
+    root,
+    /** value is the run's fields as the API takes them ({} for a run that only goes on). */
+    value() {
+      const body = {};
+      const text = task.value;
+      if (target?.value) body.task = { type: 'HandoffMessage', source: 'user', target: target.value, content: text };
+      else if (text.trim() !== '') body.task = text;
+      if (maxRound.value !== '') body.max_round = Number(maxRound.value);
+      return body;
+    },
+    clear() { task.value = ''; maxRound.value = ''; if (target) target.value = ''; },
+    /** targetFor is the field a problem at path (relative to the run) belongs under. */
+    targetFor(path) {
+      if (path === '/task/target' && target) return target.closest('label');
+      if (path === '/task' || path.startsWith('/task/')) return task;
+      if (path === '/max_round') return maxRound.closest('label');
+      return null;
+    },
+  };
+}
+
 class ChatView {
   constructor(id) {
     this.id = id;
@@ -355,18 +429,34 @@ class ChatView {
     this.drafts = new Map(); // agent → draft message element
     this.abort = new AbortController();
     this.refreshTimer = null;
-    this.ended = false;
+    this.chat = null; // the chat as the API last answered it
+    this.spec = null;
+    this.issued = 0; // requests for the chat issued …
+    this.applied = 0; // … and the latest one whose answer is shown
+    // What the events shown so far say, for when they are newer than the
+    // chat object: the status and run, and the last run's end.
+    this.stream = { status: 'queued', run: 1, end: null };
+    this.runSep = null; // the separator of the run whose task is arriving
+    this.openMsg = null; // the last message, while it is unknown whether it ended its turn
+    this.held = new Map(); // tool_call_id → name, of the calls last held for approval
+    this.stopping = 0; // the run a Stop was sent for
+    this.cancelling = 0; // the run a Cancel was sent for
     $('#cancel', this.root).addEventListener('click', () => this.cancel());
+    $('#stop', this.root).addEventListener('click', () => this.stop());
+    $('#fork', this.root).addEventListener('click', () => this.openFork(null, null, "the chat's end"));
     $('#erase', this.root).addEventListener('click', () => this.erase());
   }
 
   async open() {
-    await this.refresh();
+    await this.refresh(true);
+    this.buildRunForm();
+    this.render();
     const signal = this.abort.signal;
-    // From the start of the log: SSE replays every event, then follows.
-    // Ids already shown are skipped, so a reconnect can never double one.
+    // From the start of the log, following the chat across its runs: SSE
+    // replays every event, then follows. Ids already shown are skipped, so
+    // a reconnect can never double one.
     streamEvents(this.id, 0, (ev) => this.onEvent(ev), {
-      signal,
+      signal, follow: true,
       onState: (s) => { $('#connection').textContent = s === 'live' ? '● live' : s === 'reconnecting' ? 'reconnecting…' : ''; },
     }).catch((err) => this.showError(err));
   }
@@ -377,19 +467,35 @@ class ChatView {
     $('#connection').textContent = '';
   }
 
+  get path() { return `/v1/chats/${encodeURIComponent(this.id)}`; }
+
   showError(err) {
     const p = $('#chat-error', this.root);
     p.hidden = !err;
     p.textContent = err ? String(err.message) : '';
   }
 
-  async refresh() {
-    try {
-      const c = await request('GET', `/v1/chats/${encodeURIComponent(this.id)}`);
+  /**
+   * chatRequest sends a request whose answer is the chat, and shows that
+   * answer unless the answer of a request issued later is shown already.
+   */
+  async chatRequest(method, path, body) {
+    const n = ++this.issued;
+    const c = await request(method, path, body);
+    if (n > this.applied && c?.id === this.id) {
+      this.applied = n;
       this.chat = c;
-      this.renderHead(c);
+      if (c.spec) this.spec = c.spec;
       list.items.set(c.id, c);
       list.render();
+      this.render();
+    }
+    return c;
+  }
+
+  async refresh(withSpec = false) {
+    try {
+      await this.chatRequest('GET', this.path + (withSpec ? '?include=spec' : ''));
     } catch (err) {
       this.showError(err);
     }
@@ -400,18 +506,50 @@ class ChatView {
     this.refreshTimer = setTimeout(() => this.refresh(), 250);
   }
 
-  renderHead(c) {
+  /**
+   * state is the chat as it stands: the chat object when it is as new as
+   * the events shown, else what those events say.
+   */
+  state() {
+    const c = this.chat;
+    if (c && c.last_seq >= this.last) {
+      return {
+        status: c.status, run: c.run, queued: c.queued_runs,
+        end: terminal.has(c.status) ? { run: c.run, status: c.status, stop_reason: c.stop_reason, stop_detail: c.stop_detail, error: c.error } : null,
+      };
+    }
+    return { ...this.stream, queued: c?.queued_runs ?? 0, end: terminal.has(this.stream.status) ? this.stream.end : null };
+  }
+
+  /** render shows the head, the end and the run form as the chat stands: only what can be done is offered. */
+  render() {
+    const c = this.chat;
+    if (!c) return;
+    const s = this.state();
+    const ended = terminal.has(s.status);
     $('#chat-name', this.root).textContent = c.name || c.id;
     const st = $('#chat-status', this.root);
-    st.textContent = c.status;
-    st.className = 'status ' + c.status;
-    // Only what can be done: an ended chat offers no Cancel.
-    $('#cancel', this.root).hidden = this.ended || terminal.has(c.status);
-    // Only an ended chat can be erased.
-    $('#erase', this.root).hidden = !terminal.has(c.status);
+    st.textContent = s.status;
+    st.className = 'status ' + s.status;
+    // A run is active: it can be stopped after its turn, or cancelled now.
+    const stop = $('#stop', this.root);
+    stop.hidden = ended;
+    stop.disabled = this.stopping === s.run;
+    stop.textContent = this.stopping === s.run ? 'Stopping after this turn…' : 'Stop';
+    const cancel = $('#cancel', this.root);
+    cancel.hidden = ended;
+    cancel.disabled = this.cancelling === s.run;
+    // An ended chat can be forked from its end, and erased.
+    $('#fork', this.root).hidden = !ended;
+    $('#erase', this.root).hidden = !ended;
     const u = c.usage || {};
+    const src = c.forked_from;
     $('#chat-facts', this.root).replaceChildren(...[
       el('span', {}, `id ${c.id}`),
+      el('span', { 'data-fact': 'run' }, `run ${s.run}`),
+      s.queued > 0 ? el('span', { 'data-fact': 'queued_runs' }, `${s.queued} queued run${s.queued === 1 ? '' : 's'}`) : null,
+      src ? el('span', { 'data-fact': 'forked_from' }, 'forked from ',
+        el('a', { href: '#/chats/' + encodeURIComponent(src.chat_id), 'data-chat': src.chat_id }, src.chat_id.slice(0, 8)), ` at #${src.seq}`) : null,
       el('span', { 'data-fact': 'turns' }, `${c.turns} turns`),
       el('span', { 'data-fact': 'messages' }, `${c.message_count} messages`),
       el('span', { 'data-fact': 'usage' }, `${u.prompt_tokens ?? 0} prompt + ${u.completion_tokens ?? 0} completion tokens`),
@@ -419,7 +557,8 @@ class ChatView {
       c.team ? el('span', { 'data-fact': 'team' }, `team ${c.team.name}@${c.team.version}`) : null,
       c.metadata && Object.keys(c.metadata).length ? el('span', { 'data-fact': 'metadata' }, `metadata ${metaText(c.metadata)}`) : null,
     ].filter(Boolean));
-    if (terminal.has(c.status)) this.showEnd({ status: c.status, stop_reason: c.stop_reason, stop_detail: c.stop_detail, error: c.error });
+    this.showEnd(s.end);
+    this.renderRunForm(!ended || s.queued > 0);
   }
 
   onEvent(ev) {
@@ -428,39 +567,56 @@ class ChatView {
       this.last = ev.id;
       // Anything after an input request means it was answered.
       if (ev.event !== 'input.requested') this.hideInput();
+      this.settleTurn(ev);
     }
     const d = ev.data || {};
     switch (ev.event) {
       case 'chat.created':
         this.note(ev, 'Chat created.');
         break;
+      case 'run.started':
+        this.runStarted(ev, d);
+        break;
       case 'chat.running':
-        this.note(ev, 'Running.');
+        this.taskDone();
+        this.stream.status = 'running';
+        this.running(ev, d);
         break;
       case 'speaker.selected':
+        this.taskDone();
+        this.stream.status = 'running';
         this.speakerSelected(ev, d);
         break;
       case 'message':
         this.dropDraft(d.name);
         this.transcript.append(this.message(ev, d));
+        if (this.runSep) this.addTask(d);
+        this.openMsg = this.transcript.lastElementChild;
         break;
       case 'message.delta':
         this.delta(d);
         break;
       case 'input.requested':
-        this.note(ev, d.kind === 'speaker' ? `Waiting for the next speaker to be picked: ${d.reason || ''}` : `Waiting for ${d.agent || 'a human'}: ${d.reason || ''}`);
+        this.stream.status = 'awaiting_input';
+        this.inputRequested(ev, d);
         this.showInput(d);
         break;
       default:
         if (terminalEvents.has(ev.event)) {
           for (const name of [...this.drafts.keys()]) this.dropDraft(name);
-          this.note(ev, `Chat ${d.status}: ${d.stop_reason}.`);
-          this.showEnd(d);
+          this.taskDone();
+          this.stream.status = d.status;
+          if (d.run) this.stream.run = d.run;
+          this.stream.end = d;
+          this.runEnd(ev, d);
         } else {
           this.note(ev, ev.event);
         }
     }
-    if (ev.id !== undefined) this.scheduleRefresh();
+    if (ev.id !== undefined) {
+      this.render();
+      this.scheduleRefresh();
+    }
     this.follow();
   }
 
@@ -471,7 +627,104 @@ class ChatView {
   }
 
   note(ev, text, ...extra) {
-    this.transcript.append(el('li', { class: 'ev-note', 'data-seq': ev.id, 'data-event': ev.event }, text, ...extra));
+    const li = el('li', { class: 'ev-note', 'data-seq': ev.id, 'data-event': ev.event }, text, ...extra);
+    this.transcript.append(li);
+    return li;
+  }
+
+  /**
+   * settleTurn decides, from the event after it, whether the last message
+   * ended its agent's turn: then the chat can be forked there. A message or
+   * a selection follows a message that ended its turn; more messages follow
+   * one inside a turn (tool calls, their results); input requests and
+   * resumptions leave it open. A cancel or a failure may have cut the turn,
+   * so only the run's end is offered then.
+   */
+  settleTurn(ev) {
+    const m = this.openMsg;
+    if (!m) return;
+    switch (ev.event) {
+      case 'speaker.selected': case 'run.started': case 'chat.completed':
+        this.offerFork(m, `after #${m.dataset.seq}, ${m.dataset.name}'s message`);
+        this.openMsg = null;
+        break;
+      case 'message': case 'chat.cancelled': case 'chat.failed':
+        this.openMsg = null;
+        break;
+      default: // chat.running, input.requested: the turn may go on
+    }
+  }
+
+  offerFork(li, what) {
+    const at = Number(li.dataset.seq);
+    const button = el('button', { type: 'button', class: 'link fork-here', 'data-fork-seq': at, title: `A new chat from this one's log up to #${at}`,
+      onclick: () => this.openFork(at, li, what) }, 'Fork here');
+    const slot = li.querySelector(':scope > .who') || li;
+    slot.append(button);
+  }
+
+  runStarted(ev, d) {
+    this.stream = { status: 'queued', run: d.run, end: null };
+    this.runSep = el('li', { class: 'run-sep', 'data-seq': ev.id, 'data-event': ev.event, 'data-run': d.run },
+      el('span', { class: 'run-label' }, `Run ${d.run}`),
+      d.max_round ? el('span', { class: 'run-meta' }, `max_round ${d.max_round}`) : null,
+      el('span', { class: 'run-task' }));
+    this.transcript.append(this.runSep);
+  }
+
+  /** addTask shows a task message of the run that is starting in its separator. */
+  addTask(m) {
+    const t = $('.run-task', this.runSep);
+    const line = (m.content || '').split('\n')[0];
+    const text = (line.length > 160 ? line.slice(0, 160) + '…' : line) || (m.content ? '…' : '');
+    t.append(t.childNodes.length ? ' · ' : '', m.handoff ? `→ ${m.handoff}: ${text}` : text);
+  }
+
+  /** taskDone closes the separator of a run whose task has arrived. */
+  taskDone() {
+    const sep = this.runSep;
+    if (!sep) return;
+    this.runSep = null;
+    const t = $('.run-task', sep);
+    if (!t.childNodes.length) {
+      t.classList.add('muted');
+      t.textContent = 'no new task: the team goes on';
+    }
+  }
+
+  runEnd(ev, d) {
+    const label = d.run ? `Run ${d.run}` : 'The chat';
+    const li = el('li', { class: 'run-end ' + d.status, 'data-seq': ev.id, 'data-event': ev.event, 'data-run': d.run, 'data-stop-reason': d.stop_reason },
+      el('span', {}, el('strong', {}, `${label} ${d.status}`), `: ${d.stop_reason}`,
+        d.stop_detail ? el('span', { class: 'detail' }, ` — ${d.stop_detail}`) : null,
+        d.error ? el('span', { class: 'error' }, ` ${d.error}`) : null));
+    this.transcript.append(li);
+    this.offerFork(li, `the end of ${label.toLowerCase()}`);
+  }
+
+  running(ev, d) {
+    if (!d.approvals?.length) {
+      this.note(ev, 'Running.');
+      return;
+    }
+    const said = d.approvals.map((a) => {
+      const what = a.tool_call_id ? (this.held.get(a.tool_call_id) || a.tool_call_id) : 'the code';
+      if (!a.approve) return `rejected ${what}${a.reason ? ` (${a.reason})` : ''}`;
+      return `approved ${what}${a.arguments ? ' with edited arguments' : ''}`;
+    });
+    this.note(ev, `Running: ${said.join(', ')}.`);
+  }
+
+  inputRequested(ev, d) {
+    let text;
+    if (d.kind === 'speaker') text = `Waiting for the next speaker to be picked: ${d.reason || ''}`;
+    else if (d.kind === 'approval') {
+      this.held = new Map((d.tool_calls || []).map((tc) => [tc.id, tc.function?.name]));
+      text = d.tool_calls?.length
+        ? `Waiting for approval of ${d.agent}'s calls: ${d.tool_calls.map((tc) => tc.function?.name).join(', ')}`
+        : `Waiting for approval of ${d.agent}'s code (${(d.code_blocks || []).length} block(s))`;
+    } else text = `Waiting for ${d.agent || 'a human'}: ${d.reason || ''}`;
+    this.note(ev, text);
   }
 
   speakerSelected(ev, d) {
@@ -529,7 +782,8 @@ class ChatView {
       this.drafts.set(d.name, draft);
       this.transcript.append(draft);
     }
-    $('.content', draft).append(d.content);
+    if (d.reset) $('.content', draft).replaceChildren();
+    $('.content', draft).append(d.content || '');
   }
 
   dropDraft(name) {
@@ -541,11 +795,16 @@ class ChatView {
     const panel = $('#input-panel', this.root);
     panel.hidden = false;
     panel.dataset.requestId = p.request_id;
+    panel.dataset.kind = p.kind;
+    if (p.kind === 'approval') {
+      this.showApproval(panel, p);
+      return;
+    }
     const err = el('p', { class: 'error', hidden: true });
     const send = async (body, button) => {
       button.disabled = true;
       try {
-        await request('POST', `/v1/chats/${encodeURIComponent(this.id)}/input`, { request_id: p.request_id, ...body });
+        await request('POST', this.path + '/input', { request_id: p.request_id, ...body });
         // The chat may have asked again before this answer's response
         // came: that request's panel stays.
         if (panel.dataset.requestId === p.request_id) panel.replaceChildren(el('p', { class: 'muted' }, 'Sent.'));
@@ -575,23 +834,230 @@ class ChatView {
     }
   }
 
+  /**
+   * showApproval asks for a decision on each call held for approval (its
+   * arguments pretty-printed and editable as JSON) or on the code about to
+   * run, and sends them all in one POST /input.
+   */
+  showApproval(panel, p) {
+    const decision = (i, what) => {
+      const name = `decision-${p.request_id}-${i}`;
+      const approve = el('input', { type: 'radio', name, value: 'approve', 'aria-label': `Approve ${what}` });
+      const reject = el('input', { type: 'radio', name, value: 'reject', 'aria-label': `Reject ${what}` });
+      const reason = el('input', { type: 'text', class: 'reason', 'aria-label': `Reason for ${what}`,
+        placeholder: 'Reason (optional; a rejected call is answered with it)' });
+      const row = el('div', { class: 'decision' },
+        el('label', { class: 'approve' }, approve, ' Approve'),
+        el('label', { class: 'reject' }, reject, ' Reject'),
+        reason);
+      return { row, approve, reject, reason };
+    };
+    const items = [];
+    for (const [i, tc] of (p.tool_calls || []).entries()) {
+      const name = tc.function?.name ?? '';
+      const original = tc.function?.arguments ?? '';
+      const shown = pretty(original);
+      const args = el('textarea', { class: 'args', spellcheck: 'false', rows: Math.min(12, shown.split('\n').length + 1),
+        'aria-label': `Arguments of ${name} (JSON)` });
+      args.value = shown;
+      const dec = decision(i, name);
+      // A rejected call runs with no arguments: nothing to edit.
+      const sync = () => { args.disabled = dec.reject.checked; };
+      dec.approve.addEventListener('change', sync);
+      dec.reject.addEventListener('change', sync);
+      const head = el('div', { class: 'call-head' }, '🔧 ', el('code', { class: 'call-name' }, name), ' ', el('span', { class: 'muted' }, tc.id));
+      items.push({ id: tc.id, original, args, head, ...dec,
+        root: el('div', { class: 'approval', 'data-call-id': tc.id, 'data-index': i }, head, args, dec.row) });
+    }
+    if (!items.length) {
+      const dec = decision(0, 'the code');
+      const blocks = (p.code_blocks || []).map((b) => el('pre', { class: 'code' }, el('span', { class: 'lang' }, b.language), el('code', {}, b.code)));
+      items.push({ ...dec, root: el('div', { class: 'approval', 'data-code': '', 'data-index': 0 }, blocks, dec.row) });
+    }
+    const box = el('div', { class: 'problem', hidden: true });
+    const sendButton = el('button', { type: 'button', 'data-action': 'send-approvals' }, 'Send decisions');
+    const targetFor = (path) => {
+      const m = /^\/approvals\/(\d+)(\/[^/]+)?/.exec(path);
+      const it = m && items[Number(m[1])];
+      if (!it) return null;
+      if (m[2] === '/arguments' && it.args) return it.args;
+      if (m[2] === '/reason') return it.reason;
+      if (m[2] === '/tool_call_id' && it.head) return it.head;
+      return it.row;
+    };
+    const submit = async () => {
+      const approvals = [];
+      const problems = [];
+      items.forEach((it, i) => {
+        const a = {};
+        if (it.id) a.tool_call_id = it.id;
+        if (!it.approve.checked && !it.reject.checked) problems.push({ path: `/approvals/${i}/approve`, message: 'approve or reject' });
+        a.approve = it.approve.checked;
+        if (it.args && a.approve && it.args.value !== pretty(it.original)) {
+          let v;
+          try {
+            v = JSON.parse(it.args.value);
+          } catch (e) {
+            problems.push({ path: `/approvals/${i}/arguments`, message: `is not JSON: ${e.message}` });
+          }
+          if (v !== undefined && (v === null || typeof v !== 'object' || Array.isArray(v))) {
+            problems.push({ path: `/approvals/${i}/arguments`, message: 'must be a JSON object' });
+          } else if (v !== undefined) {
+            a.arguments = v;
+          }
+        }
+        if (it.reason.value.trim()) a.reason = it.reason.value.trim();
+        approvals.push(a);
+      });
+      if (problems.length) {
+        fieldProblems(panel, box, new LocalProblems(problems), targetFor);
+        return;
+      }
+      sendButton.disabled = true;
+      try {
+        await request('POST', this.path + '/input', { request_id: p.request_id, approvals });
+        if (panel.dataset.requestId === p.request_id) panel.replaceChildren(el('p', { class: 'muted' }, 'Sent.'));
+      } catch (e) {
+        fieldProblems(panel, box, e, targetFor);
+        sendButton.disabled = false;
+      }
+    };
+    sendButton.addEventListener('click', submit);
+    panel.replaceChildren(
+      el('strong', {}, p.tool_calls?.length ? `${p.agent}'s calls wait for your approval` : `${p.agent}'s code waits for your approval`),
+      el('div', { class: 'muted' }, p.reason || ''),
+      ...items.map((it) => it.root),
+      el('div', { class: 'actions' }, sendButton),
+      box);
+  }
+
   hideInput() {
     const panel = $('#input-panel', this.root);
     panel.hidden = true;
     panel.replaceChildren();
   }
 
+  /** showEnd shows how the latest run ended, or nothing while a run is active. */
   showEnd(d) {
-    this.ended = true;
     const box = $('#chat-end', this.root);
-    box.hidden = false;
+    box.hidden = !d;
+    if (!d) return;
     box.className = 'chat-end ' + d.status;
     box.replaceChildren(...[
-      el('strong', { 'data-stop-reason': d.stop_reason }, `${d.status}: ${d.stop_reason}`),
+      el('strong', { 'data-stop-reason': d.stop_reason }, `${d.run > 1 ? `run ${d.run} ` : ''}${d.status}: ${d.stop_reason}`),
       d.stop_detail ? el('div', {}, d.stop_detail) : null,
       d.error ? el('div', { class: 'error' }, d.error) : null].filter(Boolean));
-    $('#cancel', this.root).hidden = true;
-    $('#erase', this.root).hidden = false;
+  }
+
+  // ----- runs -----
+
+  buildRunForm() {
+    const box = $('#run-box', this.root);
+    const fields = runFields(this.spec, 'Task of the next run');
+    const enqueue = el('input', { type: 'radio', name: 'if_busy', value: 'enqueue', checked: true });
+    const interrupt = el('input', { type: 'radio', name: 'if_busy', value: 'interrupt' });
+    const busy = el('div', { class: 'if-busy', 'data-field': 'if_busy' }, 'A run is active: ',
+      el('label', {}, enqueue, ' queue this one after it'),
+      el('label', {}, interrupt, ' interrupt it (it ends cancelled)'));
+    const submit = el('button', { type: 'submit', id: 'run-submit' }, 'Run again');
+    const posted = el('span', { class: 'muted', id: 'run-posted' });
+    const problems = el('div', { class: 'problem', hidden: true });
+    // novalidate: the server checks the run and its problems are shown at
+    // the fields, as a spec's are.
+    const form = el('form', { id: 'run-form', class: 'run-form', novalidate: true },
+      el('h2', {}, 'Run again'),
+      el('p', { class: 'muted' }, 'The same team goes on with what it has said so far; the termination conditions and the turn count start again.'),
+      fields.root, busy,
+      el('div', { class: 'actions' }, submit, posted),
+      problems);
+    const targetFor = (path) => (path === '/if_busy' ? busy : fields.targetFor(path));
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      const body = fields.value();
+      if (!busy.hidden) body.if_busy = interrupt.checked ? 'interrupt' : 'enqueue';
+      submit.disabled = true;
+      fieldProblems(form, problems, null, targetFor);
+      try {
+        const c = await this.chatRequest('POST', this.path + '/runs', body);
+        fields.clear();
+        posted.dataset.run = c.posted_run;
+        posted.textContent = `Run ${c.posted_run} posted.`;
+      } catch (err) {
+        fieldProblems(form, problems, err, targetFor);
+        if (err instanceof APIError && err.status === 409) this.refresh();
+      } finally {
+        submit.disabled = false;
+      }
+    });
+    this.runForm = { busy, submit, interrupt };
+    box.replaceChildren(form);
+  }
+
+  /** renderRunForm offers if_busy only while a run is active or waits to start. */
+  renderRunForm(busy) {
+    const f = this.runForm;
+    if (!f) return;
+    f.busy.hidden = !busy;
+    f.submit.textContent = !busy ? 'Run again' : f.interrupt.checked ? 'Interrupt and run' : 'Queue the run';
+    if (!f.wired) {
+      f.wired = true;
+      f.busy.addEventListener('change', () => this.render());
+    }
+  }
+
+  /**
+   * openFork opens the form that forks the chat at seq (null: its end),
+   * under anchor (or the head): a new chat from a copy of the log, with an
+   * optional first run; on success the fork opens.
+   */
+  openFork(at, anchor, what) {
+    this.root.querySelector('.fork-form')?.remove();
+    const fields = runFields(this.spec, 'Task of the fork\'s first run');
+    const problems = el('div', { class: 'problem', hidden: true });
+    const submit = el('button', { type: 'submit', 'data-action': 'fork' }, 'Fork');
+    const close = el('button', { type: 'button', class: 'secondary', onclick: () => form.remove() }, 'Close');
+    const inner = [
+      el('strong', {}, `Fork from ${what}`),
+      el('p', { class: 'muted' }, 'A new chat with a copy of this one\'s log up to there; this chat does not change. With a task, the fork\'s first run starts at once.'),
+      fields.root,
+      el('div', { class: 'actions' }, submit, close),
+      problems];
+    const form = anchor
+      ? el('li', { class: 'fork-form', 'data-fork-at': at ?? '' }, el('form', { novalidate: true }, ...inner))
+      : el('div', { class: 'fork-form', 'data-fork-at': '' }, el('form', { novalidate: true }, ...inner));
+    const targetFor = (path) => (path === '/at_seq' ? form.querySelector('strong') : path.startsWith('/run') ? fields.targetFor(path.slice(4)) : null);
+    form.querySelector('form').addEventListener('submit', async (e) => {
+      e.preventDefault();
+      const body = {};
+      if (at !== null) body.at_seq = at;
+      const run = fields.value();
+      if (Object.keys(run).length) body.run = run;
+      submit.disabled = true;
+      try {
+        const c = await request('POST', this.path + '/fork', body);
+        list.refresh();
+        location.hash = '#/chats/' + c.id;
+      } catch (err) {
+        fieldProblems(form, problems, err, targetFor);
+        submit.disabled = false;
+      }
+    });
+    if (anchor) anchor.after(form);
+    else $('#fork-slot', this.root).replaceChildren(form);
+    form.querySelector('textarea').focus();
+  }
+
+  async stop() {
+    const run = this.state().run;
+    this.stopping = run;
+    this.render();
+    try {
+      await this.chatRequest('POST', this.path + '/stop', {});
+    } catch (err) {
+      this.showError(err);
+      this.stopping = 0;
+      this.render();
+    }
   }
 
   /**
@@ -608,7 +1074,7 @@ class ChatView {
     }
     button.disabled = true;
     try {
-      await request('DELETE', `/v1/chats/${encodeURIComponent(this.id)}`);
+      await request('DELETE', this.path);
       list.items.delete(this.id);
       list.order = list.order.filter((id) => id !== this.id);
       list.render();
@@ -620,13 +1086,14 @@ class ChatView {
   }
 
   async cancel() {
-    const button = $('#cancel', this.root);
-    button.disabled = true;
+    this.cancelling = this.state().run;
+    this.render();
     try {
-      await request('POST', `/v1/chats/${encodeURIComponent(this.id)}/cancel`, {});
+      await this.chatRequest('POST', this.path + '/cancel', {});
     } catch (err) {
       this.showError(err);
-      button.disabled = false;
+      this.cancelling = 0;
+      this.render();
     }
   }
 }
