@@ -233,7 +233,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	debateID := strings.TrimPrefix(loc, "#/chats/")
 	b.checkTranscript(p, debateID)
 	b.waitJS("the chat in the list", fmt.Sprintf(`document.querySelector('#chat-list li[data-id="%s"][data-status="completed"]')`, debateID))
-	b.offers("the completed debate", "#erase")
+	b.offers("the completed debate", "#fork", "#erase")
 
 	// The same debate, slowed down: messages appear one by one, in order,
 	// while it runs; a reload in the middle loses and doubles nothing.
@@ -252,7 +252,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			seen = append(seen, seqs)
 		}
 		if !reloaded && len(seqs) >= 4 {
-			b.offers("the running debate", "#cancel")
+			b.offers("the running debate", "#stop", "#cancel")
 			b.screenshot("debate-running")
 			b.run(chromedp.Reload())
 			b.waitJS("the reloaded transcript", `document.querySelector('#transcript li[data-seq]')`)
@@ -284,7 +284,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	human := p.create(readExample(t, "human-review.json"))
 	b.run(chromedp.Navigate(p.base + "/#/chats/" + human.ID))
 	b.waitJS("the input panel", `document.querySelector('#input-panel:not([hidden]) textarea')`)
-	b.offers("a chat waiting for a human", "#cancel")
+	b.offers("a chat waiting for a human", "#stop", "#cancel")
 	b.screenshot("human-input")
 	b.run(chromedp.SetValue(chromedp.CSS("#input-panel textarea"), "Mention Last-Event-ID."),
 		chromedp.Click(chromedp.CSS(`#input-panel [data-action="send"]`)))
@@ -292,7 +292,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.waitJS("the next input request", `document.querySelector('#input-panel:not([hidden]) [data-action="exit"]')`)
 	b.run(chromedp.Click(chromedp.CSS(`#input-panel [data-action="exit"]`)))
 	b.waitJS("the human exit", `document.querySelector('#chat-end [data-stop-reason="human_exit"]')`)
-	b.offers("the ended review", "#erase")
+	b.offers("the ended review", "#fork", "#erase")
 	b.checkTranscript(p, human.ID)
 
 	// Cancel stops a running chat, and is gone once the chat has ended.
@@ -301,7 +301,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.waitJS("the Cancel button", `document.querySelector('#cancel:not([hidden]):not(:disabled)')`)
 	b.run(chromedp.Click(chromedp.CSS("#cancel")))
 	b.waitJS("the cancelled end", `document.querySelector('#chat-end [data-stop-reason="cancelled"]')`)
-	b.offers("the cancelled chat", "#erase")
+	b.offers("the cancelled chat", "#fork", "#erase")
 	if got := p.get(doomed.ID); got.Status != "cancelled" {
 		t.Errorf("after Cancel in the console the chat is %s", got.Status)
 	}
