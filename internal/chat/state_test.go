@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/spec"
-	"github.com/agentd/agentd/internal/spec/spectest"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -230,10 +229,6 @@ func TestApplyErrorsNameTheSeq(t *testing.T) {
 	if err := gap.apply(Event{Seq: 2, Type: EventChatCreated}); err == nil || !strings.Contains(err.Error(), "seq 2") {
 		t.Fatalf("a gap: %v", err)
 	}
-}
-
-func randomSpec(t *testing.T, rng *rand.Rand) *spec.Spec {
-	return specOf(t, spectest.RandomSpec(rng))
 }
 
 // effect plays the world for one step: what a model, a tool, a sandbox

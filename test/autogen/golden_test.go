@@ -596,17 +596,17 @@ func transcriptOf(msgs []chat.Message) []entry {
 				calls = append(calls, map[string]any{"arguments": c.Function.Arguments, "id": c.ID, "name": c.Function.Name})
 			}
 			e.Content = calls
-		default:
-			// A reply's reasoning: AgentChat's ThoughtEvent before it.
-			if m.Thought != "" {
-				out = append(out, entry{Source: m.Name, Type: "ThoughtEvent", Content: m.Thought})
-			}
 		case "ToolCallExecutionEvent":
 			var res []any
 			for _, r := range m.ToolResponses {
 				res = append(res, map[string]any{"call_id": r.ToolCallID, "content": r.Content, "is_error": r.IsError, "name": names[r.ToolCallID]})
 			}
 			e.Content = res
+		default:
+			// A reply's reasoning: AgentChat's ThoughtEvent before it.
+			if m.Thought != "" {
+				out = append(out, entry{Source: m.Name, Type: "ThoughtEvent", Content: m.Thought})
+			}
 		}
 		out = append(out, e)
 	}
