@@ -135,6 +135,16 @@ type Reply struct {
 	// CutAfter, when > 0 and the reply is streamed, drops the connection
 	// after that many content pieces: a connection reset mid-reply.
 	CutAfter int
+	// Pieces, when set, are the content pieces a stream sends (by default
+	// Content is cut into pieces of up to eight runes); Content defaults to
+	// their concatenation.
+	Pieces []string
+	// PieceDelay holds each streamed content piece back this long: a model
+	// that types. It ends early, like Delay.
+	PieceDelay time.Duration
+	// Sent, when set, is called as each content piece of a stream has been
+	// written and flushed, with its index: when it left the model.
+	Sent func(i int)
 }
 
 // Text is a reply with only content.
@@ -304,11 +314,14 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.wait(r.Context(), reply.Delay) {
 		return
 	}
+	if reply.Content == "" && len(reply.Pieces) > 0 {
+		reply.Content = strings.Join(reply.Pieces, "")
+	}
 	s.mu.Lock()
 	s.served++
 	n := s.served
 	s.mu.Unlock()
-	s.answer(w, rec, req, reply, n)
+	s.answer(r.Context(), w, rec, req, reply, n)
 }
 
 func (s *Server) checkAuth(r *http.Request) *apiError {
@@ -419,7 +432,7 @@ func (s *Server) writeError(w http.ResponseWriter, rec *Request, e *apiError) {
 }
 
 // answer writes reply as completion number n of the server.
-func (s *Server) answer(w http.ResponseWriter, rec *Request, req *ChatRequest, reply Reply, n int) {
+func (s *Server) answer(ctx context.Context, w http.ResponseWriter, rec *Request, req *ChatRequest, reply Reply, n int) {
 	calls := make([]ToolCall, len(reply.ToolCalls))
 	for i, tc := range reply.ToolCalls {
 		tc.ID = cmp.Or(tc.ID, fmt.Sprintf("call_%d_%d", n, i))
@@ -448,7 +461,7 @@ func (s *Server) answer(w http.ResponseWriter, rec *Request, req *ChatRequest, r
 	rec.Status = http.StatusOK
 	s.mu.Unlock()
 	if req.Stream {
-		s.stream(w, req, id, created, reply, calls, finish, usage)
+		s.stream(ctx, w, req, id, created, reply, calls, finish, usage)
 		return
 	}
 	msg := responseMessage{Role: "assistant"}
@@ -476,7 +489,7 @@ func (s *Server) answer(w http.ResponseWriter, rec *Request, req *ChatRequest, r
 // stream writes the reply as server-sent chat.completion.chunk events: the
 // role, the content in pieces, each tool call's id and name and then its
 // arguments, the finish reason, the usage if asked for, then [DONE].
-func (s *Server) stream(w http.ResponseWriter, req *ChatRequest, id string, created int64, reply Reply, calls []ToolCall, finish string, usage Usage) {
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req *ChatRequest, id string, created int64, reply Reply, calls []ToolCall, finish string, usage Usage) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	flusher, _ := w.(http.Flusher)
@@ -496,11 +509,21 @@ func (s *Server) stream(w http.ResponseWriter, req *ChatRequest, id string, crea
 	for _, piece := range pieces(reply.Reasoning) {
 		send(one(delta{ReasoningContent: &piece}, nil))
 	}
-	for i, piece := range pieces(reply.Content) {
+	content := reply.Pieces
+	if len(content) == 0 {
+		content = pieces(reply.Content)
+	}
+	for i, piece := range content {
 		if reply.CutAfter > 0 && i == reply.CutAfter {
 			panic(http.ErrAbortHandler) // the connection drops mid-stream
 		}
+		if i > 0 && !s.wait(ctx, reply.PieceDelay) {
+			return
+		}
 		send(one(delta{Content: &piece}, nil))
+		if reply.Sent != nil {
+			reply.Sent(i)
+		}
 	}
 	for i, tc := range calls {
 		send(one(delta{ToolCalls: []chunkToolCall{{Index: i, ID: tc.ID, Type: tc.Type, Function: chunkFunctionCall{Name: tc.Function.Name}}}}, nil))

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -408,5 +409,66 @@ func TestHandlerMountsElsewhere(t *testing.T) {
 	mux.ServeHTTP(rec, r)
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "via handler") {
 		t.Errorf("status %d body %s", rec.Code, rec.Body.String())
+	}
+}
+
+// A reply with Pieces streams exactly those pieces, PieceDelay apart, and
+// tells Sent as each one has left.
+func TestStreamPacedPieces(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t)
+	var mu sync.Mutex
+	var sent []time.Time
+	srv.Reply(openaitest.Reply{Pieces: []string{"one ", "two ", "three"}, PieceDelay: 50 * time.Millisecond, Sent: func(i int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if i != len(sent) {
+			t.Errorf("piece %d sent after %d", i, len(sent))
+		}
+		sent = append(sent, time.Now())
+	}})
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL()+"/chat/completions",
+		strings.NewReader(`{"model":"m",`+hi+`,"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got []string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Choices) > 0 && c.Choices[0].Delta.Content != "" {
+			got = append(got, c.Choices[0].Delta.Content)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(got, "|") != "one |two |three" || len(sent) != 3 {
+		t.Fatalf("pieces %q, %d sent", got, len(sent))
+	}
+	for i := 1; i < 3; i++ {
+		if d := sent[i].Sub(sent[i-1]); d < 50*time.Millisecond {
+			t.Errorf("piece %d left %v after the one before, want at least 50ms", i, d)
+		}
+	}
+	if r := srv.Requests()[0]; r.Status != http.StatusOK {
+		t.Errorf("status %d", r.Status)
 	}
 }
