@@ -17,10 +17,20 @@ const tailSize = 512
 // up: after another replica's append (notified), after the notification
 // listener reconnected, or for a reader that is behind the kept tail. So
 // any number of viewers of one chat cost about one query per append.
+//
+// Deltas never touch the store: they come from this replica's worker
+// (publishDelta) or, through the store's relay, from the replica that runs
+// the chat (remoteDeltas; see relay.go).
+//
+// Locking: b.mu guards the topics map only; each topic has its own lock
+// for its subscribers and what it keeps, so that the streams of one chat
+// never wait on another chat. b.mu is taken before a topic's lock, never
+// after.
 type broker struct {
 	store Store
+	relay *relay
 
-	mu     sync.Mutex
+	mu     sync.RWMutex
 	topics map[string]*topic
 }
 
@@ -60,13 +70,38 @@ func (wk Wake) Ended(c *Chat) (*Chat, bool) {
 	return &e, true
 }
 
-// topic is one chat's subscribers and its kept tail of events.
+// subKind says what a subscriber takes besides wake-ups.
+type subKind uint8
+
+const (
+	// subFollow: wake-ups only (a wait for the chat's progress).
+	subFollow subKind = iota
+	// subRead: wake-ups, and the subscriber reads events: the tail is kept.
+	subRead
+	// subStream: a reader that also takes the deltas of replies.
+	subStream
+)
+
+// sub is one subscriber of a chat.
+type sub struct {
+	wake   chan Wake
+	kind   subKind
+	deltas *DeltaQueue // subStream only
+}
+
+// topic is one chat's subscribers, its kept tail of events and the text of
+// its replies in progress.
 type topic struct {
-	subs map[chan Wake]struct{}
-	// readers counts the subscribers that read events (Subscribe, not
-	// Follow): only for them is the tail kept.
-	readers int
-	deltas  map[chan Delta]struct{}
+	id string
+	mu sync.Mutex
+	// dead is set, with both locks held, when the topic leaves the map:
+	// whoever looked it up before treats it as absent.
+	dead bool
+	subs map[*sub]struct{}
+	// readers counts the subscribers that read events (subRead and
+	// subStream): only for them is the tail kept. streams counts those
+	// that take deltas.
+	readers, streams int
 	// tail holds the latest committed events known here, consecutive seqs.
 	tail []Event
 	// stale says that events may have been committed after tail (another
@@ -82,9 +117,14 @@ type topic struct {
 	// as its lease found it, then as its last append left it. A new
 	// subscriber starts from it instead of reading the store.
 	known Wake
+	// reply is the text of the replies being streamed, for streams that
+	// subscribe while one is under way, and for other replicas.
+	reply replyLog
 	// fill serialises catching up from the store, so concurrent readers
 	// share one query.
 	fill sync.Mutex
+	// refs counts the reads in progress that use the tail without a
+	// subscription of their own.
 	refs int
 }
 
@@ -92,92 +132,199 @@ func newBroker(store Store) *broker {
 	return &broker{store: store, topics: map[string]*topic{}}
 }
 
-// topicLocked returns the chat's topic, creating it; b.mu is held.
-func (b *broker) topicLocked(id string) *topic {
+// lookup returns the chat's topic, locked, or nil if there is none.
+func (b *broker) lookup(id string) *topic {
+	b.mu.RLock()
 	t := b.topics[id]
+	b.mu.RUnlock()
 	if t == nil {
-		t = &topic{subs: map[chan Wake]struct{}{}, deltas: map[chan Delta]struct{}{}, tenants: map[string]bool{}, stale: true}
-		b.topics[id] = t
+		return nil
+	}
+	t.mu.Lock()
+	if t.dead {
+		t.mu.Unlock()
+		return nil
 	}
 	return t
 }
 
-// dropLocked forgets a topic nobody uses any more; b.mu is held.
-func (b *broker) dropLocked(id string, t *topic) {
-	if len(t.subs) == 0 && len(t.deltas) == 0 && t.local == 0 && t.refs == 0 {
-		delete(b.topics, id)
+// acquire returns the chat's topic, locked, creating it.
+func (b *broker) acquire(id string) *topic {
+	if t := b.lookup(id); t != nil {
+		return t
 	}
-}
-
-func (b *broker) subscribe(id string) (<-chan Wake, func()) {
-	_, ch, stop := b.add(id, true)
-	return ch, stop
-}
-
-// follow subscribes to the chat's wake-ups only, not to its events, and
-// returns, with the subscription, where the chat stands if a worker of
-// this replica runs it (Known), as of the subscription: every later append
-// wakes the subscriber.
-func (b *broker) follow(id string) (Wake, <-chan Wake, func()) {
-	return b.add(id, false)
-}
-
-// add subscribes to the chat's wake-ups; a reader also reads its events.
-func (b *broker) add(id string, reader bool) (Wake, <-chan Wake, func()) {
-	ch := make(chan Wake, 1)
-	b.mu.Lock()
-	t := b.topicLocked(id)
-	t.subs[ch] = struct{}{}
-	if reader {
-		t.readers++
-	}
-	now := t.known
-	b.mu.Unlock()
-	var once sync.Once
-	return now, ch, func() {
-		once.Do(func() {
-			b.mu.Lock()
-			if t := b.topics[id]; t != nil {
-				delete(t.subs, ch)
-				if reader {
-					t.readers--
-				}
-				b.dropLocked(id, t)
-			}
-			b.mu.Unlock()
-		})
-	}
-}
-
-func (b *broker) subscribeDeltas(id string) (<-chan Delta, func()) {
-	ch := make(chan Delta, 64)
-	b.mu.Lock()
-	b.topicLocked(id).deltas[ch] = struct{}{}
-	b.mu.Unlock()
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			b.mu.Lock()
-			if t := b.topics[id]; t != nil {
-				delete(t.deltas, ch)
-				b.dropLocked(id, t)
-			}
-			b.mu.Unlock()
-		})
-	}
-}
-
-func (b *broker) publishDelta(id string, d Delta) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	t := b.topics[id]
 	if t == nil {
+		t = &topic{id: id, subs: map[*sub]struct{}{}, tenants: map[string]bool{}, stale: true}
+		b.topics[id] = t
+	}
+	t.mu.Lock() // a topic in the map is never dead
+	return t
+}
+
+// unusedLocked reports whether nobody uses the topic any more.
+func (t *topic) unusedLocked() bool {
+	return len(t.subs) == 0 && t.local == 0 && t.refs == 0
+}
+
+// release unlocks t and forgets it if nobody uses it any more.
+func (b *broker) release(t *topic) {
+	unused := t.unusedLocked()
+	t.mu.Unlock()
+	if !unused {
 		return
 	}
-	for ch := range t.deltas {
-		select {
-		case ch <- d:
-		default: // ephemeral: a reader that cannot keep up misses fragments
+	b.mu.Lock()
+	t.mu.Lock()
+	if !t.dead && t.unusedLocked() {
+		t.dead = true
+		delete(b.topics, t.id)
+	}
+	t.mu.Unlock()
+	b.mu.Unlock()
+}
+
+// add subscribes to the chat. It returns where the chat stands if a worker
+// of this replica runs it (Known), as of the subscription: every later
+// append wakes the subscriber. A stream gets the text of the replies under
+// way at once.
+func (b *broker) add(id string, kind subKind) (Wake, *sub, func()) {
+	s := &sub{wake: make(chan Wake, 1), kind: kind}
+	if kind == subStream {
+		s.deltas = NewDeltaQueue()
+	}
+	t := b.acquire(id)
+	t.subs[s] = struct{}{}
+	if kind != subFollow {
+		t.readers++
+	}
+	first := false
+	if kind == subStream {
+		t.streams++
+		first = t.streams == 1
+		t.reply.replayTo(s.deltas)
+	}
+	now := t.known
+	t.mu.Unlock()
+	if first {
+		b.relay.follow(id)
+	}
+	var once sync.Once
+	return now, s, func() {
+		once.Do(func() {
+			t := b.lookup(id)
+			if t == nil {
+				return
+			}
+			if _, ok := t.subs[s]; ok {
+				delete(t.subs, s)
+				if kind != subFollow {
+					t.readers--
+				}
+				if kind == subStream {
+					if t.streams--; t.streams == 0 && t.local == 0 {
+						t.reply.clear() // kept for this replica's streams only
+					}
+				}
+			}
+			b.release(t)
+		})
+	}
+}
+
+func (b *broker) subscribe(id string) (<-chan Wake, func()) {
+	_, s, stop := b.add(id, subRead)
+	return s.wake, stop
+}
+
+// follow subscribes to the chat's wake-ups only, not to its events, and
+// returns, with the subscription, where the chat stands if a worker of
+// this replica runs it (Known), as of the subscription.
+func (b *broker) follow(id string) (Wake, <-chan Wake, func()) {
+	now, s, stop := b.add(id, subFollow)
+	return now, s.wake, stop
+}
+
+// stream subscribes an event stream: wake-ups and events as subscribe,
+// and the deltas of the chat's replies.
+func (b *broker) stream(id string) (<-chan Wake, *DeltaQueue, func()) {
+	_, s, stop := b.add(id, subStream)
+	return s.wake, s.deltas, stop
+}
+
+// publishDelta takes a fragment of a reply that this replica's worker,
+// under lease epoch, is streaming: the chat's streams here get it, and so
+// do the replicas that follow the chat.
+func (b *broker) publishDelta(id string, epoch int64, d Delta) {
+	t := b.lookup(id)
+	if t == nil {
+		return // no worker registered: nothing streams
+	}
+	if t.deltaLocked(epoch, d, false) {
+		b.relay.send(t, epoch, d)
+	}
+	t.mu.Unlock()
+}
+
+// deltaLocked applies a delta of a worker under lease epoch to the replies
+// in progress and hands it to the chat's streams here. A delta of an older
+// epoch than one seen is dropped (a worker that lost the chat and has not
+// stopped yet); the first of a newer epoch voids the text its predecessor
+// streamed (a takeover: the reply starts again). A replay is a reply's
+// whole text so far (see relay.go): text of it already sent is voided
+// first. It reports whether the delta was taken.
+func (t *topic) deltaLocked(epoch int64, d Delta, replay bool) bool {
+	r := &t.reply
+	switch {
+	case epoch < r.epoch:
+		return false
+	case epoch > r.epoch:
+		t.voidLocked()
+		r.epoch = epoch
+	}
+	if d.AfterSeq != r.afterSeq {
+		r.clear()
+		r.afterSeq = d.AfterSeq
+	}
+	switch {
+	case replay:
+		if r.has(d.Name) {
+			t.pushLocked(Delta{Name: d.Name, Reset: true, AfterSeq: d.AfterSeq})
+		}
+		r.set(d.Name, d.Content)
+	case d.Reset:
+		r.drop(d.Name)
+	default:
+		r.add(d.Name, d.Content)
+	}
+	if !replay || d.Content != "" {
+		t.pushLocked(d)
+	}
+	return true
+}
+
+// voidLocked tells the streams that the text of the replies in progress
+// is void, and forgets it.
+func (t *topic) voidLocked() {
+	r := &t.reply
+	for _, x := range r.texts {
+		if len(x.text) > 0 {
+			t.pushLocked(Delta{Name: x.name, Reset: true, AfterSeq: r.afterSeq})
+		}
+	}
+	r.clear()
+}
+
+// pushLocked queues a delta on every stream of the topic.
+func (t *topic) pushLocked(d Delta) {
+	if t.streams == 0 {
+		return
+	}
+	for s := range t.subs {
+		if s.deltas != nil {
+			s.deltas.Push(d)
 		}
 	}
 }
@@ -187,43 +334,46 @@ func (b *broker) publishDelta(id string, d Delta) {
 // appended meanwhile is looked for once; after a confirmed end nobody
 // appends.
 func (b *broker) workerStarted(id string, p Progress) {
-	b.mu.Lock()
-	t := b.topicLocked(id)
+	t := b.acquire(id)
 	t.local++
 	t.known = Wake{Progress: p, Known: true}
-	b.mu.Unlock()
+	t.mu.Unlock()
 }
 
 func (b *broker) workerEnded(id string, chatEnded bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	t := b.topics[id]
+	t := b.lookup(id)
 	if t == nil {
 		return
 	}
 	t.local--
 	if t.local == 0 {
 		t.known = Wake{}
+		t.reply.relayed = false
+		if t.streams == 0 {
+			t.reply.clear()
+		}
 	}
 	if !chatEnded {
 		t.stale = true
-		b.signalLocked(t, Wake{})
+		t.signalLocked(Wake{})
 	}
-	b.dropLocked(id, t)
+	b.release(t)
 }
 
 // committed takes the events a worker of this replica just appended, and
 // the chat's progress after them (wk): the events join the tail and the
 // subscribers are woken with the progress.
 func (b *broker) committed(id string, evs []Event, wk Wake) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	t := b.topics[id]
+	t := b.lookup(id)
 	if t == nil {
 		return
 	}
+	defer t.mu.Unlock()
 	if t.local > 0 {
 		t.known = wk
+	}
+	if len(evs) > 0 {
+		t.reply.passed(evs[len(evs)-1].Seq)
 	}
 	if len(t.subs) == 0 {
 		return
@@ -233,39 +383,51 @@ func (b *broker) committed(id string, evs []Event, wk Wake) {
 	} else {
 		t.tail, t.stale = nil, true // a reader that comes fills it from the store
 	}
-	b.signalLocked(t, wk)
+	t.signalLocked(wk)
 }
 
 // notified is called when the store says the chat's log grew (on any
 // replica). The echo of this replica's own append is ignored: its events
 // were delivered when committed.
 func (b *broker) notified(id string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	t := b.topics[id]
-	if t == nil || len(t.subs) == 0 || t.local > 0 {
+	t := b.lookup(id)
+	if t == nil {
+		return
+	}
+	defer t.mu.Unlock()
+	if len(t.subs) == 0 || t.local > 0 {
 		return
 	}
 	t.stale = true
-	b.signalLocked(t, Wake{})
+	t.signalLocked(Wake{})
 }
 
 // notifiedAll is called when notifications may have been lost: every
 // subscriber catches up from the store.
 func (b *broker) notifiedAll() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.mu.RLock()
+	ts := make([]*topic, 0, len(b.topics))
 	for _, t := range b.topics {
-		t.stale = true
-		b.signalLocked(t, Wake{})
+		ts = append(ts, t)
+	}
+	b.mu.RUnlock()
+	for _, t := range ts {
+		t.mu.Lock()
+		if !t.dead {
+			t.stale = true
+			t.signalLocked(Wake{})
+		}
+		t.mu.Unlock()
 	}
 }
 
 // signalLocked wakes every subscriber of t. A wake-up still pending is
 // replaced: the latest says where the chat stands (an unknown progress
-// after a known one makes the reader ask the store, as it should).
-func (b *broker) signalLocked(t *topic, wk Wake) {
-	for ch := range t.subs {
+// after a known one makes the reader ask the store, as it should). The
+// topic's lock serialises the signals, so the latest is the one left.
+func (t *topic) signalLocked(wk Wake) {
+	for s := range t.subs {
+		ch := s.wake
 		select {
 		case ch <- wk:
 			continue
@@ -283,11 +445,13 @@ func (b *broker) signalLocked(t *topic, wk Wake) {
 }
 
 // extend adds committed events to the tail. Events that do not follow it
-// (the tail missed some) restart it.
+// (the tail missed some) restart it. Each event gets the memo of its wire
+// form (Event.Encoded), shared by every stream that sends it.
 func (t *topic) extend(evs []Event) {
 	if len(evs) == 0 {
 		return
 	}
+	t.reply.passed(evs[len(evs)-1].Seq)
 	if n := len(t.tail); n > 0 && evs[0].Seq != t.tail[n-1].Seq+1 {
 		if evs[len(evs)-1].Seq <= t.tail[n-1].Seq {
 			return // already known
@@ -298,14 +462,26 @@ func (t *topic) extend(evs []Event) {
 			evs = evs[t.tail[n-1].Seq+1-evs[0].Seq:]
 		}
 	}
+	from := len(t.tail)
 	t.tail = append(t.tail, evs...)
+	var memos []wireMemo
+	for i := from; i < len(t.tail); i++ {
+		if t.tail[i].wire == nil {
+			if len(memos) == 0 {
+				memos = make([]wireMemo, len(t.tail)-i)
+			}
+			t.tail[i].wire, memos = &memos[0], memos[1:]
+		}
+	}
 	if over := len(t.tail) - tailSize; over > 0 {
 		t.tail = slices.Clone(t.tail[over:])
 	}
 }
 
 // read returns up to limit events after seq from the tail, if the tail
-// holds every event after seq that is known to be committed.
+// holds every event after seq that is known to be committed. The events
+// are the tail's own, in a slice capped at its length: the tail only
+// grows past it or is replaced, so they never change under the caller.
 func (t *topic) read(after int64, limit int) ([]Event, bool) {
 	if t.stale || len(t.tail) == 0 {
 		return nil, false
@@ -321,50 +497,58 @@ func (t *topic) read(after int64, limit int) ([]Event, bool) {
 	if len(evs) > limit {
 		evs = evs[:limit]
 	}
-	return slices.Clone(evs), true
+	return evs[:len(evs):len(evs)], true
 }
 
 // events returns up to limit events of the chat after seq for a reader
 // allowed to read it as tenant: from the tail when it is current, else from
 // the store. check verifies the tenant once per topic (the store's GetChat).
 func (b *broker) events(ctx context.Context, tenant, id string, after int64, limit int, check func() error) ([]Event, error) {
-	b.mu.Lock()
-	t := b.topics[id]
-	if t == nil || t.readers == 0 {
-		b.mu.Unlock()
+	t := b.lookup(id)
+	if t != nil && t.readers == 0 {
+		t.mu.Unlock()
+		t = nil
+	}
+	if t == nil {
 		if err := check(); err != nil {
 			return nil, err
 		}
 		return b.store.ListEvents(ctx, &ListEventsParams{ChatID: id, After: after, Limit: limit})
 	}
+	if t.tenants[tenant] {
+		if evs, ok := t.read(after, limit); ok {
+			t.mu.Unlock()
+			return evs, nil
+		}
+	}
+	// The slow way: the topic is kept while this read uses it.
 	t.refs++
 	verified := t.tenants[tenant]
-	b.mu.Unlock()
+	t.mu.Unlock()
 	defer func() {
-		b.mu.Lock()
+		t.mu.Lock()
 		t.refs--
-		b.dropLocked(id, t)
-		b.mu.Unlock()
+		b.release(t)
 	}()
 	if !verified {
 		if err := check(); err != nil {
 			return nil, err
 		}
-		b.mu.Lock()
+		t.mu.Lock()
 		t.tenants[tenant] = true
-		b.mu.Unlock()
+		t.mu.Unlock()
 	}
-	if evs, ok := b.readTail(t, after, limit); ok {
+	if evs, ok := t.readTail(after, limit); ok {
 		return evs, nil
 	}
 	// Catch up: one reader reads the store, the others wait for it and
 	// then read the tail.
 	t.fill.Lock()
 	defer t.fill.Unlock()
-	if evs, ok := b.readTail(t, after, limit); ok {
+	if evs, ok := t.readTail(after, limit); ok {
 		return evs, nil
 	}
-	b.mu.Lock()
+	t.mu.Lock()
 	within := len(t.tail) > 0 && after >= t.tail[0].Seq-1
 	from := after
 	if within {
@@ -372,16 +556,16 @@ func (b *broker) events(ctx context.Context, tenant, id string, after int64, lim
 	}
 	// Notifications from here on mark the tail stale again.
 	t.stale = false
-	b.mu.Unlock()
+	t.mu.Unlock()
 	page := max(limit, tailSize)
 	evs, err := b.store.ListEvents(ctx, &ListEventsParams{ChatID: id, After: from, Limit: page})
 	if err != nil {
-		b.mu.Lock()
+		t.mu.Lock()
 		t.stale = true
-		b.mu.Unlock()
+		t.mu.Unlock()
 		return nil, err
 	}
-	b.mu.Lock()
+	t.mu.Lock()
 	if !within {
 		// The read replaces the tail, but appends committed while it ran
 		// joined the old one and are not in what was read (it may have
@@ -397,17 +581,17 @@ func (b *broker) events(ctx context.Context, tenant, id string, after int64, lim
 	if len(evs) == page {
 		t.stale = true // there may be more than one page
 	}
-	b.mu.Unlock()
-	if evs, ok := b.readTail(t, after, limit); ok {
+	t.mu.Unlock()
+	if evs, ok := t.readTail(after, limit); ok {
 		return evs, nil
 	}
 	// The reader is behind what the tail keeps: serve it from what was read.
 	return b.store.ListEvents(ctx, &ListEventsParams{ChatID: id, After: after, Limit: limit})
 }
 
-func (b *broker) readTail(t *topic, after int64, limit int) ([]Event, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+func (t *topic) readTail(after int64, limit int) ([]Event, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	return t.read(after, limit)
 }
 
@@ -415,12 +599,12 @@ func (b *broker) readTail(t *topic, after int64, limit int) ([]Event, bool) {
 // of it goes, tenants are verified again (the store now answers not
 // found), and every subscriber is woken to find out.
 func (b *broker) erased(id string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	t := b.topics[id]
+	t := b.lookup(id)
 	if t == nil {
 		return
 	}
+	defer t.mu.Unlock()
 	t.tail, t.stale, t.tenants = nil, true, map[string]bool{}
-	b.signalLocked(t, Wake{})
+	t.reply.clear()
+	t.signalLocked(Wake{})
 }

@@ -21,7 +21,7 @@ func TestTheTailIsKeptOnlyForReaders(t *testing.T) {
 	if tp := b.topics[id]; len(tp.tail) != 0 || !tp.stale {
 		t.Fatalf("tail %v (stale %v) kept for a follower only", tp.tail, tp.stale)
 	}
-	now, _, stopRead := b.add(id, true)
+	now, _, stopRead := b.add(id, subRead)
 	defer stopRead()
 	if now.Progress.LastSeq != 4 {
 		t.Fatalf("a new subscriber starts from %+v, want seq 4", now)
@@ -30,7 +30,7 @@ func TestTheTailIsKeptOnlyForReaders(t *testing.T) {
 	if tp := b.topics[id]; len(tp.tail) != 1 || tp.tail[0].Seq != 5 || !tp.stale {
 		t.Fatalf("tail %v (stale %v), want [5] still to be filled from the store", tp.tail, tp.stale)
 	}
-	if _, ok := b.readTail(b.topics[id], 0, 10); ok {
+	if _, ok := b.topics[id].readTail(0, 10); ok {
 		t.Fatal("the tail answered a read from seq 0, which it does not hold")
 	}
 }

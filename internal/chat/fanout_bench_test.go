@@ -65,7 +65,9 @@ func BenchmarkSSEFanOut(b *testing.B) {
 	pg := openBackend(b, "postgres")
 	cs := &countingStore{Store: pg, committed: map[int64]time.Time{}}
 	rt := newRuntime(b, cs, func(c *chat.RuntimeConfig) { c.LeaseDuration = 30 * time.Second })
-	srv, err := server.New(server.Config{}, rt, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), prometheus.NewRegistry())
+	// One address opens every stream: the per-key and total caps on
+	// streams, and the rate limit, are lifted for the benchmark.
+	srv, err := server.New(server.Config{Guard: server.Guard{RateLimit: -1, MaxStreams: -1, MaxStreamsPerKey: -1}}, rt, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), prometheus.NewRegistry())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -28,6 +28,11 @@ type metrics struct {
 	// runs counts runs started by workers (a chat's first included).
 	runsPosted *prometheus.CounterVec
 	runs       prometheus.Counter
+	// deltasRelayed counts deltas relayed to and from other replicas
+	// (direction sent, received); deltaRelayFailures those that could not
+	// be sent.
+	deltasRelayed      *prometheus.CounterVec
+	deltaRelayFailures prometheus.Counter
 }
 
 // modelBuckets are the model latency buckets (seconds): from a fast local
@@ -65,9 +70,14 @@ func newMetrics(reg prometheus.Registerer, store Store, statusTTL time.Duration,
 			Help: "Runs posted to chats, by if_busy and outcome (queued, busy: rejected because a run was active)."}, []string{"if_busy", "outcome"}),
 		runs: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_runs_started_total",
 			Help: "Runs after a chat's first that workers started (POST /runs, POST /fork with a run)."}),
+		deltasRelayed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_deltas_relayed_total",
+			Help: "Deltas of streamed replies relayed between replicas, by direction (sent: of chats this replica runs, to replicas whose streams follow them; received)."}, []string{"direction"}),
+		deltaRelayFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_delta_relay_failures_total",
+			Help: "Deltas that could not be relayed to the other replicas: their streams get those replies as whole messages only."}),
 	}
 	for _, c := range []prometheus.Collector{m.created, m.finished, m.turns, m.messages, m.events, m.appendErrors,
-		m.appendSeconds, m.modelCalls, m.modelSeconds, m.tokens, m.workers, m.claimErrors, m.panics, m.runsPosted, m.runs, &statusCollector{store: store, ttl: statusTTL, now: now}} {
+		m.appendSeconds, m.modelCalls, m.modelSeconds, m.tokens, m.workers, m.claimErrors, m.panics, m.runsPosted, m.runs,
+		m.deltasRelayed, m.deltaRelayFailures, &statusCollector{store: store, ttl: statusTTL, now: now}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -149,6 +149,9 @@ func NewRuntime(cfg RuntimeConfig) (*Runtime, error) {
 	}
 	r.tracer, r.parents = newTraceParents(cfg.TracerProvider)
 	r.broker = newBroker(cfg.Store)
+	if out, ok := cfg.Store.(DeltaRelay); ok {
+		r.broker.relay = newRelay(out, owner, r.broker, now, r.log, m)
+	}
 	r.sched = newScheduler(r, cmp.Or(cfg.MaxActiveChats, 1000), cmp.Or(cfg.LeaseDuration, 15*time.Second), cmp.Or(cfg.PollInterval, time.Second))
 	return r, nil
 }
@@ -201,16 +204,25 @@ func (r *Runtime) Start(ctx context.Context) error {
 		}()
 	}
 	if n, ok := r.store.(Notifier); ok {
+		h := NotifyHandler{
+			Appended:        r.broker.notified,
+			CancelRequested: func(id string) { r.sched.cancel(id, errCancelRequested) },
+			StopRequested:   r.sched.stopRequested,
+			RunQueued:       r.sched.runQueued,
+			Reconnected:     r.broker.notifiedAll,
+		}
+		if rl := r.broker.relay; rl.on() {
+			h.Self, h.Deltas, h.Follows, h.RelayFailed, h.Listening = r.owner, rl.received, rl.follows, rl.failed, rl.listening
+			r.loops.Add(1)
+			go func() {
+				defer r.loops.Done()
+				rl.loop(r.base)
+			}()
+		}
 		r.loops.Add(1)
 		go func() {
 			defer r.loops.Done()
-			_ = n.Listen(r.base, NotifyHandler{
-				Appended:        r.broker.notified,
-				CancelRequested: func(id string) { r.sched.cancel(id, errCancelRequested) },
-				StopRequested:   r.sched.stopRequested,
-				RunQueued:       r.sched.runQueued,
-				Reconnected:     r.broker.notifiedAll,
-			})
+			_ = n.Listen(r.base, h)
 		}()
 	}
 	r.sched.kick()

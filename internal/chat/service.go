@@ -148,11 +148,14 @@ func (r *Runtime) Follow(chatID string) (Wake, <-chan Wake, func()) {
 	return r.broker.follow(chatID)
 }
 
-// SubscribeDeltas returns the fragments of replies being streamed for the
-// chat on this replica, and a function that ends the subscription. A slow
-// reader loses fragments rather than slowing the model call down.
-func (r *Runtime) SubscribeDeltas(chatID string) (<-chan Delta, func()) {
-	return r.broker.subscribeDeltas(chatID)
+// Stream subscribes an event stream to the chat: wake-ups as Subscribe
+// gives them, and the deltas of the replies being streamed, on whichever
+// replica runs the chat (a stream that subscribes during a reply gets its
+// text so far at once), and a function that ends the subscription. Take
+// the queued deltas before reading the events a wake-up announces: the
+// deltas of a reply are queued before its message is committed.
+func (r *Runtime) Stream(chatID string) (<-chan Wake, *DeltaQueue, func()) {
+	return r.broker.stream(chatID)
 }
 
 // Cancel asks a chat to stop; the chat's worker appends chat.cancelled. The

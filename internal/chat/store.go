@@ -131,6 +131,50 @@ type NotifyHandler struct {
 	// Reconnected is called after the listener lost its connection: what
 	// was sent meanwhile is lost, so everything should be looked at again.
 	Reconnected func()
+	// Listening is called each time the listener starts to listen: at
+	// first, and after a reconnect (after Reconnected).
+	Listening func()
+	// Self is the name this replica relays under (DeltaRelay): what it
+	// relayed itself is not handed back to it.
+	Self string
+	// Deltas receives the deltas another replica relayed (from names it).
+	Deltas func(from string, ds []RelayedDelta)
+	// Follows receives another replica's word that its streams follow the
+	// chats' deltas, or (no chat ids) its question what this one follows
+	// (see DeltaRelay.RelayFollows).
+	Follows func(from string, chatIDs []string, replay bool)
+	// RelayFailed is told that n deltas this replica relayed could not be
+	// sent to the others.
+	RelayFailed func(n int, err error)
+}
+
+// DeltaRelay is implemented by stores that several replicas share
+// (Postgres): it carries the deltas of replies being streamed from the
+// replica that runs a chat to the others, and the word of which chats'
+// deltas a replica's streams want. Both travel batched with the store's
+// notifications (no write and no notification per delta) and are best
+// effort: a delta that does not arrive costs a stream that fragment, never
+// a message. A Notifier's Listen hands what the other replicas relayed to
+// its handler.
+type DeltaRelay interface {
+	// RelayDelta queues a delta for the other replicas; it never blocks.
+	RelayDelta(from string, d RelayedDelta)
+	// RelayFollows queues the word, for the other replicas, that from's
+	// streams want the chats' deltas; replay asks the replica that runs
+	// each for its replies in progress from their start. Without chat ids
+	// it asks the others what they follow (a replica that starts). It
+	// never blocks.
+	RelayFollows(from string, chatIDs []string, replay bool)
+}
+
+// RelayedDelta is a delta on its way between replicas.
+type RelayedDelta struct {
+	ChatID string
+	// Epoch is the lease epoch of the worker that streams the reply.
+	Epoch int64
+	Delta
+	// Replay: Content is the reply's whole text so far, not a fragment.
+	Replay bool
 }
 
 // CreateChatParams are the arguments of Store.CreateChat.

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"encoding/json"
+	"sync"
 	"time"
 
 	"github.com/agentd/agentd/internal/spec"
@@ -185,6 +186,29 @@ type Event struct {
 	// It is dropped before the events are published; events read from a
 	// store never have it.
 	typed any
+	// wire is where the event's wire form is kept once made, on the events
+	// of a chat's kept tail (see Encoded).
+	wire *wireMemo
+}
+
+// wireMemo holds the wire form of one committed event.
+type wireMemo struct {
+	once sync.Once
+	b    []byte
+}
+
+// Encoded returns enc(e), made once for all the callers that get e from the
+// same kept tail: the streams of one chat on this replica send the bytes
+// of each committed event made by its first stream, instead of encoding it
+// once per stream. Every caller must pass the same encoding (the SSE
+// frame); the bytes are shared and must not be changed.
+func (e Event) Encoded(enc func(Event) []byte) []byte {
+	m := e.wire
+	if m == nil {
+		return enc(e)
+	}
+	m.once.Do(func() { m.b = enc(e) })
+	return m.b
 }
 
 // Chat is the record of one chat: its spec and the summary of its log.

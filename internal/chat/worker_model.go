@@ -65,7 +65,7 @@ func (w *worker) modelRequest(a *spec.Agent, tools []ToolDef) *ModelRequest {
 		Messages: w.st.modelContext(a), Tools: tools, OnDelta: w.deltaPublisher(a.Name)}
 	after := w.st.lastSeq
 	req.OnReset = func() {
-		w.rt.broker.publishDelta(w.id, Delta{Name: a.Name, Reset: true, AfterSeq: after})
+		w.rt.broker.publishDelta(w.id, w.epoch, Delta{Name: a.Name, Reset: true, AfterSeq: after})
 	}
 	return req
 }
@@ -89,7 +89,7 @@ func (w *worker) modelAnswered(ctx context.Context, req *ModelRequest, resp *Mod
 func (w *worker) deltaPublisher(agent string) func(string) {
 	after := w.st.lastSeq
 	return func(content string) {
-		w.rt.broker.publishDelta(w.id, Delta{Name: agent, Content: content, AfterSeq: after})
+		w.rt.broker.publishDelta(w.id, w.epoch, Delta{Name: agent, Content: content, AfterSeq: after})
 	}
 }
 

@@ -54,10 +54,11 @@ type Chats interface {
 	// stands if this replica runs it (Wake.Known), so that a waiter needs
 	// no read of the store to start from.
 	Follow(chatID string) (chat.Wake, <-chan chat.Wake, func())
-	// SubscribeDeltas returns the fragments of replies a model is streaming
-	// for the chat (ephemeral message.delta events), and a function ending
-	// the subscription.
-	SubscribeDeltas(chatID string) (<-chan chat.Delta, func())
+	// Stream subscribes an event stream: wake-ups as Subscribe gives them,
+	// and the fragments of replies a model is streaming for the chat
+	// (ephemeral message.delta events) on any replica, queued; and a
+	// function ending the subscription.
+	Stream(chatID string) (<-chan chat.Wake, *chat.DeltaQueue, func())
 	// Cancel asks a chat to stop; changed is false when it was already terminal.
 	Cancel(ctx context.Context, tenant, id string) (c *chat.Chat, changed bool, err error)
 	// Input answers a chat's pending input request, or returns chat.ErrNoPendingInput.

@@ -87,10 +87,18 @@ func (f *fakeChats) Events(ctx context.Context, tenant, id string, after int64, 
 	return f.events(ctx, tenant, id, after, limit)
 }
 
-// SubscribeDeltas of the fakes streams nothing: no model runs behind them.
-func (f *fakeChats) SubscribeDeltas(string) (<-chan chat.Delta, func()) { return nil, func() {} }
+// Stream of the fakes subscribes as Subscribe does; no model runs behind
+// them, so no delta comes.
+func (f *fakeChats) Stream(chatID string) (<-chan chat.Wake, *chat.DeltaQueue, func()) {
+	ch, stop := f.Subscribe(chatID)
+	return ch, chat.NewDeltaQueue(), stop
+}
 
-func (l *memLog) SubscribeDeltas(string) (<-chan chat.Delta, func()) { return l.deltas, func() {} }
+// Stream of memLog queues on l.deltas what a test pushes there.
+func (l *memLog) Stream(chatID string) (<-chan chat.Wake, *chat.DeltaQueue, func()) {
+	ch, stop := l.Subscribe(chatID)
+	return ch, l.deltas, stop
+}
 
 func (f *fakeChats) Subscribe(chatID string) (<-chan chat.Wake, func()) {
 	if f.subscribe == nil {
@@ -141,8 +149,8 @@ type memLog struct {
 	subscribed chan struct{}
 	// eventCalls counts Events calls.
 	eventCalls int
-	// deltas feeds message.delta events to streams (nil: none).
-	deltas chan chat.Delta
+	// deltas feeds message.delta events to streams.
+	deltas *chat.DeltaQueue
 }
 
 const (
@@ -157,6 +165,7 @@ func newMemLog(status chat.Status) *memLog {
 		chat:       chat.Chat{ID: testChatID, Tenant: testTenant, Status: status, CreatedAt: testTime, UpdatedAt: testTime},
 		subs:       map[chan chat.Wake]struct{}{},
 		subscribed: make(chan struct{}, 100),
+		deltas:     chat.NewDeltaQueue(),
 	}
 }
 

@@ -63,10 +63,8 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 	defer c.waiting(r, c.metrics.sseOpen)()
 	// Subscribe before the first read, so a commit between the read and the
 	// wait still wakes us.
-	signal, unsubscribe := c.chats.Subscribe(id)
+	signal, deltas, unsubscribe := c.chats.Stream(id)
 	defer unsubscribe()
-	deltas, unsubscribeDeltas := c.chats.SubscribeDeltas(id)
-	defer unsubscribeDeltas()
 
 	if r.Method == http.MethodHead {
 		// The headers of the stream, without waiting for its events.
@@ -106,6 +104,14 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 	// goes out now; an older one belongs to a message already sent and is
 	// dropped; a newer one waits until the events before it are sent.
 	var pending []chat.Delta
+	var taken []chat.Delta
+	take := func() {
+		taken = deltas.Take(taken[:0])
+		for _, d := range taken {
+			pending = chat.JoinDeltas(pending, d)
+		}
+		clear(taken)
+	}
 	// retryRead fires while the store is unreachable: the stream stays open
 	// (heartbeats go on) and reads again, so clients ride out a database
 	// outage instead of reconnecting into 503s.
@@ -115,8 +121,16 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 		if read {
 			read = false
 			deadline()
+			// The deltas queued before the wake-up go out before the
+			// events it announces: a reply's deltas are queued before its
+			// message is committed.
+			take()
+			var err error
+			if pending, err = writeDeltas(w, pending, after); err != nil {
+				return
+			}
 			before := after
-			done, err := c.sendEvents(ctx, w, tenant, id, &after, follow)
+			done, err := c.sendEvents(ctx, w, tenant, id, &after, follow, &pending)
 			progressed := after > before
 			if errors.Is(err, chat.ErrNotFound) {
 				// The chat was erased while it streamed: it ends here,
@@ -166,16 +180,8 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 			read = true
 		case <-retryRead:
 			retryRead, read = nil, true
-		case d := <-deltas:
-			pending = append(pending, d)
-			for more := true; more; {
-				select {
-				case d := <-deltas:
-					pending = append(pending, d)
-				default:
-					more = false
-				}
-			}
+		case <-deltas.Ready():
+			take()
 		case <-heartbeat.C:
 			deadline()
 			if _, err := io.WriteString(w, heartbeatComment); err != nil {
@@ -217,9 +223,12 @@ func setStreamHeaders(h http.Header) {
 // writeDeltas writes the pending deltas that follow the last event sent as
 // message.delta events — ephemeral: no id, so a reconnecting client resumes
 // after the last persisted event — drops those of replies already sent, and
-// returns those that must wait for more events.
+// returns those that must wait for more events (in pending's array).
 func writeDeltas(w io.Writer, pending []chat.Delta, after int64) ([]chat.Delta, error) {
-	var wait []chat.Delta
+	if len(pending) == 0 {
+		return pending, nil
+	}
+	wait := pending[:0]
 	for _, d := range pending {
 		switch {
 		case d.AfterSeq > after:
@@ -234,35 +243,44 @@ func writeDeltas(w io.Writer, pending []chat.Delta, after int64) ([]chat.Delta, 
 			}
 		}
 	}
+	clear(pending[len(wait):])
 	return wait, nil
 }
 
 // sendEvents writes every committed event after *after, advancing *after as
-// it goes; done reports that the stream is over: the last event written
-// ends a run and nothing follows it yet (a chat's earlier runs, replayed,
-// do not end it). A stream that follows the chat (follow) is never over:
-// it waits for the next run.
-func (c *chatsResource) sendEvents(ctx context.Context, w io.Writer, tenant, id string, after *int64, follow bool) (done bool, err error) {
+// it goes, and after each event the pending deltas that follow it; done
+// reports that the stream is over: the last event written ends a run and
+// nothing follows it yet (a chat's earlier runs, replayed, do not end it).
+// A stream that follows the chat (follow) is never over: it waits for the
+// next run.
+func (c *chatsResource) sendEvents(ctx context.Context, w io.Writer, tenant, id string, after *int64, follow bool, pending *[]chat.Delta) (done bool, err error) {
+	encode := func(e chat.Event) []byte {
+		data, err := json.Marshal(chat.EventPayload(e))
+		if err != nil {
+			// Only corrupt event data gets here. Still send the event:
+			// the client's resume point must move past it, or it would
+			// reconnect into the same failure forever.
+			c.logger.Error("sse: encode event data", "request_id", RequestID(ctx), "chat_id", id, "seq", e.Seq, "error", err)
+			data = []byte("null")
+		}
+		return appendSSE(nil, e.Seq, string(e.Type), data)
+	}
 	for {
 		events, more, err := c.eventPage(ctx, tenant, id, *after)
 		if err != nil {
 			return false, fmt.Errorf("read events: %w", err)
 		}
 		for i, e := range events {
-			data, mErr := json.Marshal(chat.EventPayload(e))
-			if mErr != nil {
-				// Only corrupt event data gets here. Still send the event:
-				// the client's resume point must move past it, or it would
-				// reconnect into the same failure forever.
-				c.logger.Error("sse: encode event data", "request_id", RequestID(ctx), "chat_id", id, "seq", e.Seq, "error", mErr)
-				data = []byte("null")
-			}
-			if err := writeSSE(w, e.Seq, string(e.Type), data); err != nil {
+			// The streams of this replica share the event's frame.
+			if _, err := w.Write(e.Encoded(encode)); err != nil {
 				return false, err
 			}
 			*after = e.Seq
 			if e.Type.Terminal() && !follow && i == len(events)-1 && !more {
 				return true, nil
+			}
+			if *pending, err = writeDeltas(w, *pending, e.Seq); err != nil {
+				return false, err
 			}
 		}
 		if !more {
@@ -281,23 +299,32 @@ func (c *chatsResource) sendEvents(ctx context.Context, w io.Writer, tenant, id 
 // that: the event name loses any, and data is split into one data line per
 // line, which a client joins back with LF.
 func writeSSE(w io.Writer, seq int64, event string, data []byte) error {
-	var b bytes.Buffer
-	if seq > 0 {
-		b.WriteString("id: ")
-		b.WriteString(strconv.FormatInt(seq, 10))
-		b.WriteByte('\n')
-	}
-	b.WriteString("event: ")
-	b.WriteString(lineBreaks.Replace(event))
-	b.WriteByte('\n')
-	for _, line := range strings.Split(normalizeLineBreaks.Replace(string(data)), "\n") {
-		b.WriteString("data: ")
-		b.WriteString(line)
-		b.WriteByte('\n')
-	}
-	b.WriteByte('\n')
-	_, err := w.Write(b.Bytes())
+	_, err := w.Write(appendSSE(nil, seq, event, data))
 	return err
+}
+
+// appendSSE appends the event as writeSSE writes it to b.
+func appendSSE(b []byte, seq int64, event string, data []byte) []byte {
+	if seq > 0 {
+		b = append(b, "id: "...)
+		b = strconv.AppendInt(b, seq, 10)
+		b = append(b, '\n')
+	}
+	b = append(b, "event: "...)
+	b = append(b, lineBreaks.Replace(event)...)
+	b = append(b, '\n')
+	if !bytes.ContainsAny(data, "\r\n") {
+		// Encoded JSON: one line, kept as it is.
+		b = append(b, "data: "...)
+		b = append(b, data...)
+		return append(b, "\n\n"...)
+	}
+	for _, line := range strings.Split(normalizeLineBreaks.Replace(string(data)), "\n") {
+		b = append(b, "data: "...)
+		b = append(b, line...)
+		b = append(b, '\n')
+	}
+	return append(b, '\n')
 }
 
 var (

@@ -532,7 +532,6 @@ func TestMessagesLongPollTimesOut(t *testing.T) {
 func TestSSEDeltas(t *testing.T) {
 	t.Parallel()
 	log := newMemLog(chat.StatusRunning)
-	log.deltas = make(chan chat.Delta, 2)
 	log.add(chat.Event{Type: chat.EventChatCreated})
 	_, srv := startServer(t, Config{}, log)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -542,10 +541,53 @@ func TestSSEDeltas(t *testing.T) {
 	if ev, err := r.next(); err != nil || ev.id != "1" {
 		t.Fatalf("first event %+v, %v", ev, err)
 	}
-	log.deltas <- chat.Delta{Name: "coder", Content: "stale", AfterSeq: 0} // its reply was sent already
-	log.deltas <- chat.Delta{Name: "coder", Content: "Hel", AfterSeq: 1}
+	log.deltas.Push(chat.Delta{Name: "coder", Content: "stale", AfterSeq: 0}) // its reply was sent already
+	log.deltas.Push(chat.Delta{Name: "coder", Content: "Hel", AfterSeq: 1})
 	ev, err := r.next()
 	if err != nil || ev.event != "message.delta" || ev.id != "" || ev.data != `{"name":"coder","content":"Hel"}` {
 		t.Fatalf("delta event %+v, %v", ev, err)
+	}
+}
+
+// The deltas of a reply, queued before its message was committed, go out
+// before the message although they and the message's wake-up wait for the
+// stream together.
+func TestSSEDeltasGoBeforeTheirMessage(t *testing.T) {
+	t.Parallel()
+	log := newMemLog(chat.StatusRunning)
+	log.add(chat.Event{Type: chat.EventChatCreated}, chat.Event{Type: chat.EventSpeakerSelected})
+	_, srv := startServer(t, Config{}, log)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	resp := openStream(t, ctx, srv.URL+"/v1/chats/"+testChatID+"/events", lastEventIDHeader, "2")
+	r := &sseReader{r: bufio.NewReader(resp.Body)}
+	log.waitSubscribed(t)
+	for seq := int64(2); seq < 40; seq++ {
+		for _, piece := range []string{"Hel", "lo", " there"} {
+			log.deltas.Push(chat.Delta{Name: "coder", Content: piece, AfterSeq: seq})
+		}
+		log.add(msgEvent("coder", "Hello there"))
+		var text strings.Builder
+		for {
+			ev, err := r.next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.event == "message.delta" {
+				var d chat.Delta
+				if err := json.Unmarshal([]byte(ev.data), &d); err != nil {
+					t.Fatal(err)
+				}
+				text.WriteString(d.Content)
+				continue
+			}
+			if ev.event == "message" && ev.id == strconv.FormatInt(seq+1, 10) {
+				break
+			}
+			t.Fatalf("unexpected %+v", ev)
+		}
+		if text.String() != "Hello there" {
+			t.Fatalf("message %d came after deltas %q, want all of its reply", seq+1, text.String())
+		}
 	}
 }

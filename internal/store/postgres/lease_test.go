@@ -227,11 +227,11 @@ func TestNotificationsAreSentAtMostOncePerInterval(t *testing.T) {
 		sends int
 		sent  = map[string]bool{}
 	)
-	n := startNotifier(nil, nil, func(ids []string) {
+	n := startNotifier(nil, nil, func(f *flush) {
 		mu.Lock()
 		defer mu.Unlock()
 		sends++
-		for _, id := range ids {
+		for _, id := range f.ids {
 			sent[id] = true
 		}
 	})

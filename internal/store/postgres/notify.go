@@ -69,12 +69,18 @@ func (s *Store) listenOnce(ctx context.Context, h chat.NotifyHandler, reconnecte
 			s.log.Warn("close notification listener connection", "err", cerr)
 		}
 	}()
+	s.notify.mu.Lock()
+	s.notify.relayFailed = h.RelayFailed
+	s.notify.mu.Unlock()
 	if _, err := conn.Exec(ctx, "LISTEN "+channelAppends+"; LISTEN "+channelAppended+"; LISTEN "+channelCancel+
-		"; LISTEN "+channelStop+"; LISTEN "+channelRun); err != nil {
+		"; LISTEN "+channelStop+"; LISTEN "+channelRun+"; LISTEN "+channelDeltas+"; LISTEN "+channelFollows); err != nil {
 		return false, fmt.Errorf("listen: %w", err)
 	}
 	if reconnected && h.Reconnected != nil {
 		h.Reconnected()
+	}
+	if h.Listening != nil {
+		h.Listening()
 	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
@@ -104,6 +110,39 @@ func (s *Store) listenOnce(ctx context.Context, h chat.NotifyHandler, reconnecte
 			if h.RunQueued != nil {
 				h.RunQueued(n.Payload)
 			}
+		case channelDeltas, channelFollows:
+			s.relayed(h, n.Channel, n.Payload)
 		}
+	}
+}
+
+// relayed hands what another replica relayed to the handler; what this
+// replica sent itself is skipped before it is decoded.
+func (s *Store) relayed(h chat.NotifyHandler, channel, payload string) {
+	from, body, ok := strings.Cut(payload, "\n")
+	if !ok || from == h.Self {
+		return
+	}
+	switch channel {
+	case channelDeltas:
+		if h.Deltas == nil {
+			return
+		}
+		ds, err := decodeDeltas(body)
+		if err != nil {
+			s.log.Warn("relayed deltas could not be read", "from", from, "err", err)
+			return
+		}
+		h.Deltas(from, ds)
+	case channelFollows:
+		if h.Follows == nil {
+			return
+		}
+		ids, replay, ok := decodeFollows(body)
+		if !ok {
+			s.log.Warn("relayed follows could not be read", "from", from)
+			return
+		}
+		h.Follows(from, ids, replay)
 	}
 }
