@@ -246,15 +246,10 @@ func rssOf(pid int) (int64, error) {
 
 // history puts n completed chats of messages messages each into agentd's
 // store, straight into its tables, and analyzes them: the benchmark runs on
-// the store of a server that has run a while, not on empty tables.
-//
-// Empty tables would measure the first minute of a new database. Postgres
-// plans each statement for the tables' size when a connection first runs it
-// and keeps the plan until autovacuum's ANALYZE (at most once a minute)
-// invalidates it, so on a store that starts empty, each batch of appends
-// would scan chat_state from end to end for the rest of a phase. Chats of
-// the past are also what decides how deep the indexes are that appends
-// insert into.
+// the store of a server that has run a while, with indexes as deep as the
+// past chats make them. -history 0 measures a freshly migrated database
+// instead: the first minutes of a new deployment, whose plans the store
+// renews itself as its tables grow (see internal/store/postgres/analyze.go).
 func (pg *pgServer) history(ctx context.Context, n, messages int) error {
 	if n <= 0 {
 		return nil

@@ -51,6 +51,7 @@ type Store struct {
 	pool   *pgxpool.Pool
 	commit *groupcommit.Committer[*op]
 	notify *notifier
+	young  *analyzer
 
 	closeOnce sync.Once
 	closeErr  error
@@ -113,6 +114,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
+	s.young = startAnalyzer(pool, cfg.Logger.With("store", "postgres"))
 	return s, nil
 }
 
@@ -173,6 +175,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // to call twice; appends after Close fail.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.young.close()
 		s.closeErr = s.commit.Stop(context.Background())
 		s.notify.close()
 		s.pool.Close()
