@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,9 +12,6 @@ import (
 // chat_state (a scan of it); once the table has grown to thousands of
 // rows, its statistics are renewed at once, not after autovacuum's nap,
 // and the statement is planned again with the index.
-// appendsParams is the number of parameters of appendsSQL.
-const appendsParams = 28
-
 func TestYoungTablesAreAnalyzedAsTheyGrow(t *testing.T) {
 	t.Parallel()
 	s := newStore(t).(*Store)
@@ -31,7 +30,12 @@ func TestYoungTablesAreAnalyzedAsTheyGrow(t *testing.T) {
 		if _, err := tx.Exec(ctx, "PREPARE young_appends AS "+appendsSQL); err != nil {
 			t.Fatal(err)
 		}
-		nulls := strings.TrimSuffix(strings.Repeat("NULL, ", appendsParams), ", ")
+		params := 0
+		for _, m := range regexp.MustCompile(`\$(\d+)`).FindAllStringSubmatch(appendsSQL, -1) {
+			n, _ := strconv.Atoi(m[1])
+			params = max(params, n)
+		}
+		nulls := strings.TrimSuffix(strings.Repeat("NULL, ", params), ", ")
 		rows, err := tx.Query(ctx, "EXPLAIN EXECUTE young_appends("+nulls+")")
 		if err != nil {
 			t.Fatal(err)
@@ -46,6 +50,9 @@ func TestYoungTablesAreAnalyzedAsTheyGrow(t *testing.T) {
 			lines = append(lines, l)
 		}
 		rows.Close()
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := tx.Exec(ctx, "DEALLOCATE young_appends"); err != nil {
 			t.Fatal(err)
 		}
