@@ -30,12 +30,15 @@ type agentdProc struct {
 	admin string
 }
 
-func startAgentd(ctx context.Context, bin, tmp, dbURL string, cfg config) (*agentdProc, error) {
+// startAgentd starts the binary on dbURL, logging to name.log in tmp, with
+// env added to its environment.
+func startAgentd(ctx context.Context, bin, tmp, dbURL string, cfg config, name string, env ...string) (*agentdProc, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	logFile, err := os.Create(filepath.Join(tmp, "agentd.log"))
+	logPath := filepath.Join(tmp, name+".log")
+	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
@@ -53,6 +56,7 @@ func startAgentd(ctx context.Context, bin, tmp, dbURL string, cfg config) (*agen
 		"AGENTD_RATE_LIMIT=0", "AGENTD_MAX_STREAMS=0", "AGENTD_MAX_STREAMS_PER_KEY=0",
 		"AGENTD_MAX_ACTIVE_CHATS="+strconv.Itoa(max(cfg.waiting+1000, 2000)),
 	)
+	cmd.Env = append(cmd.Env, env...)
 	// The admin listener (pprof) tells the memory phase what the waiting
 	// chats retain, and -hold leaves it open for profiling.
 	ap, err := freePort()
@@ -71,7 +75,7 @@ func startAgentd(ctx context.Context, bin, tmp, dbURL string, cfg config) (*agen
 	go func() { _ = cmd.Wait(); close(a.exited) }()
 	if err := waitHTTP(ctx, a.base+"/readyz", a.exited); err != nil {
 		a.stop()
-		log, _ := os.ReadFile(filepath.Join(tmp, "agentd.log"))
+		log, _ := os.ReadFile(logPath)
 		return nil, fmt.Errorf("%w:\n%s", err, log)
 	}
 	return a, nil

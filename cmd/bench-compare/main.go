@@ -43,10 +43,21 @@ type config struct {
 	// hold keeps agentd running this long after the memory phase, with its
 	// admin listener (pprof) on, so that the waiting chats can be profiled.
 	hold time.Duration
+	// phases are the parts to run: table, stream, idle, memory.
+	phases map[string]bool
+	// The streaming phase: chats at once, replies each, tokens a reply,
+	// the first token after streamFirst, then one every streamEvery.
+	streamChats, streamReplies, streamTokens int
+	streamFirst, streamEvery                 time.Duration
+	// idle is how many idle event streams the idle phase opens.
+	idle int
 	out  io.Writer
 }
 
 func main() {
+	if relayed() {
+		return
+	}
 	var (
 		cfg  config
 		conc string
@@ -60,7 +71,24 @@ func main() {
 	flag.StringVar(&cfg.agentd, "agentd", "", "agentd binary (default: built from this checkout)")
 	flag.IntVar(&cfg.statements, "statements", 0, "list agentd's N most frequent statements of each phase, per message")
 	flag.DurationVar(&cfg.hold, "hold", 0, "after the memory phase, keep agentd running this long (or until interrupted) with pprof on its admin address")
+	phases := flag.String("phases", "table,stream,idle,memory", "the parts to run: table (agentd next to pgbench), stream, idle, memory")
+	flag.IntVar(&cfg.streamChats, "stream-chats", 200, "streaming phase: chats at once, each with one follower")
+	flag.IntVar(&cfg.streamReplies, "stream-replies", 3, "streaming phase: replies of each chat")
+	flag.IntVar(&cfg.streamTokens, "stream-tokens", 50, "streaming phase: tokens of each reply")
+	flag.DurationVar(&cfg.streamFirst, "stream-first", 200*time.Millisecond, "streaming phase: the model's wait before a reply's first token")
+	flag.DurationVar(&cfg.streamEvery, "stream-every", 20*time.Millisecond, "streaming phase: the model's pause between tokens")
+	flag.IntVar(&cfg.idle, "idle", 10000, "idle phase: event streams held open on chats that wait")
 	flag.Parse()
+	cfg.phases = map[string]bool{}
+	for _, p := range strings.Split(*phases, ",") {
+		switch p = strings.TrimSpace(p); p {
+		case "table", "stream", "idle", "memory":
+			cfg.phases[p] = true
+		default:
+			fmt.Fprintf(os.Stderr, "bench-compare: unknown phase %q in -phases\n", p)
+			os.Exit(2)
+		}
+	}
 	for _, f := range strings.Split(conc, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
@@ -114,7 +142,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	defer pg.close()
 
-	ag, err := startAgentd(ctx, bin, tmp, pg.url("agentd"), cfg)
+	ag, err := startAgentd(ctx, bin, tmp, pg.url("agentd"), cfg, "agentd")
 	if err != nil {
 		return err
 	}
@@ -123,8 +151,46 @@ func run(ctx context.Context, cfg config) error {
 		return fmt.Errorf("history: %w", err)
 	}
 
-	fmt.Fprintf(cfg.out, "bench-compare: %d-message round-robin replay chats (3 agents) vs pgbench one-row INSERTs; Postgres fsync on; %s per phase; %d CPUs\n\n",
-		cfg.messages, cfg.duration, runtime.NumCPU())
+	fmt.Fprintf(cfg.out, "bench-compare: %d-message round-robin replay chats (3 agents) vs pgbench one-row INSERTs; Postgres fsync on; %s per phase; %d CPUs; %d chats of history\n\n",
+		cfg.messages, cfg.duration, runtime.NumCPU(), cfg.history)
+	if err := tablePhase(ctx, pg, ag, tmp, cfg); err != nil {
+		return err
+	}
+	if cfg.phases["stream"] {
+		if err := streamPhase(ctx, pg, bin, tmp, cfg); err != nil {
+			return fmt.Errorf("streaming phase: %w", err)
+		}
+	}
+	if cfg.phases["idle"] && cfg.idle > 0 {
+		m, err := idlePhase(ctx, ag, cfg.idle)
+		if err != nil {
+			return fmt.Errorf("idle phase: %w", err)
+		}
+		m.print(cfg.out)
+	}
+	if cfg.phases["memory"] && cfg.waiting > 0 {
+		m, err := memoryPhase(ctx, ag, cfg.waiting)
+		if err != nil {
+			return fmt.Errorf("memory phase: %w", err)
+		}
+		m.print(cfg.out)
+	}
+	if cfg.hold > 0 {
+		fmt.Fprintf(cfg.out, "\nagentd (pid %d) holds for %s; pprof at http://%s/debug/pprof/\n", ag.pid(), cfg.hold, ag.admin)
+		select {
+		case <-time.After(cfg.hold):
+		case <-ctx.Done():
+		}
+	}
+	return nil
+}
+
+// tablePhase runs pgbench and agentd at each concurrency, one after the
+// other, and prints the table.
+func tablePhase(ctx context.Context, pg *pgServer, ag *agentdProc, tmp string, cfg config) error {
+	if !cfg.phases["table"] {
+		return nil
+	}
 	t := newTable(cfg.out)
 	var tops []statementTop
 	for _, c := range cfg.conc {
@@ -145,20 +211,6 @@ func run(ctx context.Context, cfg config) error {
 	t.flush()
 	for _, top := range tops {
 		top.print(cfg.out)
-	}
-	if cfg.waiting > 0 {
-		m, err := memoryPhase(ctx, ag, cfg.waiting)
-		if err != nil {
-			return fmt.Errorf("memory phase: %w", err)
-		}
-		m.print(cfg.out)
-	}
-	if cfg.hold > 0 {
-		fmt.Fprintf(cfg.out, "\nagentd (pid %d) holds for %s; pprof at http://%s/debug/pprof/\n", ag.pid(), cfg.hold, ag.admin)
-		select {
-		case <-time.After(cfg.hold):
-		case <-ctx.Done():
-		}
 	}
 	return nil
 }

@@ -13,6 +13,15 @@ import (
 	"github.com/agentd/agentd/internal/spec"
 )
 
+// TestMain lets the test binary be the bare relay of the streaming phase,
+// as the program is (see relayEnv).
+func TestMain(m *testing.M) {
+	if relayed() {
+		return
+	}
+	os.Exit(m.Run())
+}
+
 // The workload must stay a valid spec as the spec language evolves.
 func TestChatSpecIsValid(t *testing.T) {
 	for _, delay := range []int{0, 600_000} {
@@ -26,6 +35,17 @@ func TestChatSpecIsValid(t *testing.T) {
 		if len(sp.Agents) != 3 || *sp.MaxRound != 19 {
 			t.Fatalf("chatSpec: %d agents, max_round %d", len(sp.Agents), *sp.MaxRound)
 		}
+	}
+}
+
+// So must the streaming phase's, with the openai provider configured.
+func TestStreamSpecIsValid(t *testing.T) {
+	sp, probs := spec.DecodeSpec(streamSpec(3))
+	if len(probs) == 0 {
+		probs = spec.Validate(sp, spec.Limits{}, spec.Env{Providers: []string{"openai"}})
+	}
+	if len(probs) > 0 {
+		t.Fatalf("streamSpec(3): %v", probs)
 	}
 }
 
@@ -59,13 +79,18 @@ func TestOneTinyRound(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	err := run(ctx, config{conc: []int{2}, duration: time.Second, warmup: 500 * time.Millisecond,
-		messages: 4, waiting: 20, history: 50, agentd: bin, out: &out})
+		messages: 4, waiting: 20, history: 50, agentd: bin, out: &out,
+		phases:      map[string]bool{"table": true, "stream": true, "idle": true, "memory": true},
+		streamChats: 3, streamReplies: 2, streamTokens: 5, streamFirst: 100 * time.Millisecond, streamEvery: 5 * time.Millisecond,
+		idle: 20})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	for _, want := range []string{"pgbench row", "agentd msg", "memory: 20 chats", "KB/chat", "heap live"} {
+	for _, want := range []string{"pgbench row", "agentd msg", "memory: 20 chats", "KB/chat", "heap live",
+		"bare relay", "agentd, one replica", "agentd, two replicas", "6/6", "idle streams: 20", "KB/stream"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
+	t.Log(out.String())
 }

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// idleStreams is the figure of many event streams open on chats where
+// nothing happens.
+type idleStreams struct {
+	streams, chats      int
+	rss, heap, stack    int64
+	live                int64
+	goroutines          float64
+	rssBefore, rssAfter int64
+}
+
+func (m idleStreams) print(w io.Writer) {
+	n := float64(m.streams)
+	fmt.Fprintf(w, "\nidle streams: %d SSE streams open on %d chats that wait on a slow model, on one agentd (stream caps lifted)\n", m.streams, m.chats)
+	fmt.Fprintf(w, "  RSS        %8.1f KB/stream  (%d MB → %d MB)\n", float64(m.rss)/n/1024, m.rssBefore>>20, m.rssAfter>>20)
+	fmt.Fprintf(w, "  heap inuse %8.1f KB/stream\n", float64(m.heap)/n/1024)
+	fmt.Fprintf(w, "  heap live  %8.1f KB/stream  (after a garbage collection)\n", float64(m.live)/n/1024)
+	fmt.Fprintf(w, "  stacks     %8.1f KB/stream\n", float64(m.stack)/n/1024)
+	fmt.Fprintf(w, "  goroutines %8.2f /stream\n", m.goroutines/n)
+}
+
+// idlePhase opens n event streams, a hundred per chat, on chats whose first
+// model call takes ten minutes, and measures what they add to agentd once
+// every stream has read the chat's events so far and waits.
+func idlePhase(ctx context.Context, ag *agentdProc, n int) (idleStreams, error) {
+	chats := max(1, (n+99)/100)
+	spec := chatSpec(3, 600_000)
+	var ids []string
+	for range chats {
+		id, err := ag.createID(ctx, spec)
+		if err != nil {
+			return idleStreams{}, err
+		}
+		ids = append(ids, id)
+	}
+	if err := ag.quiet(ctx, func(m map[string]float64) bool { return m["agentd_workers_active"] >= float64(chats) }); err != nil {
+		return idleStreams{}, err
+	}
+	before, err := ag.metrics(ctx)
+	if err != nil {
+		return idleStreams{}, err
+	}
+	rssBefore, err := rssOf(ag.pid())
+	if err != nil {
+		return idleStreams{}, err
+	}
+	liveBefore, err := ag.liveHeap(ctx)
+	if err != nil {
+		return idleStreams{}, err
+	}
+	sctx, closeStreams := context.WithCancel(ctx)
+	defer closeStreams()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1, DisableKeepAlives: true}}
+	var (
+		wg    sync.WaitGroup
+		errMu sync.Mutex
+		first error
+	)
+	open := make(chan struct{}, 64) // streams being opened at once
+	for i := range n {
+		select {
+		case open <- struct{}{}:
+		case <-ctx.Done():
+			return idleStreams{}, ctx.Err()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequestWithContext(sctx, http.MethodGet, ag.base+"/v1/chats/"+ids[i%chats]+"/events", nil)
+			resp, err := client.Do(req)
+			<-open
+			if err == nil && resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("GET events: %s", resp.Status)
+				resp.Body.Close()
+			}
+			if err != nil {
+				errMu.Lock()
+				if first == nil && sctx.Err() == nil {
+					first = err
+				}
+				errMu.Unlock()
+				return
+			}
+			defer resp.Body.Close()
+			_, _ = io.Copy(io.Discard, resp.Body) // until the stream is closed
+		}()
+	}
+	err = ag.quiet(ctx, func(m map[string]float64) bool { return m["agentd_sse_streams_open"] >= float64(n) })
+	errMu.Lock()
+	if first != nil {
+		err = first
+	}
+	errMu.Unlock()
+	if err != nil {
+		return idleStreams{}, err
+	}
+	after, err := ag.metrics(ctx)
+	if err != nil {
+		return idleStreams{}, err
+	}
+	rssAfter, err := rssOf(ag.pid())
+	if err != nil {
+		return idleStreams{}, err
+	}
+	liveAfter, err := ag.liveHeap(ctx)
+	if err != nil {
+		return idleStreams{}, err
+	}
+	closeStreams()
+	wg.Wait()
+	if err := ag.quiet(ctx, func(m map[string]float64) bool { return m["agentd_sse_streams_open"] == 0 }); err != nil {
+		return idleStreams{}, err
+	}
+	return idleStreams{
+		streams: n, chats: chats, rssBefore: rssBefore, rssAfter: rssAfter, rss: rssAfter - rssBefore, live: liveAfter - liveBefore,
+		heap:       int64(after["go_memstats_heap_inuse_bytes"] - before["go_memstats_heap_inuse_bytes"]),
+		stack:      int64(after["go_memstats_stack_inuse_bytes"] - before["go_memstats_stack_inuse_bytes"]),
+		goroutines: after["go_goroutines"] - before["go_goroutines"],
+	}, nil
+}
+
+// quiet waits until cond holds of agentd's metrics and agentd has gone
+// quiet (under 30 ms of CPU in a second).
+func (a *agentdProc) quiet(ctx context.Context, cond func(map[string]float64) bool) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		m, err := a.metrics(ctx)
+		if err != nil {
+			return err
+		}
+		c0, _ := cpuOf(a.pid())
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		c1, _ := cpuOf(a.pid())
+		if cond(m) && c1-c0 < 30*time.Millisecond {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("agentd did not settle within 5 minutes")
+		}
+	}
+}

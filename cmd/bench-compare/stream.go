@@ -1,0 +1,487 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/llm/openaitest"
+	"github.com/agentd/agentd/internal/spec"
+)
+
+// The streaming phase: C chats whose one assistant streams its replies
+// from a model on the OpenAI wire (openaitest, in this process), each
+// followed by one SSE client, and the same load through a bare relay that
+// only turns the model's stream into SSE. Every token names itself
+// ("<id>") and the model notes when it left; a client notes when it came.
+
+// tokenClock hands out token ids and notes when each left the model.
+type tokenClock struct {
+	next atomic.Int64
+	mu   sync.Mutex
+	sent map[int64]int64 // id → unix ns
+}
+
+func newTokenClock() *tokenClock { return &tokenClock{sent: map[int64]int64{}} }
+
+// reply is one streamed reply of n tokens, every apart, the first after first.
+func (c *tokenClock) reply(n int, first, every time.Duration) openaitest.Reply {
+	from := c.next.Add(int64(n)) - int64(n)
+	pieces := make([]string, n)
+	for i := range pieces {
+		pieces[i] = "<" + strconv.FormatInt(from+int64(i), 10) + ">"
+	}
+	return openaitest.Reply{Pieces: pieces, Delay: first, PieceDelay: every, Sent: func(i int) {
+		at := time.Now().UnixNano()
+		c.mu.Lock()
+		c.sent[from+int64(i)] = at
+		c.mu.Unlock()
+	}}
+}
+
+// tokenLog notes when each token reached a client (the first time).
+type tokenLog struct {
+	mu     sync.Mutex
+	got    map[int64]int64
+	resets int
+}
+
+func newTokenLog() *tokenLog { return &tokenLog{got: map[int64]int64{}} }
+
+// take notes the tokens of a delta's content.
+func (l *tokenLog) take(content string, at int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for {
+		i := strings.IndexByte(content, '<')
+		if i < 0 {
+			return
+		}
+		j := strings.IndexByte(content[i:], '>')
+		if j < 0 {
+			return
+		}
+		if id, err := strconv.ParseInt(content[i+1:i+j], 10, 64); err == nil {
+			if _, ok := l.got[id]; !ok {
+				l.got[id] = at
+			}
+		}
+		content = content[i+j+1:]
+	}
+}
+
+// streamResult is one line of the streaming table.
+type streamResult struct {
+	name              string
+	emitted, received int
+	p50, p99          time.Duration
+	cpu, cpuPG        time.Duration
+	hasPG             bool
+	messages, want    int
+	resets            int
+}
+
+// result compares what left the model during a run with what clients got.
+func (c *tokenClock) result(name string, from, to int64, l *tokenLog) streamResult {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := streamResult{name: name, resets: l.resets}
+	var lat []time.Duration
+	for id := from; id < to; id++ {
+		sent, ok := c.sent[id]
+		if !ok {
+			continue
+		}
+		r.emitted++
+		if at, ok := l.got[id]; ok {
+			r.received++
+			lat = append(lat, time.Duration(max(at-sent, 0)))
+		}
+	}
+	slices.Sort(lat)
+	r.p50, r.p99 = percentile(lat, 0.50), percentile(lat, 0.99)
+	return r
+}
+
+// sseEvent is one event of a stream the clients read.
+type sseEvent struct {
+	event string
+	data  []byte
+}
+
+// readSSE calls f for each event of r until f returns true or r ends.
+func readSSE(r io.Reader, f func(sseEvent) bool) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	var ev sseEvent
+	for sc.Scan() {
+		line := sc.Bytes()
+		switch {
+		case len(line) == 0:
+			if ev.event != "" && f(ev) {
+				return nil
+			}
+			ev = sseEvent{}
+		case bytes.HasPrefix(line, []byte("event: ")):
+			ev.event = string(line[len("event: "):])
+		case bytes.HasPrefix(line, []byte("data: ")):
+			ev.data = append([]byte(nil), line[len("data: "):]...)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return io.ErrUnexpectedEOF
+}
+
+// follow reads one chat's (or relay's) stream: deltas go to the log,
+// messages of the writer are counted; it returns at the terminal event.
+func follow(ctx context.Context, client *http.Client, url string, l *tokenLog) (messages int, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return 0, fmt.Errorf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	err = readSSE(resp.Body, func(ev sseEvent) bool {
+		switch ev.event {
+		case "message.delta":
+			var d chat.Delta
+			if json.Unmarshal(ev.data, &d) == nil {
+				if d.Reset {
+					l.mu.Lock()
+					l.resets++
+					l.mu.Unlock()
+				}
+				l.take(d.Content, time.Now().UnixNano())
+			}
+		case "message":
+			var m struct{ Name string }
+			if json.Unmarshal(ev.data, &m) == nil && m.Name == "writer" {
+				messages++
+			}
+		case "chat.completed", "chat.failed", "chat.cancelled":
+			if ev.event != "chat.completed" {
+				err = fmt.Errorf("%s: %s", ev.event, ev.data)
+			}
+			return true
+		}
+		return false
+	})
+	return messages, err
+}
+
+// streamSpec is the workload's chat: one assistant, a streaming model,
+// replies turns.
+func streamSpec(replies int) []byte {
+	return fmt.Appendf(nil, `{"name": "bench-stream", "task": "Write.", "max_round": %d,
+		"agents": [{"name": "writer", "type": "assistant", "model": {"provider": "openai", "model": "bench"}}]}`, replies)
+}
+
+// streamPhase runs the bare relay, then agentd on one replica, then on two
+// with each follower on the replica that does not run its chat, and prints
+// the table.
+func streamPhase(ctx context.Context, pg *pgServer, bin, tmp string, cfg config) error {
+	clock := newTokenClock()
+	fake := openaitest.New()
+	defer fake.Close()
+	fake.Respond(func(openaitest.Request) openaitest.Reply {
+		return clock.reply(cfg.streamTokens, cfg.streamFirst, cfg.streamEvery)
+	})
+	var results []streamResult
+
+	relay, err := startRelay(ctx, tmp, fake.URL())
+	if err != nil {
+		return err
+	}
+	r, err := runStream(ctx, clock, "bare relay (go-openai → SSE)", []int{relay.pid()}, 0, cfg, func(ctx context.Context, l *tokenLog) (int, error) {
+		return follow(ctx, relay.client, relay.base+"/relay?replies="+strconv.Itoa(cfg.streamReplies), l)
+	})
+	relay.stop()
+	if err != nil {
+		return fmt.Errorf("bare relay: %w", err)
+	}
+	results = append(results, r)
+
+	if _, err := pg.query(ctx, "postgres", `CREATE DATABASE agentd_stream`); err != nil {
+		return err
+	}
+	env := []string{"OPENAI_BASE_URL=" + fake.URL(), "OPENAI_API_KEY=bench"}
+	a, err := startAgentd(ctx, bin, tmp, pg.url("agentd_stream"), cfg, "agentd-stream-a", env...)
+	if err != nil {
+		return err
+	}
+	defer a.stop()
+	agentdRun := func(name string, owner, follower *agentdProc, pids []int) error {
+		spec := streamSpec(cfg.streamReplies)
+		r, err := runStream(ctx, clock, name, pids, pg.srv.PID(), cfg, func(ctx context.Context, l *tokenLog) (int, error) {
+			id, err := owner.createID(ctx, spec)
+			if err != nil {
+				return 0, err
+			}
+			return follow(ctx, follower.client, follower.base+"/v1/chats/"+id+"/events", l)
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		results = append(results, r)
+		return nil
+	}
+	if err := agentdRun("agentd, one replica", a, a, []int{a.pid()}); err != nil {
+		return err
+	}
+	b, err := startAgentd(ctx, bin, tmp, pg.url("agentd_stream"), cfg, "agentd-stream-b", env...)
+	if err != nil {
+		return err
+	}
+	defer b.stop()
+	if err := agentdRun("agentd, two replicas", a, b, []int{a.pid(), b.pid()}); err != nil {
+		return err
+	}
+	printStream(cfg, results)
+	return nil
+}
+
+// runStream starts c followers at once, each driving one chat (or one
+// relay stream) to its end, and measures the CPU of pids (and of the
+// Postgres server, pgPID, if not 0) over the run.
+func runStream(ctx context.Context, clock *tokenClock, name string, pids []int, pgPID int, cfg config,
+	drive func(context.Context, *tokenLog) (int, error)) (streamResult, error) {
+	l := newTokenLog()
+	cpu := func() (proc, pgCPU time.Duration, err error) {
+		for _, pid := range pids {
+			c, err := cpuOf(pid)
+			if err != nil {
+				return 0, 0, err
+			}
+			proc += c
+		}
+		if pgPID != 0 {
+			pgCPU, err = cpuOfTree(pgPID)
+		}
+		return proc, pgCPU, err
+	}
+	cpu0, pg0, err := cpu()
+	if err != nil {
+		return streamResult{}, err
+	}
+	from := clock.next.Load()
+	var (
+		wg       sync.WaitGroup
+		messages atomic.Int64
+		errMu    sync.Mutex
+		first    error
+	)
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	for range cfg.streamChats {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := drive(rctx, l)
+			messages.Add(int64(n))
+			if err != nil {
+				errMu.Lock()
+				if first == nil {
+					first = err
+				}
+				errMu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	cpu1, pg1, err := cpu()
+	if err != nil {
+		return streamResult{}, err
+	}
+	if first != nil {
+		return streamResult{}, first
+	}
+	r := clock.result(name, from, clock.next.Load(), l)
+	r.cpu, r.cpuPG, r.hasPG = cpu1-cpu0, pg1-pg0, pgPID != 0
+	r.messages, r.want = int(messages.Load()), cfg.streamChats*cfg.streamReplies
+	fmt.Fprintf(os.Stderr, "%s: %d of %d tokens, p99 %v\n", name, r.received, r.emitted, r.p99)
+	return r, nil
+}
+
+func printStream(cfg config, rs []streamResult) {
+	fmt.Fprintf(cfg.out, "\nstreaming: %d chats at once, each %d replies of %d tokens (the first after %v, then one every %v) from an OpenAI-wire model, one SSE follower per chat\n",
+		cfg.streamChats, cfg.streamReplies, cfg.streamTokens, cfg.streamFirst, cfg.streamEvery)
+	w := tabwriter.NewWriter(cfg.out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "system\ttokens\treceived\tp50 ms\tp99 ms\tCPU ms/1k tokens\t×relay\tof which PG\tmessages\tresets\t")
+	relay := rs[0]
+	per1k := func(d time.Duration, n int) float64 { return ms(d) * 1000 / float64(max(n, 1)) }
+	for _, r := range rs {
+		pgCol := "-"
+		if r.hasPG {
+			pgCol = fmt.Sprintf("%.1f", per1k(r.cpuPG, r.emitted))
+		}
+		fmt.Fprintf(w, "%s\t%d\t%.2f%%\t%.1f\t%.1f\t%.1f\t%.2f×\t%s\t%d/%d\t%d\t\n", r.name, r.emitted,
+			100*float64(r.received)/float64(max(r.emitted, 1)), ms(r.p50), ms(r.p99),
+			per1k(r.cpu, r.emitted), per1k(r.cpu, r.emitted)/per1k(relay.cpu, relay.emitted), pgCol, r.messages, r.want, r.resets)
+	}
+	w.Flush()
+	fmt.Fprintln(cfg.out, "  (two replicas: chats run on one, each follower streams from the other; CPU is both replicas')")
+}
+
+// createID posts a chat without waiting and returns its id.
+func (a *agentdProc) createID(ctx context.Context, spec []byte) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+"/v1/chats", bytes.NewReader(spec))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusCreated {
+		return "", fmt.Errorf("POST /v1/chats: %s: %s", resp.Status, body)
+	}
+	var c struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(body, &c); err != nil {
+		return "", err
+	}
+	return c.ID, nil
+}
+
+// relayEnv, set to "ADDR MODEL_URL", makes this program (or its test) the
+// bare relay of the streaming phase: the benchmark starts itself again
+// with it.
+const relayEnv = "BENCH_COMPARE_RELAY"
+
+// relayed serves the bare relay and exits if relayEnv says so; false
+// otherwise.
+func relayed() bool {
+	v := os.Getenv(relayEnv)
+	if v == "" {
+		return false
+	}
+	addr, model, _ := strings.Cut(v, " ")
+	if err := serveRelay(addr, model); err != nil {
+		fmt.Fprintf(os.Stderr, "bench-compare relay: %v\n", err)
+		os.Exit(1)
+	}
+	return true
+}
+
+// relayProc is the bare relay: this program started again with relayEnv.
+type relayProc struct {
+	cmd    *exec.Cmd
+	base   string
+	exited chan struct{}
+	client *http.Client
+}
+
+func startRelay(ctx context.Context, tmp, modelURL string) (*relayProc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	logFile, err := os.Create(filepath.Join(tmp, "relay.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), relayEnv+"="+addr+" "+modelURL)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the relay: %w", err)
+	}
+	r := &relayProc{cmd: cmd, base: "http://" + addr, exited: make(chan struct{}),
+		client: &http.Client{Transport: &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096}}}
+	go func() { _ = cmd.Wait(); close(r.exited) }()
+	if err := waitHTTP(ctx, r.base+"/ready", r.exited); err != nil {
+		r.stop()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *relayProc) pid() int { return r.cmd.Process.Pid }
+
+func (r *relayProc) stop() {
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.exited:
+	case <-time.After(5 * time.Second):
+		_ = r.cmd.Process.Kill()
+		<-r.exited
+	}
+}
+
+// serveRelay is the bare relay: GET /relay?replies=N makes N streaming
+// calls to the model through agentd's own model client (go-openai) and
+// writes each fragment as an SSE message.delta event, flushed, as agentd
+// frames them, then each reply as a message event: what agentd does for a
+// follower, without the chat around it.
+func serveRelay(addr, modelURL string) error {
+	models, err := llm.New(llm.Config{OpenAI: llm.OpenAIConfig{BaseURL: modelURL, APIKey: "bench"}})
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /ready", func(http.ResponseWriter, *http.Request) {})
+	mux.HandleFunc("GET /relay", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("replies"))
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-cache")
+		rc := http.NewResponseController(w)
+		event := func(name string, v any) {
+			data, _ := json.Marshal(v)
+			_, _ = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, data)
+			_ = rc.Flush()
+		}
+		for range n {
+			req := &chat.ModelRequest{Caller: "writer", Config: spec.Model{Provider: "openai", Model: "bench"},
+				Messages: []chat.ModelMessage{{Role: chat.RoleUser, Content: "Write."}},
+				OnDelta:  func(s string) { event("message.delta", chat.Delta{Name: "writer", Content: s}) }}
+			resp, err := models.Complete(r.Context(), req)
+			if err != nil {
+				event("chat.failed", map[string]string{"error": err.Error()})
+				return
+			}
+			event("message", map[string]string{"name": "writer", "content": resp.Content})
+		}
+		event("chat.completed", map[string]string{})
+	})
+	srv := &http.Server{Addr: addr, Handler: mux}
+	return srv.ListenAndServe()
+}
