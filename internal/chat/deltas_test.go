@@ -222,3 +222,26 @@ func TestATakeoverResetsTheReplyOnEveryReplica(t *testing.T) {
 		t.Fatalf("chat ended with %s, agent messages %q", evs[len(evs)-1].Type, msgs)
 	}
 }
+
+// TestDeltasReachStreamsOfTheReplicaThatRunsTheChat: one replica, the
+// embedded store: a stream sees the reply being typed, then its message.
+func TestDeltasReachStreamsOfTheReplicaThatRunsTheChat(t *testing.T) {
+	fake := openaitest.New()
+	defer fake.Close()
+	models, err := llm.New(llm.Config{OpenAI: llm.OpenAIConfig{BaseURL: fake.URL(), APIKey: "k"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := newRuntime(t, openStore(t), func(c *chat.RuntimeConfig) { c.Models, c.Providers = models, models.Providers() })
+	pieces := words(20, "w")
+	fake.Reply(openaitest.Reply{Pieces: pieces, PieceDelay: 5 * time.Millisecond, Delay: 200 * time.Millisecond})
+	c := create(t, rt, streamingSpec)
+	wakes, q, stop := rt.Stream(c.ID)
+	defer stop()
+	var s streamText
+	s.follow(t, q, strings.Join(pieces, ""), 10*time.Second)
+	evs := eventsToEnd(t, rt, c.ID, wakes)
+	if last := evs[len(evs)-1]; last.Type != chat.EventChatCompleted {
+		t.Fatalf("chat ended with %s", last.Type)
+	}
+}

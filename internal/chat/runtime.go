@@ -210,9 +210,17 @@ func (r *Runtime) Start(ctx context.Context) error {
 			StopRequested:   r.sched.stopRequested,
 			RunQueued:       r.sched.runQueued,
 			Reconnected:     r.broker.notifiedAll,
+			// What was appended or relayed before the listener listened
+			// (it connects after the server serves, and after an outage)
+			// was not heard: the subscribers catch up from the store, and
+			// the relay asks again.
+			Listening: func() {
+				r.broker.notifiedAll()
+				r.broker.relay.listening()
+			},
 		}
 		if rl := r.broker.relay; rl.on() {
-			h.Self, h.Deltas, h.Follows, h.RelayFailed, h.Listening = r.owner, rl.received, rl.follows, rl.failed, rl.listening
+			h.Self, h.Deltas, h.Follows, h.RelayFailed = r.owner, rl.received, rl.follows, rl.failed
 			r.loops.Add(1)
 			go func() {
 				defer r.loops.Done()
