@@ -31,10 +31,12 @@ type typist struct {
 	events     []sseEvent
 	reconnects int
 	changed    chan struct{} // a value after each event (coalesced)
+	// opened is closed once the first event came.
+	opened chan struct{}
 }
 
 func newTypist(p *proc, id string) *typist {
-	return &typist{p: p, id: id, changed: make(chan struct{}, 1)}
+	return &typist{p: p, id: id, changed: make(chan struct{}, 1), opened: make(chan struct{})}
 }
 
 // run follows the chat until its terminal event or ctx ends.
@@ -111,6 +113,9 @@ func (ty *typist) take(ev sseEvent) bool {
 		ty.text.WriteString(d.Content)
 		return false
 	}
+	if len(ty.events) == 0 {
+		close(ty.opened)
+	}
 	ty.events = append(ty.events, ev)
 	return ev.Type == "chat.completed" || ev.Type == "chat.failed" || ev.Type == "chat.cancelled"
 }
@@ -166,7 +171,9 @@ func TestDeltasOnEveryReplicaBehindTheLoadBalancer(t *testing.T) {
 	for i := range 60 {
 		retried = append(retried, fmt.Sprintf("b%d ", i))
 	}
-	fake.Reply(openaitest.Reply{Pieces: first, PieceDelay: 25 * time.Millisecond},
+	// The model starts its reply once both streams are open.
+	open := make(chan struct{})
+	fake.Reply(openaitest.Reply{Pieces: first, PieceDelay: 25 * time.Millisecond, Hold: open},
 		openaitest.Reply{Pieces: retried, PieceDelay: 10 * time.Millisecond})
 	env := []string{"AGENTD_DATABASE_URL=" + pgtest.URL(t), "AGENTD_LEASE_TTL=2s",
 		"OPENAI_API_KEY=sk-test-key", "OPENAI_BASE_URL=" + fake.URL()}
@@ -196,6 +203,14 @@ func TestDeltasOnEveryReplicaBehindTheLoadBalancer(t *testing.T) {
 			ty.run(ctx)
 		}()
 	}
+	for _, ty := range []*typist{elsewhere, balanced} {
+		select {
+		case <-ty.opened:
+		case <-time.After(time.Minute):
+			t.Fatalf("the stream on %s did not open", ty.p.base)
+		}
+	}
+	close(open)
 	typing := func(ty *typist) bool { return strings.HasPrefix(ty.text.String(), "a0 a1 a2 a3 a4 ") }
 	elsewhere.until(t, time.Minute, "the first reply being typed", typing)
 	balanced.until(t, time.Minute, "the first reply being typed, through the balancer", typing)

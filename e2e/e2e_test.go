@@ -382,14 +382,16 @@ func TestOpenAIProviderAgainstWireCompatibleServer(t *testing.T) {
 	t.Parallel()
 	fake := openaitest.New(openaitest.WithAPIKey("sk-test-key"))
 	defer fake.Close()
-	// The first reply comes after a pause, so that the stream below is open
-	// while the model streams it.
-	fake.Reply(openaitest.Reply{Content: "def rev(s): return s[::-1]", Delay: 500 * time.Millisecond}, openaitest.Text("APPROVED"))
+	// The first reply comes once the stream below is open, so that it sees
+	// the model stream it.
+	open := make(chan struct{})
+	fake.Reply(openaitest.Reply{Content: "def rev(s): return s[::-1]", Hold: open}, openaitest.Text("APPROVED"))
 	fake.FailNext(http.StatusTooManyRequests, "0")
 	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "OPENAI_API_KEY=sk-test-key", "OPENAI_BASE_URL="+fake.URL())
 	c := p.create(readExample(t, "openai-review.json"))
 	events, stop := p.stream(c.ID, 0)
 	defer stop()
+	events = openOnFirst(events, open)
 	var deltas strings.Builder
 	sawMessage := false
 	for _, e := range collect(t, events, 60*time.Second) {

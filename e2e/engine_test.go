@@ -78,12 +78,15 @@ func TestMidStreamResetIsRetried(t *testing.T) {
 	t.Parallel()
 	fake := openaitest.New(openaitest.WithAPIKey("sk-test-key"))
 	defer fake.Close()
-	fake.Reply(openaitest.Reply{Content: "a first attempt that breaks off", CutAfter: 2, Delay: 300 * time.Millisecond},
+	// The model answers once the stream is open.
+	open := make(chan struct{})
+	fake.Reply(openaitest.Reply{Content: "a first attempt that breaks off", CutAfter: 2, Hold: open},
 		openaitest.Text("the whole reply"))
 	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "OPENAI_API_KEY=sk-test-key", "OPENAI_BASE_URL="+fake.URL())
 	c := p.create([]byte(openAIChat))
 	events, stop := p.stream(c.ID, 0)
 	defer stop()
+	events = openOnFirst(events, open)
 	var text strings.Builder
 	resets := 0
 	for _, e := range collect(t, events, 60*time.Second) {
@@ -95,13 +98,8 @@ func TestMidStreamResetIsRetried(t *testing.T) {
 			Reset   bool
 		}
 		mustUnmarshal(t, e.Data, &d)
-		// A stream that opens while the reply is under way starts with a
-		// reset and the text so far; only a reset that drops text is the
-		// retry's.
-		if d.Reset && text.Len() > 0 {
-			resets++
-		}
 		if d.Reset {
+			resets++
 			text.Reset()
 		}
 		text.WriteString(d.Content)
@@ -175,4 +173,25 @@ func TestLockedChatRowKeepsTheSandbox(t *testing.T) {
 	if !strings.Contains(p.logs.String(), "append not confirmed") {
 		t.Fatalf("the append never timed out; the test did not test anything:\n%s", p.logs.String())
 	}
+}
+
+// openOnFirst passes events on and closes open once the first has come: the
+// stream is open and has read the chat so far.
+func openOnFirst(events <-chan sseEvent, open chan struct{}) <-chan sseEvent {
+	out := make(chan sseEvent)
+	go func() {
+		defer close(out)
+		first := true
+		for e := range events {
+			out <- e
+			if first {
+				first = false
+				close(open)
+			}
+		}
+		if first {
+			close(open)
+		}
+	}()
+	return out
 }

@@ -145,6 +145,9 @@ type Reply struct {
 	// Sent, when set, is called as each content piece of a stream has been
 	// written and flushed, with its index: when it left the model.
 	Sent func(i int)
+	// Hold, when set, holds the answer back until it is closed (after
+	// Delay): a test lets the model answer once it is ready to watch.
+	Hold <-chan struct{}
 }
 
 // Text is a reply with only content.
@@ -313,6 +316,15 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.wait(r.Context(), reply.Delay) {
 		return
+	}
+	if reply.Hold != nil {
+		select {
+		case <-reply.Hold:
+		case <-r.Context().Done():
+			return
+		case <-s.done:
+			return
+		}
 	}
 	if reply.Content == "" && len(reply.Pieces) > 0 {
 		reply.Content = strings.Join(reply.Pieces, "")
