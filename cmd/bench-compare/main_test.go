@@ -40,12 +40,12 @@ func TestChatSpecIsValid(t *testing.T) {
 
 // So must the streaming phase's, with the openai provider configured.
 func TestStreamSpecIsValid(t *testing.T) {
-	sp, probs := spec.DecodeSpec(streamSpec(3))
+	sp, probs := spec.DecodeSpec(streamSpec(3, "7"))
 	if len(probs) == 0 {
 		probs = spec.Validate(sp, spec.Limits{}, spec.Env{Providers: []string{"openai"}})
 	}
 	if len(probs) > 0 {
-		t.Fatalf("streamSpec(3): %v", probs)
+		t.Fatalf("streamSpec(3, 7): %v", probs)
 	}
 }
 

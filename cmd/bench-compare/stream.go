@@ -155,7 +155,8 @@ func readSSE(r io.Reader, f func(sseEvent) bool) error {
 
 // follow reads one chat's (or relay's) stream: deltas go to the log,
 // messages of the writer are counted; it returns at the terminal event.
-func follow(ctx context.Context, client *http.Client, url string, l *tokenLog) (messages int, err error) {
+// opened, if not nil, is called at the first event.
+func follow(ctx context.Context, client *http.Client, url string, l *tokenLog, opened func()) (messages int, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, err
@@ -170,6 +171,10 @@ func follow(ctx context.Context, client *http.Client, url string, l *tokenLog) (
 		return 0, fmt.Errorf("GET %s: %s: %s", url, resp.Status, b)
 	}
 	err = readSSE(resp.Body, func(ev sseEvent) bool {
+		if opened != nil {
+			opened()
+			opened = nil
+		}
 		switch ev.event {
 		case "message.delta":
 			var d chat.Delta
@@ -198,10 +203,40 @@ func follow(ctx context.Context, client *http.Client, url string, l *tokenLog) (
 }
 
 // streamSpec is the workload's chat: one assistant, a streaming model,
-// replies turns.
-func streamSpec(replies int) []byte {
-	return fmt.Appendf(nil, `{"name": "bench-stream", "task": "Write.", "max_round": %d,
-		"agents": [{"name": "writer", "type": "assistant", "model": {"provider": "openai", "model": "bench"}}]}`, replies)
+// replies turns. The task names the chat's follower (see gates).
+func streamSpec(replies int, follower string) []byte {
+	return fmt.Appendf(nil, `{"name": "bench-stream", "task": "Write. [%s]", "max_round": %d,
+		"agents": [{"name": "writer", "type": "assistant", "model": {"provider": "openai", "model": "bench"}}]}`, follower, replies)
+}
+
+// gates hold a chat's first reply until its follower has opened its stream:
+// the latencies are those of a client that watches, not of one that came
+// late (a late one gets the reply so far at once, which would count the
+// time it was not there). A request names its follower in its task.
+type gates struct{ m sync.Map } // follower → chan struct{}
+
+func (g *gates) open(follower string) chan struct{} {
+	ch := make(chan struct{})
+	g.m.Store(follower, ch)
+	return ch
+}
+
+// of returns the gate of a request's follower, nil for none or after the
+// first reply.
+func (g *gates) of(r openaitest.Request) <-chan struct{} {
+	if r.Chat == nil || len(r.Chat.Messages) == 0 {
+		return nil
+	}
+	task := r.Chat.Messages[len(r.Chat.Messages)-1].Text()
+	i, j := strings.LastIndexByte(task, '['), strings.LastIndexByte(task, ']')
+	if i < 0 || j < i {
+		return nil
+	}
+	ch, ok := g.m.LoadAndDelete(task[i+1 : j])
+	if !ok {
+		return nil
+	}
+	return ch.(chan struct{})
 }
 
 // streamPhase runs the bare relay, then agentd on one replica, then on two
@@ -211,8 +246,11 @@ func streamPhase(ctx context.Context, pg *pgServer, bin, tmp string, cfg config)
 	clock := newTokenClock()
 	fake := openaitest.New()
 	defer fake.Close()
-	fake.Respond(func(openaitest.Request) openaitest.Reply {
-		return clock.reply(cfg.streamTokens, cfg.streamFirst, cfg.streamEvery)
+	var held gates
+	fake.Respond(func(r openaitest.Request) openaitest.Reply {
+		reply := clock.reply(cfg.streamTokens, cfg.streamFirst, cfg.streamEvery)
+		reply.Hold = held.of(r)
+		return reply
 	})
 	var results []streamResult
 
@@ -221,7 +259,7 @@ func streamPhase(ctx context.Context, pg *pgServer, bin, tmp string, cfg config)
 		return err
 	}
 	r, err := runStream(ctx, clock, "bare relay (go-openai → SSE)", []int{relay.pid()}, 0, cfg, func(ctx context.Context, l *tokenLog) (int, error) {
-		return follow(ctx, relay.client, relay.base+"/relay?replies="+strconv.Itoa(cfg.streamReplies), l)
+		return follow(ctx, relay.client, relay.base+"/relay?replies="+strconv.Itoa(cfg.streamReplies), l, nil)
 	})
 	relay.stop()
 	if err != nil {
@@ -238,14 +276,16 @@ func streamPhase(ctx context.Context, pg *pgServer, bin, tmp string, cfg config)
 		return err
 	}
 	defer a.stop()
+	var followers atomic.Int64
 	agentdRun := func(name string, owner, follower *agentdProc, pids []int) error {
-		spec := streamSpec(cfg.streamReplies)
 		r, err := runStream(ctx, clock, name, pids, pg.srv.PID(), cfg, func(ctx context.Context, l *tokenLog) (int, error) {
-			id, err := owner.createID(ctx, spec)
+			who := strconv.FormatInt(followers.Add(1), 10)
+			gate := held.open(who)
+			id, err := owner.createID(ctx, streamSpec(cfg.streamReplies, who))
 			if err != nil {
 				return 0, err
 			}
-			return follow(ctx, follower.client, follower.base+"/v1/chats/"+id+"/events", l)
+			return follow(ctx, follower.client, follower.base+"/v1/chats/"+id+"/events", l, sync.OnceFunc(func() { close(gate) }))
 		})
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
