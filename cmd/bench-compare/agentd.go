@@ -114,33 +114,35 @@ func chatSpec(messages, delayMS int) []byte {
 		"metadata": {"bench": "compare"}}`, strings.Join(agents, ", "), strings.Join(models, ", "), messages-1)
 }
 
-// create posts a chat; wait > 0 waits (wait_s) for it to end.
-func (a *agentdProc) create(ctx context.Context, spec []byte, wait int) (status string, err error) {
+// create posts a chat and returns its id and status; wait > 0 waits
+// (wait_s) for it to end.
+func (a *agentdProc) create(ctx context.Context, spec []byte, wait int) (id, status string, err error) {
 	u := a.base + "/v1/chats"
 	if wait > 0 {
 		u += "?wait_s=" + strconv.Itoa(wait)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(spec))
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := a.client.Do(req)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusCreated {
-		return "", fmt.Errorf("POST /v1/chats: %s: %s", resp.Status, body)
+		return "", "", fmt.Errorf("POST /v1/chats: %s: %s", resp.Status, body)
 	}
 	var c struct {
+		ID     string `json:"id"`
 		Status string `json:"status"`
 	}
 	if err := json.Unmarshal(body, &c); err != nil {
-		return "", err
+		return "", "", err
 	}
-	return c.Status, nil
+	return c.ID, c.Status, nil
 }
 
 // agentdPhase keeps c chats in flight (each client creates a chat, waits
@@ -163,7 +165,7 @@ func agentdPhase(ctx context.Context, pg *pgServer, ag *agentdProc, c int, cfg c
 			for lctx.Err() == nil {
 				// The request is not cut when the load stops: a chat in
 				// flight runs to its end either way.
-				st, err := ag.create(context.WithoutCancel(lctx), spec, 60)
+				_, st, err := ag.create(context.WithoutCancel(lctx), spec, 60)
 				if err == nil && st != "completed" {
 					err = fmt.Errorf("chat ended %s, want completed", st)
 				}
@@ -257,103 +259,108 @@ func agentdPhase(ctx context.Context, pg *pgServer, ag *agentdProc, c int, cfg c
 	return res, nil
 }
 
-// memory is the figure of many chats waiting on a slow model.
-type memory struct {
-	chats               int
-	rss, heap, stack    int64 // added by the waiting chats
+// footprint is what some things (chats, streams) added to agentd.
+type footprint struct {
+	rss, heap, stack    int64
 	live                int64 // heap added, after a garbage collection
 	goroutines          float64
 	rssBefore, rssAfter int64
 }
 
+// print writes the footprint per thing (unit names one) of n.
+func (f footprint) print(w io.Writer, n int, unit string) {
+	per := float64(n)
+	fmt.Fprintf(w, "  RSS        %8.1f KB/%s  (%d MB → %d MB)\n", float64(f.rss)/per/1024, unit, f.rssBefore>>20, f.rssAfter>>20)
+	fmt.Fprintf(w, "  heap inuse %8.1f KB/%s\n", float64(f.heap)/per/1024, unit)
+	fmt.Fprintf(w, "  heap live  %8.1f KB/%s  (after a garbage collection)\n", float64(f.live)/per/1024, unit)
+	fmt.Fprintf(w, "  stacks     %8.1f KB/%s\n", float64(f.stack)/per/1024, unit)
+	fmt.Fprintf(w, "  goroutines %8.2f /%s\n", f.goroutines/per, unit)
+}
+
+// measureFootprint measures what add adds to agentd, once agentd has gone
+// quiet after it.
+func (a *agentdProc) measureFootprint(ctx context.Context, add func() error) (footprint, error) {
+	before, err := a.metrics(ctx)
+	if err != nil {
+		return footprint{}, err
+	}
+	rssBefore, err := rssOf(a.pid())
+	if err != nil {
+		return footprint{}, err
+	}
+	liveBefore, err := a.liveHeap(ctx)
+	if err != nil {
+		return footprint{}, err
+	}
+	if err := add(); err != nil {
+		return footprint{}, err
+	}
+	after, err := a.metrics(ctx)
+	if err != nil {
+		return footprint{}, err
+	}
+	rssAfter, err := rssOf(a.pid())
+	if err != nil {
+		return footprint{}, err
+	}
+	// Last, as it collects garbage (and shrinks stacks): what was added
+	// retains, without the garbage its making left.
+	liveAfter, err := a.liveHeap(ctx)
+	if err != nil {
+		return footprint{}, err
+	}
+	return footprint{rssBefore: rssBefore, rssAfter: rssAfter, rss: rssAfter - rssBefore, live: liveAfter - liveBefore,
+		heap:       int64(after["go_memstats_heap_inuse_bytes"] - before["go_memstats_heap_inuse_bytes"]),
+		stack:      int64(after["go_memstats_stack_inuse_bytes"] - before["go_memstats_stack_inuse_bytes"]),
+		goroutines: after["go_goroutines"] - before["go_goroutines"],
+	}, nil
+}
+
+// memory is the figure of many chats waiting on a slow model.
+type memory struct {
+	chats int
+	footprint
+}
+
 func (m memory) print(w io.Writer) {
-	n := float64(m.chats)
 	fmt.Fprintf(w, "\nmemory: %d chats waiting on a slow model (replay delay_ms 600000), on one agentd\n", m.chats)
-	fmt.Fprintf(w, "  RSS        %8.1f KB/chat  (%d MB → %d MB)\n", float64(m.rss)/n/1024, m.rssBefore>>20, m.rssAfter>>20)
-	fmt.Fprintf(w, "  heap inuse %8.1f KB/chat\n", float64(m.heap)/n/1024)
-	fmt.Fprintf(w, "  heap live  %8.1f KB/chat  (after a garbage collection)\n", float64(m.live)/n/1024)
-	fmt.Fprintf(w, "  stacks     %8.1f KB/chat\n", float64(m.stack)/n/1024)
-	fmt.Fprintf(w, "  goroutines %8.2f /chat\n", m.goroutines/n)
+	m.footprint.print(w, m.chats, "chat")
 }
 
 // memoryPhase creates n chats whose first model call takes ten minutes and
 // measures what they add to agentd once every one of them is waiting in it.
 func memoryPhase(ctx context.Context, ag *agentdProc, n int) (memory, error) {
-	before, err := ag.metrics(ctx)
-	if err != nil {
-		return memory{}, err
-	}
-	rssBefore, err := rssOf(ag.pid())
-	if err != nil {
-		return memory{}, err
-	}
-	liveBefore, err := ag.liveHeap(ctx)
-	if err != nil {
-		return memory{}, err
-	}
 	spec := chatSpec(3, 600_000)
-	var (
-		next  atomic.Int64
-		wg    sync.WaitGroup
-		errMu sync.Mutex
-		first error
-	)
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(n) && ctx.Err() == nil {
-				if _, err := ag.create(ctx, spec, 0); err != nil {
-					errMu.Lock()
-					first = err
-					errMu.Unlock()
-					return
+	f, err := ag.measureFootprint(ctx, func() error {
+		var (
+			next  atomic.Int64
+			wg    sync.WaitGroup
+			errMu sync.Mutex
+			first error
+		)
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for next.Add(1) <= int64(n) && ctx.Err() == nil {
+					if _, _, err := ag.create(ctx, spec, 0); err != nil {
+						errMu.Lock()
+						first = err
+						errMu.Unlock()
+						return
+					}
 				}
-			}
-		}()
-	}
-	wg.Wait()
-	if first != nil {
-		return memory{}, first
-	}
-	// Wait until every chat has a worker and agentd has gone quiet: then
-	// each worker is inside its model call.
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		m, err := ag.metrics(ctx)
-		if err != nil {
-			return memory{}, err
+			}()
 		}
-		c0, _ := cpuOf(ag.pid())
-		time.Sleep(time.Second)
-		c1, _ := cpuOf(ag.pid())
-		if int(m["agentd_workers_active"]) >= n && c1-c0 < 30*time.Millisecond {
-			break
+		wg.Wait()
+		if first != nil {
+			return first
 		}
-		if time.Now().After(deadline) {
-			return memory{}, fmt.Errorf("after 5 minutes only %v of %d chats have a worker", m["agentd_workers_active"], n)
-		}
-	}
-	after, err := ag.metrics(ctx)
-	if err != nil {
-		return memory{}, err
-	}
-	rssAfter, err := rssOf(ag.pid())
-	if err != nil {
-		return memory{}, err
-	}
-	// Last, as it collects garbage (and shrinks stacks): what the chats
-	// retain, without the garbage their creation left.
-	liveAfter, err := ag.liveHeap(ctx)
-	if err != nil {
-		return memory{}, err
-	}
-	return memory{
-		chats: n, rssBefore: rssBefore, rssAfter: rssAfter, rss: rssAfter - rssBefore, live: liveAfter - liveBefore,
-		heap:       int64(after["go_memstats_heap_inuse_bytes"] - before["go_memstats_heap_inuse_bytes"]),
-		stack:      int64(after["go_memstats_stack_inuse_bytes"] - before["go_memstats_stack_inuse_bytes"]),
-		goroutines: after["go_goroutines"] - before["go_goroutines"],
-	}, nil
+		// Every chat has a worker and agentd has gone quiet: then each
+		// worker is inside its model call.
+		return ag.quiet(ctx, func(m map[string]float64) bool { return int(m["agentd_workers_active"]) >= n })
+	})
+	return memory{chats: n, footprint: f}, err
 }
 
 // liveHeap is agentd's heap in use right after a garbage collection, which

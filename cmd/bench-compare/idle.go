@@ -12,21 +12,13 @@ import (
 // idleStreams is the figure of many event streams open on chats where
 // nothing happens.
 type idleStreams struct {
-	streams, chats      int
-	rss, heap, stack    int64
-	live                int64
-	goroutines          float64
-	rssBefore, rssAfter int64
+	streams, chats int
+	footprint
 }
 
 func (m idleStreams) print(w io.Writer) {
-	n := float64(m.streams)
 	fmt.Fprintf(w, "\nidle streams: %d SSE streams open on %d chats that wait on a slow model, on one agentd (stream caps lifted)\n", m.streams, m.chats)
-	fmt.Fprintf(w, "  RSS        %8.1f KB/stream  (%d MB → %d MB)\n", float64(m.rss)/n/1024, m.rssBefore>>20, m.rssAfter>>20)
-	fmt.Fprintf(w, "  heap inuse %8.1f KB/stream\n", float64(m.heap)/n/1024)
-	fmt.Fprintf(w, "  heap live  %8.1f KB/stream  (after a garbage collection)\n", float64(m.live)/n/1024)
-	fmt.Fprintf(w, "  stacks     %8.1f KB/stream\n", float64(m.stack)/n/1024)
-	fmt.Fprintf(w, "  goroutines %8.2f /stream\n", m.goroutines/n)
+	m.footprint.print(w, m.streams, "stream")
 }
 
 // idlePhase opens n event streams, a hundred per chat, on chats whose first
@@ -37,25 +29,13 @@ func idlePhase(ctx context.Context, ag *agentdProc, n int) (idleStreams, error) 
 	spec := chatSpec(3, 600_000)
 	var ids []string
 	for range chats {
-		id, err := ag.createID(ctx, spec)
+		id, _, err := ag.create(ctx, spec, 0)
 		if err != nil {
 			return idleStreams{}, err
 		}
 		ids = append(ids, id)
 	}
 	if err := ag.quiet(ctx, func(m map[string]float64) bool { return m["agentd_workers_active"] >= float64(chats) }); err != nil {
-		return idleStreams{}, err
-	}
-	before, err := ag.metrics(ctx)
-	if err != nil {
-		return idleStreams{}, err
-	}
-	rssBefore, err := rssOf(ag.pid())
-	if err != nil {
-		return idleStreams{}, err
-	}
-	liveBefore, err := ag.liveHeap(ctx)
-	if err != nil {
 		return idleStreams{}, err
 	}
 	sctx, closeStreams := context.WithCancel(ctx)
@@ -67,52 +47,43 @@ func idlePhase(ctx context.Context, ag *agentdProc, n int) (idleStreams, error) 
 		first error
 	)
 	open := make(chan struct{}, 64) // streams being opened at once
-	for i := range n {
-		select {
-		case open <- struct{}{}:
-		case <-ctx.Done():
-			return idleStreams{}, ctx.Err()
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req, _ := http.NewRequestWithContext(sctx, http.MethodGet, ag.base+"/v1/chats/"+ids[i%chats]+"/events", nil)
-			resp, err := client.Do(req)
-			<-open
-			if err == nil && resp.StatusCode != http.StatusOK {
-				err = fmt.Errorf("GET events: %s", resp.Status)
-				resp.Body.Close()
+	f, err := ag.measureFootprint(ctx, func() error {
+		for i := range n {
+			select {
+			case open <- struct{}{}:
+			case <-ctx.Done():
+				return ctx.Err()
 			}
-			if err != nil {
-				errMu.Lock()
-				if first == nil && sctx.Err() == nil {
-					first = err
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req, _ := http.NewRequestWithContext(sctx, http.MethodGet, ag.base+"/v1/chats/"+ids[i%chats]+"/events", nil)
+				resp, err := client.Do(req)
+				<-open
+				if err == nil && resp.StatusCode != http.StatusOK {
+					err = fmt.Errorf("GET events: %s", resp.Status)
+					resp.Body.Close()
 				}
-				errMu.Unlock()
-				return
-			}
-			defer resp.Body.Close()
-			_, _ = io.Copy(io.Discard, resp.Body) // until the stream is closed
-		}()
-	}
-	err = ag.quiet(ctx, func(m map[string]float64) bool { return m["agentd_sse_streams_open"] >= float64(n) })
-	errMu.Lock()
-	if first != nil {
-		err = first
-	}
-	errMu.Unlock()
-	if err != nil {
-		return idleStreams{}, err
-	}
-	after, err := ag.metrics(ctx)
-	if err != nil {
-		return idleStreams{}, err
-	}
-	rssAfter, err := rssOf(ag.pid())
-	if err != nil {
-		return idleStreams{}, err
-	}
-	liveAfter, err := ag.liveHeap(ctx)
+				if err != nil {
+					errMu.Lock()
+					if first == nil && sctx.Err() == nil {
+						first = err
+					}
+					errMu.Unlock()
+					return
+				}
+				defer resp.Body.Close()
+				_, _ = io.Copy(io.Discard, resp.Body) // until the stream is closed
+			}()
+		}
+		err := ag.quiet(ctx, func(m map[string]float64) bool { return m["agentd_sse_streams_open"] >= float64(n) })
+		errMu.Lock()
+		defer errMu.Unlock()
+		if first != nil {
+			return first
+		}
+		return err
+	})
 	if err != nil {
 		return idleStreams{}, err
 	}
@@ -121,12 +92,7 @@ func idlePhase(ctx context.Context, ag *agentdProc, n int) (idleStreams, error) 
 	if err := ag.quiet(ctx, func(m map[string]float64) bool { return m["agentd_sse_streams_open"] == 0 }); err != nil {
 		return idleStreams{}, err
 	}
-	return idleStreams{
-		streams: n, chats: chats, rssBefore: rssBefore, rssAfter: rssAfter, rss: rssAfter - rssBefore, live: liveAfter - liveBefore,
-		heap:       int64(after["go_memstats_heap_inuse_bytes"] - before["go_memstats_heap_inuse_bytes"]),
-		stack:      int64(after["go_memstats_stack_inuse_bytes"] - before["go_memstats_stack_inuse_bytes"]),
-		goroutines: after["go_goroutines"] - before["go_goroutines"],
-	}, nil
+	return idleStreams{streams: n, chats: chats, footprint: f}, nil
 }
 
 // quiet waits until cond holds of agentd's metrics and agentd has gone

@@ -281,7 +281,7 @@ func streamPhase(ctx context.Context, pg *pgServer, bin, tmp string, cfg config)
 		r, err := runStream(ctx, clock, name, pids, pg.srv.PID(), cfg, func(ctx context.Context, l *tokenLog) (int, error) {
 			who := strconv.FormatInt(followers.Add(1), 10)
 			gate := held.open(who)
-			id, err := owner.createID(ctx, streamSpec(cfg.streamReplies, who))
+			id, _, err := owner.create(ctx, streamSpec(cfg.streamReplies, who), 0)
 			if err != nil {
 				return 0, err
 			}
@@ -388,31 +388,6 @@ func printStream(cfg config, rs []streamResult) {
 	}
 	w.Flush()
 	fmt.Fprintln(cfg.out, "  (two replicas: chats run on one, each follower streams from the other; CPU is both replicas')")
-}
-
-// createID posts a chat without waiting and returns its id.
-func (a *agentdProc) createID(ctx context.Context, spec []byte) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+"/v1/chats", bytes.NewReader(spec))
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := a.client.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusCreated {
-		return "", fmt.Errorf("POST /v1/chats: %s: %s", resp.Status, body)
-	}
-	var c struct {
-		ID string `json:"id"`
-	}
-	if err := json.Unmarshal(body, &c); err != nil {
-		return "", err
-	}
-	return c.ID, nil
 }
 
 // relayEnv, set to "ADDR MODEL_URL", makes this program (or its test) the

@@ -30,7 +30,9 @@
 //     turn.
 //   - runtime.go (lifecycle), scheduler.go (claims, leases, one worker per
 //     claimed chat), broker.go (committed events and deltas to local
-//     subscribers, from memory) and service.go (the API the HTTP layer
+//     subscribers, from memory; deltas.go holds a stream's queue of deltas
+//     and the text of replies in progress), relay.go (deltas between
+//     replicas, through the store) and service.go (the API the HTTP layer
 //     calls).
 //
 // chat declares the small interfaces it needs from the outside world (Store,
