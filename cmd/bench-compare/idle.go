@@ -76,7 +76,10 @@ func idlePhase(ctx context.Context, ag *agentdProc, n int) (idleStreams, error) 
 				_, _ = io.Copy(io.Discard, resp.Body) // until the stream is closed
 			}()
 		}
-		err := ag.quiet(ctx, func(m map[string]float64) bool { return m["agentd_sse_streams_open"] >= float64(n) })
+		// Open streams send a heartbeat every 15 s: n of them are never
+		// quite quiet.
+		err := ag.quietWithin(ctx, 30*time.Millisecond+time.Duration(n)*5*time.Microsecond,
+			func(m map[string]float64) bool { return m["agentd_sse_streams_open"] >= float64(n) })
 		errMu.Lock()
 		defer errMu.Unlock()
 		if first != nil {
@@ -98,7 +101,15 @@ func idlePhase(ctx context.Context, ag *agentdProc, n int) (idleStreams, error) 
 // quiet waits until cond holds of agentd's metrics and agentd has gone
 // quiet (under 30 ms of CPU in a second).
 func (a *agentdProc) quiet(ctx context.Context, cond func(map[string]float64) bool) error {
+	return a.quietWithin(ctx, 30*time.Millisecond, cond)
+}
+
+// quietWithin waits until cond holds of agentd's metrics and agentd uses
+// less than busy of CPU in a second.
+func (a *agentdProc) quietWithin(ctx context.Context, busy time.Duration, cond func(map[string]float64) bool) error {
 	deadline := time.Now().Add(5 * time.Minute)
+	var held bool
+	var used time.Duration
 	for {
 		m, err := a.metrics(ctx)
 		if err != nil {
@@ -111,11 +122,12 @@ func (a *agentdProc) quiet(ctx context.Context, cond func(map[string]float64) bo
 			return ctx.Err()
 		}
 		c1, _ := cpuOf(a.pid())
-		if cond(m) && c1-c0 < 30*time.Millisecond {
+		held, used = cond(m), c1-c0
+		if held && used < busy {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("agentd did not settle within 5 minutes")
+			return fmt.Errorf("agentd did not settle within 5 minutes (condition met: %v; CPU %v in the last second)", held, used)
 		}
 	}
 }
