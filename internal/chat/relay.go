@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // How replicas learn which chats' deltas others want: a replica whose
@@ -46,6 +48,8 @@ type relay struct {
 	now  func() time.Time
 	log  *slog.Logger
 	m    *metrics
+	// sent and got are agentd_deltas_relayed_total's two series.
+	sent, got prometheus.Counter
 
 	mu       sync.Mutex
 	interest map[string]time.Time // chat → until when another replica follows it
@@ -54,7 +58,8 @@ type relay struct {
 }
 
 func newRelay(out DeltaRelay, self string, b *broker, now func() time.Time, log *slog.Logger, m *metrics) *relay {
-	return &relay{out: out, self: self, b: b, now: now, log: log, m: m, interest: map[string]time.Time{}}
+	return &relay{out: out, self: self, b: b, now: now, log: log, m: m, interest: map[string]time.Time{},
+		sent: m.deltasRelayed.WithLabelValues("sent"), got: m.deltasRelayed.WithLabelValues("received")}
 }
 
 func (r *relay) on() bool { return r != nil && r.out != nil }
@@ -79,7 +84,7 @@ func (r *relay) send(t *topic, epoch int64, d Delta) {
 	}
 	if t.reply.relayed {
 		r.out.RelayDelta(r.self, RelayedDelta{ChatID: t.id, Epoch: epoch, Delta: d})
-		r.m.deltasRelayed.WithLabelValues("sent").Inc()
+		r.sent.Inc()
 		return
 	}
 	if d.Reset {
@@ -93,7 +98,7 @@ func (r *relay) send(t *topic, epoch int64, d Delta) {
 func (r *relay) replayLocked(t *topic) {
 	for _, d := range t.reply.deltas() {
 		r.out.RelayDelta(r.self, RelayedDelta{ChatID: t.id, Epoch: t.reply.epoch, Delta: d, Replay: true})
-		r.m.deltasRelayed.WithLabelValues("sent").Inc()
+		r.sent.Inc()
 	}
 	t.reply.relayed = true
 }
@@ -110,7 +115,7 @@ func (r *relay) received(from string, ds []RelayedDelta) {
 			continue
 		}
 		if t.streams > 0 && t.local == 0 && t.deltaLocked(d.Epoch, d.Delta, d.Replay) {
-			r.m.deltasRelayed.WithLabelValues("received").Inc()
+			r.got.Inc()
 		}
 		t.mu.Unlock()
 	}
