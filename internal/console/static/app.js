@@ -775,6 +775,13 @@ class ChatView {
 
   delta(d) {
     let draft = this.drafts.get(d.name);
+    if (d.reset) {
+      // The reply's text so far is void: the model call is retried, another
+      // replica took the chat over, or the stream opened during the reply
+      // (its text so far follows).
+      if (draft) $('.content', draft).textContent = '';
+      return;
+    }
     if (!draft) {
       draft = el('li', { class: 'msg draft', 'data-draft': d.name, style: `--agent:${agentColour(d.name)}` },
         el('div', { class: 'who' }, el('span', { class: 'name' }, d.name), el('span', { class: 'meta' }, 'writing…')),
