@@ -105,8 +105,15 @@ type topic struct {
 	// tail holds the latest committed events known here, consecutive seqs.
 	tail []Event
 	// stale says that events may have been committed after tail (another
-	// replica appended): the next reader fills it from the store.
-	stale bool
+	// replica appended): the next reader fills it from the store. staled
+	// counts the times it was set, so that a fill clears it only if no
+	// notification came while it read.
+	stale  bool
+	staled uint64
+	// filled is what staled was when the last complete fill began to read
+	// the store: the tail holds what every notification up to there
+	// announced.
+	filled uint64
 	// tenants are the tenants a reader was verified to read this chat as.
 	tenants map[string]bool
 	// local counts the workers of this replica running the chat: while one
@@ -354,7 +361,7 @@ func (b *broker) workerEnded(id string, chatEnded bool) {
 		}
 	}
 	if !chatEnded {
-		t.stale = true
+		t.markStale()
 		t.signalLocked(Wake{})
 	}
 	b.release(t)
@@ -381,7 +388,8 @@ func (b *broker) committed(id string, evs []Event, wk Wake) {
 	if t.readers > 0 {
 		t.extend(evs)
 	} else {
-		t.tail, t.stale = nil, true // a reader that comes fills it from the store
+		t.tail = nil // a reader that comes fills it from the store
+		t.markStale()
 	}
 	t.signalLocked(wk)
 }
@@ -398,7 +406,7 @@ func (b *broker) notified(id string) {
 	if len(t.subs) == 0 || t.local > 0 {
 		return
 	}
-	t.stale = true
+	t.markStale()
 	t.signalLocked(Wake{})
 }
 
@@ -414,7 +422,7 @@ func (b *broker) notifiedAll() {
 	for _, t := range ts {
 		t.mu.Lock()
 		if !t.dead {
-			t.stale = true
+			t.markStale()
 			t.signalLocked(Wake{})
 		}
 		t.mu.Unlock()
@@ -444,6 +452,12 @@ func (t *topic) signalLocked(wk Wake) {
 	}
 }
 
+// markStale says that the tail may lack committed events.
+func (t *topic) markStale() {
+	t.stale = true
+	t.staled++
+}
+
 // extend adds committed events to the tail. Events that do not follow it
 // (the tail missed some) restart it. Each event gets the memo of its wire
 // form (Event.Encoded), shared by every stream that sends it.
@@ -457,7 +471,8 @@ func (t *topic) extend(evs []Event) {
 			return // already known
 		}
 		if evs[0].Seq > t.tail[n-1].Seq+1 {
-			t.tail, t.stale = nil, true
+			t.tail = nil
+			t.markStale()
 		} else {
 			evs = evs[t.tail[n-1].Seq+1-evs[0].Seq:]
 		}
@@ -479,11 +494,12 @@ func (t *topic) extend(evs []Event) {
 }
 
 // read returns up to limit events after seq from the tail, if the tail
-// holds every event after seq that is known to be committed. The events
+// holds every event after seq that is known to be committed (current: the
+// caller knows the tail to be current for it, stale or not). The events
 // are the tail's own, in a slice capped at its length: the tail only
 // grows past it or is replaced, so they never change under the caller.
-func (t *topic) read(after int64, limit int) ([]Event, bool) {
-	if t.stale || len(t.tail) == 0 {
+func (t *topic) read(after int64, limit int, current bool) ([]Event, bool) {
+	if (t.stale && !current) || len(t.tail) == 0 {
 		return nil, false
 	}
 	first, last := t.tail[0].Seq, t.tail[len(t.tail)-1].Seq
@@ -516,14 +532,17 @@ func (b *broker) events(ctx context.Context, tenant, id string, after int64, lim
 		return b.store.ListEvents(ctx, &ListEventsParams{ChatID: id, After: after, Limit: limit})
 	}
 	if t.tenants[tenant] {
-		if evs, ok := t.read(after, limit); ok {
+		if evs, ok := t.read(after, limit, false); ok {
 			t.mu.Unlock()
 			return evs, nil
 		}
 	}
-	// The slow way: the topic is kept while this read uses it.
+	// The slow way: the topic is kept while this read uses it. seen is
+	// how many notifications the tail had missed when this reader came:
+	// the one that woke it among them.
 	t.refs++
 	verified := t.tenants[tenant]
+	seen := t.staled
 	t.mu.Unlock()
 	defer func() {
 		t.mu.Lock()
@@ -538,31 +557,31 @@ func (b *broker) events(ctx context.Context, tenant, id string, after int64, lim
 		t.tenants[tenant] = true
 		t.mu.Unlock()
 	}
-	if evs, ok := t.readTail(after, limit); ok {
-		return evs, nil
-	}
 	// Catch up: one reader reads the store, the others wait for it and
-	// then read the tail.
+	// then read the tail, which a read that began after all the
+	// notifications they came for made current for them (filled).
 	t.fill.Lock()
 	defer t.fill.Unlock()
-	if evs, ok := t.readTail(after, limit); ok {
+	t.mu.Lock()
+	if evs, ok := t.read(after, limit, t.filled >= seen); ok {
+		t.mu.Unlock()
 		return evs, nil
 	}
-	t.mu.Lock()
 	within := len(t.tail) > 0 && after >= t.tail[0].Seq-1
 	from := after
 	if within {
 		from = t.tail[len(t.tail)-1].Seq // the tail is good to its end; read what follows
 	}
-	// Notifications from here on mark the tail stale again.
-	t.stale = false
+	// The tail stays stale while the read is under way: a reader that
+	// comes meanwhile waits for it (fill) rather than take the tail as it
+	// is for current; it is current for those whose notifications came
+	// before the read began. A notification during the read keeps it
+	// stale after: the read may have missed what that one announced.
+	staled := t.staled
 	t.mu.Unlock()
 	page := max(limit, tailSize)
 	evs, err := b.store.ListEvents(ctx, &ListEventsParams{ChatID: id, After: from, Limit: page})
 	if err != nil {
-		t.mu.Lock()
-		t.stale = true
-		t.mu.Unlock()
 		return nil, err
 	}
 	t.mu.Lock()
@@ -578,11 +597,18 @@ func (b *broker) events(ctx context.Context, tenant, id string, after int64, lim
 	} else {
 		t.extend(evs)
 	}
-	if len(evs) == page {
-		t.stale = true // there may be more than one page
+	current := len(evs) < page // else there may be more than one page
+	if current {
+		t.filled = staled
+		if t.staled == staled {
+			t.stale = false
+		}
+	} else {
+		t.markStale()
 	}
+	evs, ok := t.read(after, limit, current)
 	t.mu.Unlock()
-	if evs, ok := t.readTail(after, limit); ok {
+	if ok {
 		return evs, nil
 	}
 	// The reader is behind what the tail keeps: serve it from what was read.
@@ -592,7 +618,7 @@ func (b *broker) events(ctx context.Context, tenant, id string, after int64, lim
 func (t *topic) readTail(after int64, limit int) ([]Event, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.read(after, limit)
+	return t.read(after, limit, false)
 }
 
 // erased is called when a chat was erased (on any replica): what is kept

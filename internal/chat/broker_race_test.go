@@ -89,3 +89,77 @@ func TestACatchUpKeepsWhatCommittedWhileItRead(t *testing.T) {
 		}
 	}
 }
+
+// A reader woken by another replica's append while another reader of the
+// same replica is catching up from the store must not take the tail as it
+// was for current: it waits for that read, and gets the new events. (It
+// used to find the tail marked fresh as soon as the other read began, get
+// nothing, and wait for an append that, at the chat's end, never came.)
+func TestAReaderWaitsForACatchUpInProgress(t *testing.T) {
+	db := openPostgres(t)
+	rt1 := newRuntime(t, db)
+	paused := &pausedReads{Store: db, read: make(chan struct{}), release: make(chan struct{})}
+	// The second replica hears the first's appends through the store.
+	type pausedShared struct {
+		*pausedReads
+		chat.Notifier
+	}
+	rt2 := newRuntime(t, pausedShared{paused, db.(chat.Notifier)}, func(c *chat.RuntimeConfig) { c.PollInterval = time.Hour }) // it only reads
+	c := create(t, rt1, string(twoAgentSpec(2, 1500, "")))
+	sigA, doneA := rt2.Subscribe(c.ID)
+	defer doneA()
+	sigB, doneB := rt2.Subscribe(c.ID)
+	defer doneB()
+	read := func(after int64) []chat.Event {
+		evs, err := rt2.Events(context.Background(), "", c.ID, after, 100)
+		if err != nil {
+			t.Error(err)
+		}
+		return evs
+	}
+	// Both readers have read the chat so far (the tail is filled and their
+	// tenant verified).
+	evs := read(0)
+	last := evs[len(evs)-1].Seq
+	read(last)
+	paused.mu.Lock()
+	paused.armed = c.ID
+	paused.mu.Unlock()
+	// The first reply is committed on the other replica: both are woken.
+	for _, sig := range []<-chan chat.Wake{sigA, sigB} {
+		select {
+		case <-sig:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no wake-up for the other replica's append")
+		}
+	}
+	// A catches up from the store; its read is held back.
+	gotA := make(chan []chat.Event, 1)
+	go func() { gotA <- read(last) }()
+	select {
+	case <-paused.read:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the catch-up did not read the store")
+	}
+	gotB := make(chan []chat.Event, 1)
+	go func() { gotB <- read(last) }()
+	select {
+	case evs := <-gotB:
+		if len(evs) == 0 {
+			t.Fatal("B took the tail as it was for current and got nothing, while A's read was under way")
+		}
+	case <-time.After(300 * time.Millisecond):
+		// B waits for A's read, as it should.
+	}
+	close(paused.release)
+	for name, got := range map[string]chan []chat.Event{"A": gotA, "B": gotB} {
+		select {
+		case evs := <-got:
+			if len(evs) == 0 || evs[0].Seq != last+1 {
+				t.Fatalf("%s read %d events after seq %d", name, len(evs), last)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s's read did not return", name)
+		}
+	}
+}

@@ -175,7 +175,7 @@ func TestSubscribersAreServedFromMemory(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cs := &countingStore{Store: db, committed: map[int64]time.Time{}}
 			rt := newRuntime(t, cs)
-			responses := []string{`{"content": "turn 1", "delay_ms": 1000}`}
+			responses := []string{`{"content": "turn 1", "delay_ms": 2500}`} // time for 200 first reads on a busy machine
 			for i := 2; i <= 10; i++ {
 				responses = append(responses, fmt.Sprintf(`{"content": "turn %d", "delay_ms": 10}`, i))
 			}
