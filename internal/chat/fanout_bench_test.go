@@ -29,6 +29,8 @@ type countingStore struct {
 	reads, appends atomic.Int64
 	mu             sync.Mutex
 	committed      map[int64]time.Time
+	// messages are the times message events were confirmed, in order.
+	messages []time.Time
 }
 
 func (s *countingStore) ListEvents(ctx context.Context, p *chat.ListEventsParams) ([]chat.Event, error) {
@@ -49,6 +51,9 @@ func (s *countingStore) Append(ctx context.Context, p *chat.AppendParams) error 
 		s.mu.Lock()
 		for _, e := range p.Events {
 			s.committed[e.Seq] = now
+			if e.Type == chat.EventMessage {
+				s.messages = append(s.messages, now)
+			}
 		}
 		s.mu.Unlock()
 	}
@@ -57,9 +62,11 @@ func (s *countingStore) Append(ctx context.Context, p *chat.AppendParams) error 
 
 // BenchmarkSSEFanOut: 1,000 SSE streams (the real HTTP handler) follow one
 // chat on Postgres. It reports how long after its append was confirmed an
-// event reached the streams (p50, p99) and how many store reads each
-// append cost, all streams together: committed events go to local
-// subscribers from memory, so that is about one, not one per stream.
+// event reached the streams (p50, p99), how many store reads each append
+// cost, all streams together (committed events go to local subscribers
+// from memory, so that is about one, not one per stream), and the chat's
+// own pace: the median time between its messages, each a 20 ms model call
+// and an append.
 func BenchmarkSSEFanOut(b *testing.B) {
 	const viewers = 1000
 	pg := openBackend(b, "postgres")
@@ -143,8 +150,13 @@ func BenchmarkSSEFanOut(b *testing.B) {
 		start := time.Now()
 		wg.Wait() // every stream ends after the chat's terminal event
 		reads, appends := cs.reads.Load()-readsBefore, cs.appends.Load()-appendsBefore
-		var lat []time.Duration
+		var lat, turns []time.Duration
 		cs.mu.Lock()
+		for i := 1; i < len(cs.messages); i++ {
+			if cs.messages[i-1].After(start) {
+				turns = append(turns, cs.messages[i].Sub(cs.messages[i-1]))
+			}
+		}
 		for _, rs := range results {
 			for _, g := range rs {
 				if at, ok := cs.committed[g.seq]; ok && at.After(start) {
@@ -153,16 +165,20 @@ func BenchmarkSSEFanOut(b *testing.B) {
 			}
 		}
 		cs.mu.Unlock()
-		if len(lat) == 0 || appends == 0 {
+		if len(lat) == 0 || appends == 0 || len(turns) == 0 {
 			b.Fatalf("no events measured (%d appends)", appends)
 		}
 		slices.Sort(lat)
+		slices.Sort(turns)
 		p := func(q float64) time.Duration { return lat[int(q*float64(len(lat)-1))] }
 		b.ReportMetric(float64(p(0.50).Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(p(0.99).Microseconds())/1000, "p99-ms")
 		b.ReportMetric(float64(reads)/float64(appends), "reads/append")
-		b.Logf("%d streams, %d appends, %d deliveries: p50 %v, p99 %v; %d store reads (%.2f per append)",
-			viewers, appends, len(lat), p(0.5), p(0.99), reads, float64(reads)/float64(appends))
+		// The chat's own pace: a turn is a 20 ms model call and its append.
+		turn := turns[len(turns)/2]
+		b.ReportMetric(float64(turn.Microseconds())/1000, "turn-ms")
+		b.Logf("%d streams, %d appends, %d deliveries: p50 %v, p99 %v; %d store reads (%.2f per append); a turn took %v (median; its model call 20ms)",
+			viewers, appends, len(lat), p(0.5), p(0.99), reads, float64(reads)/float64(appends), turn)
 	}
 }
 
