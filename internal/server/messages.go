@@ -136,6 +136,11 @@ func (c *chatsResource) eventPage(ctx context.Context, tenant, id string, after 
 	if err != nil {
 		return nil, false, err
 	}
+	if ascending(page, after) {
+		// The usual page: nothing to drop, and nothing to copy (a page from
+		// the kept tail is shared by every stream of the chat).
+		return page, len(page) == eventPageSize && len(page) > 0, nil
+	}
 	events = make([]chat.Event, 0, len(page))
 	for _, e := range page {
 		if e.Seq > after {
@@ -144,4 +149,16 @@ func (c *chatsResource) eventPage(ctx context.Context, tenant, id string, after 
 		}
 	}
 	return events, len(page) == eventPageSize && len(events) > 0, nil
+}
+
+// ascending reports whether every event of page follows after and the one
+// before it.
+func ascending(page []chat.Event, after int64) bool {
+	for _, e := range page {
+		if e.Seq <= after {
+			return false
+		}
+		after = e.Seq
+	}
+	return true
 }
