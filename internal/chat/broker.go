@@ -630,7 +630,8 @@ func (b *broker) erased(id string) {
 		return
 	}
 	defer t.mu.Unlock()
-	t.tail, t.stale, t.tenants = nil, true, map[string]bool{}
+	t.tail, t.tenants = nil, map[string]bool{}
+	t.markStale()
 	t.reply.clear()
 	t.signalLocked(Wake{})
 }
