@@ -411,7 +411,9 @@ func (b *broker) notified(id string) {
 }
 
 // notifiedAll is called when notifications may have been lost: every
-// subscriber catches up from the store.
+// subscriber catches up from the store, but those of chats a worker of this
+// replica runs, which get every event when it is committed (as notified
+// ignores their echoes, this ignores their loss).
 func (b *broker) notifiedAll() {
 	b.mu.RLock()
 	ts := make([]*topic, 0, len(b.topics))
@@ -421,7 +423,7 @@ func (b *broker) notifiedAll() {
 	b.mu.RUnlock()
 	for _, t := range ts {
 		t.mu.Lock()
-		if !t.dead {
+		if !t.dead && t.local == 0 {
 			t.markStale()
 			t.signalLocked(Wake{})
 		}
