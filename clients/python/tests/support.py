@@ -192,7 +192,13 @@ class ScriptedModel:
                     self.end_headers()
                     self.close_connection = True
                     try:
-                        for c in chunks(req, reply, n):
+                        for i, c in enumerate(chunks(req, reply, n)):
+                            if i:
+                                # Typed, as a model does, not sent at once:
+                                # agentd joins the fragments a stream has not
+                                # taken yet, so a burst may reach a client as
+                                # one delta.
+                                time.sleep(0.02)
                             self.wfile.write(b"data: " + json.dumps(c).encode() + b"\n\n")
                             self.wfile.flush()
                         self.wfile.write(b"data: [DONE]\n\n")
