@@ -42,6 +42,7 @@ FUZZ_TARGETS = \
 	./internal/chat:FuzzTextMatchPattern \
 	./internal/chat:FuzzExtractCodeBlocks \
 	./internal/tool:FuzzArguments \
+	./internal/pyfunc:FuzzParse \
 	./internal/store/internal/param:FuzzDecodeCursor \
 	./internal/server:FuzzResumePoint \
 	./internal/server:FuzzWriteSSE

@@ -73,8 +73,35 @@ const (
 // its signature, resolving annotations against imports and the source's
 // own top-level import statements.
 func Parse(source string, imports []Import) (*Function, error) {
+	return ParseNamed(source, imports, "")
+}
+
+// FirstDef is the function AgentChat calls for a FunctionTool's source:
+// the name after its first "def " (FunctionTool._from_config), or "" when
+// there is none.
+func FirstDef(source string) string {
+	at := strings.Index(source, "def ")
+	if at < 0 {
+		return ""
+	}
+	open := strings.IndexByte(source[at+4:], '(')
+	if open < 0 {
+		return ""
+	}
+	return source[at+4 : at+4+open]
+}
+
+// ParseNamed is Parse for the top-level function name, or for the one
+// AgentChat would call when name is "".
+func ParseNamed(source string, imports []Import, name string) (*Function, error) {
 	if len(source) > maxSourceBytes {
 		return nil, &Error{Message: fmt.Sprintf("the source is larger than %d bytes", maxSourceBytes)}
+	}
+	if name != "" {
+		if !isIdentifier(name) {
+			return nil, &Error{Message: fmt.Sprintf("%q is not a function name", name)}
+		}
+		return parseDef(source, imports, name)
 	}
 	at := strings.Index(source, "def ")
 	if at < 0 {
@@ -84,10 +111,15 @@ func Parse(source string, imports []Import) (*Function, error) {
 	if open < 0 {
 		return nil, &Error{Message: `the source has no "(" after its first "def "`}
 	}
-	name := source[at+4 : at+4+open]
+	name = source[at+4 : at+4+open]
 	if !isIdentifier(name) {
 		return nil, &Error{Message: fmt.Sprintf("AgentChat calls the function named after the source's first \"def \", and %q is not a name", name)}
 	}
+	return parseDef(source, imports, name)
+}
+
+// parseDef reads the signature of the top-level function name.
+func parseDef(source string, imports []Import, name string) (*Function, error) {
 	env, err := newEnv(imports, source)
 	if err != nil {
 		return nil, err

@@ -73,17 +73,22 @@ const containerInit = `trap 'exit 0' TERM INT; while :; do sleep 86400 & wait; d
 // timeout(1) runs the program in a new process group and, at the deadline,
 // SIGKILLs the whole group, so children die with it even if agentd is gone
 // by then. The group's id goes to a pid file so that agentd can kill it
-// early (cancellation) or as a fallback.
+// early (cancellation) or as a fallback. When the program ends on its own,
+// what it left running in its group is killed too: the container outlives
+// the program, and a process left behind (a fork bomb whose parent
+// returned) would hold the chat's pids and the exec's output open.
 const execWrapper = `f=$1 n=$2 t=$3
 shift 3
 umask 077
 head -c "$n" > "$f" || exit 125
 cat > "$f.in" || exit 125
 timeout -s KILL "$t" "$@" "$f" < "$f.in" 2>&1 &
-echo $! > "$f.pid"
+p=$!
+echo $p > "$f.pid"
 exec 2>/dev/null
-wait $!
+wait $p
 rc=$?
+kill -9 -$p
 rm -f "$f" "$f.in" "$f.pid"
 exit $rc`
 

@@ -39,6 +39,12 @@ var fieldsByType = map[string][]string{
 	TypeHTTP:    {"type", "url", "timeout_s", "headers"},
 	TypeSandbox: {"type", "language", "code", "timeout_s"},
 	TypeMCP:     {"type", "url", "timeout_s", "tools"},
+	// python_function mirrors AgentChat's FunctionToolConfig: source_code,
+	// global_imports and name (the tool's name, optional here since the
+	// tool has one; its description is the tool's). The function called is
+	// the one AgentChat calls: the name after the source's first "def ".
+	TypePythonFunction: {"type", "source_code", "global_imports", "name", "timeout_s"},
+	TypePythonCode:     {"type", "timeout_s"},
 }
 
 // reservedHeaders are set by the runner or by net/http; a spec may not
@@ -60,11 +66,15 @@ type implementation struct {
 	Code     string
 	// Tools is the mcp allow-list of the server's tool names; nil means all.
 	Tools []string
+	// SourceCode, GlobalImports and Name of python_function tools.
+	SourceCode    string
+	GlobalImports []json.RawMessage
+	Name          string
 }
 
 // grace is the time a call may take beyond its timeout (see sandboxGrace).
 func (impl *implementation) grace() time.Duration {
-	if impl.Type == TypeSandbox {
+	if impl.Type == TypeSandbox || impl.Type == TypePythonFunction || impl.Type == TypePythonCode {
 		return sandboxGrace
 	}
 	return 0
@@ -82,11 +92,22 @@ func (r *Runner) CheckTool(t *spec.Tool) []spec.Problem {
 	}
 	impl, implProbs := r.parseImplementation(t.Implementation)
 	probs = append(probs, implProbs...)
+	if impl != nil && impl.Type == TypePythonFunction && impl.Name != "" && impl.Name != t.Name {
+		probs = append(probs, spec.Problem{Path: "/implementation/name", Message: fmt.Sprintf("is the tool's name (as in AgentChat's FunctionToolConfig) and must be %q, or be omitted", t.Name)})
+	}
 	hasParams := len(bytes.TrimSpace(t.Parameters)) > 0 && string(bytes.TrimSpace(t.Parameters)) != "null"
 	switch {
 	case impl != nil && impl.Type == TypeMCP:
 		if hasParams {
 			probs = append(probs, spec.Problem{Path: "/parameters", Message: "must be omitted for an mcp tool: the server describes its tools' parameters"})
+		}
+	case impl != nil && impl.Type == TypePythonFunction:
+		if hasParams {
+			probs = append(probs, spec.Problem{Path: "/parameters", Message: "must be omitted for a python_function tool: the function's signature describes its parameters"})
+		}
+	case impl != nil && impl.Type == TypePythonCode:
+		if hasParams {
+			probs = append(probs, spec.Problem{Path: "/parameters", Message: "must be omitted for a python_code tool: its one parameter is the code"})
 		}
 	case !hasParams:
 		if impl != nil { // an unknown type is already a problem
@@ -107,18 +128,18 @@ func (r *Runner) parseImplementation(raw json.RawMessage) (*implementation, []sp
 	const base = "/implementation"
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil, []spec.Problem{{Path: base, Message: "is required: an object with type http, sandbox or mcp"}}
+		return nil, []spec.Problem{{Path: base, Message: "is required: an object with type http, sandbox, mcp, python_function or python_code"}}
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-		return nil, []spec.Problem{{Path: base, Message: "must be an object with type http, sandbox or mcp"}}
+		return nil, []spec.Problem{{Path: base, Message: "must be an object with type http, sandbox, mcp, python_function or python_code"}}
 	}
 	d := decoder{fields: fields, base: base}
 	impl := &implementation{Type: d.str("type", true)}
 	allowed, ok := fieldsByType[impl.Type]
 	if !ok {
 		if _, given := fields["type"]; given && len(d.probs) == 0 {
-			d.add("type", "must be http, sandbox or mcp, not %q", impl.Type)
+			d.add("type", "must be http, sandbox, mcp, python_function or python_code, not %q", impl.Type)
 		}
 		return nil, d.probs
 	}
@@ -148,6 +169,30 @@ func (r *Runner) parseImplementation(raw json.RawMessage) (*implementation, []sp
 		}
 		if r.cfg.Sandboxes == nil {
 			d.add("type", "sandbox tools need a code sandbox and this server has none: "+
+				"the operator enables one with AGENTD_SANDBOX (docker or bwrap)")
+		}
+	case TypePythonFunction:
+		if impl.SourceCode = d.str("source_code", true); strings.TrimSpace(impl.SourceCode) == "" {
+			if _, given := fields["source_code"]; given {
+				d.add("source_code", "must not be empty")
+			}
+		}
+		if v := d.value("global_imports"); v != nil {
+			if err := json.Unmarshal(v, &impl.GlobalImports); err != nil {
+				d.add("global_imports", "must be a list of imports: a module name, {\"name\", \"alias\"} or {\"module\", \"imports\"}")
+			}
+		}
+		impl.Name = d.str("name", false)
+		if len(d.probs) == 0 {
+			r.checkFunction(&d, impl)
+		}
+		if r.cfg.Sandboxes == nil {
+			d.add("type", "python_function tools run in a code sandbox and this server has none: "+
+				"the operator enables one with AGENTD_SANDBOX (docker or bwrap)")
+		}
+	case TypePythonCode:
+		if r.cfg.Sandboxes == nil {
+			d.add("type", "python_code tools run in a code sandbox and this server has none: "+
 				"the operator enables one with AGENTD_SANDBOX (docker or bwrap)")
 		}
 	}

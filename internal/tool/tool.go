@@ -52,6 +52,11 @@ const (
 	TypeHTTP    = "http"
 	TypeSandbox = "sandbox"
 	TypeMCP     = "mcp"
+	// TypePythonFunction runs a Python function (AgentChat's FunctionTool)
+	// in the chat's sandbox; TypePythonCode runs the model's Python code
+	// there (AgentChat's PythonCodeExecutionTool).
+	TypePythonFunction = "python_function"
+	TypePythonCode     = "python_code"
 )
 
 // Config configures a Runner. It is filled in by cmd/agentd; this package
@@ -145,6 +150,8 @@ type Runner struct {
 	metrics *metrics
 	tracer  trace.Tracer
 	schemas *schemaCache
+	// functions holds parsed python_function sources.
+	functions functions
 
 	// transport is shared by http and mcp tools. Its dialer refuses
 	// addresses the policy does not allow (see addr.go).
@@ -230,6 +237,13 @@ func (r *Runner) Describe(ctx context.Context, chatID string, t *spec.Tool) ([]c
 		}
 		return defs, nil
 	}
+	if impl.Type == TypePythonFunction || impl.Type == TypePythonCode {
+		def, err := r.describeFunction(t, impl)
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: %w", t.Name, err)
+		}
+		return []chat.ToolDef{def}, nil
+	}
 	return []chat.ToolDef{{Name: t.Name, Description: t.Description, Parameters: t.Parameters}}, nil
 }
 
@@ -266,9 +280,11 @@ func (r *Runner) Call(ctx context.Context, req *chat.ToolRequest) (res chat.Tool
 		o = failed(outcomeInvalidArguments, errors.New(msg), "%s", msg)
 		return
 	}
-	if msg := r.validateArguments(req, impl, args); msg != "" {
-		o = failed(outcomeInvalidArguments, errors.New(msg), "%s", msg)
-		return
+	if impl.Type != TypePythonFunction { // checked as pydantic checks them, in callPythonFunction
+		if msg := r.validateArguments(req, impl, args); msg != "" {
+			o = failed(outcomeInvalidArguments, errors.New(msg), "%s", msg)
+			return
+		}
 	}
 	timeout := r.timeout(impl)
 	cctx, cancel := context.WithTimeoutCause(ctx, timeout+impl.grace(), &timeoutError{d: timeout})
@@ -280,6 +296,10 @@ func (r *Runner) Call(ctx context.Context, req *chat.ToolRequest) (res chat.Tool
 		o = r.callSandbox(cctx, req, impl, args, timeout)
 	case TypeMCP:
 		o = r.callMCP(cctx, req, impl, args)
+	case TypePythonFunction:
+		o = r.callPythonFunction(cctx, req, impl, args, timeout)
+	case TypePythonCode:
+		o = r.callPythonCode(cctx, req, args, timeout)
 	}
 	if o.kind != outcomeOK && o.kind != outcomeTimeout {
 		// A failure caused by the deadline is a timeout, whatever layer
@@ -314,7 +334,11 @@ func endSpan(span trace.Span, req *chat.ToolRequest, typ string, o outcome) {
 // timeout is the time a call of impl may take: its timeout_s or the
 // default, capped by the operator's maximum.
 func (r *Runner) timeout(impl *implementation) time.Duration {
-	return min(cmp.Or(impl.Timeout, r.cfg.DefaultTimeout), r.cfg.MaxTimeout)
+	def := r.cfg.DefaultTimeout
+	if impl.Type == TypePythonCode {
+		def = codeTimeout // DockerCommandLineCodeExecutor's default
+	}
+	return min(cmp.Or(impl.Timeout, def), r.cfg.MaxTimeout)
 }
 
 // logFailure records a failed call with what an operator needs to find it.
@@ -398,6 +422,16 @@ func (r *Runner) CheckArguments(t *spec.Tool, fn chat.ToolDef, arguments string)
 	args, msg := parseArguments(arguments)
 	if msg != "" {
 		return msg
+	}
+	if impl.Type == TypePythonFunction {
+		f, err := r.functions.parse(impl)
+		if err == nil {
+			_, err = f.Arguments(args.raw)
+		}
+		if err != nil {
+			return err.Error()
+		}
+		return ""
 	}
 	return r.validateArguments(&chat.ToolRequest{Tool: t, Function: fn}, impl, args)
 }
