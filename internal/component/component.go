@@ -5,10 +5,12 @@
 // It is a pure mapping: it never imports, evaluates or runs anything named in
 // a file. AgentChat's own loader imports the Python module a component's
 // provider names and runs FunctionTool source; here a provider is only a
-// string looked up in a fixed table, and every component that would run code
-// from the file on the server (FunctionTool source, selector or candidate
-// functions, local code executors) is refused with a problem that names its
-// JSON path and provider and says what to use instead.
+// string looked up in a fixed table. FunctionTool source and
+// PythonCodeExecutionTool code become tools that run in the chat's sandbox,
+// never on the server; every other component that would run code from the
+// file on the server (selector or candidate functions, local code
+// executors) is refused with a problem that names its JSON path and
+// provider and says what to use instead.
 package component
 
 import (
@@ -123,16 +125,12 @@ type EndpointInfo struct {
 // not run, with the reason and what to use instead. Those that would run
 // code from the file, or code on the server's host, come first.
 var refused = map[string]string{
-	"autogen_core.tools.FunctionTool": "a FunctionTool carries Python source that would run on the server; agentd never runs code from a file. " +
-		"Serve the function from an MCP server (McpWorkbench with StreamableHttpServerParams), or define it in a native spec as an http or sandbox tool",
 	"autogen_ext.code_executors.local.LocalCommandLineCodeExecutor": "it runs code directly on the server's host; agentd runs code only in its sandbox. " +
 		"Use DockerCommandLineCodeExecutor, which agentd maps onto its sandbox",
 	"autogen_ext.code_executors.jupyter.JupyterCodeExecutor": "it runs a Jupyter kernel on the server's host; agentd runs code only in its sandbox. " +
 		"Use DockerCommandLineCodeExecutor, which agentd maps onto its sandbox",
 	"autogen_ext.tools.mcp.StdioMcpToolAdapter": "a stdio MCP server is a command started on the server's host. " +
 		"Run the MCP server yourself and use McpWorkbench with StreamableHttpServerParams",
-	"autogen_ext.tools.code_execution.PythonCodeExecutionTool": "it runs code through an executor of its own. " +
-		"Give the team a CodeExecutorAgent with DockerCommandLineCodeExecutor, which agentd maps onto its sandbox",
 	"autogen_ext.code_executors.docker_jupyter.DockerJupyterCodeExecutor": "agentd has no Jupyter kernels. " +
 		"Use DockerCommandLineCodeExecutor, which agentd maps onto its sandbox",
 	"autogen_ext.code_executors.azure.ACADynamicSessionsCodeExecutor": "agentd does not call Azure Container Apps sessions. " +

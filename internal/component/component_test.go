@@ -202,8 +202,9 @@ func TestAgentChatLoadsExports(t *testing.T) {
 	}
 }
 
-// TestRefusedFive: the fixture with five parts agentd refuses gets exactly
-// five problems, each naming its JSON path and provider.
+// TestRefusedFive: the fixture with parts agentd refuses gets exactly one
+// problem for each, naming its JSON path and provider (its FunctionTool is
+// not one: it runs in the sandbox).
 func TestRefusedFive(t *testing.T) {
 	t.Parallel()
 	_, err := ParseRequest(request(t, readFixture(t, "refused_five"), ""), nil)
@@ -212,7 +213,6 @@ func TestRefusedFive(t *testing.T) {
 		t.Fatalf("err = %v, want a *spec.ValidationError", err)
 	}
 	want := []struct{ path, provider string }{
-		{"/team/config/participants/0/config/workbench/0/config/tools/0", "autogen_core.tools.FunctionTool"},
 		{"/team/config/participants/1/config/code_executor", "autogen_ext.code_executors.local.LocalCommandLineCodeExecutor"},
 		{"/team/config/participants/2/config/workbench/0/config/server_params", "autogen_ext.tools.mcp.McpWorkbench"},
 		{"/team/config/termination_condition/config/conditions/0", "autogen_agentchat.conditions.TextMessageTermination"},
@@ -251,8 +251,12 @@ func TestRefusals(t *testing.T) {
 	tests := []struct {
 		name, team, path, want string
 	}{
-		{"function tool", rr(assistant("a", `, "tools": [`+mk("autogen_core.tools.FunctionTool", `{"source_code": "def f(): pass", "name": "f", "description": "", "global_imports": [], "has_cancellation_support": false}`)+`]`), ""),
-			"/team/config/participants/0/config/tools/0", "never runs code from a file"},
+		{"function tool with a cancellation token", rr(assistant("a", `, "tools": [`+mk("autogen_core.tools.FunctionTool", `{"source_code": "def f(): pass", "name": "f", "description": "", "global_imports": [], "has_cancellation_support": true}`)+`]`), ""),
+			"/team/config/participants/0/config/tools/0/config/has_cancellation_support", "CancellationToken"},
+		{"two function tools of one name", rr(assistant("a", `, "tools": [`+mk("autogen_core.tools.FunctionTool", `{"source_code": "def f(): pass", "name": "f", "description": "", "global_imports": []}`)+`,`+mk("autogen_core.tools.FunctionTool", `{"source_code": "def g(): pass", "name": "f", "description": "", "global_imports": []}`)+`]`), ""),
+			"/team/config/participants/0/config/tools/1", "two tools named"},
+		{"code tool with a local executor", rr(assistant("a", `, "tools": [`+mk(provCodeTool, `{"executor": `+mk("autogen_ext.code_executors.local.LocalCommandLineCodeExecutor", `{}`)+`}`)+`]`), ""),
+			"/team/config/participants/0/config/tools/0/config/executor", "DockerCommandLineCodeExecutor"},
 		{"selector_func", mk(provSelector, `{"participants": [`+assistant("a", "")+`], "model_client": `+replayModel()+`, "selector_func": {"provider": "x"}}`),
 			"/team/config/selector_func", `provider "autogen_agentchat.teams.SelectorGroupChat": selector_func is Python code`},
 		{"candidate_func", mk(provSelector, `{"participants": [`+assistant("a", "")+`], "model_client": `+replayModel()+`, "candidate_func": "lambda m: []"}`),

@@ -19,6 +19,7 @@ var componentTypes = map[string]string{
 	provBuffered: "chat_completion_context", provUnbounded: "chat_completion_context",
 	provStaticStreamWorkbench: "workbench", provMcpWorkbench: "workbench",
 	provDockerExecutor: "code_executor",
+	provFunctionTool:   "tool", provCodeTool: "tool",
 }
 
 // newComponent builds a component as dump_component() writes it: version
@@ -212,21 +213,31 @@ func (e *exporter) assistant(path string, a *spec.Agent) Component {
 		cfg["handoffs"] = hs
 	}
 	var workbenches []Component
+	var static []Component // python_function and python_code tools
 	for i, name := range a.Tools {
-		if wb, ok := e.toolWorkbench(idx(path+"/tools", i), name); ok {
+		wb, isStatic, ok := e.toolWorkbench(idx(path+"/tools", i), name)
+		switch {
+		case !ok:
+		case isStatic:
+			static = append(static, wb)
+		default:
 			workbenches = append(workbenches, wb)
 		}
 	}
-	if len(workbenches) == 0 {
-		workbenches = []Component{newComponent(provStaticStreamWorkbench, "A workbench that provides a static set of tools that do not change after each tool execution, and supports streaming results.",
-			map[string]any{"tools": []any{}, "tool_overrides": map[string]any{}})}
+	if len(static) > 0 || len(workbenches) == 0 {
+		tools := []Component{}
+		tools = append(tools, static...)
+		workbenches = append([]Component{newComponent(provStaticStreamWorkbench, "A workbench that provides a static set of tools that do not change after each tool execution, and supports streaming results.",
+			map[string]any{"tools": tools, "tool_overrides": map[string]any{}})}, workbenches...)
 	}
 	cfg["workbench"] = workbenches
 	return newComponent(provAssistant, "An agent that provides assistance with tool use.", cfg)
 }
 
-// toolWorkbench exports an mcp tool as an McpWorkbench.
-func (e *exporter) toolWorkbench(path, name string) (Component, bool) {
+// toolWorkbench exports an mcp tool as an McpWorkbench, and a
+// python_function or python_code tool as the component that goes into the
+// agent's static workbench (isStatic).
+func (e *exporter) toolWorkbench(path, name string) (c Component, isStatic, ok bool) {
 	var t *spec.Tool
 	for i := range e.spec.Tools {
 		if e.spec.Tools[i].Name == name {
@@ -235,29 +246,29 @@ func (e *exporter) toolWorkbench(path, name string) (Component, bool) {
 	}
 	if t == nil {
 		e.r.problem(path, "names no tool: %q", name)
-		return Component{}, false
+		return Component{}, false, false
 	}
-	var impl struct {
-		Type     string   `json:"type"`
-		URL      string   `json:"url"`
-		TimeoutS *float64 `json:"timeout_s"`
-		Tools    []string `json:"tools"`
-	}
+	var impl toolImpl
 	_ = json.Unmarshal(t.Implementation, &impl)
-	if impl.Type != "mcp" {
-		e.r.problem(path, "tool %q is a %s tool: AgentChat would need its code (a FunctionTool) to run it; only mcp tools export (as McpWorkbench)", name, impl.Type)
-		return Component{}, false
+	switch impl.Type {
+	case "mcp":
+	case "python_function", "python_code":
+		c, ok := e.exportTool(path, t, impl)
+		return c, true, ok
+	default:
+		e.r.problem(path, "tool %q is a %s tool: AgentChat would need its code (a FunctionTool) to run it; mcp, python_function and python_code tools export", name, impl.Type)
+		return Component{}, false, false
 	}
 	if impl.Tools != nil {
 		e.r.problem(path, "tool %q lists the MCP tools it offers; McpWorkbench offers all of a server's tools", name)
-		return Component{}, false
+		return Component{}, false, false
 	}
 	params := map[string]any{"type": "StreamableHttpServerParams", "url": impl.URL, "timeout": 30.0, "sse_read_timeout": 300.0, "terminate_on_close": true}
 	if impl.TimeoutS != nil {
 		params["timeout"] = *impl.TimeoutS
 	}
 	return newComponent(provMcpWorkbench, "A workbench that wraps an MCP server and provides an interface to list and call tools provided by the server.",
-		map[string]any{"server_params": params, "tool_overrides": map[string]any{}}), true
+		map[string]any{"server_params": params, "tool_overrides": map[string]any{}}), false, true
 }
 
 func (e *exporter) codeExecutor(path string, a *spec.Agent) Component {

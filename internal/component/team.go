@@ -570,8 +570,16 @@ func (tr *translator) tool(path string, raw any, a *spec.Agent) {
 		return
 	}
 	defer c.cfg.done()
-	if c.provider != provMcpHTTPAdapter {
-		c.unsupported(&tr.r, "tool", provMcpHTTPAdapter, provMcpWorkbench)
+	switch c.provider {
+	case provFunctionTool:
+		tr.functionTool(c, a)
+		return
+	case provCodeTool:
+		tr.codeTool(c, a)
+		return
+	case provMcpHTTPAdapter:
+	default:
+		c.unsupported(&tr.r, "tool", append(toolProviders, provMcpWorkbench)...)
 		return
 	}
 	var name string
