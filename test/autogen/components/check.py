@@ -10,6 +10,11 @@ is about the export as committed), whether it loaded, the team and agent
 classes AgentChat built, and whether AgentChat's own dump of the loaded team
 equals the export (component descriptions aside: agentd writes short ones of
 its own, and a Docker executor's container_name, which AgentChat generates).
+
+A FunctionTool that AgentChat built from a file's source cannot dump itself
+again (inspect.getsource has no file to read); before the second dump, each
+loaded FunctionTool is handed the source it was loaded from, in the form
+AgentChat's own to_code returns as it is (FunctionWithRequirementsStr).
 """
 
 import glob
@@ -25,6 +30,8 @@ import stubs  # noqa: E402
 stubs.install()
 
 from autogen_agentchat.base import Team  # noqa: E402
+from autogen_core.code_executor._func_with_reqs import FunctionWithRequirementsStr  # noqa: E402
+from autogen_core.tools import FunctionTool  # noqa: E402
 
 # The OpenAI and Azure clients need a key to be built; it is never used (an
 # export never holds one).
@@ -47,6 +54,29 @@ def normalize(v):
     return v
 
 
+def sources(v, out):
+    """The source of each FunctionTool of an export, by tool name."""
+    if isinstance(v, dict):
+        if v.get("provider") == "autogen_core.tools.FunctionTool":
+            out[v["config"]["name"]] = v["config"]["source_code"]
+        for x in v.values():
+            sources(x, out)
+    elif isinstance(v, list):
+        for x in v:
+            sources(x, out)
+    return out
+
+
+def give_back_sources(team, by_name):
+    for agent in team._participants:
+        for wb in getattr(agent, "_workbench", []):
+            for tool in getattr(wb, "_tools", []):
+                if isinstance(tool, FunctionTool):
+                    src = FunctionWithRequirementsStr.__new__(FunctionWithRequirementsStr)
+                    object.__setattr__(src, "func", by_name[tool.name])
+                    tool._func = src
+
+
 def main():
     base = sys.argv[1] if len(sys.argv) > 1 else "internal/component/testdata"
     result = {}
@@ -60,6 +90,7 @@ def main():
             entry["loaded"] = True
             entry["team"] = type(team).__name__
             entry["agents"] = [type(p).__name__ + ":" + p.name for p in team._participants]
+            give_back_sources(team, sources(exported, {}))
             redumped = team.dump_component().model_dump(mode="json")
             entry["redumped_equal"] = normalize(redumped) == normalize(exported)
             if not entry["redumped_equal"]:

@@ -48,6 +48,10 @@ from autogen_ext.code_executors.local import LocalCommandLineCodeExecutor  # noq
 from autogen_ext.models.anthropic import AnthropicChatCompletionClient  # noqa: E402
 from autogen_ext.models.openai import AzureOpenAIChatCompletionClient, OpenAIChatCompletionClient  # noqa: E402
 from autogen_ext.models.replay import ReplayChatCompletionClient  # noqa: E402
+from autogen_ext.tools.code_execution import PythonCodeExecutionTool  # noqa: E402
+from autogen_core.code_executor import ImportFromModule  # noqa: E402
+from autogen_core.tools import FunctionTool  # noqa: E402
+from typing import Annotated, Literal, Optional  # noqa: E402
 from autogen_ext.tools.mcp import McpWorkbench, StdioServerParams, StreamableHttpServerParams  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
@@ -308,6 +312,32 @@ def local_function(city: str) -> str:
     return f"Sunny in {city}"
 
 
+def get_weather(city: Annotated[str, "The city"], unit: Literal["c", "f"] = "c") -> dict:
+    return {"city": city, "temp": 21.5 if unit == "c" else 70.7, "unit": unit}
+
+
+def list_cities(country: str, limit: Optional[int] = None) -> list[str]:
+    cities = {"fr": ["Paris", "Lyon", "Nice"]}.get(country, [])
+    return cities[:limit] if limit is not None else cities
+
+
+def function_tools():
+    """FunctionTools (their source runs in agentd's sandbox) and a
+    PythonCodeExecutionTool on a DockerCommandLineCodeExecutor."""
+    imports = [ImportFromModule("typing", ("Annotated", "Literal", "Optional"))]
+    weather = AssistantAgent(
+        "forecaster",
+        model_client=replay("Sunny."),
+        tools=[
+            FunctionTool(get_weather, description="Get the weather of a city.", global_imports=imports),
+            FunctionTool(list_cities, description="List the cities of a country.", global_imports=imports),
+            PythonCodeExecutionTool(DockerCommandLineCodeExecutor(timeout=30, container_name="agentd-fixture")),
+        ],
+        reflect_on_tool_use=True,
+    )
+    return RoundRobinGroupChat([weather], termination_condition=MaxMessageTermination(3), max_turns=2), None
+
+
 def refused_five():
     """Five parts agentd refuses: each would run code from the file on the
     server, or has no agentd equivalent, or names an unknown provider."""
@@ -323,6 +353,7 @@ def refused_five():
 
 
 TEAMS = {
+    "function_tools": function_tools,
     "round_robin": round_robin,
     "selector": selector,
     "swarm": swarm,
