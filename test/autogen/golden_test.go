@@ -22,8 +22,10 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/component"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/llm/openaitest"
+	"github.com/agentd/agentd/internal/sandbox"
 	agentdspec "github.com/agentd/agentd/internal/spec"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tool"
@@ -31,7 +33,11 @@ import (
 
 // scenario is a file of scenarios/.
 type scenario struct {
-	Spec        map[string]any    `json:"spec"`
+	Spec map[string]any `json:"spec"`
+	// Team and Task make a team-file scenario: a team AgentChat dumped
+	// (teams.py), posted to agentd as {"task", "team"}.
+	Team        json.RawMessage   `json:"team"`
+	Task        json.RawMessage   `json:"task"`
 	Script      []scriptReply     `json:"script"`
 	ToolResults map[string]string `json:"tool_results"`
 	HistoryTask string            `json:"history_task"`
@@ -120,9 +126,22 @@ func TestGoldenRunsOfAutoGen(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			sc, want := load(t, name)
-			got := runAgentd(t, sc, want)
-			for _, d := range compare(want, got) {
-				t.Error(d)
+			if sc.Team == nil {
+				got := runAgentd(t, sc, want, nil)
+				for _, d := range compare(want, got) {
+					t.Error(d)
+				}
+				return
+			}
+			// A team file's tools run in the sandbox: on each backend.
+			for _, backend := range []string{sandbox.BackendDocker, sandbox.BackendBwrap} {
+				t.Run(backend, func(t *testing.T) {
+					t.Parallel()
+					got := runAgentd(t, sc, want, openSandbox(t, backend))
+					for _, d := range compare(want, got) {
+						t.Error(d)
+					}
+				})
 			}
 		})
 	}
@@ -328,7 +347,7 @@ func load(t *testing.T, name string) (scenario, fixture) {
 // runAgentd runs the scenario through agentd: the openai provider against
 // openaitest answering from the script, tools served over HTTP with the
 // scenario's results.
-func runAgentd(t *testing.T, sc scenario, fx fixture) run {
+func runAgentd(t *testing.T, sc scenario, fx fixture, sandboxes chat.Sandboxes) run {
 	fake := openaitest.New()
 	t.Cleanup(fake.Close)
 	for _, r := range sc.Script {
@@ -360,6 +379,14 @@ func runAgentd(t *testing.T, sc scenario, fx fixture) run {
 	body, err := json.Marshal(sc.Spec)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if sc.Team != nil {
+		// Translated as POST /v1/chats translates {"task", "team"}.
+		req, err := component.ParseRequest([]byte(`{"task": `+string(sc.Task)+`, "team": `+string(sc.Team)+`}`), nil)
+		if err != nil {
+			t.Fatalf("translate the team: %v", err)
+		}
+		body = req.Spec
 	}
 	body = bytes.ReplaceAll(body, []byte("TOOL_URL"), []byte(tools.URL))
 	if len(fx.History) > 0 {
@@ -398,12 +425,12 @@ func runAgentd(t *testing.T, sc scenario, fx fixture) run {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runner, err := tool.New(tool.Config{AllowPrivate: true})
+	runner, err := tool.New(tool.Config{AllowPrivate: true, Sandboxes: sandboxes})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { runner.Close() })
-	rt, err = chat.NewRuntime(chat.RuntimeConfig{Store: db, Models: providers, Providers: providers.Providers(), Tools: runner,
+	rt, err = chat.NewRuntime(chat.RuntimeConfig{Store: db, Models: providers, Providers: providers.Providers(), Tools: runner, Sandboxes: sandboxes,
 		LeaseDuration: time.Minute, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -421,6 +448,10 @@ func runAgentd(t *testing.T, sc scenario, fx fixture) run {
 	c, _, err := rt.Create(ctx, &chat.CreateParams{Body: body})
 	if c != nil {
 		chatID = c.ID
+		if sandboxes != nil {
+			// Before the sandbox's work root goes (cleanups run last first).
+			t.Cleanup(func() { _ = sandboxes.Release(context.Background(), c.ID) })
+		}
 	}
 	close(created)
 	if err != nil {
@@ -769,4 +800,29 @@ func lineDiff(want, got string) string {
 		last = k
 	}
 	return b.String()
+}
+
+// openSandbox opens a real sandbox backend for the team-file scenarios,
+// whose FunctionTools run in it: a missing one skips, or fails with
+// CI=true.
+func openSandbox(t *testing.T, backend string) chat.Sandboxes {
+	t.Helper()
+	root := t.TempDir()
+	for _, d := range []string{filepath.Dir(root), root} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m, err := sandbox.Open(ctx, sandbox.Config{Backend: backend, DockerHost: sandbox.ResolveDockerHost(os.Getenv("DOCKER_HOST")),
+		Image: os.Getenv("AGENTD_SANDBOX_IMAGE"), WorkRoot: root, Owner: fmt.Sprintf("agentd-golden-%d", time.Now().UnixNano())})
+	if err != nil {
+		if os.Getenv("CI") == "true" || !errors.Is(err, sandbox.ErrNoSandbox) {
+			t.Fatalf("the %s sandbox is unavailable: %v", backend, err)
+		}
+		t.Skipf("%s sandbox unavailable: %v", backend, err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
 }

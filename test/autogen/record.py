@@ -32,7 +32,7 @@ from autogen_core import CancellationToken
 from autogen_core.model_context import BufferedChatCompletionContext
 from autogen_core.tools import BaseTool, ToolSchema
 from autogen_agentchat.agents import AssistantAgent
-from autogen_agentchat.base import Handoff
+from autogen_agentchat.base import Handoff, Team
 from autogen_agentchat.conditions import (
     ExternalTermination,
     FunctionCallTermination,
@@ -314,7 +314,38 @@ async def further_run(team: Any, server: ScriptServer, r: dict[str, Any]) -> dic
     return out
 
 
+def point_clients(v: Any, url: str) -> Any:
+    """A team file's model clients with their base URL set to the script
+    server's."""
+    if isinstance(v, dict):
+        out = {k: point_clients(x, url) for k, x in v.items()}
+        if out.get("component_type") == "model" and isinstance(out.get("config"), dict):
+            out["config"]["base_url"] = url
+            out["config"]["api_key"] = "golden"
+        return out
+    if isinstance(v, list):
+        return [point_clients(x, url) for x in v]
+    return v
+
+
+async def record_team(scenario: dict[str, Any]) -> dict[str, Any]:
+    """A team-file scenario: the file AgentChat dumped, loaded with
+    Team.load_component (its FunctionTools run here, in-process) and run on
+    the task."""
+    server = ScriptServer(scenario["script"])
+    try:
+        team = Team.load_component(point_clients(scenario["team"], server.url))
+        result = await team.run(task=scenario["task"])
+        if server.script:
+            raise RuntimeError(f"{len(server.script)} scripted replies left unused; stop: {result.stop_reason}")
+        return {"requests": server.requests, "transcript": transcript(result.messages), "stop_reason": result.stop_reason}
+    finally:
+        server.close()
+
+
 async def record(scenario: dict[str, Any]) -> dict[str, Any]:
+    if "team" in scenario:
+        return await record_team(scenario)
     spec = scenario["spec"]
     server = ScriptServer(scenario.get("history_script", []) + scenario["script"])
     try:

@@ -9,4 +9,6 @@ if [ ! -x "$env_dir/python.sh" ]; then
 	exit 1
 fi
 rm -f testdata/*.json
+# The team-file scenarios are teams AgentChat builds and dumps itself.
+"$env_dir/python.sh" teams.py scenarios
 "$env_dir/python.sh" record.py scenarios/*.json testdata
