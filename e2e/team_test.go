@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,9 +71,12 @@ func (p *proc) createTeam(body []byte) teamChat {
 }
 
 type typedMessage struct {
-	Type    string `json:"type"`
-	Name    string `json:"name"`
-	Content string `json:"content"`
+	Type          string `json:"type"`
+	Name          string `json:"name"`
+	Content       string `json:"content"`
+	ToolResponses []struct {
+		Content string `json:"content"`
+	} `json:"tool_responses"`
 }
 
 func (p *proc) typedMessages(id string) []typedMessage {
@@ -131,11 +135,13 @@ func TestAgentChatTeamsRunLikeAgentChat(t *testing.T) {
 	})
 }
 
-// TestAgentChatTeamWithFiveRefusedParts: one 422 lists all five, each with
-// the JSON path and provider; nothing is created. A team that is accepted
+// TestAgentChatTeamWithFiveRefusedParts: one 422 lists every refused part (its
+// FunctionTool is none: it runs in the sandbox), each with the JSON path and
+// provider; nothing is created. A team that is accepted
 // keeps the Idempotency-Key semantics of a spec.
 func TestAgentChatTeamWithFiveRefusedParts(t *testing.T) {
 	t.Parallel()
+	// Its FunctionTool is not one: it runs in the sandbox.
 	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir())
 	code, _, b := p.do("POST", "/v1/chats", teamBody(t, "go", teamFixture(t, "refused_five"), ""))
 	if code != http.StatusUnprocessableEntity {
@@ -146,8 +152,8 @@ func TestAgentChatTeamWithFiveRefusedParts(t *testing.T) {
 		Errors []struct{ Path, Message string }
 	}
 	mustUnmarshal(t, b, &prob)
-	if len(prob.Errors) != 5 {
-		t.Fatalf("%d problems, want 5: %s", len(prob.Errors), b)
+	if len(prob.Errors) != 4 {
+		t.Fatalf("%d problems, want 4: %s", len(prob.Errors), b)
 	}
 	for _, e := range prob.Errors {
 		if !strings.HasPrefix(e.Path, "/team/config/") || !strings.Contains(e.Message, `provider "`) {
@@ -319,6 +325,62 @@ func TestAgentChatCodeExecutorRunsInTheSandbox(t *testing.T) {
 		msgs := p.typedMessages(c.ID)
 		if len(msgs) != 3 || msgs[2].Name != "executor" || !strings.Contains(msgs[2].Content, "42") {
 			t.Fatalf("messages = %+v", msgs)
+		}
+	})
+}
+
+// functionTeam is an AgentChat team file whose assistant calls a
+// FunctionTool with the given source twice (a replay model), then says
+// DONE.
+func functionTeam(source string) []byte {
+	src, _ := json.Marshal(source)
+	return []byte(`{"provider": "autogen_agentchat.teams.RoundRobinGroupChat", "component_type": "team", "config": {
+  "participants": [{"provider": "autogen_agentchat.agents.AssistantAgent", "component_type": "agent", "config": {
+    "name": "weather",
+    "model_client": {"provider": "autogen_ext.models.replay.ReplayChatCompletionClient", "component_type": "replay_chat_completion_client", "config": {
+      "chat_completions": [
+        {"finish_reason": "function_calls", "content": [{"id": "c1", "name": "get_weather", "arguments": "{\"city\": \"Paris\", \"days\": 2.0}"}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}, "cached": false},
+        {"finish_reason": "function_calls", "content": [{"id": "c2", "name": "get_weather", "arguments": "{\"city\": \"Atlantis\"}"}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}, "cached": false},
+        "DONE"]}},
+    "workbench": [{"provider": "autogen_core.tools.StaticStreamWorkbench", "component_type": "workbench", "config": {"tools": [
+      {"provider": "autogen_core.tools.FunctionTool", "component_type": "tool", "config": {
+        "source_code": ` + string(src) + `, "name": "get_weather", "description": "Get the weather.",
+        "global_imports": [{"module": "typing", "imports": ["Annotated"]}], "has_cancellation_support": false}}]}}]}}],
+  "termination_condition": {"provider": "autogen_agentchat.conditions.TextMentionTermination", "component_type": "termination", "config": {"text": "DONE"}},
+  "max_turns": 3}}`)
+}
+
+// TestAgentChatFunctionToolRunsInTheSandbox: a team file's FunctionTool runs
+// in the chat's sandbox through the real binary, with the schema AgentChat
+// derives; its exception is an error result and the chat goes on; a
+// signature agentd cannot translate is a 422 naming the parameter.
+func TestAgentChatFunctionToolRunsInTheSandbox(t *testing.T) {
+	t.Parallel()
+	sandboxes(t, func(t *testing.T, env []string) {
+		p := startAgentd(t, append(env, "AGENTD_DATA_DIR="+t.TempDir())...)
+		src := "def get_weather(city: Annotated[str, 'The city'], days: int = 1) -> dict:\n" +
+			"    if city == 'Atlantis':\n        raise ValueError('no such city: ' + city)\n" +
+			"    return {'city': city, 'days': days, 'sandboxed': __import__('os').environ.get('HOME') == '/work'}\n"
+		c := p.createTeam(teamBody(t, "Weather in Paris?", functionTeam(src), ""))
+		final := p.waitTerminal(c.ID, 90*time.Second)
+		if final.Status != "completed" {
+			t.Fatalf("chat = %+v", final)
+		}
+		var results []string
+		for _, m := range p.typedMessages(c.ID) {
+			for _, r := range m.ToolResponses {
+				results = append(results, r.Content)
+			}
+		}
+		want := []string{"{'city': 'Paris', 'days': 2, 'sandboxed': True}", "no such city: Atlantis"}
+		if !slices.Equal(results, want) {
+			t.Errorf("tool results = %q, want %q", results, want)
+		}
+
+		code, _, b := p.do("POST", "/v1/chats", teamBody(t, "x", functionTeam("def get_weather(when: datetime) -> str:\n    return ''\n"), ""))
+		if code != http.StatusUnprocessableEntity || !bytes.Contains(b, []byte(`/team/config/participants/0/config/workbench/0/config/tools/0/config/source_code`)) ||
+			!bytes.Contains(b, []byte(`parameter \"when\"`)) {
+			t.Errorf("an untranslatable signature: %d %s", code, b)
 		}
 	})
 }
