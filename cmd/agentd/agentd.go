@@ -128,8 +128,12 @@ func (m *Main) Run(ctx context.Context) error {
 	default:
 		return fmt.Errorf("sandbox: %w", err)
 	}
+	secrets, err := cfg.toolSecrets() // checked by Validate
+	if err != nil {
+		return err
+	}
 	m.tools, err = tool.New(tool.Config{HTTPAllowHosts: splitList(cfg.ToolAllowHosts), AllowPrivate: cfg.ToolAllowPrivate,
-		Sandboxes: sandboxes, Logger: m.Logger, Registerer: reg, TracerProvider: tp})
+		Sandboxes: sandboxes, Secrets: secrets, Logger: m.Logger, Registerer: reg, TracerProvider: tp})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -41,6 +42,9 @@ type Config struct {
 	Migrate          bool
 	ModelCallTimeout time.Duration
 	ToolAllowHosts   string
+	// ToolSecrets is AGENTD_TOOL_SECRETS: a JSON object of secret names to
+	// values that tool headers name ({"secret": "NAME"}).
+	ToolSecrets      string
 	ToolAllowPrivate bool
 	DockerHost       string
 	SandboxOwner     string
@@ -103,6 +107,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", int64(env.int("AGENTD_MAX_BODY_BYTES", 1<<20)), "largest request body (AGENTD_MAX_BODY_BYTES)")
 	str(&c.ToolAllowHosts, "tool-allow-hosts", "AGENTD_TOOL_ALLOW_HOSTS", "", "comma-separated hosts, host:port, IPs or CIDRs that http and mcp tools may reach (empty: any public host)")
 	fs.Int64Var(&c.GCHeapFloor, "gc-heap-floor-bytes", int64(env.int("AGENTD_GC_HEAP_FLOOR_BYTES", 32<<20)), "heap growth always allowed before a garbage collection, so a small heap is not collected over and over; 0: only GOGC (AGENTD_GC_HEAP_FLOOR_BYTES)")
+	str(&c.ToolSecrets, "tool-secrets", "AGENTD_TOOL_SECRETS", "", `JSON object of secret names to values, e.g. {"github": "Bearer ghp_…"}: headers of mcp and http tools name a secret ({"secret": "github"}) and never hold its value`)
 	fs.BoolVar(&c.ToolAllowPrivate, "tool-allow-private", env.bool("AGENTD_TOOL_ALLOW_PRIVATE", false), "let tools reach loopback and private addresses (AGENTD_TOOL_ALLOW_PRIVATE)")
 	fs.DurationVar(&c.DatabaseWait, "database-wait", env.duration("AGENTD_DATABASE_WAIT", 60*time.Second), "how long to retry an unreachable database at start before giving up (AGENTD_DATABASE_WAIT)")
 	fs.DurationVar(&c.ShutdownDrain, "shutdown-drain", env.duration("AGENTD_SHUTDOWN_DRAIN", 5*time.Second), "on SIGTERM, time between /readyz turning 503 and stopping, while requests are still served, so load balancers see the 503 first (AGENTD_SHUTDOWN_DRAIN)")
@@ -183,6 +188,11 @@ func (c *Config) Validate() error {
 	}
 	if err := (tool.Config{HTTPAllowHosts: splitList(c.ToolAllowHosts)}).Validate(); err != nil {
 		bad("AGENTD_TOOL_ALLOW_HOSTS: %v", err)
+	}
+	if secrets, err := c.toolSecrets(); err != nil {
+		bad("AGENTD_TOOL_SECRETS: %v", err)
+	} else if err := (tool.Config{Secrets: secrets}).Validate(); err != nil {
+		bad("AGENTD_TOOL_SECRETS: %v", err)
 	}
 	if c.WebhookSecret != "" {
 		if _, err := webhook.ParseSecret(c.WebhookSecret); err != nil {
@@ -358,4 +368,16 @@ func (e *envReader) bool(key string, def bool) bool {
 		return def
 	}
 	return b
+}
+
+// toolSecrets parses AGENTD_TOOL_SECRETS. Errors never quote a value.
+func (c *Config) toolSecrets() (map[string]string, error) {
+	if strings.TrimSpace(c.ToolSecrets) == "" {
+		return nil, nil
+	}
+	var m map[string]string
+	if err := json.Unmarshal([]byte(c.ToolSecrets), &m); err != nil || m == nil {
+		return nil, errors.New(`must be a JSON object of secret names to string values, e.g. {"github": "Bearer …"}`)
+	}
+	return m, nil
 }

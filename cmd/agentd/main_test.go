@@ -79,6 +79,26 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	}
 }
 
+// TestConfigToolSecrets: AGENTD_TOOL_SECRETS is a JSON object of names to
+// values; a malformed one, or a bad name or value, is reported without the
+// value.
+func TestConfigToolSecrets(t *testing.T) {
+	c := parse(t, envMap("AGENTD_TOOL_SECRETS", `{"github": "Bearer ghp_x", "mcp.token-1": "k"}`))
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := c.toolSecrets(); err != nil || m["github"] != "Bearer ghp_x" || len(m) != 2 {
+		t.Fatalf("secrets = %v, %v", m, err)
+	}
+	for _, bad := range []string{`github=ghp_x`, `{"bad name": "v"}`, `{"ok": ""}`, `{"ok": "a\nb"}`, `["x"]`} {
+		bc := parse(t, envMap("AGENTD_TOOL_SECRETS", bad))
+		err := bc.Validate()
+		if err == nil || !strings.Contains(err.Error(), "AGENTD_TOOL_SECRETS") || strings.Contains(err.Error(), "ghp_x") {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+}
+
 func TestConfigAPIKeys(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "keys")

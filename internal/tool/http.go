@@ -99,8 +99,9 @@ func (r *Runner) callHTTP(ctx context.Context, req *chat.ToolRequest, impl *impl
 	if err != nil {
 		return failed(outcomeFailed, err, "could not encode the request: %v", err)
 	}
-	names := make([]string, 0, len(impl.Headers))
-	for k := range impl.Headers {
+	headers := r.requestHeaders(impl)
+	names := make([]string, 0, len(headers))
+	for k := range headers {
 		names = append(names, k)
 	}
 	ctx = context.WithValue(ctx, specHeadersKey{}, names)
@@ -108,7 +109,7 @@ func (r *Runner) callHTTP(ctx context.Context, req *chat.ToolRequest, impl *impl
 	if err != nil {
 		return failed(outcomeFailed, err, "could not build the request: %v", err)
 	}
-	for k, v := range impl.Headers {
+	for k, v := range headers {
 		hreq.Header.Set(k, v)
 	}
 	hreq.Header.Set("Content-Type", "application/json")

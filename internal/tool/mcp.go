@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -26,7 +28,7 @@ func (r *Runner) describeMCP(ctx context.Context, chatID string, impl *implement
 	timeout := r.timeout(impl)
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, &timeoutError{d: timeout})
 	defer cancel()
-	tools, err := r.mcp.list(ctx, mcpKey{chatID: chatID, url: impl.URL.String()}, timeout)
+	tools, err := r.mcp.list(ctx, r.mcpTargetOf(chatID, impl), timeout)
 	if err != nil {
 		var te *timeoutError
 		if errors.As(context.Cause(ctx), &te) {
@@ -73,12 +75,13 @@ func (r *Runner) callMCP(ctx context.Context, req *chat.ToolRequest, impl *imple
 	if name == "" || (impl.Tools != nil && !slices.Contains(impl.Tools, name)) {
 		return failed(outcomeFailed, fmt.Errorf("function %q not offered", name), "tool %s does not offer a function %q", req.Tool.Name, name)
 	}
-	res, err := r.mcp.call(ctx, mcpKey{chatID: req.ChatID, url: impl.URL.String()}, r.timeout(impl),
+	res, err := r.mcp.call(ctx, r.mcpTargetOf(req.ChatID, impl), r.timeout(impl),
 		&mcp.CallToolParams{Name: name, Arguments: args.raw})
 	if err != nil {
 		var blocked *blockedAddressError
 		var redirect *redirectError
-		if errors.As(err, &blocked) || errors.As(err, &redirect) {
+		var origin *originError
+		if errors.As(err, &blocked) || errors.As(err, &redirect) || errors.As(err, &origin) {
 			return failed(outcomeRefused, err, "refused to connect to mcp server %s: %v", impl.URL.Redacted(), mcpErrorText(err))
 		}
 		return failed(outcomeFailed, err, "mcp call of %s failed: %v", name, mcpErrorText(err))
@@ -106,6 +109,10 @@ func mcpErrorText(err error) error {
 	var redirect *redirectError
 	if errors.As(err, &redirect) {
 		return redirect
+	}
+	var origin *originError
+	if errors.As(err, &origin) {
+		return origin
 	}
 	return err
 }
@@ -148,8 +155,45 @@ func resultText(res *mcp.CallToolResult) string {
 
 // mcpKey names a session: one per chat and server, because an MCP session
 // carries state (the server may offer a session different tools, or keep
-// per-session data) that must not leak from one chat to another.
-type mcpKey struct{ chatID, url string }
+// per-session data) that must not leak from one chat to another. The
+// transport and the headers are part of it: a tool of the same server with
+// other credentials has its own session.
+type mcpKey struct {
+	chatID, url, transport string
+	// headers is the tool's headers in a canonical form: literal values
+	// and the names of secrets, never a secret's value, so that a key can
+	// be printed.
+	headers string
+}
+
+// mcpTarget is a session's key and the headers its requests carry, the
+// secrets' values resolved.
+type mcpTarget struct {
+	key     mcpKey
+	headers http.Header
+}
+
+// mcpTargetOf is the session of a call of impl in a chat.
+func (r *Runner) mcpTargetOf(chatID string, impl *implementation) mcpTarget {
+	var b strings.Builder
+	for _, k := range sortedKeys(impl.Headers) {
+		fmt.Fprintf(&b, "%s: %q\n", k, impl.Headers[k])
+	}
+	for _, k := range sortedKeys(impl.SecretHeaders) {
+		fmt.Fprintf(&b, "%s: secret %q\n", k, impl.SecretHeaders[k])
+	}
+	var h http.Header
+	if all := r.requestHeaders(impl); len(all) > 0 {
+		h = make(http.Header, len(all))
+		for k, v := range all {
+			h.Set(k, v)
+		}
+	}
+	return mcpTarget{
+		key:     mcpKey{chatID: chatID, url: impl.URL.String(), transport: cmp.Or(impl.Transport, MCPStreamableHTTP), headers: b.String()},
+		headers: h,
+	}
+}
 
 // mcpPool holds the MCP sessions of a Runner. A session is opened on first
 // use, shared by the chat's concurrent calls, and closed after
@@ -201,7 +245,8 @@ func (p *mcpPool) init(r *Runner) {
 
 // acquire returns the session of key, connecting if there is none. The
 // caller must release it.
-func (p *mcpPool) acquire(ctx context.Context, key mcpKey, timeout time.Duration) (*mcpConn, error) {
+func (p *mcpPool) acquire(ctx context.Context, tg mcpTarget, timeout time.Duration) (*mcpConn, error) {
+	key := tg.key
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -217,7 +262,7 @@ func (p *mcpPool) acquire(ctx context.Context, key mcpKey, timeout time.Duration
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			c.cs, c.err = p.connect(key.url, timeout)
+			c.cs, c.err = p.connect(tg, timeout)
 			close(c.ready)
 		}()
 	}
@@ -240,23 +285,94 @@ func (p *mcpPool) acquire(ctx context.Context, key mcpKey, timeout time.Duration
 	return c, nil
 }
 
-// connect opens a session with the server at url.
-func (p *mcpPool) connect(url string, timeout time.Duration) (*mcp.ClientSession, error) {
-	ctx, cancel := context.WithTimeout(p.r.ctx, timeout)
-	defer cancel()
-	t := &mcp.StreamableClientTransport{
-		Endpoint:   url,
-		HTTPClient: p.r.mcpClient,
-		// Only responses to our own requests matter; a standing GET stream
-		// per session would hold a connection and goroutines for nothing.
-		DisableStandaloneSSE: true,
-		MaxEventSize:         int(mcpMaxBody(p.r.cfg.MaxResponseBytes)),
-	}
-	cs, err := p.client.Connect(ctx, t, nil)
+// connect opens a session with the server of tg, over its transport and
+// with its headers.
+func (p *mcpPool) connect(tg mcpTarget, timeout time.Duration) (*mcp.ClientSession, error) {
+	key := tg.key
+	u, err := url.Parse(key.url)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
+	// The SSE transport's event stream lives as long as the session, under
+	// the connect's context: that context must outlive the connect, so the
+	// timeout cuts only a connect still under way, and the context ends
+	// with the session or the runner.
+	ctx, cancel := context.WithCancel(p.r.ctx)
+	timer := time.AfterFunc(timeout, cancel)
+	client := *p.r.mcpClient
+	client.Transport = sessionTransport{next: client.Transport, scheme: u.Scheme, host: u.Host, headers: tg.headers}
+	var t mcp.Transport
+	if key.transport == MCPSSE {
+		t = &mcp.SSEClientTransport{Endpoint: key.url, HTTPClient: &client, MaxEventSize: int(mcpMaxBody(p.r.cfg.MaxResponseBytes))}
+	} else {
+		t = &mcp.StreamableClientTransport{
+			Endpoint:   key.url,
+			HTTPClient: &client,
+			// Only responses to our own requests matter; a standing GET stream
+			// per session would hold a connection and goroutines for nothing.
+			DisableStandaloneSSE: true,
+			MaxEventSize:         int(mcpMaxBody(p.r.cfg.MaxResponseBytes)),
+		}
+	}
+	cs, err := p.client.Connect(ctx, t, nil)
+	if !timer.Stop() && err == nil {
+		err = fmt.Errorf("timed out after %s", timeout)
+		_ = cs.Close()
+	}
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	if key.transport != MCPSSE {
+		cancel() // the streamable transport's requests have contexts of their own
+		return cs, nil
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		_ = cs.Wait()
+		cancel()
+	}()
 	return cs, nil
+}
+
+// sessionTransport is the transport of one MCP session. It keeps the
+// session's requests at the server's origin: an SSE server names the URL
+// its client posts messages to, and one on another host is refused, as
+// AgentChat's MCP client refuses it (the host allow-list was checked on the
+// server's URL, not on what the server names). Redirects are judged by
+// checkRedirect instead. The tool's headers (often a credential) are added
+// to requests to the server's own origin only.
+type sessionTransport struct {
+	next         http.RoundTripper
+	scheme, host string
+	headers      http.Header
+}
+
+// originError is a request of an MCP session to another origin, refused.
+type originError struct {
+	to     *url.URL
+	origin string
+}
+
+func (e *originError) Error() string {
+	return fmt.Sprintf("the server named %s, which is not at its origin %s", e.to.Redacted(), e.origin)
+}
+
+// RoundTrip implements http.RoundTripper.
+func (s sessionTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	sameOrigin := strings.EqualFold(req.URL.Scheme, s.scheme) && strings.EqualFold(req.URL.Host, s.host)
+	if !sameOrigin && req.Response == nil {
+		return nil, &originError{to: req.URL, origin: s.scheme + "://" + s.host}
+	}
+	if len(s.headers) == 0 || !sameOrigin {
+		return s.next.RoundTrip(req)
+	}
+	req = req.Clone(req.Context())
+	for k, v := range s.headers {
+		req.Header[k] = v
+	}
+	return s.next.RoundTrip(req)
 }
 
 // release ends one use of c. The last user of a dropped session closes it;
@@ -378,9 +494,9 @@ func (p *mcpPool) sessionFailed(c *mcpConn, err error) bool {
 // list returns the server's tools, from the session's cache when it is
 // younger than MCPListTTL. A listing that fails because the session broke
 // is tried once more on a new session: listing has no side effects.
-func (p *mcpPool) list(ctx context.Context, key mcpKey, timeout time.Duration) ([]*mcp.Tool, error) {
+func (p *mcpPool) list(ctx context.Context, tg mcpTarget, timeout time.Duration) ([]*mcp.Tool, error) {
 	for attempt := 0; ; attempt++ {
-		c, err := p.acquire(ctx, key, timeout)
+		c, err := p.acquire(ctx, tg, timeout)
 		if err != nil {
 			return nil, err
 		}
@@ -418,9 +534,9 @@ func (p *mcpPool) list(ctx context.Context, key mcpKey, timeout time.Duration) (
 // says the session does not exist (it restarted, or expired the session):
 // then the call cannot have run. Any other failure may have happened after
 // the tool did its work, so it is reported, not repeated.
-func (p *mcpPool) call(ctx context.Context, key mcpKey, timeout time.Duration, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+func (p *mcpPool) call(ctx context.Context, tg mcpTarget, timeout time.Duration, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 	for attempt := 0; ; attempt++ {
-		c, err := p.acquire(ctx, key, timeout)
+		c, err := p.acquire(ctx, tg, timeout)
 		if err != nil {
 			return nil, err
 		}

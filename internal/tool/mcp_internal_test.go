@@ -68,7 +68,7 @@ func TestMCPIdleSessions(t *testing.T) {
 	if _, err := r.Describe(ctx, "c", spec); err != nil { // arms timer 0
 		t.Fatal(err)
 	}
-	c, err := r.mcp.acquire(ctx, mcpKey{chatID: "c", url: srv.URL}, time.Second)
+	c, err := r.mcp.acquire(ctx, mcpTarget{key: mcpKey{chatID: "c", url: srv.URL, transport: MCPStreamableHTTP}}, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

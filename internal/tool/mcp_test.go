@@ -1,13 +1,16 @@
 package tool_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -243,4 +246,171 @@ func TestMCPFailures(t *testing.T) {
 			t.Errorf("Describe after Close: %v", err)
 		}
 	})
+}
+
+// TestMCPOverSSEWithSecretHeaders: an mcp tool over the SSE transport
+// (AgentChat's SseServerParams) whose Authorization header is a server-side
+// secret: the server receives the secret's value on every request of the
+// session, the spec holds only its name, and a spec naming an unknown
+// secret is refused at create.
+func TestMCPOverSSEWithSecretHeaders(t *testing.T) {
+	t.Parallel()
+	base := newMCPServer(t)
+	var unauthorized, authorized atomic.Int64
+	sse := mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return base.mcp }, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer s3cret-value" || r.Header.Get("X-Team") != "blue" {
+			unauthorized.Add(1)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		authorized.Add(1)
+		sse.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+
+	r := newRunner(t, tool.Config{AllowPrivate: true, Secrets: map[string]string{"mcp-token": "Bearer s3cret-value"}})
+	spec := mcpTool(srv.URL, `,"transport":"sse","headers":{"Authorization":{"secret":"mcp-token"},"X-Team":"blue"}`)
+	if probs := r.CheckTool(spec); len(probs) != 0 {
+		t.Fatalf("CheckTool: %+v", probs)
+	}
+	if strings.Contains(string(spec.Implementation), "s3cret") {
+		t.Fatal("the spec holds the secret's value")
+	}
+	ctx := context.Background()
+	defs, err := r.Describe(ctx, "chat-1", spec)
+	if err != nil {
+		t.Fatalf("Describe: %v", err)
+	}
+	if res := r.Call(ctx, mcpRequest(t, spec, defs, "add", `{"a": 2, "b": 40}`)); res.IsError || res.Content != "42" {
+		t.Errorf("add over SSE: %+v", res)
+	}
+	if unauthorized.Load() != 0 || authorized.Load() < 2 {
+		t.Errorf("requests: %d authorized, %d without the headers", authorized.Load(), unauthorized.Load())
+	}
+
+	bad := mcpTool(srv.URL, `,"transport":"sse","headers":{"Authorization":{"secret":"other"}}`)
+	probs := r.CheckTool(bad)
+	if len(probs) != 1 || probs[0].Path != "/implementation/headers/Authorization/secret" || !strings.Contains(probs[0].Message, "defined: mcp-token") {
+		t.Errorf("unknown secret: %+v", probs)
+	}
+	// Without the secret, the server refuses: the header really carries it.
+	plain := newRunner(t, tool.Config{AllowPrivate: true})
+	if _, err := plain.Describe(ctx, "chat-2", mcpTool(srv.URL, `,"transport":"sse"`)); err == nil || unauthorized.Load() == 0 {
+		t.Errorf("a session without the headers was not refused: %v", err)
+	}
+}
+
+// TestMCPSecretHeadersOverBothTransports: over streamable HTTP and over SSE,
+// a secret header reaches the MCP server on every request of the session,
+// and the secret's value appears in no problem, result or log line, also
+// when calls fail.
+func TestMCPSecretHeadersOverBothTransports(t *testing.T) {
+	t.Parallel()
+	for _, transport := range []string{"streamable_http", "sse"} {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			base := newMCPServer(t)
+			var handler http.Handler = base.Server.Config.Handler
+			if transport == "sse" {
+				handler = mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return base.mcp }, nil)
+			}
+			var seen atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("X-Api-Key") != "k-0123456789" {
+					http.Error(w, "unauthorized", http.StatusUnauthorized)
+					return
+				}
+				seen.Add(1)
+				handler.ServeHTTP(w, r)
+			}))
+			t.Cleanup(srv.Close)
+			var logs syncBuffer
+			r := newRunner(t, tool.Config{AllowPrivate: true, Secrets: map[string]string{"calc-key": "k-0123456789"},
+				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+			spec := mcpTool(srv.URL, `,"transport":"`+transport+`","headers":{"X-Api-Key":{"secret":"calc-key"}}`)
+			if probs := r.CheckTool(spec); len(probs) != 0 {
+				t.Fatalf("CheckTool: %+v", probs)
+			}
+			ctx := context.Background()
+			defs, err := r.Describe(ctx, "chat-1", spec)
+			if err != nil {
+				t.Fatalf("Describe: %v", err)
+			}
+			var results []string
+			for _, call := range []struct{ name, args string }{{"add", `{"a": 1, "b": 2}`}, {"fail", `{}`}, {"add", `{"a": "x"}`}} {
+				res := r.Call(ctx, mcpRequest(t, spec, defs, call.name, call.args))
+				results = append(results, res.Content)
+			}
+			if results[0] != "3" || !strings.Contains(results[1], "disk full") {
+				t.Errorf("results: %q", results)
+			}
+			if seen.Load() < 3 {
+				t.Errorf("%d requests carried the secret header", seen.Load())
+			}
+			// A tool naming the secret under another header is refused by the
+			// server: the failure is logged, without the value.
+			wrong := mcpTool(srv.URL, `,"transport":"`+transport+`","headers":{"Authorization":{"secret":"calc-key"}}`)
+			if _, err := r.Describe(ctx, "chat-1", wrong); err == nil {
+				t.Error("a session without the server's header was not refused")
+			} else {
+				results = append(results, err.Error())
+			}
+			if !strings.Contains(logs.String(), "tool call failed") {
+				t.Errorf("no failure was logged: %s", logs.String())
+			}
+			for _, text := range append(results, logs.String(), string(spec.Implementation)) {
+				if strings.Contains(text, "0123456789") {
+					t.Errorf("the secret's value leaked: %s", text)
+				}
+			}
+		})
+	}
+}
+
+// TestMCPOverSSEStaysAtItsOrigin: an SSE server that names a message URL on
+// another host is refused, and that host receives nothing, least of all the
+// tool's secret header.
+func TestMCPOverSSEStaysAtItsOrigin(t *testing.T) {
+	t.Parallel()
+	var elsewhere atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		http.Error(w, "nothing here", http.StatusNotFound)
+	}))
+	t.Cleanup(other.Close)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "event: endpoint\ndata: %s/messages?session=1\n\n", other.URL)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	r := newRunner(t, tool.Config{AllowPrivate: true, Secrets: map[string]string{"tok": "Bearer zz-secret"}})
+	spec := mcpTool(srv.URL, `,"transport":"sse","timeout_s":5,"headers":{"Authorization":{"secret":"tok"}}`)
+	_, err := r.Describe(context.Background(), "chat-1", spec)
+	if err == nil || !strings.Contains(err.Error(), "not at its origin") {
+		t.Fatalf("Describe: %v", err)
+	}
+	if elsewhere.Load() != 0 {
+		t.Errorf("the other host received %d requests", elsewhere.Load())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -38,7 +38,7 @@ const sandboxGrace = 15 * time.Second
 var fieldsByType = map[string][]string{
 	TypeHTTP:    {"type", "url", "timeout_s", "headers"},
 	TypeSandbox: {"type", "language", "code", "timeout_s"},
-	TypeMCP:     {"type", "url", "timeout_s", "tools"},
+	TypeMCP:     {"type", "url", "timeout_s", "tools", "transport", "headers"},
 	// python_function mirrors AgentChat's FunctionToolConfig: source_code,
 	// global_imports and name (the tool's name, optional here since the
 	// tool has one; its description is the tool's). The function called is
@@ -52,6 +52,9 @@ var fieldsByType = map[string][]string{
 var reservedHeaders = []string{"Connection", "Content-Length", "Content-Type", "Expect", "Host",
 	"Idempotency-Key", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
+// mcpReservedHeaders are set by the MCP client on a session's requests.
+var mcpReservedHeaders = []string{"Accept", "Last-Event-Id", "Mcp-Protocol-Version", "Mcp-Session-Id"}
+
 // implementation is a decoded and checked tool implementation object.
 type implementation struct {
 	Type string
@@ -59,8 +62,13 @@ type implementation struct {
 	URL *url.URL
 	// Timeout is timeout_s; zero means the server default.
 	Timeout time.Duration
-	// Headers are extra request headers of http tools.
-	Headers map[string]string
+	// Headers are extra request headers of http and mcp tools, and
+	// SecretHeaders those whose value is a server-side secret (header name
+	// → secret name), resolved when a request is made.
+	Headers       map[string]string
+	SecretHeaders map[string]string
+	// Transport of an mcp tool: "streamable_http" (default) or "sse".
+	Transport string
 	// Language and Code of sandbox tools.
 	Language string
 	Code     string
@@ -152,10 +160,16 @@ func (r *Runner) parseImplementation(raw json.RawMessage) (*implementation, []sp
 	switch impl.Type {
 	case TypeHTTP:
 		impl.URL = r.checkURL(&d, d.str("url", true))
-		impl.Headers = d.headers("headers")
+		impl.Headers, impl.SecretHeaders = d.headers("headers", r.cfg.Secrets, nil)
 	case TypeMCP:
 		impl.URL = r.checkURL(&d, d.str("url", true))
 		impl.Tools = d.names("tools")
+		impl.Headers, impl.SecretHeaders = d.headers("headers", r.cfg.Secrets, mcpReservedHeaders)
+		switch impl.Transport = d.str("transport", false); impl.Transport {
+		case "", MCPStreamableHTTP, MCPSSE:
+		default:
+			d.add("transport", "must be %s or %s, not %q", MCPStreamableHTTP, MCPSSE, impl.Transport)
+		}
 	case TypeSandbox:
 		switch impl.Language = d.str("language", true); impl.Language {
 		case langPython, langShell, "":
@@ -339,33 +353,78 @@ func (d *decoder) seconds(key string) time.Duration {
 	return time.Duration(min(f, 24*3600) * float64(time.Second))
 }
 
-// headers reads an object of extra request headers.
-func (d *decoder) headers(key string) map[string]string {
+// headers reads an object of extra request headers: each value is a
+// string, sent as it is, or {"secret": "NAME"}, the value of the server's
+// secret NAME (AGENTD_TOOL_SECRETS), which a spec names but never holds.
+func (d *decoder) headers(key string, secrets map[string]string, reserved []string) (literal, secret map[string]string) {
 	v := d.value(key)
 	if v == nil {
-		return nil
+		return nil, nil
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(v, &raw); err != nil {
-		d.add(key, "must be an object of header names to string values")
-		return nil
+		d.add(key, `must be an object of header names to string values or {"secret": "NAME"}`)
+		return nil, nil
 	}
-	h := make(map[string]string, len(raw))
+	literal = make(map[string]string, len(raw))
 	for _, name := range sortedKeys(raw) {
-		path := key + "/" + escapePointer(name)
+		path := d.base + "/" + key + "/" + escapePointer(name)
 		var val string
+		var ref struct {
+			Secret *string `json:"secret"`
+		}
 		switch {
 		case !isToken(name):
-			d.probs = append(d.probs, spec.Problem{Path: d.base + "/" + path, Message: "is not a valid header name"})
-		case slices.ContainsFunc(reservedHeaders, func(r string) bool { return strings.EqualFold(r, name) }):
-			d.probs = append(d.probs, spec.Problem{Path: d.base + "/" + path, Message: "is set by the server and cannot be configured"})
-		case json.Unmarshal(raw[name], &val) != nil:
-			d.probs = append(d.probs, spec.Problem{Path: d.base + "/" + path, Message: "must be a string"})
-		case strings.ContainsAny(val, "\r\n\x00"):
-			d.probs = append(d.probs, spec.Problem{Path: d.base + "/" + path, Message: "must not contain CR, LF or NUL"})
+			d.probs = append(d.probs, spec.Problem{Path: path, Message: "is not a valid header name"})
+		case slices.ContainsFunc(reservedHeaders, func(r string) bool { return strings.EqualFold(r, name) }),
+			slices.ContainsFunc(reserved, func(r string) bool { return strings.EqualFold(r, name) }):
+			d.probs = append(d.probs, spec.Problem{Path: path, Message: "is set by the server and cannot be configured"})
+		case json.Unmarshal(raw[name], &val) == nil:
+			if strings.ContainsAny(val, "\r\n\x00") {
+				d.probs = append(d.probs, spec.Problem{Path: path, Message: "must not contain CR, LF or NUL"})
+				continue
+			}
+			literal[name] = val
+		case strictUnmarshal(raw[name], &ref) == nil && ref.Secret != nil:
+			if _, ok := secrets[*ref.Secret]; !ok {
+				d.probs = append(d.probs, spec.Problem{Path: path + "/secret", Message: fmt.Sprintf("names no secret of this server: the operator defines secrets with AGENTD_TOOL_SECRETS (%s)", secretNames(secrets))})
+				continue
+			}
+			if secret == nil {
+				secret = map[string]string{}
+			}
+			secret[name] = *ref.Secret
 		default:
-			h[name] = val
+			d.probs = append(d.probs, spec.Problem{Path: path, Message: `must be a string or {"secret": "NAME"}`})
 		}
+	}
+	return literal, secret
+}
+
+// strictUnmarshal decodes raw into v, refusing unknown fields.
+func strictUnmarshal(raw json.RawMessage, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// secretNames lists the names of the configured secrets for a message.
+func secretNames(secrets map[string]string) string {
+	if len(secrets) == 0 {
+		return "none is defined"
+	}
+	return "defined: " + strings.Join(sortedKeys(secrets), ", ")
+}
+
+// requestHeaders is every header a request of impl carries: the literal
+// ones and the secrets' values.
+func (r *Runner) requestHeaders(impl *implementation) map[string]string {
+	h := make(map[string]string, len(impl.Headers)+len(impl.SecretHeaders))
+	for k, v := range impl.Headers {
+		h[k] = v
+	}
+	for k, name := range impl.SecretHeaders {
+		h[k] = r.cfg.Secrets[name]
 	}
 	return h
 }

@@ -1,7 +1,7 @@
 // Package tool runs the tools a chat spec defines (DESIGN §3.4): http tools
 // (a POST to an operator-allowed URL), sandbox tools (a script run in the
 // chat's sandbox) and mcp tools (the tools of an MCP server reached over
-// streamable HTTP). It implements chat.Tools.
+// streamable HTTP or SSE). It implements chat.Tools.
 //
 // Everything a tool call can get wrong — arguments that are not JSON or do
 // not satisfy the tool's schema, timeouts, refused addresses, failing
@@ -19,8 +19,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,6 +59,12 @@ const (
 	// there (AgentChat's PythonCodeExecutionTool).
 	TypePythonFunction = "python_function"
 	TypePythonCode     = "python_code"
+)
+
+// MCP transports, the values of an mcp tool's transport.
+const (
+	MCPStreamableHTTP = "streamable_http"
+	MCPSSE            = "sse"
 )
 
 // Config configures a Runner. It is filled in by cmd/agentd; this package
@@ -104,6 +112,9 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// TracerProvider traces tool calls; nil: no spans.
 	TracerProvider trace.TracerProvider
+	// Secrets are values a tool's headers may name ({"secret": "NAME"})
+	// without a spec ever holding them: API keys of MCP and tool servers.
+	Secrets map[string]string
 }
 
 // withDefaults returns c with zero values replaced by the defaults.
@@ -138,8 +149,19 @@ func (c Config) Validate() error {
 	if _, err := parseAllowList(c.HTTPAllowHosts); err != nil {
 		errs = append(errs, err)
 	}
+	for _, name := range sortedKeys(c.Secrets) {
+		switch v := c.Secrets[name]; {
+		case !secretNamePattern.MatchString(name):
+			errs = append(errs, fmt.Errorf("tool secret %q: a name is 1 to 64 letters, digits, '_', '-' or '.'", name))
+		case v == "" || strings.ContainsAny(v, "\r\n\x00"):
+			errs = append(errs, fmt.Errorf("tool secret %q: the value must be non-empty, without CR, LF or NUL", name))
+		}
+	}
 	return errors.Join(errs...)
 }
+
+// secretNamePattern is what a secret's name may be.
+var secretNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 // Runner is the chat.Tools of agentd. It is safe for concurrent use; Close
 // releases its MCP sessions and idle connections.
