@@ -23,6 +23,13 @@ import (
 // error listing what is wrong. Parameters left out keep the function's
 // own defaults.
 func (f *Function) Arguments(raw []byte) ([]byte, error) {
+	return f.arguments(raw, false)
+}
+
+// arguments is Arguments; with defaults, the parameters left out are
+// written with their defaults, as a pydantic model's model_dump() holds
+// them.
+func (f *Function) arguments(raw []byte, defaults bool) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	decoded, err := decodeOrdered(dec, 0)
@@ -46,6 +53,14 @@ func (f *Function) Arguments(raw []byte) ([]byte, error) {
 		if !ok {
 			if p.Required() {
 				problems = append(problems, fmt.Sprintf("%s: is required", p.Name))
+			} else if defaults {
+				if n > 0 {
+					b.WriteByte(',')
+				}
+				n++
+				writeString(&b, p.Name)
+				b.WriteByte(':')
+				p.def.writeJSON(&b, "default")
 			}
 			continue
 		}
@@ -69,7 +84,11 @@ func (f *Function) Arguments(raw []byte) ([]byte, error) {
 		if len(problems) > 10 {
 			problems = append(problems[:10], "…")
 		}
-		return nil, fmt.Errorf("arguments do not match the function's signature: %s", strings.Join(problems, "; "))
+		what := "the function's signature"
+		if f.fromSchema {
+			what = "the tool's parameters"
+		}
+		return nil, fmt.Errorf("arguments do not match %s: %s", what, strings.Join(problems, "; "))
 	}
 	return b.Bytes(), nil
 }

@@ -49,6 +49,8 @@ type Function struct {
 	// Async is true for an async def.
 	Async  bool
 	Params []Param
+	// fromSchema: made by FromJSONSchema, not from a function.
+	fromSchema bool
 }
 
 // Param is one parameter of the function.
@@ -57,6 +59,9 @@ type Param struct {
 	Description string
 	typ         *typ
 	def         *value // nil: required
+	// noDescription: the schema shows no description (a JSON Schema
+	// property without one); a function's parameter always has one.
+	noDescription bool
 }
 
 // Required reports whether the parameter has no default.

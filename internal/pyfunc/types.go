@@ -440,7 +440,10 @@ func (f *Function) Schema() []byte {
 		} else {
 			required = append(required, prm.Name)
 		}
-		kv = append(kv, schemaKV{"description", quote(prm.Description)}, schemaKV{"title", quote(title(prm.Name))})
+		if !prm.noDescription {
+			kv = append(kv, schemaKV{"description", quote(prm.Description)})
+		}
+		kv = append(kv, schemaKV{"title", quote(title(prm.Name))})
 		b.Write(encodeSchema(kv))
 	}
 	b.WriteString(`},"required":[`)
