@@ -45,6 +45,9 @@ var fieldsByType = map[string][]string{
 	// the one AgentChat calls: the name after the source's first "def ".
 	TypePythonFunction: {"type", "source_code", "global_imports", "name", "timeout_s"},
 	TypePythonCode:     {"type", "timeout_s"},
+	// http_api mirrors AgentChat's HttpToolConfig: its scheme, host, port
+	// and path make the url, json_schema is the tool's parameters.
+	TypeHTTPAPI: {"type", "url", "method", "headers", "return_type", "timeout_s"},
 }
 
 // reservedHeaders are set by the runner or by net/http; a spec may not
@@ -74,6 +77,10 @@ type implementation struct {
 	Code     string
 	// Tools is the mcp allow-list of the server's tool names; nil means all.
 	Tools []string
+	// Method, ReturnType, PathTemplate (the url's path as written, with
+	// its {name} parameters) and PathParams of http_api tools.
+	Method, ReturnType, PathTemplate string
+	PathParams                       []string
 	// SourceCode, GlobalImports and Name of python_function tools.
 	SourceCode    string
 	GlobalImports []json.RawMessage
@@ -117,6 +124,14 @@ func (r *Runner) CheckTool(t *spec.Tool) []spec.Problem {
 		if hasParams {
 			probs = append(probs, spec.Problem{Path: "/parameters", Message: "must be omitted for a python_code tool: its one parameter is the code"})
 		}
+	case impl != nil && impl.Type == TypeHTTPAPI:
+		if !hasParams {
+			probs = append(probs, spec.Problem{Path: "/parameters", Message: "is required: the JSON Schema of the API's parameters (HttpTool's json_schema)"})
+		} else if p := checkSchema(t.Parameters, "/parameters"); len(p) > 0 {
+			probs = append(probs, p...)
+		} else if len(implProbs) == 0 {
+			probs = append(probs, checkHTTPAPIParameters(t, impl)...)
+		}
 	case !hasParams:
 		if impl != nil { // an unknown type is already a problem
 			probs = append(probs, spec.Problem{Path: "/parameters", Message: "is required: a JSON Schema of type object"})
@@ -136,18 +151,18 @@ func (r *Runner) parseImplementation(raw json.RawMessage) (*implementation, []sp
 	const base = "/implementation"
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil, []spec.Problem{{Path: base, Message: "is required: an object with type http, sandbox, mcp, python_function or python_code"}}
+		return nil, []spec.Problem{{Path: base, Message: "is required: an object with type http, sandbox, mcp, python_function, python_code or http_api"}}
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-		return nil, []spec.Problem{{Path: base, Message: "must be an object with type http, sandbox, mcp, python_function or python_code"}}
+		return nil, []spec.Problem{{Path: base, Message: "must be an object with type http, sandbox, mcp, python_function, python_code or http_api"}}
 	}
 	d := decoder{fields: fields, base: base}
 	impl := &implementation{Type: d.str("type", true)}
 	allowed, ok := fieldsByType[impl.Type]
 	if !ok {
 		if _, given := fields["type"]; given && len(d.probs) == 0 {
-			d.add("type", "must be http, sandbox, mcp, python_function or python_code, not %q", impl.Type)
+			d.add("type", "must be http, sandbox, mcp, python_function, python_code or http_api, not %q", impl.Type)
 		}
 		return nil, d.probs
 	}
@@ -161,6 +176,8 @@ func (r *Runner) parseImplementation(raw json.RawMessage) (*implementation, []sp
 	case TypeHTTP:
 		impl.URL = r.checkURL(&d, d.str("url", true))
 		impl.Headers, impl.SecretHeaders = d.headers("headers", r.cfg.Secrets, nil)
+	case TypeHTTPAPI:
+		r.checkHTTPAPI(&d, impl)
 	case TypeMCP:
 		impl.URL = r.checkURL(&d, d.str("url", true))
 		impl.Tools = d.names("tools")

@@ -1,7 +1,10 @@
-// Package tool runs the tools a chat spec defines (DESIGN §3.4): http tools
-// (a POST to an operator-allowed URL), sandbox tools (a script run in the
-// chat's sandbox) and mcp tools (the tools of an MCP server reached over
-// streamable HTTP or SSE). It implements chat.Tools.
+// Package tool runs the tools a chat spec defines (DESIGN §3.4, §3.14): http
+// tools (a POST to an operator-allowed URL), sandbox tools (a script run in
+// the chat's sandbox), mcp tools (the tools of an MCP server reached over
+// streamable HTTP or SSE), python_function and python_code tools
+// (AgentChat's FunctionTool and PythonCodeExecutionTool, run in the
+// sandbox) and http_api tools (AgentChat's HttpTool: a REST API called
+// directly). It implements chat.Tools.
 //
 // Everything a tool call can get wrong — arguments that are not JSON or do
 // not satisfy the tool's schema, timeouts, refused addresses, failing
@@ -59,6 +62,8 @@ const (
 	// there (AgentChat's PythonCodeExecutionTool).
 	TypePythonFunction = "python_function"
 	TypePythonCode     = "python_code"
+	// TypeHTTPAPI calls a REST API as AgentChat's HttpTool does.
+	TypeHTTPAPI = "http_api"
 )
 
 // MCP transports, the values of an mcp tool's transport.
@@ -179,6 +184,7 @@ type Runner struct {
 	// addresses the policy does not allow (see addr.go).
 	transport  *http.Transport
 	httpClient *http.Client // http tools
+	apiClient  *http.Client // http_api tools: no redirects, as httpx
 	mcpClient  *http.Client // mcp sessions
 
 	// ctx is cancelled by Close; MCP connects run under it rather than under
@@ -217,6 +223,8 @@ func New(cfg Config) (*Runner, error) {
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.transport = newTransport(dialPolicy{allowPrivate: cfg.AllowPrivate, allow: allow})
 	r.httpClient = &http.Client{Transport: traceparent{next: r.transport}, CheckRedirect: r.checkRedirect}
+	r.apiClient = &http.Client{Transport: traceparent{next: r.transport},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	r.mcpClient = &http.Client{
 		Transport:     capBodies{next: traceparent{next: r.transport}, max: mcpMaxBody(cfg.MaxResponseBytes)},
 		CheckRedirect: r.checkRedirect,
@@ -258,6 +266,13 @@ func (r *Runner) Describe(ctx context.Context, chatID string, t *spec.Tool) ([]c
 			return nil, fmt.Errorf("tool %q: %w", t.Name, err)
 		}
 		return defs, nil
+	}
+	if impl.Type == TypeHTTPAPI {
+		def, err := describeHTTPAPI(t)
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: %w", t.Name, err)
+		}
+		return []chat.ToolDef{def}, nil
 	}
 	if impl.Type == TypePythonFunction || impl.Type == TypePythonCode {
 		def, err := r.describeFunction(t, impl)
@@ -302,7 +317,7 @@ func (r *Runner) Call(ctx context.Context, req *chat.ToolRequest) (res chat.Tool
 		o = failed(outcomeInvalidArguments, errors.New(msg), "%s", msg)
 		return
 	}
-	if impl.Type != TypePythonFunction { // checked as pydantic checks them, in callPythonFunction
+	if impl.Type != TypePythonFunction && impl.Type != TypeHTTPAPI { // checked as pydantic checks them, in their calls
 		if msg := r.validateArguments(req, impl, args); msg != "" {
 			o = failed(outcomeInvalidArguments, errors.New(msg), "%s", msg)
 			return
@@ -322,6 +337,8 @@ func (r *Runner) Call(ctx context.Context, req *chat.ToolRequest) (res chat.Tool
 		o = r.callPythonFunction(cctx, req, impl, args, timeout)
 	case TypePythonCode:
 		o = r.callPythonCode(cctx, req, args, timeout)
+	case TypeHTTPAPI:
+		o = r.callHTTPAPI(cctx, req, impl, args)
 	}
 	if o.kind != outcomeOK && o.kind != outcomeTimeout {
 		// A failure caused by the deadline is a timeout, whatever layer
@@ -444,6 +461,12 @@ func (r *Runner) CheckArguments(t *spec.Tool, fn chat.ToolDef, arguments string)
 	args, msg := parseArguments(arguments)
 	if msg != "" {
 		return msg
+	}
+	if impl.Type == TypeHTTPAPI {
+		if _, err := httpAPIArguments(t, args.raw); err != nil {
+			return err.Error()
+		}
+		return ""
 	}
 	if impl.Type == TypePythonFunction {
 		f, err := r.functions.parse(impl)

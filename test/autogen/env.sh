@@ -3,10 +3,14 @@
 # a Debian trixie root (Python 3.13 and AgentChat's dependencies as Debian
 # packages) and AutoGen's source at tag python-v0.7.5.
 #
-#   test/autogen/env.sh AUTOGEN_GIT_DIR
+#   test/autogen/env.sh AUTOGEN_GIT_DIR [JSON_SCHEMA_TO_PYDANTIC_GIT_DIR]
 #
 # AUTOGEN_GIT_DIR is a git directory of github.com/microsoft/autogen (a clone
-# or bare mirror that has the tag). Output goes to $AUTOGEN_ENV (default
+# or bare mirror that has the tag). The optional second one, of
+# github.com/richard-gyiko/json-schema-to-pydantic, gives HttpTool the
+# package it imports (v0.4.1, the release AgentChat 0.7.5 came out with;
+# later ones need a newer pydantic than Debian's), for
+# test/autogen/components/httptool.py. Output goes to $AUTOGEN_ENV (default
 # /work/autogen-env): root/ (the Debian tree), src/ (the three packages'
 # sources), site/ (package metadata and stubs, see README.md).
 set -eu
@@ -45,6 +49,9 @@ for p in autogen_core autogen_agentchat autogen_ext; do
 	printf 'Metadata-Version: 2.1\nName: %s\nVersion: 0.7.5\n' "$p" >"$d/METADATA"
 done
 cp -r "$here/stubs/." "$env_dir/site/"
+if [ -n "${2:-}" ]; then
+	git --git-dir="$2" archive v0.4.1:src json_schema_to_pydantic | tar -x -C "$env_dir/site"
+fi
 
 cp "$here/python.sh" "$env_dir/python.sh"
 "$env_dir/python.sh" -c 'import autogen_agentchat, autogen_ext.models.openai; print("AgentChat", autogen_agentchat.__version__)'
