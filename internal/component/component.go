@@ -62,6 +62,7 @@ const (
 	provStaticStreamWorkbench = "autogen_core.tools.StaticStreamWorkbench"
 	provMcpWorkbench          = "autogen_ext.tools.mcp.McpWorkbench"
 	provMcpHTTPAdapter        = "autogen_ext.tools.mcp.StreamableHttpMcpToolAdapter"
+	provMcpSseAdapter         = "autogen_ext.tools.mcp.SseMcpToolAdapter"
 
 	provDockerExecutor = "autogen_ext.code_executors.docker.DockerCommandLineCodeExecutor"
 
@@ -130,15 +131,11 @@ var refused = map[string]string{
 	"autogen_ext.code_executors.jupyter.JupyterCodeExecutor": "it runs a Jupyter kernel on the server's host; agentd runs code only in its sandbox. " +
 		"Use DockerCommandLineCodeExecutor, which agentd maps onto its sandbox",
 	"autogen_ext.tools.mcp.StdioMcpToolAdapter": "a stdio MCP server is a command started on the server's host. " +
-		"Run the MCP server yourself and use McpWorkbench with StreamableHttpServerParams",
+		"Run the MCP server yourself and use McpWorkbench with StreamableHttpServerParams or SseServerParams",
 	"autogen_ext.code_executors.docker_jupyter.DockerJupyterCodeExecutor": "agentd has no Jupyter kernels. " +
 		"Use DockerCommandLineCodeExecutor, which agentd maps onto its sandbox",
 	"autogen_ext.code_executors.azure.ACADynamicSessionsCodeExecutor": "agentd does not call Azure Container Apps sessions. " +
 		"Use DockerCommandLineCodeExecutor, which agentd maps onto its sandbox",
-	"autogen_ext.tools.mcp.SseMcpToolAdapter": "agentd speaks MCP over streamable HTTP only. " +
-		"Use McpWorkbench with StreamableHttpServerParams",
-	"autogen_ext.tools.http.HttpTool": "agentd's http tools POST {name, arguments, chat_id, tool_call_id} with an Idempotency-Key rather than " +
-		"the request HttpTool builds. Serve the endpoint through an MCP server, or define an http tool in a native spec",
 	"autogen_agentchat.tools.AgentTool":                            "agents as tools are not supported. Make the agent a participant of the team",
 	"autogen_agentchat.tools.TeamTool":                             "teams as tools are not supported. Make the agents participants of the team",
 	"autogen_agentchat.agents.SocietyOfMindAgent":                  "nested teams are not supported. Make the inner agents participants of the team",

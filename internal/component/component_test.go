@@ -16,13 +16,14 @@ import (
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/spec"
+	"github.com/agentd/agentd/internal/tool"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden specs and exports in testdata")
 
 // Fixtures dumped by AgentChat 0.7.5 (test/autogen/components/dump.py) that
 // agentd accepts; refused_five is the one it refuses.
-var accepted = []string{"round_robin", "selector", "swarm", "assistant_options", "openai_client", "azure_client", "anthropic_client", "human", "code_executor", "terminations", "function_tools"}
+var accepted = []string{"round_robin", "selector", "swarm", "assistant_options", "openai_client", "azure_client", "anthropic_client", "human", "code_executor", "terminations", "function_tools", "http_tools"}
 
 func readFixture(t *testing.T, name string) []byte {
 	t.Helper()
@@ -280,12 +281,14 @@ func TestRefusals(t *testing.T) {
 		{"memory", rr(assistant("a", `, "memory": [{"provider": "m"}]`), ""), "/team/config/participants/0/config/memory", "memory is not supported"},
 		{"initial messages", rr(assistant("a", `, "model_context": `+mk(provUnbounded, `{"initial_messages": [{"content": "x", "source": "u", "type": "UserMessage"}]}`)), ""),
 			"/team/config/participants/0/config/model_context/config/initial_messages", "initial_messages"},
-		{"sse mcp", rr(assistant("a", `, "workbench": [`+mk(provMcpWorkbench, `{"server_params": {"type": "SseServerParams", "url": "http://x/sse"}}`)+`]`), ""),
-			"/team/config/participants/0/config/workbench/0/config/server_params", "streamable HTTP only"},
+		{"stdio mcp", rr(assistant("a", `, "workbench": [`+mk(provMcpWorkbench, `{"server_params": {"type": "StdioServerParams", "command": "uvx"}}`)+`]`), ""),
+			"/team/config/participants/0/config/workbench/0/config/server_params", "SseServerParams"},
 		{"tool overrides", rr(assistant("a", `, "workbench": [`+mk(provMcpWorkbench, `{"server_params": {"type": "StreamableHttpServerParams", "url": "http://x/mcp"}, "tool_overrides": {"f": {"name": "g"}}}`)+`]`), ""),
 			"/team/config/participants/0/config/workbench/0/config/tool_overrides", "tool_overrides"},
-		{"http tool", rr(assistant("a", `, "tools": [`+mk("autogen_ext.tools.http.HttpTool", `{}`)+`]`), ""),
-			"/team/config/participants/0/config/tools/0", "Idempotency-Key"},
+		{"http tool without a host", rr(assistant("a", `, "tools": [`+mk(provHTTPTool, `{"name": "h", "port": 80, "json_schema": {"type": "object"}}`)+`]`), ""),
+			"/team/config/participants/0/config/tools/0/config/host", "is required"},
+		{"http tool path", rr(assistant("a", `, "tools": [`+mk(provHTTPTool, `{"name": "h", "host": "x", "port": 80, "path": "x", "json_schema": {"type": "object"}}`)+`]`), ""),
+			"/team/config/participants/0/config/tools/0/config/path", "must begin with '/'"},
 		{"no provider", rr(`{"config": {}}`, ""), "/team/config/participants/0/provider", "is required"},
 		{"team field beside team", "", "/agents", "comes from the team"},
 	}
@@ -639,5 +642,38 @@ func TestHandoffToUser(t *testing.T) {
 	b, _ := marshal(exported)
 	if !strings.Contains(string(b), `"target": "user"`) && !strings.Contains(string(b), `"target":"user"`) {
 		t.Fatalf("export lost the handoff to user: %s", b)
+	}
+}
+
+// TestToolProblemsMapToTheFile: the tool runner's problems with a file's
+// HttpTool and MCP servers (a secret the server does not have, a schema
+// agentd cannot translate) name the file's JSON paths.
+func TestToolProblemsMapToTheFile(t *testing.T) {
+	t.Parallel()
+	runner, err := tool.New(tool.Config{Secrets: map[string]string{"github": "Bearer x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { runner.Close() })
+	file := strings.Replace(string(readFixture(t, "http_tools")), `"description": "The account"`, `"description": "The account", "pattern": "^[a-z]+$"`, 1)
+	if !strings.Contains(file, "pattern") {
+		t.Fatal("the fixture changed: no schema to spoil")
+	}
+	sp, req := specOf(t, request(t, []byte(file), ""))
+	got := map[string]string{}
+	for _, p := range req.Translation.MapProblems(spec.Validate(sp, spec.Limits{}, spec.Env{Providers: env.Providers, Tools: runner})) {
+		got[p.Path] = p.Message
+	}
+	for _, want := range []string{
+		"/team/config/participants/0/config/workbench/0/config/tools/0/config/json_schema/properties/owner/pattern",
+		"/team/config/participants/1/config/workbench/0/config/server_params/headers/Authorization/secret",
+		"/team/config/participants/1/config/workbench/1/config/server_params/headers/X-Api-Key/secret",
+	} {
+		if _, ok := got[want]; !ok {
+			t.Errorf("no problem at %s; got %v", want, got)
+		}
+	}
+	if len(got) != 3 {
+		t.Errorf("problems: %v", got)
 	}
 }

@@ -19,7 +19,7 @@ var componentTypes = map[string]string{
 	provBuffered: "chat_completion_context", provUnbounded: "chat_completion_context",
 	provStaticStreamWorkbench: "workbench", provMcpWorkbench: "workbench",
 	provDockerExecutor: "code_executor",
-	provFunctionTool:   "tool", provCodeTool: "tool",
+	provFunctionTool:   "tool", provCodeTool: "tool", provHTTPTool: "tool",
 }
 
 // newComponent builds a component as dump_component() writes it: version
@@ -252,11 +252,11 @@ func (e *exporter) toolWorkbench(path, name string) (c Component, isStatic, ok b
 	_ = json.Unmarshal(t.Implementation, &impl)
 	switch impl.Type {
 	case "mcp":
-	case "python_function", "python_code":
+	case "python_function", "python_code", "http_api":
 		c, ok := e.exportTool(path, t, impl)
 		return c, true, ok
 	default:
-		e.r.problem(path, "tool %q is a %s tool: AgentChat would need its code (a FunctionTool) to run it; mcp, python_function and python_code tools export", name, impl.Type)
+		e.r.problem(path, "tool %q is a %s tool: AgentChat would need its code (a FunctionTool) to run it; mcp, python_function, python_code and http_api tools export", name, impl.Type)
 		return Component{}, false, false
 	}
 	if impl.Tools != nil {
@@ -264,8 +264,14 @@ func (e *exporter) toolWorkbench(path, name string) (c Component, isStatic, ok b
 		return Component{}, false, false
 	}
 	params := map[string]any{"type": "StreamableHttpServerParams", "url": impl.URL, "timeout": 30.0, "sse_read_timeout": 300.0, "terminate_on_close": true}
+	if impl.Transport == "sse" {
+		params = map[string]any{"type": "SseServerParams", "url": impl.URL, "timeout": 5.0, "sse_read_timeout": 300.0}
+	}
 	if impl.TimeoutS != nil {
 		params["timeout"] = *impl.TimeoutS
+	}
+	if impl.Headers != nil {
+		params["headers"] = impl.Headers
 	}
 	return newComponent(provMcpWorkbench, "A workbench that wraps an MCP server and provides an interface to list and call tools provided by the server.",
 		map[string]any{"server_params": params, "tool_overrides": map[string]any{}}), false, true

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/agentd/agentd/internal/chat"
@@ -55,7 +56,7 @@ func FromTeam(path string, raw json.RawMessage, eps Endpoints) (*Translation, []
 	if err != nil {
 		return nil, []spec.Problem{{Path: path, Message: "is not valid JSON: " + err.Error()}}
 	}
-	tr := &translator{t: &Translation{paths: map[string]string{}}, eps: eps}
+	tr := &translator{t: &Translation{paths: map[string]string{}}, eps: eps, root: path, raw: raw}
 	tr.team(path, tree)
 	tr.t.Warnings = tr.r.warns
 	if len(tr.r.probs) > 0 {
@@ -88,6 +89,46 @@ type translator struct {
 	r   report
 	t   *Translation
 	eps Endpoints // nil: model clients keep their kind and name no endpoint
+	// root and raw are the team's path and bytes, for the few values whose
+	// keys' order matters (rawAt).
+	root string
+	raw  json.RawMessage
+}
+
+// rawAt returns the compacted bytes of the value at path (a pointer under
+// root), keys in the file's order, which the decoded tree does not keep: an
+// HttpTool's json_schema, whose property order is the order of the
+// parameters the model is shown. Only the one path is walked.
+func (tr *translator) rawAt(path string) json.RawMessage {
+	rest, ok := strings.CutPrefix(path, tr.root)
+	if !ok {
+		return nil
+	}
+	cur := tr.raw
+	for _, tok := range strings.Split(strings.TrimPrefix(rest, "/"), "/") {
+		if rest == "" {
+			break
+		}
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(cur, &obj) == nil {
+			if cur, ok = obj[tok]; !ok {
+				return nil
+			}
+			continue
+		}
+		var arr []json.RawMessage
+		i, err := strconv.Atoi(tok)
+		if json.Unmarshal(cur, &arr) != nil || err != nil || i < 0 || i >= len(arr) {
+			return nil
+		}
+		cur = arr[i]
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, cur) != nil {
+		return nil
+	}
+	return b.Bytes()
 }
 
 func (tr *translator) mapPath(spec, comp string) { tr.t.paths[spec] = comp }
@@ -577,7 +618,10 @@ func (tr *translator) tool(path string, raw any, a *spec.Agent) {
 	case provCodeTool:
 		tr.codeTool(c, a)
 		return
-	case provMcpHTTPAdapter:
+	case provHTTPTool:
+		tr.httpTool(c, a)
+		return
+	case provMcpHTTPAdapter, provMcpSseAdapter:
 	default:
 		c.unsupported(&tr.r, "tool", append(toolProviders, provMcpWorkbench)...)
 		return
@@ -600,35 +644,48 @@ func (tr *translator) mcp(path string, raw any, provider string, only []string, 
 		return
 	}
 	defer o.done()
+	transport := "streamable_http"
 	switch typ := o.str("type"); {
 	case typ == nil || *typ == "StreamableHttpServerParams":
+		o.ignore("sse_read_timeout", "terminate_on_close")
+	case *typ == "SseServerParams":
+		transport = "sse"
+		o.ignore("sse_read_timeout")
 	case *typ == "StdioServerParams":
 		o.ignore("command", "args", "env", "cwd", "encoding", "encoding_error_handler", "read_timeout_seconds")
-		tr.r.problem(path, "provider %q: a stdio MCP server is a command that would run on the server's host; run the MCP server yourself and use StreamableHttpServerParams with its URL", provider)
-		return
-	case *typ == "SseServerParams":
-		o.ignore("url", "headers", "timeout", "sse_read_timeout")
-		tr.r.problem(path, "provider %q: agentd speaks MCP over streamable HTTP only; use StreamableHttpServerParams", provider)
+		tr.r.problem(path, "provider %q: a stdio MCP server is a command that would run on the server's host; run the MCP server yourself and use StreamableHttpServerParams or SseServerParams with its URL", provider)
 		return
 	default:
 		tr.r.problem(o.at("type"), "unknown MCP server parameters %q", *typ)
 		return
 	}
 	impl := map[string]any{"type": "mcp", "url": o.required("url")}
+	if transport == "sse" {
+		impl["transport"] = transport
+	}
 	if t := o.number("timeout"); t != nil {
 		impl["timeout_s"] = int(math.Ceil(*t))
 	}
 	if len(only) > 0 {
 		impl["tools"] = only
 	}
-	o.ignoreWarn("agentd does not take credentials or headers from a spec", "headers")
-	o.ignore("sse_read_timeout", "terminate_on_close")
+	// Headers are taken as a native spec takes them: a string is sent as it
+	// is, {"secret": "NAME"} is the server's secret NAME; the tool runner
+	// checks them (problems map back to this object's headers).
+	if h := o.rawJSON("headers"); h != nil {
+		tr.warnLiteralHeaders(o.at("headers"), h)
+		impl["headers"] = h
+	}
 	b, _ := json.Marshal(impl)
 	name := fmt.Sprintf("%s_mcp%d", a.Name, len(tr.t.Tools)+1)
 	if len(name) > 64 {
 		name = name[len(name)-64:]
 	}
-	tr.mapPath(idx("/tools", len(tr.t.Tools)), path)
+	at := idx("/tools", len(tr.t.Tools))
+	tr.mapPath(at, path)
+	tr.mapPath(at+"/implementation/url", o.at("url"))
+	tr.mapPath(at+"/implementation/headers", o.at("headers"))
+	tr.mapPath(at+"/implementation/transport", o.at("type"))
 	tr.t.Tools = append(tr.t.Tools, spec.Tool{Name: name, Implementation: b})
 	a.Tools = append(a.Tools, name)
 }

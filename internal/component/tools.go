@@ -2,8 +2,14 @@ package component
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
+	"maps"
+	"net"
+	"net/url"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/agentd/agentd/internal/spec"
 )
@@ -12,6 +18,7 @@ import (
 const (
 	provFunctionTool = "autogen_core.tools.FunctionTool"
 	provCodeTool     = "autogen_ext.tools.code_execution.PythonCodeExecutionTool"
+	provHTTPTool     = "autogen_ext.tools.http.HttpTool"
 
 	// codeToolName and codeToolDescription are what PythonCodeExecutionTool
 	// calls itself, whatever its config says.
@@ -20,7 +27,96 @@ const (
 )
 
 // toolProviders are the tools an agent (or a static workbench) may hold.
-var toolProviders = []string{provFunctionTool, provCodeTool, provMcpHTTPAdapter}
+var toolProviders = []string{provFunctionTool, provCodeTool, provHTTPTool, provMcpHTTPAdapter, provMcpSseAdapter}
+
+// HttpToolConfig's defaults (AgentChat 0.7.5).
+const (
+	httpToolTimeout     = 5.0
+	httpToolDescription = "HTTP tool"
+)
+
+// httpTool translates an HttpTool into an http_api tool: agentd calls the
+// REST API as HttpTool does. Its json_schema is the tool's parameters; the
+// runner checks both (with the paths mapped back here).
+func (tr *translator) httpTool(c *comp, a *spec.Agent) {
+	cfg := c.cfg
+	name := cfg.required("name")
+	// A description left out is HttpTool's default; one given as null is
+	// none (AgentChat passes the None on).
+	desc := httpToolDescription
+	if _, given := cfg.m["description"]; given {
+		desc = ""
+	}
+	if d := cfg.str("description"); d != nil {
+		desc = *d
+	}
+	scheme := "http"
+	if s := cfg.str("scheme"); s != nil {
+		scheme = *s
+	}
+	if scheme != "http" && scheme != "https" {
+		tr.r.problem(cfg.at("scheme"), "must be http or https")
+	}
+	host := cfg.required("host")
+	port := cfg.integer("port")
+	if port == nil && !cfg.has("port") {
+		tr.r.problem(cfg.at("port"), "is required")
+	}
+	path := "/"
+	if p := cfg.str("path"); p != nil {
+		path = *p
+	}
+	if !strings.HasPrefix(path, "/") {
+		tr.r.problem(cfg.at("path"), "must begin with '/' (httpx refuses a path without one)")
+	}
+	impl := map[string]any{"type": "http_api", "method": "POST", "return_type": "text", "timeout_s": httpToolTimeout}
+	if m := cfg.str("method"); m != nil {
+		impl["method"] = *m
+	}
+	if rt := cfg.str("return_type"); rt != nil {
+		impl["return_type"] = *rt
+	}
+	if t := cfg.number("timeout"); t != nil {
+		impl["timeout_s"] = *t
+	}
+	// No headers and none ({}) are the same; an export writes {} since
+	// AgentChat 0.7.5 cannot load an HttpTool without the field (which its
+	// own dump leaves out when it is None).
+	if h := cfg.rawJSON("headers"); h != nil && string(h) != "{}" {
+		tr.warnLiteralHeaders(cfg.at("headers"), h)
+		impl["headers"] = h
+	}
+	if port != nil && host != "" {
+		impl["url"] = scheme + "://" + net.JoinHostPort(host, strconv.Itoa(*port)) + path
+	}
+	var schema json.RawMessage
+	if cfg.rawJSON("json_schema") != nil {
+		schema = tr.rawAt(cfg.at("json_schema")) // the properties' order is the parameters'
+	}
+	if schema == nil {
+		tr.r.problem(cfg.at("json_schema"), "is required")
+	}
+	tr.addTool(c.path, spec.Tool{Name: name, Description: desc, Parameters: schema}, impl, a, map[string]string{
+		"/implementation": c.path + "/config", "/implementation/url": cfg.at("path"), "/implementation/headers": cfg.at("headers"),
+		"/parameters": cfg.at("json_schema"), "/name": cfg.at("name"), "/description": cfg.at("description"),
+	})
+}
+
+// warnLiteralHeaders warns of header values written in a file: they are
+// kept in the chat's spec and written back in its exports, where a
+// credential does not belong.
+func (tr *translator) warnLiteralHeaders(path string, raw json.RawMessage) {
+	var h map[string]json.RawMessage
+	if json.Unmarshal(raw, &h) != nil {
+		return // the tool runner reports it
+	}
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		var s string
+		if json.Unmarshal(h[k], &s) == nil {
+			tr.r.warn(path+"/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1"), "is kept in the chat's spec and its exports as written: for a credential, name a secret of the server instead ({\"secret\": \"NAME\"}, AGENTD_TOOL_SECRETS)")
+		}
+	}
+}
 
 // functionTool translates a FunctionTool into a python_function tool: its
 // source runs in the chat's sandbox, never on the server. The signature is
@@ -97,7 +193,7 @@ func (tr *translator) addTool(path string, t spec.Tool, impl map[string]any, a *
 		if existing.Name != t.Name {
 			continue
 		}
-		if existing.Description != t.Description || !bytes.Equal(existing.Implementation, t.Implementation) {
+		if existing.Description != t.Description || !bytes.Equal(existing.Implementation, t.Implementation) || !bytes.Equal(existing.Parameters, t.Parameters) {
 			tr.r.problem(path, "another agent has a different tool named %q (see %s); give them different names", t.Name, tr.t.paths[idx("/tools", i)])
 			return
 		}
@@ -113,9 +209,9 @@ func (tr *translator) addTool(path string, t spec.Tool, impl map[string]any, a *
 	a.Tools = append(a.Tools, t.Name)
 }
 
-// exportTools writes an agent's python_function and python_code tools as
-// AgentChat holds them: one StaticStreamWorkbench with a FunctionTool or a
-// PythonCodeExecutionTool each.
+// exportTool writes an agent's python_function, python_code and http_api
+// tool as AgentChat holds it in its static workbench: a FunctionTool, a
+// PythonCodeExecutionTool, an HttpTool.
 func (e *exporter) exportTool(path string, t *spec.Tool, impl toolImpl) (Component, bool) {
 	switch impl.Type {
 	case "python_function":
@@ -149,15 +245,54 @@ func (e *exporter) exportTool(path string, t *spec.Tool, impl toolImpl) (Compone
 			"executor":    newComponent(provDockerExecutor, "Executes code through a command line environment in a Docker container.", exec),
 			"description": codeToolDescription,
 		}), true
+	case "http_api":
+		return e.exportHTTPTool(path, t, impl)
 	}
 	e.r.problem(path, "tool %q is a %s tool, which AgentChat has no component for", t.Name, impl.Type)
 	return Component{}, false
+}
+
+// exportHTTPTool writes an http_api tool as AgentChat's HttpTool.
+func (e *exporter) exportHTTPTool(path string, t *spec.Tool, impl toolImpl) (Component, bool) {
+	u, err := url.Parse(impl.URL)
+	if err != nil {
+		e.r.problem(path, "tool %q: its url cannot be read: %v", t.Name, err)
+		return Component{}, false
+	}
+	port := 80
+	if u.Scheme == "https" {
+		port = 443
+	}
+	if p, err := strconv.Atoi(u.Port()); err == nil {
+		port = p
+	}
+	p := "/"
+	if _, rest, ok := strings.Cut(impl.URL, "://"); ok {
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			p = rest[i:]
+		}
+	}
+	headers := impl.Headers
+	if headers == nil {
+		headers = json.RawMessage(`{}`)
+	}
+	cfg := map[string]any{"name": t.Name, "description": t.Description, "scheme": u.Scheme, "host": u.Hostname(), "port": port,
+		"path": p, "method": cmp.Or(impl.Method, "POST"), "headers": headers, "json_schema": t.Parameters,
+		"return_type": cmp.Or(impl.ReturnType, "text")}
+	if impl.TimeoutS != nil {
+		cfg["timeout"] = *impl.TimeoutS
+	}
+	return newComponent(provHTTPTool, "A wrapper for using an HTTP server as a tool.", cfg), true
 }
 
 // toolImpl is the part of a tool implementation an export reads.
 type toolImpl struct {
 	Type          string            `json:"type"`
 	URL           string            `json:"url"`
+	Transport     string            `json:"transport"`
+	Headers       json.RawMessage   `json:"headers"`
+	Method        string            `json:"method"`
+	ReturnType    string            `json:"return_type"`
 	TimeoutS      *float64          `json:"timeout_s"`
 	Tools         []string          `json:"tools"`
 	SourceCode    string            `json:"source_code"`

@@ -52,7 +52,8 @@ from autogen_ext.tools.code_execution import PythonCodeExecutionTool  # noqa: E4
 from autogen_core.code_executor import ImportFromModule  # noqa: E402
 from autogen_core.tools import FunctionTool  # noqa: E402
 from typing import Annotated, Literal, Optional  # noqa: E402
-from autogen_ext.tools.mcp import McpWorkbench, StdioServerParams, StreamableHttpServerParams  # noqa: E402
+from autogen_ext.tools.mcp import McpWorkbench, SseServerParams, StdioServerParams, StreamableHttpServerParams  # noqa: E402
+from autogen_ext.tools.http import HttpTool  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -338,6 +339,43 @@ def function_tools():
     return RoundRobinGroupChat([weather], termination_condition=MaxMessageTermination(3), max_turns=2), None
 
 
+def http_tools():
+    """HttpTools (agentd calls the REST API as HttpTool does) and MCP servers
+    over SSE and streamable HTTP whose credentials are server secrets that
+    the file names ({"secret": NAME}, never the value)."""
+    issues_schema = {
+        "type": "object",
+        "properties": {
+            "owner": {"type": "string", "description": "The account"},
+            "repo": {"type": "string"},
+            "state": {"type": "string", "enum": ["open", "closed"], "default": "open"},
+            "labels": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["owner", "repo"],
+    }
+    note_schema = {"type": "object", "properties": {"text": {"type": "string"}, "pinned": {"type": "boolean"}}, "required": ["text"]}
+    api = AssistantAgent(
+        "api_user",
+        model_client=replay("Done."),
+        tools=[
+            HttpTool(name="list_issues", description="List a repository's issues.", scheme="https", host="api.example.com", port=443,
+                     path="/repos/{owner}/{repo}/issues", method="GET", json_schema=issues_schema,
+                     headers={"Authorization": {"secret": "github"}, "Accept": "application/json"}),
+            HttpTool(name="add_note", description="Add a note.", host="notes.internal", port=8080, path="/notes",
+                     json_schema=note_schema, return_type="json", timeout=12.5),
+        ],
+    )
+    mcp = AssistantAgent(
+        "mcp_user",
+        model_client=replay("Done."),
+        workbench=[
+            McpWorkbench(SseServerParams(url="https://mcp.example.com/sse", headers={"Authorization": {"secret": "mcp-token"}}, timeout=20)),
+            McpWorkbench(StreamableHttpServerParams(url="https://tools.example.com/mcp", headers={"X-Api-Key": {"secret": "tools-key"}})),
+        ],
+    )
+    return RoundRobinGroupChat([api, mcp], termination_condition=MaxMessageTermination(3)), None
+
+
 def refused_five():
     """Five parts agentd refuses: each would run code from the file on the
     server, or has no agentd equivalent, or names an unknown provider."""
@@ -354,6 +392,7 @@ def refused_five():
 
 TEAMS = {
     "function_tools": function_tools,
+    "http_tools": http_tools,
     "round_robin": round_robin,
     "selector": selector,
     "swarm": swarm,
