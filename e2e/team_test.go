@@ -3,10 +3,12 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +78,7 @@ type typedMessage struct {
 	Content       string `json:"content"`
 	ToolResponses []struct {
 		Content string `json:"content"`
+		IsError bool   `json:"is_error"`
 	} `json:"tool_responses"`
 }
 
@@ -381,6 +384,79 @@ func TestAgentChatFunctionToolRunsInTheSandbox(t *testing.T) {
 		if code != http.StatusUnprocessableEntity || !bytes.Contains(b, []byte(`/team/config/participants/0/config/workbench/0/config/tools/0/config/source_code`)) ||
 			!bytes.Contains(b, []byte(`parameter \"when\"`)) {
 			t.Errorf("an untranslatable signature: %d %s", code, b)
+		}
+	})
+}
+
+// TestAgentChatFunctionToolIsContained: a team file's FunctionTool that
+// tries the network, a file of the host, a fork bomb and 10 GB of memory,
+// each in a turn of its own, gets an error result each time through the
+// real binary on both sandbox backends, and the chat goes on: the next
+// call of the same function works and the chat completes.
+func TestAgentChatFunctionToolIsContained(t *testing.T) {
+	t.Parallel()
+	// A file any user of the host may read: the sandbox must not see it.
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret := filepath.Join(dir, "host-secret.txt")
+	if err := os.WriteFile(secret, []byte("host secret 51c3"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := "def escape(kind: str) -> str:\n" +
+		"    import os, socket\n" +
+		"    if kind == 'network':\n        socket.create_connection(('1.1.1.1', 53), timeout=3)\n        return 'connected'\n" +
+		"    if kind == 'host_file':\n        return open(" + strconv.Quote(secret) + ").read()\n" +
+		"    if kind == 'fork_bomb':\n        while True:\n            os.fork()\n" +
+		"    if kind == 'memory':\n        blocks = [bytearray(1024 * 1024) for _ in range(10 * 1024)]\n        return 'allocated 10 GB'\n" +
+		"    return 'ok'\n"
+	kinds := []string{"network", "host_file", "fork_bomb", "memory", "fine"}
+	var replies []string
+	for i, k := range kinds {
+		replies = append(replies, fmt.Sprintf(`{"finish_reason": "function_calls", "content": [{"id": "c%d", "name": "escape", "arguments": "{\"kind\": \"%s\"}"}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}, "cached": false}`, i, k))
+	}
+	replies = append(replies, `"DONE"`)
+	s, _ := json.Marshal(src)
+	team := []byte(`{"provider": "autogen_agentchat.teams.RoundRobinGroupChat", "component_type": "team", "config": {
+  "participants": [{"provider": "autogen_agentchat.agents.AssistantAgent", "component_type": "agent", "config": {
+    "name": "prober",
+    "model_client": {"provider": "autogen_ext.models.replay.ReplayChatCompletionClient", "component_type": "replay_chat_completion_client", "config": {
+      "chat_completions": [` + strings.Join(replies, ",") + `]}},
+    "workbench": [{"provider": "autogen_core.tools.StaticStreamWorkbench", "component_type": "workbench", "config": {"tools": [
+      {"provider": "autogen_core.tools.FunctionTool", "component_type": "tool", "config": {
+        "source_code": ` + string(s) + `, "name": "escape", "description": "Tries to leave the sandbox.",
+        "global_imports": [], "has_cancellation_support": false}}]}}]}}],
+  "termination_condition": {"provider": "autogen_agentchat.conditions.TextMentionTermination", "component_type": "termination", "config": {"text": "DONE"}},
+  "max_turns": 6}}`)
+	sandboxes(t, func(t *testing.T, env []string) {
+		p := startAgentd(t, append(env, "AGENTD_DATA_DIR="+t.TempDir())...)
+		c := p.createTeam(teamBody(t, "Probe the sandbox.", team, ""))
+		final := p.waitTerminal(c.ID, 4*time.Minute)
+		if final.Status != "completed" {
+			t.Fatalf("chat = %+v", final)
+		}
+		var results []string
+		var errs []bool
+		for _, m := range p.typedMessages(c.ID) {
+			for _, r := range m.ToolResponses {
+				results = append(results, r.Content)
+				errs = append(errs, r.IsError)
+			}
+		}
+		if len(results) != len(kinds) {
+			t.Fatalf("tool results = %q, want one per call of %q", results, kinds)
+		}
+		for i, k := range kinds[:4] {
+			if !errs[i] || strings.Contains(results[i], "host secret") {
+				t.Errorf("%s was not contained: %q", k, results[i])
+			}
+			t.Logf("%s: %s", k, results[i])
+		}
+		if results[4] != "ok" || errs[4] {
+			t.Errorf("the call after them = %q, want ok", results[4])
 		}
 	})
 }
