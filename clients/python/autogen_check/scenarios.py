@@ -9,8 +9,8 @@ scripted model server, and runs the same script in-process (record.py) and
 on agentd (check.py).
 
 The Swarm's tool calls are its handoff tools: a team file's other tools
-(FunctionTool's Python source, HttpTool, MCP servers) are refused by agentd
-or cannot run in this environment (no MCP SDK), see the package README.
+(FunctionTool's Python source, HttpTool, MCP servers) need a sandbox, a REST
+API or an MCP server that this check does not set up, see the package README.
 """
 
 from __future__ import annotations
