@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -459,4 +462,86 @@ func TestAgentChatFunctionToolIsContained(t *testing.T) {
 			t.Errorf("the call after them = %q, want ok", results[4])
 		}
 	})
+}
+
+// TestAgentChatHttpToolCallsItsAPIWithASecret: a team file's HttpTool,
+// whose Authorization header names a server secret, calls a real local REST
+// API through the binary as HttpTool does; the API receives the secret's
+// value, and the value appears in no response (the chat, its spec, its
+// messages, its export) and in no log line. A file naming a secret the
+// server lacks is a 422 at the header.
+func TestAgentChatHttpToolCallsItsAPIWithASecret(t *testing.T) {
+	t.Parallel()
+	const secret = "Bearer e2e-secret-4711"
+	type seen struct{ target, auth string }
+	got := make(chan seen, 4)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- seen{r.RequestURI, r.Header.Get("Authorization")}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"count": 2, "open": true, "titles": ["a", "b"]}`)
+	}))
+	t.Cleanup(api.Close)
+	u, err := url.Parse(api.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	team := func(secretName string) []byte {
+		return []byte(`{"provider": "autogen_agentchat.teams.RoundRobinGroupChat", "component_type": "team", "config": {
+  "participants": [{"provider": "autogen_agentchat.agents.AssistantAgent", "component_type": "agent", "config": {
+    "name": "triager",
+    "model_client": {"provider": "autogen_ext.models.replay.ReplayChatCompletionClient", "component_type": "replay_chat_completion_client", "config": {
+      "chat_completions": [
+        {"finish_reason": "function_calls", "content": [{"id": "c1", "name": "list_issues", "arguments": "{\"owner\": \"agentd\", \"repo\": \"server\", \"state\": \"open\"}"}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}, "cached": false},
+        "DONE"]}},
+    "workbench": [{"provider": "autogen_core.tools.StaticStreamWorkbench", "component_type": "workbench", "config": {"tools": [
+      {"provider": "autogen_ext.tools.http.HttpTool", "component_type": "tool", "config": {
+        "name": "list_issues", "description": "List a repository's issues.", "scheme": "http", "host": "` + u.Hostname() + `", "port": ` + u.Port() + `,
+        "path": "/repos/{owner}/{repo}/issues", "method": "GET", "return_type": "json", "timeout": 5.0,
+        "headers": {"Authorization": {"secret": "` + secretName + `"}},
+        "json_schema": {"type": "object", "properties": {"owner": {"type": "string"}, "repo": {"type": "string"}, "state": {"type": "string"}}, "required": ["owner", "repo"]}}}]}}]}}],
+  "termination_condition": {"provider": "autogen_agentchat.conditions.TextMentionTermination", "component_type": "termination", "config": {"text": "DONE"}},
+  "max_turns": 3}}`)
+	}
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_TOOL_ALLOW_PRIVATE=true", `AGENTD_TOOL_SECRETS={"github": "`+secret+`"}`)
+	c := p.createTeam(teamBody(t, "How many open issues?", team("github"), ""))
+	final := p.waitTerminal(c.ID, 90*time.Second)
+	if final.Status != "completed" {
+		t.Fatalf("chat = %+v", final)
+	}
+	select {
+	case s := <-got:
+		if s.target != "/repos/agentd/server/issues?state=open" || s.auth != secret {
+			t.Errorf("the API saw %+v", s)
+		}
+	default:
+		t.Fatal("the API was not called")
+	}
+	var results []string
+	for _, m := range p.typedMessages(c.ID) {
+		for _, r := range m.ToolResponses {
+			results = append(results, r.Content)
+		}
+	}
+	if want := []string{"{'count': 2, 'open': True, 'titles': ['a', 'b']}"}; !slices.Equal(results, want) {
+		t.Errorf("tool results = %q, want %q", results, want)
+	}
+	for _, path := range []string{"/v1/chats/" + c.ID + "?include=spec", "/v1/chats/" + c.ID + "/messages", "/v1/chats/" + c.ID + "/events", "/v1/chats/" + c.ID + "/team"} {
+		code, _, b := p.do("GET", path, nil)
+		if code != http.StatusOK || !bytes.Contains(b, []byte("github")) && strings.HasSuffix(path, "/team") {
+			t.Errorf("GET %s: %d %.300s", path, code, b)
+		}
+		if bytes.Contains(b, []byte("e2e-secret")) {
+			t.Errorf("GET %s shows the secret's value", path)
+		}
+	}
+	if strings.Contains(p.logs.String(), "e2e-secret") {
+		t.Error("the log shows the secret's value")
+	}
+
+	code, _, b := p.do("POST", "/v1/chats", teamBody(t, "x", team("gitlab"), ""))
+	if code != http.StatusUnprocessableEntity ||
+		!bytes.Contains(b, []byte(`/team/config/participants/0/config/workbench/0/config/tools/0/config/headers/Authorization/secret`)) ||
+		!bytes.Contains(b, []byte("defined: github")) {
+		t.Errorf("a secret the server lacks: %d %s", code, b)
+	}
 }
