@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/netguard"
 )
 
 // maxRedirects is how many redirects a tool request follows.
@@ -26,11 +27,11 @@ const maxRedirects = 5
 const excerptBytes = 300
 
 // newTransport returns the HTTP transport of tool requests. Its dialer
-// enforces the address policy on every connection (see addr.go); Proxy is
+// enforces the address policy on every connection (see internal/netguard); Proxy is
 // nil on purpose, since the environment's proxy would hide the real
 // destination from that check.
-func newTransport(p dialPolicy) *http.Transport {
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: p.control}
+func newTransport(p netguard.Policy) *http.Transport {
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: p.Control}
 	return &http.Transport{
 		Proxy:                 nil,
 		DialContext:           d.DialContext,
@@ -66,7 +67,7 @@ func (r *Runner) checkRedirect(req *http.Request, via []*http.Request) error {
 		return &redirectError{to: req.URL, why: "not an http or https URL"}
 	case req.URL.User != nil:
 		return &redirectError{to: req.URL, why: "URL with credentials"}
-	case !r.allow.allowsURL(req.URL):
+	case !r.allow.AllowsURL(req.URL):
 		return &redirectError{to: req.URL, why: "host " + req.URL.Host + " is not in this server's allow-list of tool hosts"}
 	}
 	if first := via[0]; !strings.EqualFold(first.URL.Host, req.URL.Host) {
@@ -157,7 +158,7 @@ func (r *Runner) readCapped(resp *http.Response) (string, outcome, bool) {
 // httpError turns a failed request into an outcome, telling refusals (the
 // policy at work) from failures.
 func httpError(u *url.URL, err error) outcome {
-	var blocked *blockedAddressError
+	var blocked *netguard.AddressError
 	var redirect *redirectError
 	switch {
 	case errors.As(err, &blocked):

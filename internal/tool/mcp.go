@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/netguard"
 )
 
 // errRunnerClosed is returned for MCP work after Close.
@@ -78,7 +79,7 @@ func (r *Runner) callMCP(ctx context.Context, req *chat.ToolRequest, impl *imple
 	res, err := r.mcp.call(ctx, r.mcpTargetOf(req.ChatID, impl), r.timeout(impl),
 		&mcp.CallToolParams{Name: name, Arguments: args.raw})
 	if err != nil {
-		var blocked *blockedAddressError
+		var blocked *netguard.AddressError
 		var redirect *redirectError
 		var origin *originError
 		if errors.As(err, &blocked) || errors.As(err, &redirect) || errors.As(err, &origin) {
@@ -102,7 +103,7 @@ func (r *Runner) callMCP(ctx context.Context, req *chat.ToolRequest, impl *imple
 // error whose own message says nothing, so a refusal by the address policy
 // is dug out; anything else keeps its full chain.
 func mcpErrorText(err error) error {
-	var blocked *blockedAddressError
+	var blocked *netguard.AddressError
 	if errors.As(err, &blocked) {
 		return blocked
 	}

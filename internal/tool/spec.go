@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentd/agentd/internal/netguard"
 	"github.com/agentd/agentd/internal/spec"
 )
 
@@ -262,7 +263,7 @@ func (r *Runner) CheckURL(s string) (*url.URL, string) {
 		// Credentials in a URL end up in logs and error messages; headers
 		// do not.
 		return nil, "must not contain credentials: use headers"
-	case !r.allow.allowsURL(u):
+	case !r.allow.AllowsURL(u):
 		return nil, fmt.Sprintf("host %s is not in this server's allow-list of tool hosts", u.Host)
 	case r.refusedHost(u) != "":
 		return nil, r.refusedHost(u)
@@ -272,7 +273,7 @@ func (r *Runner) CheckURL(s string) (*url.URL, string) {
 }
 
 // Transport is the transport of tool requests: its dialer refuses every
-// address the policy does not allow, after DNS resolution (see addr.go).
+// address the policy does not allow, after DNS resolution (see internal/netguard).
 // Other outbound requests of the server that must obey the same rules
 // (webhooks) use it too; they bring their own redirect policy.
 func (r *Runner) Transport() http.RoundTripper { return r.transport }
@@ -280,7 +281,7 @@ func (r *Runner) Transport() http.RoundTripper { return r.transport }
 // refusedHost says why a URL can be refused already at create time ("" if it
 // cannot): its host is a literal address the dialer would refuse, or
 // localhost, which resolves to loopback. Other names are judged when dialed,
-// after resolution (see addr.go); this only turns a certain failure of every
+// after resolution (see internal/netguard); this only turns a certain failure of every
 // call into a 422 at create.
 func (r *Runner) refusedHost(u *url.URL) string {
 	port := uint16(80)
@@ -291,8 +292,8 @@ func (r *Runner) refusedHost(u *url.URL) string {
 		port = uint16(p)
 	}
 	refused := func(a netip.Addr) (string, bool) {
-		why, always := blockedReason(a)
-		if why == "" || !always && (r.cfg.AllowPrivate || r.allow.exempts(netip.AddrPortFrom(a.WithZone("").Unmap(), port))) {
+		why, always := netguard.Blocked(a)
+		if why == "" || !always && (r.cfg.AllowPrivate || r.allow.Exempts(netip.AddrPortFrom(a.WithZone("").Unmap(), port))) {
 			return "", false
 		}
 		return why, true

@@ -35,6 +35,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/netguard"
 	"github.com/agentd/agentd/internal/spec"
 )
 
@@ -78,7 +79,8 @@ type Config struct {
 	// HTTPAllowHosts is the operator's allow-list of the hosts that http and
 	// mcp tools may reach. Each entry is one of:
 	//   - a host name ("tools.example.com"), any port;
-	//   - a wildcard "*.example.com": every subdomain (not example.com itself);
+	//   - a wildcard "*.example.com": every subdomain (not example.com itself),
+	//     any port, or "*.example.com:443": that port only;
 	//   - host:port ("tools.example.com:8443", "10.1.2.3:9000", "[fd00::1]:80");
 	//   - an IP address or a CIDR ("10.1.2.3", "10.0.0.0/8", "fd00::/8").
 	// Empty means any host, but then only public addresses (see AllowPrivate).
@@ -151,7 +153,7 @@ func (c Config) Validate() error {
 	if d := c.withDefaults(); c.DefaultTimeout >= 0 && c.MaxTimeout >= 0 && d.DefaultTimeout > d.MaxTimeout {
 		errs = append(errs, fmt.Errorf("tool default timeout %v is above the max timeout %v", d.DefaultTimeout, d.MaxTimeout))
 	}
-	if _, err := parseAllowList(c.HTTPAllowHosts); err != nil {
+	if _, err := netguard.ParseAllowList(c.HTTPAllowHosts); err != nil {
 		errs = append(errs, err)
 	}
 	for _, name := range sortedKeys(c.Secrets) {
@@ -172,7 +174,7 @@ var secretNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 // releases its MCP sessions and idle connections.
 type Runner struct {
 	cfg     Config
-	allow   *allowList
+	allow   *netguard.AllowList
 	log     *slog.Logger
 	metrics *metrics
 	tracer  trace.Tracer
@@ -181,7 +183,7 @@ type Runner struct {
 	functions functions
 
 	// transport is shared by http and mcp tools. Its dialer refuses
-	// addresses the policy does not allow (see addr.go).
+	// addresses the policy does not allow (see internal/netguard).
 	transport  *http.Transport
 	httpClient *http.Client // http tools
 	apiClient  *http.Client // http_api tools: no redirects, as httpx
@@ -203,7 +205,7 @@ func New(cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("tool config: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	allow, _ := parseAllowList(cfg.HTTPAllowHosts) // checked by Validate
+	allow, _ := netguard.ParseAllowList(cfg.HTTPAllowHosts) // checked by Validate
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("tool metrics: %w", err)
@@ -221,7 +223,7 @@ func New(cfg Config) (*Runner, error) {
 	}
 	r.tracer = tp.Tracer(tracerName)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	r.transport = newTransport(dialPolicy{allowPrivate: cfg.AllowPrivate, allow: allow})
+	r.transport = newTransport(netguard.Policy{AllowPrivate: cfg.AllowPrivate, Allow: allow})
 	r.httpClient = &http.Client{Transport: traceparent{next: r.transport}, CheckRedirect: r.checkRedirect}
 	r.apiClient = &http.Client{Transport: traceparent{next: r.transport},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

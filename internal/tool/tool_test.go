@@ -98,17 +98,17 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		DefaultTimeout:   -1,
 		MaxTimeout:       -2,
 		MaxResponseBytes: -3,
-		HTTPAllowHosts:   []string{"ok.example.com", "bad host", "10.0.0.0/99", "*.example.com:80", "h:0"},
+		HTTPAllowHosts:   []string{"ok.example.com", "*.example.com:80", "bad host", "10.0.0.0/99", "*.:80", "h:0"},
 	}.Validate()
 	if err == nil {
 		t.Fatal("Validate accepted a bad config")
 	}
-	for _, want := range []string{"default timeout", "max timeout", "max response bytes", `"bad host"`, `"10.0.0.0/99"`, `"*.example.com:80"`, `"h:0"`} {
+	for _, want := range []string{"default timeout", "max timeout", "max response bytes", `"bad host"`, `"10.0.0.0/99"`, `"*.:80"`, `"h:0"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %s", err, want)
 		}
 	}
-	if strings.Contains(err.Error(), "ok.example.com") {
+	if strings.Contains(err.Error(), "ok.example.com") || strings.Contains(err.Error(), "*.example.com:80") {
 		t.Errorf("error %q blames a good entry", err)
 	}
 	if err := (tool.Config{DefaultTimeout: 200e9}).Validate(); err == nil || !strings.Contains(err.Error(), "above the max timeout") {

@@ -1,4 +1,4 @@
-package tool
+package netguard
 
 import (
 	"errors"
@@ -43,21 +43,21 @@ func TestBlockedReason(t *testing.T) {
 		{"2002:a00:1::", "private (embedded in 2002:a00:1::)", false},        // 6to4 of 10.0.0.1
 	}
 	for _, tt := range tests {
-		why, always := blockedReason(netip.MustParseAddr(tt.addr))
+		why, always := Blocked(netip.MustParseAddr(tt.addr))
 		if why != tt.why || always != tt.always {
-			t.Errorf("blockedReason(%s) = %q, %v; want %q, %v", tt.addr, why, always, tt.why, tt.always)
+			t.Errorf("Blocked(%s) = %q, %v; want %q, %v", tt.addr, why, always, tt.why, tt.always)
 		}
 	}
 }
 
 func TestDialPolicy(t *testing.T) {
 	t.Parallel()
-	allow, err := parseAllowList([]string{"127.0.0.1:9000", "10.0.0.0/8", "fd00::5", "tools.internal"})
+	allow, err := ParseAllowList([]string{"127.0.0.1:9000", "10.0.0.0/8", "fd00::5", "tools.internal"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	strict := dialPolicy{allow: allow}
-	private := dialPolicy{allowPrivate: true, allow: allow}
+	strict := Policy{Allow: allow}
+	private := Policy{AllowPrivate: true, Allow: allow}
 	tests := []struct {
 		address       string
 		strict, loose bool // allowed by strict, by private
@@ -76,22 +76,22 @@ func TestDialPolicy(t *testing.T) {
 		{"not an address", false, false},
 	}
 	for _, tt := range tests {
-		if err := strict.control("tcp", tt.address, nil); (err == nil) != tt.strict {
+		if err := strict.Control("tcp", tt.address, nil); (err == nil) != tt.strict {
 			t.Errorf("strict control(%s) = %v, want allowed %v", tt.address, err, tt.strict)
 		}
-		if err := private.control("tcp", tt.address, nil); (err == nil) != tt.loose {
+		if err := private.Control("tcp", tt.address, nil); (err == nil) != tt.loose {
 			t.Errorf("AllowPrivate control(%s) = %v, want allowed %v", tt.address, err, tt.loose)
 		}
 	}
-	var blocked *blockedAddressError
-	if err := strict.control("tcp", "127.0.0.1:1", nil); !errors.As(err, &blocked) {
-		t.Errorf("refusal is %T, want *blockedAddressError", err)
+	var blocked *AddressError
+	if err := strict.Control("tcp", "127.0.0.1:1", nil); !errors.As(err, &blocked) {
+		t.Errorf("refusal is %T, want *AddressError", err)
 	}
 }
 
 func TestAllowListURLs(t *testing.T) {
 	t.Parallel()
-	allow, err := parseAllowList([]string{"Tools.Example.com.", "*.corp.example", "api.example.org:8443", "10.0.0.0/8", "127.0.0.1:8080", "[fd00::1]:80", "192.0.2.7"})
+	allow, err := ParseAllowList([]string{"Tools.Example.com.", "*.corp.example", "api.example.org:8443", "10.0.0.0/8", "127.0.0.1:8080", "[fd00::1]:80", "192.0.2.7"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,12 +126,95 @@ func TestAllowListURLs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := allow.allowsURL(u); got != tt.want {
-			t.Errorf("allowsURL(%s) = %v, want %v", tt.url, got, tt.want)
+		if got := allow.AllowsURL(u); got != tt.want {
+			t.Errorf("AllowsURL(%s) = %v, want %v", tt.url, got, tt.want)
 		}
 	}
-	empty, _ := parseAllowList(nil)
-	if u, _ := url.Parse("http://anything.example/"); !empty.allowsURL(u) {
+	empty, _ := ParseAllowList(nil)
+	if u, _ := url.Parse("http://anything.example/"); !empty.AllowsURL(u) {
 		t.Error("an empty allow-list refuses a host")
+	}
+}
+
+func TestAllowListBarePorts(t *testing.T) {
+	t.Parallel()
+	allow, err := ParseAllowList([]string{"pypi.org", "*.example.com:8443", "files.example.org:8080", "10.0.0.0/8", "127.0.0.1:9000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allow.RestrictBarePorts(80, 443)
+	tests := []struct {
+		host string
+		port uint16
+		want bool
+	}{
+		{"pypi.org", 443, true},
+		{"PyPI.org.", 80, true},
+		{"pypi.org", 22, false}, // a bare name means the web ports only
+		{"a.example.com", 8443, true},
+		{"a.example.com", 443, false},
+		{"example.com", 8443, false},
+		{"files.example.org", 8080, true},
+		{"files.example.org", 80, false},
+		{"10.1.2.3", 443, true},
+		{"10.1.2.3", 8080, false},
+		{"127.0.0.1", 9000, true},
+		{"::ffff:127.0.0.1", 9000, true}, // the same address, spelled as IPv6
+		{"127.0.0.1", 9001, false},
+		{"fe80::1%eth0", 80, false},
+	}
+	for _, tt := range tests {
+		if got := allow.AllowsHost(tt.host, tt.port); got != tt.want {
+			t.Errorf("AllowsHost(%s, %d) = %v, want %v", tt.host, tt.port, got, tt.want)
+		}
+	}
+	var empty *AllowList
+	if empty.AllowsHost("pypi.org", 443) {
+		t.Error("a nil list allows a host")
+	}
+}
+
+func TestAllowListCovers(t *testing.T) {
+	t.Parallel()
+	op, err := ParseAllowList([]string{"pypi.org", "files.pythonhosted.org:443", "*.example.com", "*.corp.example:8443", "10.0.0.0/8", "127.0.0.1:9000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op.RestrictBarePorts(80, 443)
+	narrow := (&AllowList{}).RestrictBarePorts(80, 443)
+	tests := []struct {
+		entry string
+		want  bool
+	}{
+		{"pypi.org", true},
+		{"pypi.org:443", true},
+		{"pypi.org:22", false},
+		{"files.pythonhosted.org", false}, // asks for port 80 too
+		{"files.pythonhosted.org:443", true},
+		{"a.example.com", true},
+		{"a.b.example.com:443", true},
+		{"*.example.com", true},
+		{"*.a.example.com:80", true},
+		{"example.com", false},
+		{"*.com", false},
+		{"x.corp.example:8443", true},
+		{"x.corp.example", false},
+		{"10.1.0.0/16", true}, // a smaller range, on the same ports
+		{"10.1.2.3:443", true},
+		{"10.0.0.0/7", false},
+		{"127.0.0.1:9000", true},
+		{"127.0.0.1", false},
+		{"evil.org", false},
+		{"not a host", false},
+	}
+	for _, tt := range tests {
+		if got := op.Covers(tt.entry, narrow); got != tt.want {
+			t.Errorf("Covers(%q) = %v, want %v", tt.entry, got, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "a b", "*.", "host:0", "host:99999", "fe80::1%eth0", "10.0.0.0/99"} {
+		if ValidEntry(bad) == nil {
+			t.Errorf("ValidEntry(%q) = nil, want an error", bad)
+		}
 	}
 }
