@@ -41,6 +41,11 @@ type SandboxLimits struct {
 	MemoryMB int
 	CPUs     float64
 	DiskMB   int
+	// AllowHosts are the hosts the program may reach through the egress
+	// proxy (the spec's sandbox.network.allow, checked against the
+	// operator's list at create time); empty: no network at all. Every
+	// sandboxed run of a chat (code blocks, sandbox tools) gets the same.
+	AllowHosts []string
 }
 
 // ExecResult is what a program did: AutoGen's CodeExecutionResult plus

@@ -29,10 +29,14 @@ type RuntimeConfig struct {
 	// Tools runs the spec's tools; nil rejects specs that define tools.
 	Tools Tools
 	// Sandboxes runs code; nil rejects specs that need code execution.
-	Sandboxes  Sandboxes
-	Logger     *slog.Logger
-	Registerer prometheus.Registerer
-	Now        func() time.Time
+	Sandboxes Sandboxes
+	// SandboxHosts checks sandbox.network.allow at create time (the
+	// operator's AGENTD_SANDBOX_ALLOW_HOSTS); nil: sandboxes get no
+	// network and specs asking for one are rejected.
+	SandboxHosts spec.SandboxHostChecker
+	Logger       *slog.Logger
+	Registerer   prometheus.Registerer
+	Now          func() time.Time
 	// Owner identifies this replica in leases; default hostname plus a
 	// random suffix, new for every process.
 	Owner string
@@ -78,6 +82,7 @@ type Runtime struct {
 	providers     []string
 	tools         Tools
 	sandboxes     Sandboxes
+	sandboxHosts  spec.SandboxHostChecker
 	log           *slog.Logger
 	now           func() time.Time
 	owner         string
@@ -132,7 +137,7 @@ func NewRuntime(cfg RuntimeConfig) (*Runtime, error) {
 		return nil, fmt.Errorf("register chat metrics: %w", err)
 	}
 	r := &Runtime{
-		store: cfg.Store, models: cfg.Models, providers: cfg.Providers, tools: cfg.Tools, sandboxes: cfg.Sandboxes,
+		store: cfg.Store, models: cfg.Models, providers: cfg.Providers, tools: cfg.Tools, sandboxes: cfg.Sandboxes, sandboxHosts: cfg.SandboxHosts,
 		log:           cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
 		now:           now,
 		owner:         owner,
@@ -169,6 +174,9 @@ func (r *Runtime) env() spec.Env {
 	}
 	if r.sandboxes != nil {
 		e.Sandbox = r.sandboxes.Backend()
+	}
+	if r.sandboxHosts != nil {
+		e.SandboxHosts = r.sandboxHosts
 	}
 	return e
 }

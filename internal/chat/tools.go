@@ -67,8 +67,12 @@ func sandboxLimits(s *spec.Spec) SandboxLimits {
 	if s.Sandbox == nil {
 		return SandboxLimits{}
 	}
-	return SandboxLimits{MemoryMB: derefOr(s.Sandbox.MemoryMB, 0), CPUs: derefOr(s.Sandbox.CPUs, 0),
+	l := SandboxLimits{MemoryMB: derefOr(s.Sandbox.MemoryMB, 0), CPUs: derefOr(s.Sandbox.CPUs, 0),
 		DiskMB: derefOr(s.Sandbox.DiskMB, 0)}
+	if s.Sandbox.Network != nil {
+		l.AllowHosts = s.Sandbox.Network.Allow
+	}
+	return l
 }
 
 // toolTurnEvents are the events that answer an assistant's open calls:

@@ -183,6 +183,18 @@ type Sandbox struct {
 	TimeoutS *int     `json:"timeout_s,omitempty"`
 	// DiskMB bounds the chat's work dir (default and maximum: the server's).
 	DiskMB *int `json:"disk_mb,omitempty"`
+	// Network lets the sandbox reach hosts through agentd's egress proxy;
+	// nil: no network at all.
+	Network *SandboxNetwork `json:"network,omitempty"`
+}
+
+// SandboxNetwork is what a chat's sandbox may reach (DESIGN §3.7).
+type SandboxNetwork struct {
+	// Allow lists hosts: "pypi.org" (ports 80 and 443),
+	// "files.example.com:8443", "*.example.com" (every name below it),
+	// "*.example.com:443", an IP address or CIDR. Each must be permitted by
+	// the operator's AGENTD_SANDBOX_ALLOW_HOSTS.
+	Allow []string `json:"allow"`
 }
 
 // HistoryMessage is a message of a prior conversation to resume from.

@@ -223,3 +223,52 @@ func TestApprovalsHandoffsToUserAndExternal(t *testing.T) {
 type acceptTools struct{}
 
 func (acceptTools) CheckTool(*Tool) []Problem { return nil }
+
+// permitHosts permits the hosts of its list, as the operator's list does.
+type permitHosts []string
+
+func (p permitHosts) CheckSandboxHost(h string) string {
+	if slices.Contains(p, h) {
+		return ""
+	}
+	return "host " + h + " is not permitted"
+}
+
+// TestSandboxNetwork: every host a spec asks for that the server does not
+// permit is a problem at its own pointer; no network without a sandbox or
+// an operator list.
+func TestSandboxNetwork(t *testing.T) {
+	spec := func(allow string) *Spec {
+		body := `{"task": "t", "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": ["x"]}}],
+			"sandbox": {"network": {"allow": ` + allow + `}}}`
+		sp, probs := DecodeSpec([]byte(body))
+		if len(probs) > 0 {
+			t.Fatal(probs)
+		}
+		return sp
+	}
+	env := Env{Sandbox: "bwrap", SandboxHosts: permitHosts{"pypi.org", "files.pythonhosted.org:443"}}
+	if probs := Validate(spec(`["pypi.org", "files.pythonhosted.org:443"]`), Limits{}, env); len(probs) > 0 {
+		t.Errorf("permitted hosts: %v", probs)
+	}
+	many := `["pypi.org"` + strings.Repeat(`, "pypi.org"`, MaxSandboxHosts) + `]`
+	for _, tt := range []struct {
+		allow string
+		env   Env
+		want  []string
+	}{
+		{`["evil.example", "pypi.org", "10.0.0.1"]`, env, []string{"/sandbox/network/allow/0", "/sandbox/network/allow/2"}},
+		{`[]`, env, []string{"/sandbox/network/allow"}},
+		{many, env, []string{"/sandbox/network/allow"}},
+		{`["pypi.org"]`, Env{Sandbox: "bwrap"}, []string{"/sandbox/network"}},
+		{`["pypi.org"]`, Env{SandboxHosts: env.SandboxHosts}, []string{"/sandbox/network"}},
+	} {
+		got := paths(Validate(spec(tt.allow), Limits{}, tt.env))
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("allow %s: problems at %v, want %v", tt.allow, got, tt.want)
+		}
+	}
+	if _, probs := DecodeSpec([]byte(`{"task": "t", "agents": [], "sandbox": {"network": {"allow": ["x"], "deny": ["y"]}}}`)); len(probs) == 0 {
+		t.Error("an unknown field of sandbox.network is accepted")
+	}
+}

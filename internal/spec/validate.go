@@ -96,7 +96,20 @@ type Env struct {
 	Sandbox string
 	// Webhooks checks a spec's webhook; nil: this server sends no webhooks.
 	Webhooks WebhookChecker
+	// SandboxHosts checks the hosts of sandbox.network.allow; nil: this
+	// server gives sandboxes no network.
+	SandboxHosts SandboxHostChecker
 }
+
+// SandboxHostChecker validates one entry of sandbox.network.allow at create
+// time: its syntax, and that the operator permits it. It returns "" for a
+// good entry, else what is wrong. internal/egress implements it.
+type SandboxHostChecker interface {
+	CheckSandboxHost(entry string) string
+}
+
+// MaxSandboxHosts bounds sandbox.network.allow.
+const MaxSandboxHosts = 64
 
 // WebhookChecker validates a spec's webhook at create time: its URL (the
 // same address rules as tools) and event types. Paths are JSON pointers
@@ -136,6 +149,34 @@ type validator struct {
 
 func (v *validator) add(path, format string, args ...any) {
 	v.probs = append(v.probs, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// checkSandboxNetwork checks sandbox.network: every host asked for must be
+// one the operator permits; each one that is not is named.
+func (v *validator) checkSandboxNetwork(n *SandboxNetwork) {
+	switch {
+	case n == nil:
+		return
+	case len(n.Allow) == 0:
+		v.add("/sandbox/network/allow", "must name at least one host (leave sandbox.network out for no network)")
+		return
+	case len(n.Allow) > MaxSandboxHosts:
+		v.add("/sandbox/network/allow", "must name at most %d hosts", MaxSandboxHosts)
+		return
+	case v.env.Sandbox == "":
+		v.add("/sandbox/network", "this server has no code sandbox")
+		return
+	case v.env.SandboxHosts == nil:
+		v.add("/sandbox/network", "this server gives sandboxes no network: the operator permits hosts with AGENTD_SANDBOX_ALLOW_HOSTS")
+		return
+	}
+	for i, h := range n.Allow {
+		if len(h) > 300 {
+			v.add("/sandbox/network/allow/"+strconv.Itoa(i), "must be at most 300 bytes")
+		} else if msg := v.env.SandboxHosts.CheckSandboxHost(h); msg != "" {
+			v.add("/sandbox/network/allow/"+strconv.Itoa(i), "%s", msg)
+		}
+	}
 }
 
 // Validate checks a decoded spec against DESIGN §2 and what this server
@@ -202,6 +243,7 @@ func (v *validator) checkTop() {
 		if s.Sandbox.TimeoutS != nil && (*s.Sandbox.TimeoutS < 1 || *s.Sandbox.TimeoutS > 3600) {
 			v.add("/sandbox/timeout_s", "must be between 1 and 3600")
 		}
+		v.checkSandboxNetwork(s.Sandbox.Network)
 	}
 	if s.InputTimeoutS != nil && (*s.InputTimeoutS < 1 || *s.InputTimeoutS > 7*24*3600) {
 		v.add("/input_timeout_s", "must be between 1 and 604800 (a week)")
