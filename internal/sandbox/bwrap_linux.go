@@ -272,6 +272,17 @@ func (b *bwrapManager) baseArgs(disableUserns bool) []string {
 	return args
 }
 
+// mountsEnd is the index in b.base where the mounts end (the root and /dev
+// become read-only there): extra mounts go before it.
+func (b *bwrapManager) mountsEnd() int {
+	for i := 0; i+1 < len(b.base); i++ {
+		if b.base[i] == "--remount-ro" && b.base[i+1] == "/dev" {
+			return i
+		}
+	}
+	panic("sandbox: bwrap base arguments without --remount-ro /dev")
+}
+
 // probe runs `true` in a sandbox: bwrap being installed is not enough
 // (user namespaces may be disabled, /proc may be unmountable).
 func (b *bwrapManager) probe(ctx context.Context) error {
@@ -283,7 +294,7 @@ func (b *bwrapManager) probe(ctx context.Context) error {
 	}
 	defer os.RemoveAll(dir)
 	out := newCappedBuffer(4096)
-	r, err := b.sandbox(ctx, dir, "sh", "true", nil, limits{memoryMB: DefaultMemoryMB, cpus: DefaultCPUs, timeout: probeTimeout}, out)
+	r, err := b.sandbox(ctx, dir, "sh", "true", nil, limits{memoryMB: DefaultMemoryMB, cpus: DefaultCPUs, timeout: probeTimeout}, nil, out)
 	if err != nil {
 		return fmt.Errorf("probe sandbox: %w", err)
 	}
@@ -367,8 +378,18 @@ func (b *bwrapManager) exec(ctx context.Context, req *chat.ExecRequest) (*chat.E
 	if err := b.limitDisk(dir, b.cfg.limitsFor(req).diskMB); err != nil {
 		return nil, fmt.Errorf("sandbox of chat %s: %w", req.ChatID, err)
 	}
+	lim := b.cfg.limitsFor(req)
+	var rn *runNet
+	if len(lim.allowHosts) > 0 {
+		prefix, stop, err := b.cfg.startEgress(req.ChatID, lim.allowHosts)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox of chat %s: %w", req.ChatID, err)
+		}
+		defer stop()
+		rn = &runNet{dir: b.cfg.egressDir(req.ChatID), prefix: prefix}
+	}
 	out := newCappedBuffer(b.cfg.OutputLimit)
-	r, err := b.sandbox(ctx, dir, interp, req.Code, req.Stdin, b.cfg.limitsFor(req), out)
+	r, err := b.sandbox(ctx, dir, interp, req.Code, req.Stdin, lim, rn, out)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox of chat %s: %w", req.ChatID, err)
 	}
@@ -396,8 +417,16 @@ type runResult struct {
 	oom      bool // the kernel killed a process for the memory limit
 }
 
-// sandbox runs one program in a new sandbox around work dir dir.
-func (b *bwrapManager) sandbox(ctx context.Context, dir, interp, code string, stdin []byte, lim limits, out *cappedBuffer) (runResult, error) {
+// runNet is a run's way out: the chat's egress dir, bound read-only at
+// egressMount, and the forwarder that runs the program.
+type runNet struct {
+	dir    string
+	prefix []string
+}
+
+// sandbox runs one program in a new sandbox around work dir dir; with rn,
+// behind the egress forwarder (and still in its own network namespace).
+func (b *bwrapManager) sandbox(ctx context.Context, dir, interp, code string, stdin []byte, lim limits, rn *runNet, out *cappedBuffer) (runResult, error) {
 	// extra become fds 3, 4, … of bwrap; all are closed here once it runs.
 	var extra []*os.File
 	defer func() {
@@ -438,6 +467,23 @@ func (b *bwrapManager) sandbox(ctx context.Context, dir, interp, code string, st
 	codePath := "/tmp/agentd-code" + codeExt(interp)
 
 	args := append([]string(nil), b.base...)
+	var program []string
+	if rn != nil {
+		// Like the work dir, an O_PATH descriptor: bwrap (as the sandbox
+		// uid) need not resolve the path, whose parent is private.
+		efd, err := unix.Open(rn.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return runResult{}, fmt.Errorf("open egress dir: %w", err)
+		}
+		extra = append(extra, os.NewFile(uintptr(efd), rn.dir))
+		// Mounted before the root becomes read-only (bwrap makes the
+		// mount point).
+		at := b.mountsEnd()
+		bind := []string{"--ro-bind-fd", strconv.Itoa(2 + len(extra)), egressMount}
+		args = append(args[:at:at], append(bind, b.base[at:]...)...)
+		program = append(program, rn.prefix...)
+	}
+	program = append(program, interp, codePath)
 	args = append(args, seccompArgs...)
 	args = append(args,
 		"--ro-bind-data", strconv.Itoa(fdCode), codePath,
@@ -453,8 +499,9 @@ func (b *bwrapManager) sandbox(ctx context.Context, dir, interp, code string, st
 		"--nofile="+strconv.Itoa(bwrapNoFile),
 		"--cpu="+strconv.Itoa(cpuSeconds(lim)),
 		"--core=0",
-		"--", interp, codePath,
+		"--",
 	)
+	args = append(args, program...)
 
 	tctx, cancel := context.WithTimeout(ctx, lim.timeout)
 	defer cancel()
@@ -601,7 +648,7 @@ func (b *bwrapManager) Release(ctx context.Context, chatID string) error {
 		return err
 	}
 	_, err := b.remove(chatID)
-	return err
+	return errors.Join(err, b.cfg.releaseEgress(chatID))
 }
 
 func (b *bwrapManager) remove(chatID string) (bool, error) {
@@ -653,6 +700,7 @@ func (b *bwrapManager) Reap(ctx context.Context, keep func(chatID string) bool) 
 			b.log.Info("sandbox reaped", "chat_id", name)
 		}
 	}
+	errs = append(errs, b.cfg.reapEgress(keep))
 	if err := errors.Join(errs...); err != nil {
 		b.log.Warn("sandbox reap incomplete", "removed", removed, "err", err)
 		return removed, err

@@ -17,6 +17,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
@@ -375,6 +376,17 @@ func (d *dockerManager) create(ctx context.Context, chatID string, lim limits) (
 	}
 	workTmpfs := fmt.Sprintf("rw,nosuid,nodev,size=%dm,mode=0700,%s", lim.diskMB, owner)
 
+	var mounts []mount.Mount
+	if len(lim.allowHosts) > 0 {
+		// The chat's egress dir, read-only: the forwarder and one socket
+		// per run (egress.go). The network stays "none".
+		dir, err := d.cfg.prepareEgress(chatID)
+		if err != nil {
+			return "", fmt.Errorf("sandbox of chat %s: %w", chatID, err)
+		}
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: dir, Target: egressMount, ReadOnly: true})
+	}
+
 	memory := int64(lim.memoryMB) << 20
 	pids := int64(d.cfg.PidsLimit)
 	cfg := &container.Config{
@@ -397,6 +409,7 @@ func (d *dockerManager) create(ctx context.Context, chatID string, lim limits) (
 		// program leaves outside the work dir survives it.
 		ReadonlyRootfs: true,
 		Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,size=" + tmpSize, "/work": workTmpfs},
+		Mounts:         mounts,
 		// /dev/shm as small as /tmp; it counts against memory too.
 		ShmSize: shmSize,
 		// No capabilities and no setuid escalation: the sandbox user stays
@@ -444,7 +457,17 @@ func (d *dockerManager) create(ctx context.Context, chatID string, lim limits) (
 // run executes one program in container id.
 func (d *dockerManager) run(ctx context.Context, id, interp string, req *chat.ExecRequest, lim limits) (*chat.ExecResult, error) {
 	file := "/tmp/agentd-" + randomHex(8) + codeExt(interp)
-	cmd := []string{"/bin/sh", "-c", execWrapper, "agentd", file, strconv.Itoa(len(req.Code)), seconds(lim.timeout), interp}
+	cmd := []string{"/bin/sh", "-c", execWrapper, "agentd", file, strconv.Itoa(len(req.Code)), seconds(lim.timeout)}
+	if len(lim.allowHosts) > 0 {
+		// The container was made with the chat's egress dir (create).
+		prefix, stop, err := d.cfg.startEgress(req.ChatID, lim.allowHosts)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox of chat %s: %w", req.ChatID, err)
+		}
+		defer stop()
+		cmd = append(cmd, prefix...)
+	}
+	cmd = append(cmd, interp)
 	created, err := d.cli.ContainerExecCreate(ctx, id, container.ExecOptions{
 		User:         fmt.Sprintf("%d:%d", sandboxUID, sandboxUID),
 		AttachStdin:  true,
@@ -617,7 +640,7 @@ func (d *dockerManager) Release(ctx context.Context, chatID string) error {
 		b.id = ""
 	}
 	_, err := d.remove(ctx, chatID)
-	return err
+	return errors.Join(err, d.cfg.releaseEgress(chatID))
 }
 
 // remove deletes a chat's containers and volume; removed reports whether
@@ -683,6 +706,7 @@ func (d *dockerManager) Reap(ctx context.Context, keep func(chatID string) bool)
 			d.log.Info("sandbox reaped", "chat_id", chatID)
 		}
 	}
+	errs = append(errs, d.cfg.reapEgress(keep))
 	if err := errors.Join(errs...); err != nil {
 		d.log.Warn("sandbox reap incomplete", "removed", removed, "err", err)
 		return removed, err

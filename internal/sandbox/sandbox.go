@@ -10,7 +10,8 @@
 // Code from a model is hostile input, so both backends give the same
 // guarantees: no network, no host files except the chat's own work dir, an
 // empty environment, a non-root user, memory/process limits, a per-execution
-// timeout and capped output. Nothing in this package ever runs a program on
+// timeout and capped output. A chat whose spec names hosts reaches them
+// through agentd's egress proxy and nothing else (egress.go). Nothing in this package ever runs a program on
 // the host outside a sandbox: when no backend works, Open fails with
 // ErrNoSandbox and the server rejects specs that need code execution.
 //
@@ -24,6 +25,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -153,6 +155,17 @@ type Config struct {
 	// runs as root (default 65000). Ignored when agentd is not root: the
 	// sandbox then runs as agentd's own uid, still inside a user namespace.
 	BwrapUID int
+	// Egress serves the network of programs whose ExecRequest names hosts
+	// (sandbox.network.allow); nil: no sandbox gets a network, and such a
+	// request fails.
+	Egress Egress
+	// EgressDir is the host directory of the per-run sockets that connect
+	// sandboxes to Egress, one subdirectory per chat (default: .egress in
+	// WorkRoot). agentd creates it searchable but not listable (0711). As
+	// with WorkRoot, the bwrap sandbox uid must be able to search its
+	// parent directories; with the docker backend it must be a path the
+	// engine can bind-mount, that is on the engine's host.
+	EgressDir string
 	// Logger receives create/remove/reap lines and failures.
 	Logger *slog.Logger
 	// Registerer receives the sandbox metrics; nil registers none.
@@ -185,6 +198,16 @@ func (c Config) withDefaults() Config {
 		c.OutputLimit = DefaultOutputLimit
 	}
 	c.Owner = cmp.Or(c.Owner, DefaultOwner)
+	if c.EgressDir == "" && c.WorkRoot != "" {
+		// Beside the work dirs, whose parents the bwrap sandbox uid can
+		// already search; a dot name is no chat id, so Reap passes it by.
+		c.EgressDir = filepath.Join(c.WorkRoot, ".egress")
+	}
+	if c.EgressDir != "" {
+		if abs, err := filepath.Abs(c.EgressDir); err == nil {
+			c.EgressDir = abs // a bind mount's source must be absolute
+		}
+	}
 	if c.BwrapUID <= 0 {
 		c.BwrapUID = DefaultBwrapUID
 	}
@@ -220,6 +243,9 @@ func (c Config) Validate() error {
 	}
 	if c.OutputLimit < 0 {
 		errs = append(errs, fmt.Errorf("sandbox output limit %d: must not be negative", c.OutputLimit))
+	}
+	if c.Egress != nil && c.EgressDir == "" && c.WorkRoot == "" {
+		errs = append(errs, errors.New("sandbox egress needs a directory for its sockets (or a work root to hold it)"))
 	}
 	if c.BwrapUID < 0 {
 		errs = append(errs, fmt.Errorf("sandbox bwrap uid %d: must not be negative (zero means the default)", c.BwrapUID))
@@ -339,10 +365,14 @@ type limits struct {
 	diskMB   int
 	cpus     float64
 	timeout  time.Duration
+	// allowHosts: the program reaches these through the egress proxy;
+	// empty: no network.
+	allowHosts []string
 }
 
 func (c *Config) limitsFor(req *chat.ExecRequest) limits {
-	l := limits{memoryMB: req.Limits.MemoryMB, cpus: req.Limits.CPUs, diskMB: req.Limits.DiskMB, timeout: req.Timeout}
+	l := limits{memoryMB: req.Limits.MemoryMB, cpus: req.Limits.CPUs, diskMB: req.Limits.DiskMB, timeout: req.Timeout,
+		allowHosts: req.Limits.AllowHosts}
 	if l.diskMB <= 0 {
 		l.diskMB = c.DefaultDiskMB
 	}
