@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/egress"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/sandbox"
 	"github.com/agentd/agentd/internal/server"
@@ -43,6 +44,7 @@ type Main struct {
 	tools    *tool.Runner
 	webhooks *webhook.Dispatcher
 	sandbox  sandbox.Manager
+	egress   *egress.Proxy
 	reaper   *reaper
 	runtime  *chat.Runtime
 	server   *server.Server
@@ -57,6 +59,15 @@ type Main struct {
 	served     chan error
 	closeOnce  sync.Once
 	closeErr   error
+}
+
+// sandboxHosts is what checks sandbox.network.allow at create time: the
+// egress proxy, when there is a sandbox and the operator permits hosts.
+func (m *Main) sandboxHosts() spec.SandboxHostChecker {
+	if m.egress == nil || m.sandbox == nil {
+		return nil
+	}
+	return m.egress
 }
 
 // NewMain returns a Main for a validated configuration.
@@ -112,12 +123,23 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}
 	var sandboxes chat.Sandboxes
-	m.sandbox, err = sandbox.Open(ctx, sandbox.Config{
+	sbCfg := sandbox.Config{
 		Backend: cfg.Sandbox, DockerHost: sandbox.ResolveDockerHost(cfg.DockerHost), Image: cfg.SandboxImage,
 		WorkRoot: cmp.Or(cfg.SandboxWorkRoot, defaultWorkRoot(cfg.DataDir)),
 		Owner:    cfg.SandboxOwner, Logger: m.Logger, Registerer: reg, TracerProvider: tp,
 		DefaultDiskMB: cfg.SandboxDiskMB,
-	})
+	}
+	if hosts := splitList(cfg.SandboxAllowHosts); len(hosts) > 0 {
+		// Only when the operator permits hosts: otherwise there is no
+		// proxy, and every sandbox has no network at all.
+		m.egress, err = egress.New(egress.Config{AllowHosts: hosts, MaxBytesPerChat: cfg.SandboxEgressMaxBytes,
+			Logger: m.Logger, Registerer: reg})
+		if err != nil {
+			return fmt.Errorf("sandbox egress: %w", err)
+		}
+		sbCfg.Egress = m.egress // its sockets go to .egress in the work root
+	}
+	m.sandbox, err = sandbox.Open(ctx, sbCfg)
 	switch {
 	case err == nil:
 		sandboxes = m.sandbox
@@ -142,7 +164,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.runtime, err = chat.NewRuntime(chat.RuntimeConfig{
-		Store: db, Models: m.models, Providers: providers, Tools: m.tools, Sandboxes: sandboxes, Logger: m.Logger, Registerer: reg,
+		Store: db, Models: m.models, Providers: providers, Tools: m.tools, Sandboxes: sandboxes, SandboxHosts: m.sandboxHosts(), Logger: m.Logger, Registerer: reg,
 		MaxActiveChats: cfg.MaxActiveChats, LeaseDuration: cfg.LeaseTTL, AppendTimeout: cfg.AppendTimeout,
 		Limits: spec.Limits{MaxRound: cfg.MaxRoundLimit, MaxSandboxDiskMB: cfg.SandboxMaxDiskMB}, TracerProvider: tp,
 		Webhooks: router, Retention: chat.RetentionConfig{After: cfg.Retention},
@@ -305,6 +327,9 @@ func (m *Main) Close() error {
 			if err := m.sandbox.Close(); err != nil {
 				m.Logger.Warn("close sandbox manager", "err", err)
 			}
+		}
+		if m.egress != nil {
+			_ = m.egress.Stop(context.Background())
 		}
 		if m.db != nil {
 			if err := m.db.Close(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentd/agentd/internal/egress"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/tool"
 	"github.com/agentd/agentd/internal/webhook"
@@ -50,9 +51,13 @@ type Config struct {
 	SandboxOwner     string
 	SandboxWorkRoot  string
 	SandboxReap      time.Duration
-	DatabaseWait     time.Duration
-	ShutdownDrain    time.Duration
-	AdminAddr        string
+	// SandboxAllowHosts is what sandbox.network.allow may name; empty: no
+	// sandbox gets a network.
+	SandboxAllowHosts     string
+	SandboxEgressMaxBytes int64
+	DatabaseWait          time.Duration
+	ShutdownDrain         time.Duration
+	AdminAddr             string
 	// Webhooks and retention (DESIGN §9).
 	WebhooksFile    string
 	WebhookSecret   string
@@ -105,6 +110,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&c.AppendTimeout, "append-timeout", env.duration("AGENTD_APPEND_TIMEOUT", 30*time.Second), "timeout of one log append; a chat whose append timed out is continued from its log (AGENTD_APPEND_TIMEOUT)")
 	fs.DurationVar(&c.ModelCallTimeout, "model-call-timeout", env.duration("AGENTD_MODEL_CALL_TIMEOUT", 120*time.Second), "timeout of one model call attempt (AGENTD_MODEL_CALL_TIMEOUT)")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", int64(env.int("AGENTD_MAX_BODY_BYTES", 1<<20)), "largest request body (AGENTD_MAX_BODY_BYTES)")
+	str(&c.SandboxAllowHosts, "sandbox-allow-hosts", "AGENTD_SANDBOX_ALLOW_HOSTS", "", "comma-separated hosts (ports 80 and 443), host:port, *.domain[:port], IPs or CIDRs that a spec's sandbox.network.allow may name; sandboxes reach them through agentd's egress proxy (empty: sandboxes have no network)")
+	fs.Int64Var(&c.SandboxEgressMaxBytes, "sandbox-egress-max-bytes", int64(env.int("AGENTD_SANDBOX_EGRESS_MAX_BYTES", 1<<30)), "bytes one chat's sandbox may exchange with the hosts it may reach, both directions (AGENTD_SANDBOX_EGRESS_MAX_BYTES)")
 	str(&c.ToolAllowHosts, "tool-allow-hosts", "AGENTD_TOOL_ALLOW_HOSTS", "", "comma-separated hosts, host:port, IPs or CIDRs that http and mcp tools may reach (empty: any public host)")
 	fs.Int64Var(&c.GCHeapFloor, "gc-heap-floor-bytes", int64(env.int("AGENTD_GC_HEAP_FLOOR_BYTES", 32<<20)), "heap growth always allowed before a garbage collection, so a small heap is not collected over and over; 0: only GOGC (AGENTD_GC_HEAP_FLOOR_BYTES)")
 	str(&c.ToolSecrets, "tool-secrets", "AGENTD_TOOL_SECRETS", "", `JSON object of secret names to values, e.g. {"github": "Bearer ghp_…"}: headers of mcp and http tools name a secret ({"secret": "github"}) and never hold its value`)
@@ -193,6 +200,12 @@ func (c *Config) Validate() error {
 		bad("AGENTD_TOOL_SECRETS: %v", err)
 	} else if err := (tool.Config{Secrets: secrets}).Validate(); err != nil {
 		bad("AGENTD_TOOL_SECRETS: %v", err)
+	}
+	if err := (egress.Config{AllowHosts: splitList(c.SandboxAllowHosts)}).Validate(); err != nil {
+		bad("AGENTD_SANDBOX_ALLOW_HOSTS: %v", err)
+	}
+	if c.SandboxEgressMaxBytes < 1 {
+		bad("AGENTD_SANDBOX_EGRESS_MAX_BYTES must be at least 1")
 	}
 	if c.WebhookSecret != "" {
 		if _, err := webhook.ParseSecret(c.WebhookSecret); err != nil {
