@@ -98,3 +98,62 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestAgentChatFunctionToolReachesAllowedHost: a team file's FunctionTool
+// runs in the sandbox with the network policy of the request's own
+// sandbox.network (agentd's extension of a team file): it fetches a page
+// from the allowed host, and a fetch elsewhere is an error result.
+func TestAgentChatFunctionToolReachesAllowedHost(t *testing.T) {
+	t.Parallel()
+	sandboxes(t, func(t *testing.T, env []string) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(w, "<html><body>page of the local web 8086</body></html>")
+		}))
+		defer srv.Close()
+		port := srv.Listener.Addr().(*net.TCPAddr).Port
+		host := fmt.Sprintf("localhost:%d", port)
+		p := startAgentd(t, append(env, "AGENTD_DATA_DIR="+t.TempDir(),
+			fmt.Sprintf("AGENTD_SANDBOX_ALLOW_HOSTS=%s,127.0.0.1:%d", host, port))...)
+		src := "def fetch_webpage(url: str) -> str:\n" +
+			"    import urllib.request\n" +
+			"    return urllib.request.urlopen(url, timeout=20).read().decode()\n"
+		call := func(id, url string) string {
+			args, _ := json.Marshal(map[string]string{"url": url})
+			return fmt.Sprintf(`{"finish_reason": "function_calls", "content": [{"id": %q, "name": "fetch_webpage", "arguments": %s}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}, "cached": false}`,
+				id, mustJSON(t, string(args)))
+		}
+		team := []byte(`{"provider": "autogen_agentchat.teams.RoundRobinGroupChat", "component_type": "team", "config": {
+  "participants": [{"provider": "autogen_agentchat.agents.AssistantAgent", "component_type": "agent", "config": {
+    "name": "researcher",
+    "model_client": {"provider": "autogen_ext.models.replay.ReplayChatCompletionClient", "component_type": "replay_chat_completion_client", "config": {
+      "chat_completions": [` + call("c1", "http://"+host+"/page") + `, ` + call("c2", fmt.Sprintf("http://127.0.0.1:%d/page", port)) + `, "DONE"]}},
+    "workbench": [{"provider": "autogen_core.tools.StaticStreamWorkbench", "component_type": "workbench", "config": {"tools": [
+      {"provider": "autogen_core.tools.FunctionTool", "component_type": "tool", "config": {
+        "source_code": ` + mustJSON(t, src) + `, "name": "fetch_webpage", "description": "Fetch a web page.",
+        "global_imports": [], "has_cancellation_support": false}}]}}]}}],
+  "termination_condition": {"provider": "autogen_agentchat.conditions.TextMentionTermination", "component_type": "termination", "config": {"text": "DONE"}},
+  "max_turns": 3}}`)
+		c := p.createTeam(teamBody(t, "Read the page.", team, `, "sandbox": {"network": {"allow": [`+mustJSON(t, host)+`]}}`))
+		final := p.waitTerminal(c.ID, 2*time.Minute)
+		if final.Status != "completed" {
+			t.Fatalf("chat = %+v", final)
+		}
+		var results []string
+		var errs []bool
+		for _, m := range p.typedMessages(c.ID) {
+			for _, r := range m.ToolResponses {
+				results = append(results, r.Content)
+				errs = append(errs, r.IsError)
+			}
+		}
+		if len(results) != 2 {
+			t.Fatalf("tool results = %q", results)
+		}
+		if errs[0] || !strings.Contains(results[0], "page of the local web 8086") {
+			t.Errorf("the allowed fetch = %q (error %v)", results[0], errs[0])
+		}
+		if !errs[1] || !strings.Contains(results[1], "403") || !strings.Contains(results[1], "sandbox.network.allow") {
+			t.Errorf("the fetch elsewhere = %q (error %v), want the proxy's refusal", results[1], errs[1])
+		}
+	})
+}
