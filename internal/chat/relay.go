@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentd/agentd/internal/tick"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -184,14 +186,7 @@ func (r *relay) loop(ctx context.Context) {
 	if !r.on() {
 		return
 	}
-	t := time.NewTicker(followEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx, followEvery, func(context.Context) {
 		if ids := r.b.streamed(); len(ids) > 0 {
 			r.out.RelayFollows(r.self, ids, false)
 		}
@@ -203,7 +198,7 @@ func (r *relay) loop(ctx context.Context) {
 			}
 		}
 		r.mu.Unlock()
-	}
+	})
 }
 
 // failed is told that n relayed deltas could not be sent: the streams on

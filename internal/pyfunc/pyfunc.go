@@ -191,6 +191,13 @@ func decorated(before []string) bool {
 
 // isIdentifier reports whether s is an ASCII Python identifier.
 func isIdentifier(s string) bool {
+	return IsASCIIName(s) && !keywords[s]
+}
+
+// IsASCIIName reports whether s has the shape of a Python identifier in
+// ASCII: letters, digits and '_', not starting with a digit. Keywords pass:
+// a name used as a key (a str.format field, say) may be one.
+func IsASCIIName(s string) bool {
 	if s == "" {
 		return false
 	}
@@ -202,7 +209,7 @@ func isIdentifier(s string) bool {
 			return false
 		}
 	}
-	return !keywords[s]
+	return true
 }
 
 // keywords are Python's hard keywords: never a function's or parameter's

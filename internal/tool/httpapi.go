@@ -55,7 +55,7 @@ func (r *Runner) checkHTTPAPI(d *decoder, impl *implementation) {
 		}
 		rest := pathParam.ReplaceAllStringFunc(impl.PathTemplate, func(m string) string {
 			name := m[1 : len(m)-1]
-			if !isIdentifierASCII(name) {
+			if !pyfunc.IsASCIIName(name) {
 				d.add("url", "path parameter %s must be a name of letters, digits and '_' between braces", m)
 			}
 			impl.PathParams = append(impl.PathParams, name)
@@ -91,22 +91,6 @@ func rawPath(s string) string {
 		return "/"
 	}
 	return rest[i:]
-}
-
-// isIdentifierASCII reports whether s is a Python identifier in ASCII.
-func isIdentifierASCII(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, c := range []byte(s) {
-		switch {
-		case c == '_', c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
-		case c >= '0' && c <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // checkHTTPAPIParameters checks an http_api tool's parameters: a JSON
