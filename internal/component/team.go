@@ -380,11 +380,7 @@ func (tr *translator) codeExecutor(c *comp) spec.Agent {
 				if t := ec.cfg.integer("timeout"); t != nil {
 					ce.TimeoutS = t
 				}
-				ec.cfg.ignoreWarn("code runs in agentd's sandbox, whose image and limits are the server's (and the spec's sandbox options)",
-					"image", "work_dir", "bind_dir", "extra_volumes", "extra_hosts", "init_command", "functions_module")
-				ec.cfg.ignore("container_name", "auto_remove", "stop_container", "delete_tmp_files")
-				ec.cfg.refuse("functions are Python code and are not supported", "functions")
-				ec.cfg.done()
+				sandboxedExecutor(ec.cfg)
 			}
 		}
 	} else {
@@ -828,4 +824,14 @@ func depth(raw json.RawMessage) (int, error) {
 func jsonString(raw json.RawMessage) bool {
 	b := bytes.TrimSpace(raw)
 	return len(b) > 0 && b[0] == '"'
+}
+
+// sandboxedExecutor reads the rest of a code executor's config, whose
+// options about where and how code runs give way to agentd's sandbox.
+func sandboxedExecutor(cfg *object) {
+	cfg.ignoreWarn("code runs in agentd's sandbox, whose image and limits are the server's (and the spec's sandbox options)",
+		"image", "work_dir", "bind_dir", "extra_volumes", "extra_hosts", "init_command", "functions_module")
+	cfg.ignore("container_name", "auto_remove", "stop_container", "delete_tmp_files")
+	cfg.refuse("functions are Python code and are not supported", "functions")
+	cfg.done()
 }

@@ -161,11 +161,7 @@ func (tr *translator) codeTool(c *comp, a *spec.Agent) {
 				if t := ec.cfg.integer("timeout"); t != nil {
 					impl["timeout_s"] = *t
 				}
-				ec.cfg.ignoreWarn("code runs in agentd's sandbox, whose image and limits are the server's (and the spec's sandbox options)",
-					"image", "work_dir", "bind_dir", "extra_volumes", "extra_hosts", "init_command", "functions_module")
-				ec.cfg.ignore("container_name", "auto_remove", "stop_container", "delete_tmp_files")
-				ec.cfg.refuse("functions are Python code and are not supported", "functions")
-				ec.cfg.done()
+				sandboxedExecutor(ec.cfg)
 			}
 		}
 	} else {
