@@ -22,9 +22,8 @@ import (
 // agentdProc is the real agentd binary, serving on a port of its own with
 // the benchmark's database.
 type agentdProc struct {
-	cmd    *exec.Cmd
+	proc
 	base   string
-	exited chan struct{}
 	client *http.Client
 	// admin is the admin listener's address (pprof).
 	admin string
@@ -70,9 +69,8 @@ func startAgentd(ctx context.Context, bin, tmp, dbURL string, cfg config, name s
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start agentd: %w", err)
 	}
-	a := &agentdProc{cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", port), exited: make(chan struct{}), admin: admin,
+	a := &agentdProc{proc: startedProc(cmd), base: fmt.Sprintf("http://127.0.0.1:%d", port), admin: admin,
 		client: &http.Client{Transport: &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024}}}
-	go func() { _ = cmd.Wait(); close(a.exited) }()
 	if err := waitHTTP(ctx, a.base+"/readyz", a.exited); err != nil {
 		a.stop()
 		log, _ := os.ReadFile(logPath)
@@ -81,17 +79,31 @@ func startAgentd(ctx context.Context, bin, tmp, dbURL string, cfg config, name s
 	return a, nil
 }
 
-func (a *agentdProc) pid() int { return a.cmd.Process.Pid }
+// proc is a program the benchmark started.
+type proc struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
 
-// stop ends agentd: SIGTERM, then SIGKILL after a few seconds (the database
-// is thrown away, so a slow hand-back of waiting chats is not worth waiting for).
-func (a *agentdProc) stop() {
-	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+// startedProc waits for cmd, which has started, in the background.
+func startedProc(cmd *exec.Cmd) proc {
+	p := proc{cmd: cmd, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.exited) }()
+	return p
+}
+
+func (p proc) pid() int { return p.cmd.Process.Pid }
+
+// stop ends the program: SIGTERM, then SIGKILL after a few seconds (the
+// database is thrown away, so a slow hand-back of waiting chats is not
+// worth waiting for).
+func (p proc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-a.exited:
+	case <-p.exited:
 	case <-time.After(5 * time.Second):
-		_ = a.cmd.Process.Kill()
-		<-a.exited
+		_ = p.cmd.Process.Kill()
+		<-p.exited
 	}
 }
 

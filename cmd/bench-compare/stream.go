@@ -412,9 +412,8 @@ func relayed() bool {
 
 // relayProc is the bare relay: this program started again with relayEnv.
 type relayProc struct {
-	cmd    *exec.Cmd
+	proc
 	base   string
-	exited chan struct{}
 	client *http.Client
 }
 
@@ -440,26 +439,13 @@ func startRelay(ctx context.Context, tmp, modelURL string) (*relayProc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the relay: %w", err)
 	}
-	r := &relayProc{cmd: cmd, base: "http://" + addr, exited: make(chan struct{}),
+	r := &relayProc{proc: startedProc(cmd), base: "http://" + addr,
 		client: &http.Client{Transport: &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096}}}
-	go func() { _ = cmd.Wait(); close(r.exited) }()
 	if err := waitHTTP(ctx, r.base+"/ready", r.exited); err != nil {
 		r.stop()
 		return nil, err
 	}
 	return r, nil
-}
-
-func (r *relayProc) pid() int { return r.cmd.Process.Pid }
-
-func (r *relayProc) stop() {
-	_ = r.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-r.exited:
-	case <-time.After(5 * time.Second):
-		_ = r.cmd.Process.Kill()
-		<-r.exited
-	}
 }
 
 // serveRelay is the bare relay: GET /relay?replies=N makes N streaming
