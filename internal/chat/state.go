@@ -48,6 +48,7 @@ type state struct {
 	meta          []messageData // msgs[i]'s bookkeeping
 	msgCount      int
 	runMsgs       int // chat messages of the task and later: what max_messages counts
+	runEvents     int // every message of the task and later, inner events and thoughts too
 	turns         int
 	usage         Usage // every model call's, the selector's included: the chat's usage
 	lastSpeaker   string
@@ -289,13 +290,14 @@ func (s *state) foldMessage(e Event) error {
 	if isChatMessage(m) {
 		s.runMsgs++
 	}
+	s.runEvents += agentChatItems(m)
 	if d.Turn > 0 && d.End {
 		s.turns, s.pending, s.approvals = d.Turn, nil, nil
 	}
 	if d.ResetTermination {
 		s.term = newTerminator(s.spec.Termination)
 		s.termFired, s.extFired, s.delta = false, false, nil
-		s.termBase = termState{messages: s.runMsgs, usage: s.agentUsage, start: e.CreatedAt}
+		s.termBase = termState{messages: s.runMsgs, events: s.runEvents, usage: s.agentUsage, start: e.CreatedAt}
 		return nil
 	}
 	// Termination is evaluated when a turn ends, on the agent's whole
@@ -314,6 +316,17 @@ func (s *state) foldMessage(e Event) error {
 	return nil
 }
 
+// agentChatItems is how many of AgentChat's messages and events a message
+// is: one, and one more for a thought (AgentChat's ThoughtEvent before it:
+// the reasoning kept as the message's thought, or the text that came with
+// tool calls).
+func agentChatItems(m Message) int {
+	if m.Thought != "" || m.Type == TypeToolCallRequestEvent && m.Content != "" {
+		return 2
+	}
+	return 1
+}
+
 // startRun folds a run.started: the run's counts restart, as AgentChat
 // resets its termination conditions and turn count when a run stops; the
 // thread, the agents' contexts and the selection's position go on.
@@ -325,7 +338,7 @@ func (s *state) startRun(d runData) {
 	}
 	s.term = newTerminator(s.spec.Termination)
 	s.termFired, s.extFired, s.delta = false, false, nil
-	s.termBase = termState{messages: s.runMsgs, usage: s.agentUsage}
+	s.termBase = termState{messages: s.runMsgs, events: s.runEvents, usage: s.agentUsage}
 	if s.status.Terminal() {
 		s.status, s.stopReason, s.stopDetail, s.errText, s.completedAt = StatusQueued, "", "", "", nil
 	}
@@ -339,6 +352,7 @@ func (s *state) nextTurn() int { return max(s.turns, s.turnFloor) + 1 }
 func (s *state) termState(now time.Time) termState {
 	return termState{
 		messages: s.runMsgs - s.termBase.messages,
+		events:   s.runEvents - s.termBase.events,
 		usage:    Usage{PromptTokens: s.agentUsage.PromptTokens - s.termBase.usage.PromptTokens, CompletionTokens: s.agentUsage.CompletionTokens - s.termBase.usage.CompletionTokens},
 		start:    s.termBase.start,
 		now:      now,

@@ -18,6 +18,10 @@ type termState struct {
 	// assistant's tool-call and tool-result events), as MaxMessageTermination
 	// does.
 	messages int
+	// events counts every message of the run, the agents' inner events
+	// (and the thoughts AgentChat sends as events of their own) too: what
+	// MaxMessageTermination counts with include_agent_event.
+	events int
 	// usage sums the agents' model usage; the selector's is not part of it,
 	// as in AgentChat, where only agents' messages carry models_usage.
 	usage Usage
@@ -136,8 +140,21 @@ func (t *terminator) eval(n *termNode, delta []termMsg, st termState) {
 	c := n.cond
 	switch {
 	case c.MaxMessages != nil:
-		if st.messages >= *c.MaxMessages {
-			t.fire(n, StopMaxMessages, fmt.Sprintf("Maximum number of messages %d reached, current message count: %d", *c.MaxMessages, st.messages))
+		count := st.messages
+		if c.IncludeAgentEvent != nil && *c.IncludeAgentEvent {
+			count = st.events
+		}
+		if count >= *c.MaxMessages {
+			t.fire(n, StopMaxMessages, fmt.Sprintf("Maximum number of messages %d reached, current message count: %d", *c.MaxMessages, count))
+		}
+	case c.TextMessage != nil:
+		// The task counts too, as AgentChat checks its conditions on the
+		// task messages before any turn.
+		for _, m := range delta {
+			if m.Type == TypeTextMessage && (c.TextMessage.Source == "" || m.Name == c.TextMessage.Source) {
+				t.fire(n, StopTextMessage, fmt.Sprintf("Text message received from '%s'", m.Name))
+				return
+			}
 		}
 	case c.TextMention != nil:
 		for _, m := range delta {

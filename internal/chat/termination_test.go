@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"cmp"
 	"encoding/json"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ func TestTermination(t *testing.T) {
 		name, content string
 		usage         Usage
 		at            time.Duration
+		typ, thought  string // typ: TextMessage unless set
 	}
 	tests := []struct {
 		name    string
@@ -50,6 +52,17 @@ func TestTermination(t *testing.T) {
 			[]step{{name: "user"}, {name: "a", content: "X"}}, 1, StopTextMention, "Text 'X' mentioned"},
 		{"all waits for every part, in any order", `{"all": [{"text_mention": {"text": "X"}}, {"source_match": {"sources": ["b"]}}]}`,
 			[]step{{name: "user"}, {name: "b"}, {name: "a"}, {name: "a", content: "X"}}, 3, StopSourceMatch, "'b' answered, Text 'X' mentioned"},
+		{"max_messages leaves out agent events", `{"max_messages": 3}`,
+			[]step{{name: "user"}, {name: "a", typ: TypeToolCallRequestEvent}, {name: "a", typ: TypeToolCallExecutionEvent}, {name: "a", thought: "hm"}, {name: "b"}}, 4, StopMaxMessages,
+			"Maximum number of messages 3 reached, current message count: 3"},
+		{"max_messages with agent events counts them and thoughts", `{"max_messages": 5, "include_agent_event": true}`,
+			[]step{{name: "user"}, {name: "a", typ: TypeToolCallRequestEvent, content: "first"}, {name: "a", typ: TypeToolCallExecutionEvent}, {name: "b"}}, 3, StopMaxMessages,
+			"Maximum number of messages 5 reached, current message count: 5"},
+		{"text_message fires on the task", `{"text_message": {}}`,
+			[]step{{name: "user", content: "hi"}, {name: "a"}}, 0, StopTextMessage, "Text message received from 'user'"},
+		{"text_message from a source", `{"text_message": {"source": "b"}}`,
+			[]step{{name: "user"}, {name: "b", typ: TypeToolCallRequestEvent}, {name: "b", typ: TypeToolCallSummaryMessage}, {name: "a"}, {name: "b"}}, 4, StopTextMessage,
+			"Text message received from 'b'"},
 		{"never", `{"text_mention": {"text": "X"}}`,
 			[]step{{name: "user", content: "X"}, {name: "a"}}, -1, "", ""},
 	}
@@ -57,11 +70,15 @@ func TestTermination(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			term := newTerminator(cond(t, tt.cond))
 			var usage Usage
-			fired := -1
+			fired, msgs, events := -1, 0, 0
 			for i, s := range tt.steps {
 				usage = usage.Add(s.usage)
-				st := termState{messages: i + 1, usage: usage, start: start, now: start.Add(s.at)}
-				m := termMsg{Message: Message{Name: s.name, Content: s.content}, task: i == 0}
+				m := termMsg{Message: Message{Type: cmp.Or(s.typ, TypeTextMessage), Name: s.name, Content: s.content, Thought: s.thought}, task: i == 0}
+				if isChatMessage(m.Message) {
+					msgs++
+				}
+				events += agentChatItems(m.Message)
+				st := termState{messages: msgs, events: events, usage: usage, start: start, now: start.Add(s.at)}
 				if term.observe([]termMsg{m}, st) {
 					fired = i
 					break

@@ -45,10 +45,13 @@ type StopReason string
 
 // The stop reasons of DESIGN §3.9.
 const (
-	StopMaxRound          StopReason = "max_round"
-	StopMaxMessages       StopReason = "max_messages"
-	StopTextMention       StopReason = "text_mention"
-	StopTextMatch         StopReason = "text_match"
+	StopMaxRound    StopReason = "max_round"
+	StopMaxMessages StopReason = "max_messages"
+	StopTextMention StopReason = "text_mention"
+	StopTextMatch   StopReason = "text_match"
+	// StopTextMessage: a TextMessage arrived (AgentChat's
+	// TextMessageTermination).
+	StopTextMessage       StopReason = "text_message"
 	StopTokenUsage        StopReason = "token_usage"
 	StopTimeout           StopReason = "timeout"
 	StopHandoff           StopReason = "handoff"
@@ -68,7 +71,7 @@ const (
 )
 
 // AllStopReasons lists every stop reason, in DESIGN §3.9's order.
-var AllStopReasons = []StopReason{StopMaxRound, StopMaxMessages, StopTextMention, StopTextMatch, StopTokenUsage,
+var AllStopReasons = []StopReason{StopMaxRound, StopMaxMessages, StopTextMention, StopTextMatch, StopTextMessage, StopTokenUsage,
 	StopTimeout, StopHandoff, StopSourceMatch, StopFunctionCall, StopHumanExit, StopInputTimeout,
 	StopNoEligibleSpeaker, StopMaxAutoReply, StopExternal, StopCancelled, StopError}
 

@@ -144,8 +144,6 @@ var refused = map[string]string{
 	"autogen_agentchat.teams.GraphFlow":                            "graph flows are not supported. Use SelectorGroupChat or Swarm",
 	"autogen_core.model_context.HeadAndTailChatCompletionContext":  "only BufferedChatCompletionContext and UnboundedChatCompletionContext are supported",
 	"autogen_core.model_context.TokenLimitedChatCompletionContext": "only BufferedChatCompletionContext and UnboundedChatCompletionContext are supported",
-	provTextMessage: "agentd has no condition that fires on text messages only. Use SourceMatchTermination " +
-		"(fires on any message of the sources) or TextMentionTermination",
 }
 
 // canonical maps a provider to the name used in the tables above.

@@ -216,7 +216,7 @@ func TestRefusedFive(t *testing.T) {
 	want := []struct{ path, provider string }{
 		{"/team/config/participants/1/config/code_executor", "autogen_ext.code_executors.local.LocalCommandLineCodeExecutor"},
 		{"/team/config/participants/2/config/workbench/0/config/server_params", "autogen_ext.tools.mcp.McpWorkbench"},
-		{"/team/config/termination_condition/config/conditions/0", "autogen_agentchat.conditions.TextMessageTermination"},
+		{"/team/config/participants/3/config/workbench/0/config/tools/0", "autogen_agentchat.tools.AgentTool"},
 		{"/team/config/termination_condition/config/conditions/1/provider", "__main__.CustomTermination"},
 	}
 	if len(ve.Problems) != len(want) {
@@ -272,10 +272,6 @@ func TestRefusals(t *testing.T) {
 		{"unknown model", rr(mk(provAssistant, `{"name": "a", "model_client": `+mk("autogen_ext.models.llama_cpp.LlamaCppChatCompletionClient", `{"model": "llama3"}`)+`}`), ""),
 			"/team/config/participants/0/config/model_client/provider", "unknown model client provider"},
 		{"nested team", rr(rr(assistant("a", ""), ""), ""), "/team/config/participants/0", "nested teams"},
-		{"text message termination", rr(assistant("a", ""), `, "termination_condition": `+mk(provTextMessage, `{}`)),
-			"/team/config/termination_condition", "Use SourceMatchTermination"},
-		{"agent events", rr(assistant("a", ""), `, "termination_condition": `+mk(provMaxMessage, `{"max_messages": 3, "include_agent_event": true}`)),
-			"/team/config/termination_condition/config/include_agent_event", "counting agent events"},
 		{"custom handoff name", rr(assistant("a", `, "handoffs": [{"target": "b", "name": "go_b"}]`)+","+assistant("b", ""), ""),
 			"/team/config/participants/0/config/handoffs/0/name", "custom handoff tool name"},
 		{"memory", rr(assistant("a", `, "memory": [{"provider": "m"}]`), ""), "/team/config/participants/0/config/memory", "memory is not supported"},
@@ -322,6 +318,9 @@ func TestConditions(t *testing.T) {
 		name, cond, want string
 	}{
 		{"max messages", mk(provMaxMessage, `{"max_messages": 5, "include_agent_event": false}`), `{"max_messages":5}`},
+		{"max messages with agent events", mk(provMaxMessage, `{"max_messages": 5, "include_agent_event": true}`), `{"max_messages":5,"include_agent_event":true}`},
+		{"text message", mk(provTextMessage, `{"source": null}`), `{"text_message":{}}`},
+		{"text message from a source", mk(provTextMessage, `{"source": "a"}`), `{"text_message":{"source":"a"}}`},
 		{"text mention", mk(provTextMention, `{"text": "STOP"}`), `{"text_mention":{"text":"STOP"}}`},
 		{"token usage", mk(provTokenUsage, `{"max_total_token": 100}`), `{"token_usage":{"max_total_tokens":100}}`},
 		{"handoff", mk(provHandoff, `{"target": "a"}`), `{"handoff":{"target":"a"}}`},

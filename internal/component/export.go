@@ -451,7 +451,13 @@ func (e *exporter) condition(path string, c *spec.Condition) (Component, bool) {
 	mk := func(p string, cfg any) (Component, bool) { return newComponent(p, "", cfg), true }
 	switch {
 	case c.MaxMessages != nil:
-		return mk(provMaxMessage, map[string]any{"max_messages": *c.MaxMessages, "include_agent_event": false})
+		return mk(provMaxMessage, map[string]any{"max_messages": *c.MaxMessages, "include_agent_event": deref(c.IncludeAgentEvent)})
+	case c.TextMessage != nil:
+		cfg := map[string]any{} // AgentChat leaves out a source of None
+		if c.TextMessage.Source != "" {
+			cfg["source"] = c.TextMessage.Source
+		}
+		return mk(provTextMessage, cfg)
 	case c.TextMention != nil:
 		if len(c.TextMention.Sources) > 0 {
 			e.r.problem(path+"/text_mention/sources", "AgentChat does not save TextMentionTermination's sources in a component")

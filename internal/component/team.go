@@ -686,7 +686,7 @@ func (tr *translator) mcp(path string, raw any, provider string, only []string, 
 	a.Tools = append(a.Tools, name)
 }
 
-var conditionProviders = []string{provMaxMessage, provTextMention, provTokenUsage, provHandoff, provTimeout,
+var conditionProviders = []string{provMaxMessage, provTextMention, provTextMessage, provTokenUsage, provHandoff, provTimeout,
 	provSourceMatch, provFunction, provStopMessage, provExternal, provOr, provAnd}
 
 // condition translates a termination condition. never reports a condition
@@ -708,9 +708,14 @@ func (tr *translator) condition(path string, raw any, specPath string) (*spec.Co
 			tr.r.problem(cfg.at("max_messages"), "is required")
 		}
 		if b := cfg.boolean("include_agent_event"); b != nil && *b {
-			tr.r.problem(cfg.at("include_agent_event"), "provider %q: counting agent events is not supported; agentd's max_messages counts chat messages (include_agent_event false)", c.raw)
+			cond.IncludeAgentEvent = b
 		}
 		cond.MaxMessages = n
+	case provTextMessage:
+		cond.TextMessage = &spec.TextMessageCondition{}
+		if s := cfg.str("source"); s != nil {
+			cond.TextMessage.Source = *s
+		}
 	case provTextMention:
 		cond.TextMention = &spec.TextMentionCondition{Text: cfg.required("text")}
 	case provTokenUsage:

@@ -212,8 +212,15 @@ type HistoryMessage struct {
 
 // Condition is one node of the termination tree: exactly one field is set.
 type Condition struct {
-	MaxMessages  *int                  `json:"max_messages,omitempty"`
-	TextMention  *TextMentionCondition `json:"text_mention,omitempty"`
+	MaxMessages *int `json:"max_messages,omitempty"`
+	// IncludeAgentEvent goes with MaxMessages only: the count includes the
+	// agents' inner events (tool calls, tool results, thoughts), as
+	// MaxMessageTermination(include_agent_event=True) counts them.
+	IncludeAgentEvent *bool                 `json:"include_agent_event,omitempty"`
+	TextMention       *TextMentionCondition `json:"text_mention,omitempty"`
+	// TextMessage is AgentChat's TextMessageTermination: it fires on a
+	// TextMessage (from Source, when set).
+	TextMessage  *TextMessageCondition `json:"text_message,omitempty"`
 	TextMatch    *TextMatchCondition   `json:"text_match,omitempty"`
 	TokenUsage   *TokenUsageCondition  `json:"token_usage,omitempty"`
 	TimeoutS     *float64              `json:"timeout_s,omitempty"`
@@ -232,6 +239,11 @@ type Condition struct {
 type TextMentionCondition struct {
 	Text    string   `json:"text"`
 	Sources []string `json:"sources,omitempty"`
+}
+
+// TextMessageCondition fires on a TextMessage, from Source when it is set.
+type TextMessageCondition struct {
+	Source string `json:"source,omitempty"`
 }
 
 // TextMatchCondition fires when a message's content matches an RE2 pattern.

@@ -521,7 +521,7 @@ func (v *validator) checkCondition(path string, c *Condition, depth int, count *
 		return
 	}
 	set := 0
-	for _, b := range []bool{c.MaxMessages != nil, c.TextMention != nil, c.TextMatch != nil, c.TokenUsage != nil,
+	for _, b := range []bool{c.MaxMessages != nil, c.TextMention != nil, c.TextMessage != nil, c.TextMatch != nil, c.TokenUsage != nil,
 		c.TimeoutS != nil, c.Handoff != nil, c.SourceMatch != nil, c.FunctionCall != nil, c.External != nil, c.Any != nil, c.All != nil} {
 		if b {
 			set++
@@ -531,7 +531,14 @@ func (v *validator) checkCondition(path string, c *Condition, depth int, count *
 		v.add(path, "a condition has exactly one key (found %d)", set)
 		return
 	}
+	if c.IncludeAgentEvent != nil && c.MaxMessages == nil {
+		v.add(path+"/include_agent_event", "goes with max_messages only")
+	}
 	switch {
+	case c.TextMessage != nil:
+		if s := c.TextMessage.Source; s != "" && s != UserName && !v.agentNamed(s) {
+			v.add(path+"/text_message/source", "names no agent: %q (nor user)", s)
+		}
 	case c.MaxMessages != nil:
 		if *c.MaxMessages < 1 || *c.MaxMessages > maxMessagesCondition {
 			v.add(path+"/max_messages", "must be between 1 and %d", maxMessagesCondition)

@@ -38,6 +38,7 @@ from autogen_agentchat.conditions import (  # noqa: E402
     TokenUsageTermination,
 )
 from autogen_agentchat.messages import StopMessage  # noqa: E402
+from autogen_agentchat.tools import AgentTool  # noqa: E402
 from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat, Swarm  # noqa: E402
 from autogen_core import Component  # noqa: E402
 from autogen_core.model_context import BufferedChatCompletionContext  # noqa: E402
@@ -304,6 +305,9 @@ def terminations():
         | StopMessageTermination()
         | ExternalTermination()
         | (MaxMessageTermination(4) & TextMentionTermination("DONE"))
+        | TextMessageTermination("helper")
+        | TextMessageTermination()
+        | MaxMessageTermination(9, include_agent_event=True)
     )
     return Swarm([lead, helper], termination_condition=cond, max_turns=10), None
 
@@ -386,8 +390,11 @@ def refused_five():
         model_client=replay("hi"),
         workbench=McpWorkbench(StdioServerParams(command="uvx", args=["mcp-server-fetch"])),
     )
-    cond = TextMessageTermination() | CustomTermination()
-    return RoundRobinGroupChat([a, b, c], termination_condition=cond), None
+    d = AssistantAgent(
+        "delegator", model_client=replay("hi"), tools=[AgentTool(AssistantAgent("inner", model_client=replay("hi")))]
+    )
+    cond = TextMentionTermination("STOP") | CustomTermination()
+    return RoundRobinGroupChat([a, b, c, d], termination_condition=cond), None
 
 
 TEAMS = {
