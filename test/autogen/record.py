@@ -40,6 +40,7 @@ from autogen_agentchat.conditions import (
     MaxMessageTermination,
     SourceMatchTermination,
     TextMentionTermination,
+    TextMessageTermination,
     TokenUsageTermination,
 )
 from autogen_agentchat.messages import HandoffMessage, TextMessage
@@ -162,9 +163,13 @@ class ScriptedTool(BaseTool[AnyArgs, AnyResult]):
 
 def condition(c: dict[str, Any]) -> Any:
     """The AgentChat termination condition for an agentd condition."""
-    (key, v), = c.items()
+    key, v = next(iter(c.items()))
     if key == "max_messages":
-        return MaxMessageTermination(v)
+        return MaxMessageTermination(v, include_agent_event=c.get("include_agent_event", False))
+    if key == "include_agent_event":
+        return condition({"max_messages": c["max_messages"], "include_agent_event": v})
+    if key == "text_message":
+        return TextMessageTermination(source=v.get("source"))
     if key == "text_mention":
         return TextMentionTermination(v["text"], sources=v.get("sources"))
     if key == "token_usage":
