@@ -111,9 +111,41 @@ func (t *ToolApproval) Needs(tool string) bool {
 	return slices.Contains(t.Tools, tool)
 }
 
-// ContextSpec bounds what an assistant sees of the conversation.
+// ModelContext bounds what an assistant (or the auto selector) sees of the
+// conversation, as AgentChat's model contexts do: unbounded (everything),
+// buffered (the last buffer_size messages), token_limited (messages taken
+// out of the middle until the rest counts at most token_limit tokens) or
+// head_and_tail (the first head_size and last tail_size messages, with a
+// note of how many were skipped). Without a type, buffer_size alone means
+// buffered and nothing means unbounded.
 type ModelContext struct {
-	BufferSize *int `json:"buffer_size,omitempty"`
+	Type       string `json:"type,omitempty"`
+	BufferSize *int   `json:"buffer_size,omitempty"`
+	TokenLimit *int   `json:"token_limit,omitempty"`
+	HeadSize   *int   `json:"head_size,omitempty"`
+	TailSize   *int   `json:"tail_size,omitempty"`
+}
+
+// The model context types.
+const (
+	ContextUnbounded    = "unbounded"
+	ContextBuffered     = "buffered"
+	ContextTokenLimited = "token_limited"
+	ContextHeadAndTail  = "head_and_tail"
+)
+
+// Kind is the context's type, buffered or unbounded when it names none;
+// a nil context is unbounded.
+func (c *ModelContext) Kind() string {
+	switch {
+	case c == nil:
+		return ContextUnbounded
+	case c.Type != "":
+		return c.Type
+	case c.BufferSize != nil:
+		return ContextBuffered
+	}
+	return ContextUnbounded
 }
 
 // CodeExecutionSpec configures a user_proxy that runs code blocks.
@@ -174,6 +206,9 @@ type Selection struct {
 	SelectorPrompt       *string             `json:"selector_prompt,omitempty"`
 	Transitions          map[string][]string `json:"transitions,omitempty"`
 	TransitionsType      string              `json:"transitions_type,omitempty"`
+	// Context bounds the conversation the auto selector's prompt shows
+	// (SelectorGroupChat's model_context).
+	Context *ModelContext `json:"context,omitempty"`
 }
 
 // SandboxSpec sets the limits of the chat's code sandbox.

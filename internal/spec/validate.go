@@ -31,6 +31,7 @@ type Limits struct {
 const (
 	maxModelTokens       = 1_000_000
 	maxBufferSize        = 100_000
+	maxContextTokens     = 10_000_000
 	maxMessagesCondition = 1_000_000
 	maxTokenCount        = 1e12
 	maxChatTimeoutS      = 30 * 24 * 3600
@@ -398,9 +399,7 @@ func (v *validator) checkAgents() {
 				v.add(p+"/code_execution/timeout_s", "must be between 1 and 3600")
 			}
 		}
-		if a.Context != nil && a.Context.BufferSize != nil && (*a.Context.BufferSize < 1 || *a.Context.BufferSize > maxBufferSize) {
-			v.add(p+"/context/buffer_size", "must be between 1 and %d", maxBufferSize)
-		}
+		v.checkContext(p+"/context", a.Context)
 		switch a.Type {
 		case AgentAssistant:
 			if a.Model == nil {
@@ -470,7 +469,11 @@ func (v *validator) checkSelection() {
 		if sel.SelectorPrompt != nil {
 			v.add(p+"/selector_prompt", "only the auto method uses a selector prompt")
 		}
+		if sel.Context != nil {
+			v.add(p+"/context", "only the auto method has a model context")
+		}
 	case SelectAuto:
+		v.checkContext(p+"/context", sel.Context)
 		if sel.Model == nil {
 			v.add(p+"/model", "the auto method needs a model for the selector")
 		} else {
@@ -593,6 +596,41 @@ func (v *validator) checkCondition(path string, c *Condition, depth int, count *
 		}
 		for i := range parts {
 			v.checkCondition(path+"/"+key+"/"+strconv.Itoa(i), &parts[i], depth+1, count)
+		}
+	}
+}
+
+// checkContext checks a model context: the sizes its type uses, each at
+// least 1 (AgentChat refuses less), and no size of another type.
+func (v *validator) checkContext(path string, c *ModelContext) {
+	if c == nil {
+		return
+	}
+	kind := c.Kind()
+	sizes := []struct {
+		name, kind string
+		p          *int
+		max        int
+	}{
+		{"buffer_size", ContextBuffered, c.BufferSize, maxBufferSize},
+		{"token_limit", ContextTokenLimited, c.TokenLimit, maxContextTokens},
+		{"head_size", ContextHeadAndTail, c.HeadSize, maxBufferSize},
+		{"tail_size", ContextHeadAndTail, c.TailSize, maxBufferSize},
+	}
+	switch kind {
+	case ContextUnbounded, ContextBuffered, ContextTokenLimited, ContextHeadAndTail:
+	default:
+		v.add(path+"/type", "must be unbounded, buffered, token_limited or head_and_tail")
+		return
+	}
+	for _, sz := range sizes {
+		switch {
+		case sz.kind != kind && sz.p != nil:
+			v.add(path+"/"+sz.name, "is not an option of a %s context", kind)
+		case sz.kind == kind && sz.p == nil:
+			v.add(path+"/"+sz.name, "is required for a %s context", kind)
+		case sz.p != nil && (*sz.p < 1 || *sz.p > sz.max):
+			v.add(path+"/"+sz.name, "must be between 1 and %d", sz.max)
 		}
 	}
 }
