@@ -49,16 +49,16 @@ func handoffDef(target string) ToolDef {
 //     with the sender's name), e.g. a move on a shared board.
 //
 // Each element is one AgentChat LLM message (a tool-results message may hold
-// several tool messages), which is what context.buffer_size counts: the last
-// N are kept, never starting with tool results.
-func agentContext(sp *spec.Spec, a *spec.Agent, msgs []Message, meta []messageData) []ModelMessage {
-	return appendAgentContext(nil, sp, a, msgs, meta)
+// several tool messages), which is what a bounded context counts (see
+// boundContext).
+func agentContext(sp *spec.Spec, a *spec.Agent, msgs []Message, meta []messageData, tokens TokenCounter) ([]ModelMessage, error) {
+	return appendAgentContext(nil, sp, a, msgs, meta, tokens)
 }
 
 // appendAgentContext appends agentContext's messages to out. It is made for
 // every model call, so it is built in place: one slice for the whole
 // context, not one per message and then a copy.
-func appendAgentContext(out []ModelMessage, sp *spec.Spec, a *spec.Agent, msgs []Message, meta []messageData) []ModelMessage {
+func appendAgentContext(out []ModelMessage, sp *spec.Spec, a *spec.Agent, msgs []Message, meta []messageData, tokens TokenCounter) ([]ModelMessage, error) {
 	var (
 		responses map[string]ToolResponse
 		ownCalls  map[string]bool
@@ -80,12 +80,12 @@ func appendAgentContext(out []ModelMessage, sp *spec.Spec, a *spec.Agent, msgs [
 		}
 	}
 	// starts are where each AgentChat message begins in out: only a
-	// buffered context, which keeps the last N of them, needs them.
-	buffered := a.Context != nil && a.Context.BufferSize != nil
+	// bounded context, which keeps some of them, needs them.
+	bounded := a.Context.Kind() != spec.ContextUnbounded
 	var starts []int
 	base := len(out)
 	add := func(ms ...ModelMessage) {
-		if buffered {
+		if bounded {
 			starts = append(starts, len(out))
 		}
 		out = append(out, ms...)
@@ -122,22 +122,12 @@ func appendAgentContext(out []ModelMessage, sp *spec.Spec, a *spec.Agent, msgs [
 			add(ModelMessage{Role: RoleUser, Name: m.Name, Content: m.Content})
 		}
 	}
-	if buffered && len(starts) > *a.Context.BufferSize {
-		// The last N, never starting with tool results.
-		k := len(starts) - *a.Context.BufferSize
-		start := func(k int) int {
-			if k < len(starts) {
-				return starts[k]
-			}
-			return len(out)
-		}
-		cut := start(k)
-		if cut < len(out) && out[cut].Role == RoleTool {
-			cut = start(k + 1)
-		}
-		out = append(out[:base], out[cut:]...)
+	if !bounded {
+		return out, nil
 	}
-	return out
+	return boundContext(a.Context, out, base, starts, func(ms []ModelMessage) (int, error) {
+		return countTokens(tokens, sp.ResolveModel(a.Model), ms)
+	})
 }
 
 // toolResults answers each call in order with its recorded response.

@@ -38,7 +38,10 @@ func TestAgentContext(t *testing.T) {
 	add(Message{Role: RoleTool, Name: "a", ToolResponses: []ToolResponse{{ToolCallID: "c4", Content: "r4"}, {ToolCallID: "c5", Content: handoffContent("B")}}}, messageData{Kind: kindTool, Turn: 4})
 	add(Message{Role: RoleAssistant, Name: "a", Content: handoffContent("B"), Handoff: "B"}, messageData{Kind: kindHandoff, Turn: 4, End: true})
 
-	show := func(ms []ModelMessage) string {
+	show := func(ms []ModelMessage, err error) string {
+		if err != nil {
+			t.Fatal(err)
+		}
 		var b strings.Builder
 		for _, m := range ms {
 			fmt.Fprintf(&b, "%s/%s:%q", m.Role, m.Name, m.Content)
@@ -62,7 +65,7 @@ assistant/:"passing" call c4 call c5
 tool/:"r4" for c4
 tool/:"Transferred to B, adopting the role of B immediately." for c5
 `
-	if got := show(agentContext(sp, &sp.Agents[0], msgs, meta)); got != wantA {
+	if got := show(agentContext(sp, &sp.Agents[0], msgs, meta, nil)); got != wantA {
 		t.Errorf("a sees:\n%s\nwant:\n%s", got, wantA)
 	}
 	wantB := `user/user:"task"
@@ -73,7 +76,7 @@ assistant/:"passing" call c4
 tool/:"r4" for c4
 user/a:"Transferred to B, adopting the role of B immediately."
 `
-	if got := show(agentContext(sp, &sp.Agents[1], msgs, meta)); got != wantB {
+	if got := show(agentContext(sp, &sp.Agents[1], msgs, meta, nil)); got != wantB {
 		t.Errorf("B sees:\n%s\nwant:\n%s", got, wantB)
 	}
 	// buffer_size counts AgentChat's messages: the two results of c1 and c2
@@ -84,14 +87,63 @@ user/a:"Transferred to B, adopting the role of B immediately."
 tool/:"r4" for c4
 user/a:"Transferred to B, adopting the role of B immediately."
 `
-	if got := show(agentContext(sp, &sp.Agents[1], msgs, meta)); got != wantB3 {
+	if got := show(agentContext(sp, &sp.Agents[1], msgs, meta, nil)); got != wantB3 {
 		t.Errorf("B with buffer_size 3 sees:\n%s\nwant:\n%s", got, wantB3)
 	}
 	two := 2
 	sp.Agents[1].Context = &spec.ModelContext{BufferSize: &two}
 	wantB2 := `user/a:"Transferred to B, adopting the role of B immediately."
 `
-	if got := show(agentContext(sp, &sp.Agents[1], msgs, meta)); got != wantB2 {
+	if got := show(agentContext(sp, &sp.Agents[1], msgs, meta, nil)); got != wantB2 {
 		t.Errorf("B with buffer_size 2 sees:\n%s\nwant:\n%s", got, wantB2)
 	}
+	// head_and_tail: B's 7 messages, head 2 and tail 2: a note of the 3
+	// skipped; the tail's first message is results, which go.
+	sp.Agents[1].Context = &spec.ModelContext{Type: spec.ContextHeadAndTail, HeadSize: &two, TailSize: &two}
+	wantHT := `user/user:"task"
+user/a:"r1\nr2"
+user/System:"Skipped 3 messages."
+user/a:"Transferred to B, adopting the role of B immediately."
+`
+	if got := show(agentContext(sp, &sp.Agents[1], msgs, meta, nil)); got != wantHT {
+		t.Errorf("B with head and tail 2 sees:\n%s\nwant:\n%s", got, wantHT)
+	}
+	// A head that would end with a tool call leaves it out.
+	sp.Agents[1].Context = &spec.ModelContext{Type: spec.ContextHeadAndTail, HeadSize: &three, TailSize: &three}
+	wantHT3 := `user/user:"task"
+user/a:"r1\nr2"
+user/System:"Skipped 1 messages."
+assistant/:"passing" call c4
+tool/:"r4" for c4
+user/a:"Transferred to B, adopting the role of B immediately."
+`
+	if got := show(agentContext(sp, &sp.Agents[1], msgs, meta, nil)); got != wantHT3 {
+		t.Errorf("B with head and tail 3 sees:\n%s\nwant:\n%s", got, wantHT3)
+	}
+	// token_limited: middle messages go until the rest fits; a window never
+	// starts with results. Here a message counts its content's bytes.
+	limit := 70
+	sp.Agents[1].Context = &spec.ModelContext{Type: spec.ContextTokenLimited, TokenLimit: &limit}
+	if _, err := agentContext(sp, &sp.Agents[1], msgs, meta, nil); err == nil {
+		t.Error("a token-limited context without a token counter: no error")
+	}
+	wantTL := `user/user:"task"
+user/a:"r1\nr2"
+tool/:"r4" for c4
+user/a:"Transferred to B, adopting the role of B immediately."
+`
+	if got := show(agentContext(sp, &sp.Agents[1], msgs, meta, byteCounter{})); got != wantTL {
+		t.Errorf("B with token_limit 70 sees:\n%s\nwant:\n%s", got, wantTL)
+	}
+}
+
+// byteCounter counts a message's content bytes, and 1 for the reply.
+type byteCounter struct{}
+
+func (byteCounter) CountTokens(_ spec.Model, msgs []ModelMessage) (int, error) {
+	n := 1
+	for _, m := range msgs {
+		n += len(m.Content)
+	}
+	return n, nil
 }

@@ -47,6 +47,34 @@ type ModelMessage struct {
 	Content    string
 	ToolCalls  []ToolCall
 	ToolCallID string
+	// Parts, on a user message, are its text and images in order (a
+	// MultiModalMessage): sent as content parts instead of Content.
+	Parts []ContentPart
+}
+
+// ContentPart is one part of a multimodal message: text, or an image.
+type ContentPart struct {
+	Text  string
+	Image *Image
+}
+
+// Image is an image of a message: its bytes, their media type, and its
+// size in pixels (what its tokens are counted by).
+type Image struct {
+	Data      []byte
+	MediaType string
+	Width     int
+	Height    int
+}
+
+// TokenCounter counts the tokens of a model request's messages as the
+// model's AgentChat client counts them (count_tokens), for token-limited
+// model contexts. The count must be a constant plus a sum over messages
+// (as every AgentChat client's is): the context counts each message once.
+// internal/llm implements it; a ModelClient that does is the runtime's
+// counter.
+type TokenCounter interface {
+	CountTokens(m spec.Model, msgs []ModelMessage) (int, error)
 }
 
 // ToolDef describes a tool to the model.

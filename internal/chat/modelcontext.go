@@ -1,6 +1,12 @@
 package chat
 
-import "github.com/agentd/agentd/internal/spec"
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/agentd/agentd/internal/spec"
+)
 
 // defaultSystemMessage is AgentChat's AssistantAgent default.
 const defaultSystemMessage = "You are a helpful AI assistant. Solve tasks using your tools. Reply with TERMINATE when the task has been completed."
@@ -8,7 +14,7 @@ const defaultSystemMessage = "You are a helpful AI assistant. Solve tasks using 
 // modelContext is an assistant's model request messages: its system
 // message (AgentChat's default when unset; none when empty), then its view
 // of the conversation (see agentContext).
-func (s *state) modelContext(a *spec.Agent) []ModelMessage {
+func (s *state) modelContext(a *spec.Agent, tokens TokenCounter) ([]ModelMessage, error) {
 	sys := defaultSystemMessage
 	if a.SystemMessage != nil {
 		sys = *a.SystemMessage
@@ -18,5 +24,108 @@ func (s *state) modelContext(a *spec.Agent) []ModelMessage {
 	if sys != "" {
 		out = append(out, ModelMessage{Role: RoleSystem, Content: sys})
 	}
-	return appendAgentContext(out, s.spec, a, s.msgs, s.meta)
+	return appendAgentContext(out, s.spec, a, s.msgs, s.meta, tokens)
+}
+
+// boundContext keeps what a bounded model context keeps of out[base:],
+// whose AgentChat messages begin at starts (a tool-results message spans
+// several model messages), with AgentChat's algorithms
+// (autogen_core.model_context):
+//
+//   - buffered: the last buffer_size messages, without tool results at
+//     their start;
+//   - head_and_tail: the first head_size messages (without a tool-call
+//     message at their end) and the last tail_size (without tool results
+//     at their start), with a user message from "System" saying how many
+//     were skipped between them; everything when nothing would be skipped;
+//   - token_limited: while the messages count more than token_limit
+//     tokens, the middle one (index n/2) is taken out; then tool results
+//     at the start are dropped. As in AgentChat, a message taken out of the
+//     middle may leave a tool call without its results or results without
+//     their call.
+func boundContext(c *spec.ModelContext, out []ModelMessage, base int, starts []int, count func([]ModelMessage) (int, error)) ([]ModelMessage, error) {
+	groups := make([][]ModelMessage, len(starts))
+	for k, st := range starts {
+		end := len(out)
+		if k+1 < len(starts) {
+			end = starts[k+1]
+		}
+		groups[k] = out[st:end:end]
+	}
+	results := func(g []ModelMessage) bool { return len(g) > 0 && g[0].Role == RoleTool }
+	calls := func(g []ModelMessage) bool {
+		return len(g) > 0 && g[0].Role == RoleAssistant && len(g[0].ToolCalls) > 0
+	}
+	var kept [][]ModelMessage
+	switch c.Kind() {
+	case spec.ContextBuffered:
+		kept = groups[max(0, len(groups)-*c.BufferSize):]
+		if len(kept) > 0 && results(kept[0]) {
+			kept = kept[1:]
+		}
+	case spec.ContextHeadAndTail:
+		h, t := *c.HeadSize, *c.TailSize
+		skipped := len(groups) - h - t
+		if skipped <= 0 {
+			return out, nil
+		}
+		head := groups[:h]
+		if calls(head[len(head)-1]) {
+			head = head[:len(head)-1]
+		}
+		tail := groups[len(groups)-t:]
+		if results(tail[0]) {
+			tail = tail[1:]
+		}
+		kept = append(append(slices.Clip(head), []ModelMessage{{Role: RoleUser, Name: "System",
+			Content: fmt.Sprintf("Skipped %d messages.", skipped)}}), tail...)
+	case spec.ContextTokenLimited:
+		// The count is a constant plus one amount per message, so each
+		// message is counted once, not the whole list again after each
+		// removal.
+		none, err := count(nil)
+		if err != nil {
+			return nil, err
+		}
+		each := make([]int, len(groups))
+		total := none
+		for k, g := range groups {
+			n, err := count(g)
+			if err != nil {
+				return nil, err
+			}
+			each[k] = n - none
+			total += each[k]
+		}
+		kept = slices.Clone(groups)
+		for total > *c.TokenLimit && len(kept) > 0 {
+			mid := len(kept) / 2
+			total -= each[mid]
+			kept = slices.Delete(kept, mid, mid+1)
+			each = slices.Delete(each, mid, mid+1)
+		}
+		if len(kept) > 0 && results(kept[0]) {
+			kept = kept[1:]
+		}
+	default:
+		return out, nil
+	}
+	// The kept messages are copied out before out's tail is written over.
+	var flat []ModelMessage
+	for _, g := range kept {
+		flat = append(flat, g...)
+	}
+	return append(out[:base], flat...), nil
+}
+
+// errNoTokenCounter: a token-limited context, but the runtime's model
+// client counts no tokens.
+var errNoTokenCounter = errors.New("a token_limited context needs token counts, and this server's model client gives none")
+
+// countTokens counts msgs for model m.
+func countTokens(tokens TokenCounter, m spec.Model, msgs []ModelMessage) (int, error) {
+	if tokens == nil {
+		return 0, errNoTokenCounter
+	}
+	return tokens.CountTokens(m, msgs)
 }

@@ -22,7 +22,10 @@ import (
 
 // RuntimeConfig configures a Runtime.
 type RuntimeConfig struct {
-	Store  Store
+	Store Store
+	// Models makes the model calls. When it is also a TokenCounter (as
+	// internal/llm's client is), it counts the tokens of token-limited
+	// model contexts.
 	Models ModelClient
 	// Providers are the model providers a spec may name besides "replay".
 	Providers []string
@@ -79,6 +82,7 @@ type RuntimeConfig struct {
 type Runtime struct {
 	store         Store
 	models        ModelClient
+	tokens        TokenCounter // nil: token-limited contexts fail the turn
 	providers     []string
 	tools         Tools
 	sandboxes     Sandboxes
@@ -136,8 +140,10 @@ func NewRuntime(cfg RuntimeConfig) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("register chat metrics: %w", err)
 	}
+	tokens, _ := cfg.Models.(TokenCounter)
 	r := &Runtime{
-		store: cfg.Store, models: cfg.Models, providers: cfg.Providers, tools: cfg.Tools, sandboxes: cfg.Sandboxes, sandboxHosts: cfg.SandboxHosts,
+		tokens: tokens,
+		store:  cfg.Store, models: cfg.Models, providers: cfg.Providers, tools: cfg.Tools, sandboxes: cfg.Sandboxes, sandboxHosts: cfg.SandboxHosts,
 		log:           cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
 		now:           now,
 		owner:         owner,

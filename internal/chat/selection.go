@@ -122,25 +122,43 @@ Read the above conversation. Then select the next role from {participants} to pl
 // the chat messages — the task, replies, tool-call summaries and handoffs,
 // not an assistant's inner tool-call and tool-result events — each as
 // "name: content" with trailing space trimmed and a blank line after it,
-// joined by newlines.
-func selectorPrompt(sp *spec.Spec, candidates []string, msgs []Message) string {
+// joined by newlines. The selector's context (speaker_selection.context)
+// bounds the history as an agent's bounds what its model sees.
+func selectorPrompt(sp *spec.Spec, candidates []string, msgs []Message, tokens TokenCounter) (string, error) {
+	ss := sp.SpeakerSelection
 	tmpl := defaultSelectorPrompt
-	if p := sp.SpeakerSelection.SelectorPrompt; p != nil {
+	if p := ss.SelectorPrompt; p != nil {
 		tmpl = *p
 	}
 	roles := make([]string, 0, len(sp.Agents))
 	for _, a := range sp.Agents {
 		roles = append(roles, strings.TrimSpace(strings.Join(strings.Fields(a.Name+": "+a.Description), " ")))
 	}
-	history := make([]string, 0, len(msgs))
+	ctx := make([]ModelMessage, 0, len(msgs))
 	for _, m := range msgs {
-		if !isChatMessage(m) {
-			continue
+		if isChatMessage(m) {
+			ctx = append(ctx, ModelMessage{Role: RoleUser, Name: m.Name, Content: m.Content})
 		}
+	}
+	if ss.Context.Kind() != spec.ContextUnbounded {
+		starts := make([]int, len(ctx))
+		for i := range starts {
+			starts[i] = i
+		}
+		var err error
+		ctx, err = boundContext(ss.Context, ctx, 0, starts, func(ms []ModelMessage) (int, error) {
+			return countTokens(tokens, sp.ResolveModel(ss.Model), ms)
+		})
+		if err != nil {
+			return "", fmt.Errorf("the selector's model context: %w", err)
+		}
+	}
+	history := make([]string, 0, len(ctx))
+	for _, m := range ctx {
 		history = append(history, strings.TrimRightFunc(m.Name+": "+m.Content, unicode.IsSpace)+"\n\n")
 	}
 	return strings.NewReplacer("{roles}", strings.Join(roles, "\n"), "{participants}", pyList(candidates),
-		"{history}", strings.Join(history, "\n")).Replace(tmpl)
+		"{history}", strings.Join(history, "\n")).Replace(tmpl), nil
 }
 
 // isChatMessage reports whether m is one of AgentChat's chat messages (what

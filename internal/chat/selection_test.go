@@ -127,8 +127,12 @@ func TestJudgeSelectorReply(t *testing.T) {
 func TestSelectorPrompt(t *testing.T) {
 	sp := specOf(t, `{"agents": [{"name": "a", "description": "Plans."}, {"name": "b", "description": "Codes."}, {"name": "c", "description": "Idle."}],
 		"speaker_selection": {"method": "auto"}}`)
-	got := selectorPrompt(sp, []string{"a", "b"}, []Message{{Name: "user", Content: "task"}, {Name: "a", Content: "plan  "},
-		{Name: "a", Type: TypeToolCallRequestEvent}})
+	hist := []Message{{Name: "user", Content: "task"}, {Name: "a", Content: "plan  "},
+		{Name: "a", Type: TypeToolCallRequestEvent}, {Name: "b", Content: "code"}, {Name: "a", Content: "ok"}}
+	got, err := selectorPrompt(sp, []string{"a", "b"}, hist[:3], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// AgentChat lists every agent in {roles}, the candidates in
 	// {participants}, and each chat message of the history followed by a
 	// blank line.
@@ -140,8 +144,16 @@ func TestSelectorPrompt(t *testing.T) {
 	}
 	custom := "Pick from {participants}. Roles: {roles}. History: {history}"
 	sp.SpeakerSelection.SelectorPrompt = &custom
-	if got := selectorPrompt(sp, []string{"a"}, nil); got != "Pick from ['a']. Roles: a: Plans.\nb: Codes.\nc: Idle.. History: " {
+	if got, _ := selectorPrompt(sp, []string{"a"}, nil, nil); got != "Pick from ['a']. Roles: a: Plans.\nb: Codes.\nc: Idle.. History: " {
 		t.Errorf("custom prompt = %q", got)
+	}
+	// The selector's context bounds the history: a head and tail of one
+	// chat message each.
+	one := 1
+	sp.SpeakerSelection.Context = &spec.ModelContext{Type: spec.ContextHeadAndTail, HeadSize: &one, TailSize: &one}
+	got, err = selectorPrompt(sp, []string{"a"}, hist, nil)
+	if want := "History: user: task\n\n\nSystem: Skipped 2 messages.\n\n\na: ok\n\n"; err != nil || !strings.HasSuffix(got, want) {
+		t.Errorf("bounded history = %q, %v; want it to end %q", got, err, want)
 	}
 }
 

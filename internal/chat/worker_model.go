@@ -51,7 +51,10 @@ func (w *worker) commitReply(ctx context.Context, a *spec.Agent, turn int, resp 
 // callModel makes one model call for an assistant with its system message,
 // its view of the conversation and the functions it may call.
 func (w *worker) callModel(ctx context.Context, a *spec.Agent, tools []ToolDef) (*ModelResponse, error) {
-	req := w.modelRequest(a, tools)
+	req, err := w.modelRequest(a, tools)
+	if err != nil {
+		return nil, fmt.Errorf("model context of agent %s: %w", a.Name, err)
+	}
 	start := time.Now()
 	resp, err := w.rt.models.Complete(ctx, req)
 	return w.modelAnswered(ctx, req, resp, err, start)
@@ -60,14 +63,18 @@ func (w *worker) callModel(ctx context.Context, a *spec.Agent, tools []ToolDef) 
 // modelRequest is the request of an assistant's model call.
 //
 //go:noinline
-func (w *worker) modelRequest(a *spec.Agent, tools []ToolDef) *ModelRequest {
+func (w *worker) modelRequest(a *spec.Agent, tools []ToolDef) (*ModelRequest, error) {
+	msgs, err := w.st.modelContext(a, w.rt.tokens)
+	if err != nil {
+		return nil, err
+	}
 	req := &ModelRequest{ChatID: w.id, Caller: a.Name, Config: w.st.spec.ResolveModel(a.Model), CallIndex: w.st.modelCallsOf(a.Name),
-		Messages: w.st.modelContext(a), Tools: tools, OnDelta: w.deltaPublisher(a.Name)}
+		Messages: msgs, Tools: tools, OnDelta: w.deltaPublisher(a.Name)}
 	after := w.st.lastSeq
 	req.OnReset = func() {
 		w.rt.broker.publishDelta(w.id, w.epoch, Delta{Name: a.Name, Reset: true, AfterSeq: after})
 	}
-	return req
+	return req, nil
 }
 
 // modelAnswered counts an assistant's model call and names it in its error.
@@ -101,7 +108,11 @@ func (w *worker) selectAuto(ctx context.Context, sel selection) (selection, erro
 	sp := w.st.spec
 	ss := sp.SpeakerSelection
 	cfg := sp.ResolveModel(ss.Model)
-	msgs := []ModelMessage{{Role: RoleSystem, Content: selectorPrompt(sp, sel.Candidates, w.st.msgs)}}
+	prompt, err := selectorPrompt(sp, sel.Candidates, w.st.msgs, w.rt.tokens)
+	if err != nil {
+		return selection{}, err
+	}
+	msgs := []ModelMessage{{Role: RoleSystem, Content: prompt}}
 	var usage Usage
 	var replies []string
 	names := agentNames(sp)

@@ -55,8 +55,10 @@ const (
 	provOllama    = "autogen_ext.models.ollama.OllamaChatCompletionClient"
 	provReplay    = "autogen_ext.models.replay.ReplayChatCompletionClient"
 
-	provBuffered  = "autogen_core.model_context.BufferedChatCompletionContext"
-	provUnbounded = "autogen_core.model_context.UnboundedChatCompletionContext"
+	provBuffered     = "autogen_core.model_context.BufferedChatCompletionContext"
+	provUnbounded    = "autogen_core.model_context.UnboundedChatCompletionContext"
+	provHeadAndTail  = "autogen_core.model_context.HeadAndTailChatCompletionContext"
+	provTokenLimited = "autogen_core.model_context.TokenLimitedChatCompletionContext"
 
 	provStaticWorkbench       = "autogen_core.tools.StaticWorkbench"
 	provStaticStreamWorkbench = "autogen_core.tools.StaticStreamWorkbench"
@@ -136,14 +138,12 @@ var refused = map[string]string{
 		"Use DockerCommandLineCodeExecutor, which agentd maps onto its sandbox",
 	"autogen_ext.code_executors.azure.ACADynamicSessionsCodeExecutor": "agentd does not call Azure Container Apps sessions. " +
 		"Use DockerCommandLineCodeExecutor, which agentd maps onto its sandbox",
-	"autogen_agentchat.tools.AgentTool":                            "agents as tools are not supported. Make the agent a participant of the team",
-	"autogen_agentchat.tools.TeamTool":                             "teams as tools are not supported. Make the agents participants of the team",
-	"autogen_agentchat.agents.SocietyOfMindAgent":                  "nested teams are not supported. Make the inner agents participants of the team",
-	"autogen_agentchat.agents.MessageFilterAgent":                  "message filters are not supported. Use AssistantAgent with a BufferedChatCompletionContext",
-	"autogen_agentchat.teams.MagenticOneGroupChat":                 "the MagenticOne orchestrator is not supported. Use SelectorGroupChat",
-	"autogen_agentchat.teams.GraphFlow":                            "graph flows are not supported. Use SelectorGroupChat or Swarm",
-	"autogen_core.model_context.HeadAndTailChatCompletionContext":  "only BufferedChatCompletionContext and UnboundedChatCompletionContext are supported",
-	"autogen_core.model_context.TokenLimitedChatCompletionContext": "only BufferedChatCompletionContext and UnboundedChatCompletionContext are supported",
+	"autogen_agentchat.tools.AgentTool":            "agents as tools are not supported. Make the agent a participant of the team",
+	"autogen_agentchat.tools.TeamTool":             "teams as tools are not supported. Make the agents participants of the team",
+	"autogen_agentchat.agents.SocietyOfMindAgent":  "nested teams are not supported. Make the inner agents participants of the team",
+	"autogen_agentchat.agents.MessageFilterAgent":  "message filters are not supported. Use AssistantAgent with a BufferedChatCompletionContext",
+	"autogen_agentchat.teams.MagenticOneGroupChat": "the MagenticOne orchestrator is not supported. Use SelectorGroupChat",
+	"autogen_agentchat.teams.GraphFlow":            "graph flows are not supported. Use SelectorGroupChat or Swarm",
 }
 
 // canonical maps a provider to the name used in the tables above.

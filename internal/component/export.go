@@ -17,6 +17,7 @@ var componentTypes = map[string]string{
 	provAssistant: "agent", provUserProxy: "agent", provCodeExecutor: "agent",
 	provOpenAI: "model", provAzure: "model", provAnthropic: "model", provReplay: "replay_chat_completion_client",
 	provBuffered: "chat_completion_context", provUnbounded: "chat_completion_context",
+	provHeadAndTail: "chat_completion_context", provTokenLimited: "chat_completion_context",
 	provStaticStreamWorkbench: "workbench", provMcpWorkbench: "workbench",
 	provDockerExecutor: "code_executor",
 	provFunctionTool:   "tool", provCodeTool: "tool", provHTTPTool: "tool",
@@ -134,6 +135,9 @@ func (e *exporter) team() Component {
 			cfg["max_selector_attempts"] = *sel.MaxAttempts
 		}
 		cfg["model_client_streaming"] = false
+		if mc := e.modelContext(sel.Context, cfg["model_client"]); mc != nil {
+			cfg["model_context"] = *mc
+		}
 	default:
 		e.r.problem("/speaker_selection/method", "AgentChat has no team for %s selection (only round_robin, auto and swarm)", method)
 	}
@@ -198,9 +202,8 @@ func (e *exporter) assistant(path string, a *spec.Agent) Component {
 	if a.MaxToolIterations != nil {
 		cfg["max_tool_iterations"] = *a.MaxToolIterations
 	}
-	if a.Context != nil && a.Context.BufferSize != nil {
-		cfg["model_context"] = newComponent(provBuffered, "A buffered chat completion context that keeps a view of the last n messages, where n is the buffer size.",
-			map[string]any{"buffer_size": *a.Context.BufferSize})
+	if mc := e.modelContext(a.Context, cfg["model_client"]); mc != nil {
+		cfg["model_context"] = *mc
 	} else {
 		cfg["model_context"] = newComponent(provUnbounded, "An unbounded chat completion context that keeps a view of the all the messages.", map[string]any{})
 	}
@@ -500,6 +503,26 @@ func (e *exporter) condition(path string, c *spec.Condition) (Component, bool) {
 		e.r.problem(path, "empty condition")
 		return Component{}, false
 	}
+}
+
+// modelContext is a bounded model context as AgentChat dumps it (nil for
+// none); a token-limited one holds the model client it counts with.
+func (e *exporter) modelContext(c *spec.ModelContext, client any) *Component {
+	var out Component
+	switch c.Kind() {
+	case spec.ContextBuffered:
+		out = newComponent(provBuffered, "A buffered chat completion context that keeps a view of the last n messages, where n is the buffer size.",
+			map[string]any{"buffer_size": *c.BufferSize})
+	case spec.ContextHeadAndTail:
+		out = newComponent(provHeadAndTail, "A chat completion context that keeps a view of the first n and last m messages, where n is the head size and m is the tail size.",
+			map[string]any{"head_size": *c.HeadSize, "tail_size": *c.TailSize})
+	case spec.ContextTokenLimited:
+		out = newComponent(provTokenLimited, "(Experimental) A token based chat completion context maintains a view of the context up to a token limit.",
+			map[string]any{"model_client": client, "token_limit": *c.TokenLimit, "tool_schema": []any{}})
+	default:
+		return nil
+	}
+	return &out
 }
 
 func deref[T any](p *T) T {

@@ -226,9 +226,8 @@ func (tr *translator) selector(c *comp) {
 		}
 	}
 	if mc := cfg.raw("model_context"); mc != nil {
-		if ctx := tr.context(cfg.at("model_context"), mc); ctx != nil && ctx.BufferSize != nil {
-			tr.r.problem(cfg.at("model_context"), "a BufferedChatCompletionContext for the selector is not supported: agentd's selector sees the whole conversation; leave model_context out")
-		}
+		sel.Context = tr.context(cfg.at("model_context"), mc, cfg.raw("model_client"))
+		tr.mapPath("/speaker_selection/context", cfg.at("model_context")+"/config")
 	}
 	tr.t.SpeakerSelection = sel
 }
@@ -295,7 +294,8 @@ func (tr *translator) assistant(c *comp) spec.Agent {
 	}
 	tr.mapPath(ap+"/name", cfg.at("name"))
 	if mc := cfg.raw("model_context"); mc != nil {
-		a.Context = tr.context(cfg.at("model_context"), mc)
+		a.Context = tr.context(cfg.at("model_context"), mc, cfg.raw("model_client"))
+		tr.mapPath(ap+"/context", cfg.at("model_context")+"/config")
 	}
 	for i, h := range cfg.list("handoffs") {
 		if t := tr.handoff(idx(cfg.at("handoffs"), i), h); t != "" {
@@ -390,26 +390,66 @@ func (tr *translator) codeExecutor(c *comp) spec.Agent {
 	return a
 }
 
-func (tr *translator) context(path string, raw any) *spec.ModelContext {
+// context translates a model context. owner is the model client of the
+// agent (or selector) it belongs to: a token-limited context counts with
+// that model in agentd, so its own model client must be the same.
+func (tr *translator) context(path string, raw any, owner any) *spec.ModelContext {
 	c := readComponent(&tr.r, path, raw)
 	if c == nil {
 		return nil
 	}
 	defer c.cfg.done()
 	c.cfg.refuse("initial_messages are not supported: resume from history with the spec's messages instead", "initial_messages")
+	size := func(key string) *int {
+		n := c.cfg.integer(key)
+		if n == nil {
+			tr.r.problem(c.cfg.at(key), "is required")
+		}
+		return n
+	}
 	switch c.provider {
 	case provUnbounded:
 		return nil
 	case provBuffered:
-		n := c.cfg.integer("buffer_size")
-		if n == nil {
-			tr.r.problem(c.cfg.at("buffer_size"), "is required")
+		return &spec.ModelContext{BufferSize: size("buffer_size")}
+	case provHeadAndTail:
+		return &spec.ModelContext{Type: spec.ContextHeadAndTail, HeadSize: size("head_size"), TailSize: size("tail_size")}
+	case provTokenLimited:
+		ctx := &spec.ModelContext{Type: spec.ContextTokenLimited}
+		if ctx.TokenLimit = c.cfg.integer("token_limit"); ctx.TokenLimit == nil {
+			tr.r.problem(c.cfg.at("token_limit"), "is required: agentd does not know the model's own context window "+
+				"(AgentChat's limit without token_limit); set the number of tokens to keep")
 		}
-		return &spec.ModelContext{BufferSize: n}
+		if ts := c.cfg.list("tool_schema"); len(ts) > 0 {
+			tr.r.problem(c.cfg.at("tool_schema"), "tool schemas counted into the limit are not supported; leave tool_schema empty")
+		}
+		if mc := c.cfg.raw("model_client"); !sameModelClient(mc, owner) {
+			tr.r.problem(c.cfg.at("model_client"), "agentd counts a context's tokens with the model of the agent (or selector) it belongs to: "+
+				"the context's model_client must be that model client")
+		}
+		return ctx
 	default:
-		c.unsupported(&tr.r, "model context", provBuffered, provUnbounded)
+		c.unsupported(&tr.r, "model context", provBuffered, provUnbounded, provHeadAndTail, provTokenLimited)
 		return nil
 	}
+}
+
+// sameModelClient reports whether two model client components name the
+// same provider and model, which is what their token counts depend on.
+func sameModelClient(a, b any) bool {
+	key := func(v any) (string, string, bool) {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return "", "", false
+		}
+		p, _ := m["provider"].(string)
+		cfg, _ := m["config"].(map[string]any)
+		model, _ := cfg["model"].(string)
+		return canonical(p), model, p != ""
+	}
+	pa, ma, oka := key(a)
+	pb, mb, okb := key(b)
+	return oka && okb && pa == pb && ma == mb
 }
 
 var modelProviders = []string{provOpenAI, provAzure, provAnthropic, provOllama, provReplay}

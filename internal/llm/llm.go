@@ -28,6 +28,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/tokencount"
 )
 
 // Provider names, as a chat spec's model config spells them. Every provider
@@ -164,6 +165,8 @@ type Client struct {
 	traced bool // a TracerProvider was given; else no spans are started
 	replay replayProvider
 	router *router
+	// tokens counts tokens for token-limited model contexts.
+	tokens *tokencount.Counter
 }
 
 var _ chat.ModelClient = (*Client)(nil)
@@ -186,7 +189,7 @@ func New(cfg Config) (*Client, error) {
 		now = time.Now
 	}
 	c := &Client{tracer: tp.Tracer("github.com/agentd/agentd/internal/llm"), traced: cfg.TracerProvider != nil,
-		router: &router{byName: map[string]*endpoint{}}}
+		router: &router{byName: map[string]*endpoint{}}, tokens: tokencount.New()}
 	eps := cfg.Endpoints
 	if len(eps) == 0 && cfg.OpenAI.configured() {
 		eps = []Endpoint{cfg.OpenAI.endpoint()}

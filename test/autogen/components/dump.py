@@ -41,7 +41,11 @@ from autogen_agentchat.messages import StopMessage  # noqa: E402
 from autogen_agentchat.tools import AgentTool  # noqa: E402
 from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat, Swarm  # noqa: E402
 from autogen_core import Component  # noqa: E402
-from autogen_core.model_context import BufferedChatCompletionContext  # noqa: E402
+from autogen_core.model_context import (  # noqa: E402
+    BufferedChatCompletionContext,
+    HeadAndTailChatCompletionContext,
+    TokenLimitedChatCompletionContext,
+)
 from autogen_core.models import CreateResult, ModelInfo, RequestUsage  # noqa: E402
 from autogen_core import FunctionCall  # noqa: E402
 from autogen_ext.code_executors.docker import DockerCommandLineCodeExecutor  # noqa: E402
@@ -312,6 +316,33 @@ def terminations():
     return Swarm([lead, helper], termination_condition=cond, max_turns=10), None
 
 
+def contexts():
+    """Every bounded model context: head and tail, token-limited (counted
+    with the agent's own model client), and a buffered one for the selector."""
+    summarizer_client = replay("Summary so far.")
+    critic_client = replay("Fine.")
+    summarizer = AssistantAgent(
+        "summarizer",
+        model_client=summarizer_client,
+        model_context=HeadAndTailChatCompletionContext(head_size=1, tail_size=3),
+        description="Summarizes.",
+    )
+    critic = AssistantAgent(
+        "critic",
+        model_client=critic_client,
+        model_context=TokenLimitedChatCompletionContext(critic_client, token_limit=50),
+        description="Critiques.",
+    )
+    selector_client = replay("summarizer", "critic")
+    return SelectorGroupChat(
+        [summarizer, critic],
+        model_client=selector_client,
+        model_context=BufferedChatCompletionContext(buffer_size=4),
+        termination_condition=MaxMessageTermination(3),
+        max_turns=2,
+    ), "Discuss the plan."
+
+
 def local_function(city: str) -> str:
     """Looks up the weather (Python source that agentd must refuse)."""
     return f"Sunny in {city}"
@@ -410,6 +441,7 @@ TEAMS = {
     "human": human,
     "code_executor": code_executor,
     "terminations": terminations,
+    "contexts": contexts,
     "refused_five": refused_five,
 }
 
