@@ -21,6 +21,11 @@ import dataclasses
 import json
 import os
 import sys
+
+# tiktoken (token-limited contexts) reads its encodings from the cache that
+# tiktokencache fills with agentd's embedded files: the recorder has no
+# network. record.sh fills it first.
+os.environ["TIKTOKEN_CACHE_DIR"] = os.path.join(os.getcwd(), ".tiktoken-cache")
 import threading
 import warnings
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,7 +34,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from autogen_core import CancellationToken
-from autogen_core.model_context import BufferedChatCompletionContext
+from autogen_core.model_context import (
+    BufferedChatCompletionContext,
+    HeadAndTailChatCompletionContext,
+    TokenLimitedChatCompletionContext,
+)
 from autogen_core.tools import BaseTool, ToolSchema
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.base import Handoff, Team
@@ -193,6 +202,19 @@ def condition(c: dict[str, Any]) -> Any:
     raise ValueError(f"condition {key} has no recorder mapping")
 
 
+def model_context(c: dict[str, Any], client: OpenAIChatCompletionClient) -> Any:
+    """The AgentChat model context for an agentd context; a token-limited
+    one counts with the agent's (or selector's) own client."""
+    kind = c.get("type", "buffered" if "buffer_size" in c else "unbounded")
+    if kind == "buffered":
+        return BufferedChatCompletionContext(buffer_size=c["buffer_size"])
+    if kind == "head_and_tail":
+        return HeadAndTailChatCompletionContext(head_size=c["head_size"], tail_size=c["tail_size"])
+    if kind == "token_limited":
+        return TokenLimitedChatCompletionContext(client, token_limit=c["token_limit"])
+    raise ValueError(f"context {c!r} has no recorder mapping")
+
+
 def build_team(
     spec: dict[str, Any],
     client: OpenAIChatCompletionClient,
@@ -215,8 +237,8 @@ def build_team(
             kwargs["max_tool_iterations"] = a["max_tool_iterations"]
         if "tool_call_summary_format" in a:
             kwargs["tool_call_summary_format"] = a["tool_call_summary_format"]
-        if a.get("context", {}).get("buffer_size"):
-            kwargs["model_context"] = BufferedChatCompletionContext(buffer_size=a["context"]["buffer_size"])
+        if "context" in a:
+            kwargs["model_context"] = model_context(a["context"], client)
         agents.append(
             AssistantAgent(
                 a["name"],
@@ -242,6 +264,8 @@ def build_team(
         kwargs = {}
         if "selector_prompt" in sel:
             kwargs["selector_prompt"] = sel["selector_prompt"]
+        if "context" in sel:
+            kwargs["model_context"] = model_context(sel["context"], client)
         return SelectorGroupChat(
             agents,
             model_client=client,

@@ -8,6 +8,9 @@ if [ ! -x "$env_dir/python.sh" ]; then
 	echo "no AgentChat environment in $env_dir: run test/autogen/env.sh AUTOGEN_GIT_DIR first" >&2
 	exit 1
 fi
+# tiktoken's encodings for token-limited contexts, from agentd's own
+# embedded files (the recorder has no network).
+(cd ../.. && go run ./test/autogen/tiktokencache test/autogen/.tiktoken-cache)
 rm -f testdata/*.json
 # The team-file scenarios are teams AgentChat builds and dumps itself.
 "$env_dir/python.sh" teams.py scenarios
