@@ -1,0 +1,527 @@
+package structured
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Object is a reply read into its type's fields: what pydantic's
+// model_validate_json makes of it.
+type Object struct {
+	names []string
+	vals  []*value
+}
+
+// Read validates a model's reply against the schema as AgentChat does
+// (output_content_type.model_validate_json): the reply must be one JSON
+// object; each field takes its value, or its default when the reply has
+// none; members that are no field are dropped. Integers may come as
+// numbers with no fraction, numbers as integers (they become floats).
+func (s *Schema) Read(text string) (*Object, error) {
+	v, err := parseValue([]byte(text))
+	if err != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", err)
+	}
+	if v.kind != kindObject {
+		return nil, fmt.Errorf("the reply is a JSON %s, not an object", v.kind)
+	}
+	o := &Object{}
+	var errs []error
+	for _, f := range s.fields {
+		x := v.get(f.name)
+		if x == nil {
+			if f.required || f.def == nil {
+				errs = append(errs, fmt.Errorf("%s: field required", f.name))
+				continue
+			}
+			o.names = append(o.names, f.name)
+			o.vals = append(o.vals, literal(f.t, f.def))
+			continue
+		}
+		n, err := convert(f.t, x)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f.name, err))
+			continue
+		}
+		o.names = append(o.names, f.name)
+		o.vals = append(o.vals, n)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return o, nil
+}
+
+// literal is a default as pydantic holds and writes it: pydantic does not
+// validate defaults, so a number is an int or a float as it is written
+// (which is what str() shows), but its JSON serializer writes a number of
+// a float field as a float.
+func literal(t typ, v *value) *value {
+	c := v.clone()
+	var walk func(*typ, *value)
+	walk = func(t *typ, x *value) {
+		switch x.kind {
+		case kindNumber:
+			f, err := strconv.ParseFloat(x.str, 64)
+			if err != nil {
+				return
+			}
+			switch {
+			case !isIntLiteral(x.str):
+				x.str, x.b = formatFloat(f, ryuStyle), true
+			case t != nil && t.kind == "number":
+				x.py, x.str = x.str, formatFloat(f, ryuStyle)
+			}
+		case kindArray:
+			var et *typ
+			if t != nil {
+				et = t.items
+			}
+			for _, e := range x.elems {
+				walk(et, e)
+			}
+		case kindObject:
+			for _, e := range x.vals {
+				walk(nil, e)
+			}
+		}
+	}
+	walk(&t, c)
+	return c
+}
+
+// convert validates x as t and returns it as pydantic holds it (numbers in
+// the form its JSON serializer writes them; b marks a float).
+func convert(t typ, x *value) (*value, error) {
+	if x.kind == kindNull {
+		if t.nullable {
+			return x, nil
+		}
+		return nil, errors.New("input should not be null")
+	}
+	switch t.kind {
+	case "string":
+		if x.kind != kindString {
+			return nil, fmt.Errorf("input should be a valid string, not a JSON %s", x.kind)
+		}
+		return x, nil
+	case "boolean":
+		return toBool(x)
+	case "integer":
+		return toInt(x)
+	case "number":
+		return toFloat(x)
+	case "enum":
+		for _, e := range t.enum {
+			if e.kind == kindString && x.kind == kindString && e.str == x.str {
+				return x, nil
+			}
+			if e.kind == kindNumber && x.kind == kindNumber {
+				if n, err := toInt(x); err == nil && n.str == e.str {
+					return n, nil
+				}
+			}
+		}
+		var allowed []string
+		for _, e := range t.enum {
+			allowed = append(allowed, e.String())
+		}
+		return nil, fmt.Errorf("input should be one of %s", strings.Join(allowed, ", "))
+	case "array":
+		if x.kind != kindArray {
+			return nil, fmt.Errorf("input should be a valid list, not a JSON %s", x.kind)
+		}
+		out := &value{kind: kindArray}
+		for i, e := range x.elems {
+			n, err := convert(*t.items, e)
+			if err != nil {
+				return nil, fmt.Errorf("item %d: %w", i, err)
+			}
+			out.elems = append(out.elems, n)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("unsupported type %q", t.kind)
+}
+
+// The strings pydantic's lax mode reads as numbers.
+var (
+	intString   = regexp.MustCompile(`^[+-]?[0-9]+(_[0-9]+)*$`)
+	floatString = regexp.MustCompile(`^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+)
+
+// toInt reads an integer as pydantic's lax mode does: an integer, a number
+// without a fractional part (2.0), a boolean (1, 0), or a string holding
+// one of those numbers (surrounding whitespace and digit-separating
+// underscores allowed).
+func toInt(x *value) (*value, error) {
+	lit := x.str
+	switch x.kind {
+	case kindBool:
+		if x.b {
+			return &value{kind: kindNumber, str: "1"}, nil
+		}
+		return &value{kind: kindNumber, str: "0"}, nil
+	case kindString:
+		lit = strings.TrimSpace(x.str)
+		switch {
+		case intString.MatchString(lit):
+			lit = strings.ReplaceAll(lit, "_", "")
+		case floatString.MatchString(lit):
+		default:
+			return nil, errors.New("input should be a valid integer, unable to parse string as an integer")
+		}
+	case kindNumber:
+	default:
+		return nil, fmt.Errorf("input should be a valid integer, not a JSON %s", x.kind)
+	}
+	if isIntLiteral(lit) {
+		n, ok := new(big.Int).SetString(strings.TrimPrefix(lit, "+"), 10)
+		if !ok {
+			return nil, errors.New("input should be a valid integer")
+		}
+		return &value{kind: kindNumber, str: n.String()}, nil
+	}
+	f, err := strconv.ParseFloat(lit, 64)
+	if err != nil || math.IsInf(f, 0) || f != math.Trunc(f) {
+		return nil, errors.New("input should be a valid integer, got a number with a fractional part")
+	}
+	return &value{kind: kindNumber, str: new(big.Float).SetFloat64(f).Text('f', 0)}, nil
+}
+
+// toFloat reads a number as pydantic's lax mode does: a number, a boolean
+// (1.0, 0.0) or a string holding a number. Infinities and NaN, which
+// pydantic accepts and writes as null, are refused.
+func toFloat(x *value) (*value, error) {
+	lit := x.str
+	switch x.kind {
+	case kindBool:
+		lit = "0"
+		if x.b {
+			lit = "1"
+		}
+	case kindString:
+		lit = strings.TrimSpace(x.str)
+		if !floatString.MatchString(lit) {
+			return nil, errors.New("input should be a valid number, unable to parse string as a number")
+		}
+	case kindNumber:
+		// pydantic's JSON parser reads an integer of more than 18 digits
+		// as a big integer, which its float validator refuses.
+		if isIntLiteral(lit) && len(strings.TrimLeft(lit, "-")) > 18 {
+			return nil, errors.New("input should be a valid number")
+		}
+	default:
+		return nil, fmt.Errorf("input should be a valid number, not a JSON %s", x.kind)
+	}
+	f, err := strconv.ParseFloat(lit, 64)
+	if err != nil || math.IsInf(f, 0) {
+		return nil, errors.New("input should be a finite number")
+	}
+	return &value{kind: kindNumber, str: formatFloat(f, ryuStyle), b: true}, nil
+}
+
+// toBool reads a boolean as pydantic's lax mode does: a boolean, the
+// numbers 0 and 1, or one of the strings it knows (in any case).
+func toBool(x *value) (*value, error) {
+	switch x.kind {
+	case kindBool:
+		return x, nil
+	case kindNumber:
+		f, err := strconv.ParseFloat(x.str, 64)
+		if err == nil && (f == 0 || f == 1) {
+			return &value{kind: kindBool, b: f == 1}, nil
+		}
+	case kindString:
+		switch strings.ToLower(x.str) {
+		case "1", "on", "t", "true", "y", "yes":
+			return &value{kind: kindBool, b: true}, nil
+		case "0", "off", "f", "false", "n", "no":
+			return &value{kind: kindBool}, nil
+		}
+	}
+	return nil, errors.New("input should be a valid boolean")
+}
+
+// JSON is the object as pydantic's model_dump_json writes it: compact,
+// the fields in order.
+func (o *Object) JSON() string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, n := range o.names {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeString(&b, n)
+		b.WriteByte(':')
+		o.vals[i].encode(&b)
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// Format fills in a format string as StructuredMessage.to_text does:
+// format_string.format(**content.model_dump()), each value as Python's
+// str() writes it. The format string was checked with CheckFormat.
+func (o *Object) Format(format string) string {
+	parts, _ := parseFormat(format)
+	var b strings.Builder
+	for _, p := range parts {
+		if !p.field {
+			b.WriteString(p.text)
+			continue
+		}
+		for i, n := range o.names {
+			if n == p.text {
+				pyStr(&b, o.vals[i])
+			}
+		}
+	}
+	return b.String()
+}
+
+type formatPart struct {
+	text  string
+	field bool
+}
+
+// parseFormat splits a Python format string into literal text and
+// replacement fields; fields with a conversion, a format spec, an index or
+// an attribute, and automatic or positional fields, are refused.
+func parseFormat(s string) ([]formatPart, error) {
+	var parts []formatPart
+	var lit strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch c {
+		case '{':
+			if i+1 < len(s) && s[i+1] == '{' {
+				lit.WriteByte('{')
+				i++
+				continue
+			}
+			end := strings.IndexByte(s[i+1:], '}')
+			if end < 0 {
+				return nil, errors.New("single '{' encountered in format string")
+			}
+			name := s[i+1 : i+1+end]
+			switch {
+			case name == "":
+				return nil, errors.New("{} (a positional field) has no value: name a field, as in {title}")
+			case strings.ContainsAny(name, "{!:.["):
+				return nil, fmt.Errorf("{%s}: conversions, format specs, indexes and attributes are not supported: only {field}", name)
+			case name[0] >= '0' && name[0] <= '9':
+				return nil, fmt.Errorf("{%s}: a positional field has no value: name a field", name)
+			}
+			if lit.Len() > 0 {
+				parts = append(parts, formatPart{text: lit.String()})
+				lit.Reset()
+			}
+			parts = append(parts, formatPart{text: name, field: true})
+			i += end + 1
+		case '}':
+			if i+1 < len(s) && s[i+1] == '}' {
+				lit.WriteByte('}')
+				i++
+				continue
+			}
+			return nil, errors.New("single '}' encountered in format string")
+		default:
+			lit.WriteByte(c)
+		}
+	}
+	if lit.Len() > 0 {
+		parts = append(parts, formatPart{text: lit.String()})
+	}
+	return parts, nil
+}
+
+// CheckFormat checks a format string against the schema: every field it
+// names must be a property.
+func (s *Schema) CheckFormat(format string) error {
+	parts, err := parseFormat(format)
+	if err != nil {
+		return err
+	}
+	props := s.Properties()
+	for _, p := range parts {
+		if !p.field {
+			continue
+		}
+		found := false
+		for _, n := range props {
+			found = found || n == p.text
+		}
+		if !found {
+			return fmt.Errorf("{%s} names no field of the type (fields: %s)", p.text, strings.Join(props, ", "))
+		}
+	}
+	return nil
+}
+
+// pyStr writes str(v) of the Python value pydantic's model_dump gives.
+func pyStr(b *strings.Builder, v *value) {
+	if v.kind == kindString {
+		b.WriteString(v.str)
+		return
+	}
+	pyRepr(b, v)
+}
+
+// pyRepr writes repr(v): what str() of a list shows of its elements.
+func pyRepr(b *strings.Builder, v *value) {
+	switch v.kind {
+	case kindNull:
+		b.WriteString("None")
+	case kindBool:
+		if v.b {
+			b.WriteString("True")
+		} else {
+			b.WriteString("False")
+		}
+	case kindNumber:
+		if v.py != "" {
+			b.WriteString(v.py)
+			return
+		}
+		if v.b { // a float
+			f, _ := strconv.ParseFloat(v.str, 64)
+			b.WriteString(formatFloat(f, pythonStyle))
+			return
+		}
+		b.WriteString(v.str)
+	case kindString:
+		pyQuote(b, v.str)
+	case kindArray:
+		b.WriteByte('[')
+		for i, e := range v.elems {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			pyRepr(b, e)
+		}
+		b.WriteByte(']')
+	case kindObject:
+		b.WriteByte('{')
+		for i, k := range v.keys {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			pyQuote(b, k)
+			b.WriteString(": ")
+			pyRepr(b, v.vals[i])
+		}
+		b.WriteByte('}')
+	}
+}
+
+// pyQuote writes Python's repr of a str: single quotes unless the text has
+// a single quote and no double one; backslash, the quote, \t \n \r and
+// characters that are not printable escaped.
+func pyQuote(b *strings.Builder, s string) {
+	q := byte('\'')
+	if strings.ContainsRune(s, '\'') && !strings.ContainsRune(s, '"') {
+		q = '"'
+	}
+	b.WriteByte(q)
+	for _, r := range s {
+		switch {
+		case r == rune(q) || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == utf8.RuneError || (r != ' ' && !unicode.IsPrint(r)) || r < 0x20 || r == 0x7f:
+			switch {
+			case r < 0x100:
+				fmt.Fprintf(b, `\x%02x`, r)
+			case r < 0x10000:
+				fmt.Fprintf(b, `\u%04x`, r)
+			default:
+				fmt.Fprintf(b, `\U%08x`, r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte(q)
+}
+
+type floatStyle int
+
+const (
+	// ryuStyle is how pydantic's JSON serializer writes a float (the ryu
+	// algorithm's shortest digits): 1.0, 1e16, 1e-7, 0.0001.
+	ryuStyle floatStyle = iota
+	// pythonStyle is Python's repr of a float: 1.0, 1e+16, 1e-05, 0.0001.
+	pythonStyle
+)
+
+// formatFloat writes the shortest digits that read back as f, in the
+// layout of style.
+func formatFloat(f float64, style floatStyle) string {
+	neg := math.Signbit(f)
+	if neg {
+		f = -f
+	}
+	e := strconv.FormatFloat(f, 'e', -1, 64) // d.ddde±XX
+	mant, exps, _ := strings.Cut(e, "e")
+	digits := strings.Replace(mant, ".", "", 1)
+	exp, _ := strconv.Atoi(exps)
+	if digits == "0" {
+		exp = 0
+	}
+	n := len(digits)
+	point := exp + 1 // digits before the decimal point
+	var out string
+	switch style {
+	case ryuStyle:
+		switch {
+		case point >= n && point <= 16:
+			out = digits + strings.Repeat("0", point-n) + ".0"
+		case point > 0 && point <= 16:
+			out = digits[:point] + "." + digits[point:]
+		case point > -5 && point <= 0:
+			out = "0." + strings.Repeat("0", -point) + digits
+		case n == 1:
+			out = digits + "e" + strconv.Itoa(point-1)
+		default:
+			out = digits[:1] + "." + digits[1:] + "e" + strconv.Itoa(point-1)
+		}
+	case pythonStyle:
+		switch {
+		case point > 16 || point < -3:
+			m := digits[:1]
+			if n > 1 {
+				m += "." + digits[1:]
+			}
+			x := point - 1
+			sign := "+"
+			if x < 0 {
+				sign, x = "-", -x
+			}
+			out = fmt.Sprintf("%se%s%02d", m, sign, x)
+		case point >= n:
+			out = digits + strings.Repeat("0", point-n) + ".0"
+		case point > 0:
+			out = digits[:point] + "." + digits[point:]
+		default:
+			out = "0." + strings.Repeat("0", -point) + digits
+		}
+	}
+	if neg {
+		out = "-" + out
+	}
+	return out
+}
