@@ -83,6 +83,9 @@ func MessageFromEvent(e Event) (Message, bool) {
 	if len(e.Data) > 0 {
 		if err := json.Unmarshal(e.Data, &d); err == nil {
 			m.CodeResult, m.Handoff, m.Usage, m.Thought = d.CodeResult, d.Handoff, d.Usage, d.Thought
+			if d.Structured != "" {
+				m.Structured = json.RawMessage(d.Structured)
+			}
 		}
 	}
 	m.Type = messageType(e, d)

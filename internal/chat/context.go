@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
@@ -43,6 +44,8 @@ func handoffDef(target string) ToolDef {
 //     assistant message, each tool call answered by a tool message right
 //     after it (a call with no recorded answer, cut by a crash, gets an
 //     error), and not its own tool-call summaries or handoff messages.
+//   - A StructuredMessage is its object's JSON (to_model_message) to the
+//     others, and the model's own text to the agent that wrote it.
 //   - Calls routed to a user_proxy's functions follow AutoGen 0.2, where
 //     AgentChat has nothing alike: the call and the proxy's results are
 //     messages of the group chat, so the other agents see them (as text
@@ -111,6 +114,9 @@ func appendAgentContext(out []ModelMessage, sp *spec.Spec, a *spec.Agent, msgs [
 			add(toolResults(m.ToolCalls, responses)...)
 		case own && m.Type == TypeTextMessage:
 			add(ModelMessage{Role: RoleAssistant, Content: m.Content})
+		case own && m.Type == TypeStructuredMessage:
+			// The agent keeps the model's own text of a structured reply.
+			add(ModelMessage{Role: RoleAssistant, Content: cmp.Or(meta[i].Reply, m.Content)})
 		case own || !isChatMessage(m):
 			// Own summaries and handoffs, and everyone's inner events.
 		case m.Type == TypeHandoffMessage:
@@ -119,7 +125,7 @@ func appendAgentContext(out []ModelMessage, sp *spec.Spec, a *spec.Agent, msgs [
 			}
 			add(ModelMessage{Role: RoleUser, Name: m.Name, Content: m.Content})
 		default:
-			add(ModelMessage{Role: RoleUser, Name: m.Name, Content: m.Content})
+			add(ModelMessage{Role: RoleUser, Name: m.Name, Content: sharedText(m)})
 		}
 	}
 	if !bounded {
@@ -184,4 +190,15 @@ func describeCalls(m Message) string {
 		lines = append(lines, "["+m.Name+" calls "+c.Function.Name+"("+c.Function.Arguments+")]")
 	}
 	return strings.Join(lines, "\n")
+}
+
+// sharedText is what the other agents (and the selector) see of a chat
+// message: its content, but of a StructuredMessage its object as
+// model_dump_json writes it (AgentChat's to_model_message), whatever its
+// format string shows.
+func sharedText(m Message) string {
+	if m.Type == TypeStructuredMessage && len(m.Structured) > 0 {
+		return string(m.Structured)
+	}
+	return m.Content
 }

@@ -16,7 +16,9 @@
 //   - selection.go: where the next speaker is chosen (state.selectStep).
 //   - modelcontext.go and context.go: what an assistant's model sees of the
 //     log (state.modelContext), as AgentChat's AssistantAgent keeps its
-//     model context; msgtype.go: AgentChat's type of each message.
+//     model context; msgtype.go: AgentChat's type of each message;
+//     structured.go: an output_schema's response format and the
+//     StructuredMessage a reply becomes.
 //   - stop.go: where a chat stops — every terminal event is made there; the
 //     conditions are in termination.go, and worker.stop maps an error that
 //     cut a step to its terminal event.

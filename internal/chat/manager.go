@@ -183,15 +183,32 @@ func (s *state) assistantStep(env stepEnv, a *spec.Agent, turn int) step {
 // modelReply is the message of one model call of an assistant's turn. A
 // text reply ends the turn; so do calls for a user_proxy to run (box says
 // who runs what) and a reflection.
-func modelReply(a *spec.Agent, turn int, resp *ModelResponse, box *toolbox, reflect bool) Event {
+//
+// An agent with an output_schema replies with a StructuredMessage: a reply
+// that does not validate against its type is an error, which fails the
+// run as it fails AgentChat's team.run.
+func modelReply(a *spec.Agent, turn int, resp *ModelResponse, box *toolbox, reflect bool) (Event, error) {
 	usage := resp.Usage
 	d := messageData{Usage: &usage, Thought: resp.Thought, Kind: kindModel, Turn: turn, End: true}
+	content := resp.Content
+	if a.OutputSchema != nil && len(resp.ToolCalls) == 0 {
+		// AgentChat gives the format string to the StructuredMessage of a
+		// direct reply only, not to one made by reflecting on tool use.
+		var err error
+		if content, d.Structured, err = structuredReply(a, resp.Content, !reflect); err != nil {
+			return Event{}, err
+		}
+		d.Type = TypeStructuredMessage
+		if resp.Content != content {
+			d.Reply = resp.Content
+		}
+	}
 	if reflect {
-		return withData(Event{Type: EventMessage, Role: RoleAssistant, Name: a.Name, Content: resp.Content}, d)
+		return withData(Event{Type: EventMessage, Role: RoleAssistant, Name: a.Name, Content: content}, d), nil
 	}
 	routed := len(resp.ToolCalls) > 0 && slices.ContainsFunc(resp.ToolCalls, func(c ToolCall) bool { return box.byName[c.Function.Name].executor != "" })
 	d.End = len(resp.ToolCalls) == 0 || routed
-	return withData(Event{Type: EventMessage, Role: RoleAssistant, Name: a.Name, Content: resp.Content, ToolCalls: resp.ToolCalls}, d)
+	return withData(Event{Type: EventMessage, Role: RoleAssistant, Name: a.Name, Content: content, ToolCalls: resp.ToolCalls}, d), nil
 }
 
 // toolSummary ends a turn whose iterations are used up without reflection:

@@ -33,6 +33,9 @@ type metrics struct {
 	// be sent.
 	deltasRelayed      *prometheus.CounterVec
 	deltaRelayFailures prometheus.Counter
+	// structuredInvalid counts structured replies that did not validate
+	// against their agent's output_schema (each fails its run).
+	structuredInvalid prometheus.Counter
 }
 
 // modelBuckets are the model latency buckets (seconds): from a fast local
@@ -74,10 +77,12 @@ func newMetrics(reg prometheus.Registerer, store Store, statusTTL time.Duration,
 			Help: "Deltas of streamed replies relayed between replicas, by direction (sent: of chats this replica runs, to replicas whose streams follow them; received)."}, []string{"direction"}),
 		deltaRelayFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_delta_relay_failures_total",
 			Help: "Deltas that could not be relayed to the other replicas: their streams get those replies as whole messages only."}),
+		structuredInvalid: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_structured_replies_invalid_total",
+			Help: "Model replies that did not validate against their agent's output_schema; each fails its run, as in AgentChat."}),
 	}
 	for _, c := range []prometheus.Collector{m.created, m.finished, m.turns, m.messages, m.events, m.appendErrors,
 		m.appendSeconds, m.modelCalls, m.modelSeconds, m.tokens, m.workers, m.claimErrors, m.panics, m.runsPosted, m.runs,
-		m.deltasRelayed, m.deltaRelayFailures, &statusCollector{store: store, ttl: statusTTL, now: now}} {
+		m.deltasRelayed, m.deltaRelayFailures, m.structuredInvalid, &statusCollector{store: store, ttl: statusTTL, now: now}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

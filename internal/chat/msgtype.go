@@ -9,6 +9,7 @@ const (
 	TypeToolCallExecutionEvent = spec.TypeToolCallExecutionEvent
 	TypeToolCallSummaryMessage = spec.TypeToolCallSummaryMessage
 	TypeHandoffMessage         = spec.TypeHandoffMessage
+	TypeStructuredMessage      = spec.TypeStructuredMessage
 )
 
 // messageType is AgentChat's type for a message event. It is derived from the

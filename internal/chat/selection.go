@@ -137,7 +137,7 @@ func selectorPrompt(sp *spec.Spec, candidates []string, msgs []Message, tokens T
 	ctx := make([]ModelMessage, 0, len(msgs))
 	for _, m := range msgs {
 		if isChatMessage(m) {
-			ctx = append(ctx, ModelMessage{Role: RoleUser, Name: m.Name, Content: m.Content})
+			ctx = append(ctx, ModelMessage{Role: RoleUser, Name: m.Name, Content: sharedText(m)})
 		}
 	}
 	if ss.Context.Kind() != spec.ContextUnbounded {

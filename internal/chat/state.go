@@ -261,6 +261,9 @@ func (s *state) foldMessage(e Event) error {
 	}
 	m := Message{Seq: e.Seq, Role: e.Role, Name: e.Name, Content: e.Content, ToolCalls: e.ToolCalls,
 		ToolResponses: e.ToolResponses, CreatedAt: e.CreatedAt, CodeResult: d.CodeResult, Handoff: d.Handoff, Usage: d.Usage, Thought: d.Thought}
+	if d.Structured != "" {
+		m.Structured = json.RawMessage(d.Structured)
+	}
 	m.Type = messageType(e, d)
 	s.msgs = append(s.msgs, m)
 	s.meta = append(s.meta, d)

@@ -258,7 +258,11 @@ func effect(rng *rand.Rand, s *state, st step) []Event {
 					Function: FunctionCall{Name: name, Arguments: "{}"}})
 			}
 		}
-		return []Event{modelReply(st.agent, st.turn, resp, box, st.reflect)}
+		ev, err := modelReply(st.agent, st.turn, resp, box, st.reflect)
+		if err != nil {
+			panic(err)
+		}
+		return []Event{ev}
 	case stepTools:
 		box := &toolbox{byName: map[string]offered{"t": {def: ToolDef{Name: "t"}}, "transfer_to_p": {def: ToolDef{Name: "transfer_to_p"}, handoff: "p"}}}
 		calls, decided := s.approvedCalls(st.open.ToolCalls)

@@ -131,8 +131,12 @@ type Message struct {
 	Usage         *Usage         `json:"usage,omitempty"`
 	// Thought is the model's reasoning behind the message, apart from its
 	// content (AgentChat's ThoughtEvent before the message).
-	Thought   string    `json:"thought,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
+	Thought string `json:"thought,omitempty"`
+	// Structured is a StructuredMessage's object (its content is the
+	// object as text, or its format string filled in), written as
+	// pydantic's model_dump_json writes it.
+	Structured json.RawMessage `json:"structured,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
 }
 
 // messageData is what a message event keeps in the log's data column: the
@@ -144,6 +148,14 @@ type messageData struct {
 	Usage      *Usage      `json:"usage,omitempty"`
 	// Thought is the model's reasoning (Message.Thought).
 	Thought string `json:"thought,omitempty"`
+	// Structured is a StructuredMessage's object as pydantic's
+	// model_dump_json writes it: kept as text, since a stored JSON object
+	// (jsonb) keeps no member order, and this text is what other agents
+	// are shown of the message.
+	Structured string `json:"structured,omitempty"`
+	// Reply is the model's own text of a StructuredMessage where it
+	// differs from the content: what the agent itself sees again.
+	Reply string `json:"reply,omitempty"`
 	// Kind says where the message came from: "task", "history" (resumed
 	// spec messages), "model" (one model call), "human", "auto" (auto-reply).
 	// The replay position of an agent is the number of its "model" messages.

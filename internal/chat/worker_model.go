@@ -45,7 +45,13 @@ func (w *worker) modelTools(ctx context.Context, a *spec.Agent, reflect bool) (*
 
 //go:noinline
 func (w *worker) commitReply(ctx context.Context, a *spec.Agent, turn int, resp *ModelResponse, box *toolbox, reflect bool) error {
-	return w.commit(ctx, modelReply(a, turn, resp, box, reflect))
+	ev, err := modelReply(a, turn, resp, box, reflect)
+	if err != nil {
+		w.rt.metrics.structuredInvalid.Inc()
+		w.log.Warn("structured reply does not match its type", "agent", a.Name, "err", err)
+		return err
+	}
+	return w.commit(ctx, ev)
 }
 
 // callModel makes one model call for an assistant with its system message,
@@ -68,7 +74,15 @@ func (w *worker) modelRequest(a *spec.Agent, tools []ToolDef) (*ModelRequest, er
 	if err != nil {
 		return nil, err
 	}
-	req := &ModelRequest{ChatID: w.id, Caller: a.Name, Config: w.st.spec.ResolveModel(a.Model), CallIndex: w.st.modelCallsOf(a.Name),
+	cfg := w.st.spec.ResolveModel(a.Model)
+	if a.OutputSchema != nil {
+		rf, err := responseFormat(a.OutputSchema)
+		if err != nil {
+			return nil, err
+		}
+		cfg.ResponseFormat = rf
+	}
+	req := &ModelRequest{ChatID: w.id, Caller: a.Name, Config: cfg, CallIndex: w.st.modelCallsOf(a.Name),
 		Messages: msgs, Tools: tools, OnDelta: w.deltaPublisher(a.Name)}
 	after := w.st.lastSeq
 	req.OnReset = func() {

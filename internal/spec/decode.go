@@ -24,19 +24,29 @@ func DecodeSpec(body []byte) (*Spec, []Problem) {
 
 // decodeCompact is DecodeSpec that also returns the body compacted (as
 // json.Compact does), which is what a chat stores and hashes.
+//
+// An assistant's output_schema without a property_order gets one, from the
+// order of its schema's properties in body, and the compacted body says
+// so: what a chat stores must not depend on a JSON object's member order,
+// which a jsonb column does not keep.
 func DecodeCompact(body []byte) (*Spec, []byte, []Problem) {
-	if s, compact, ok := decodeFast(body); ok {
-		return s, compact, nil
+	s, compact, ok := decodeFast(body)
+	if !ok {
+		var probs []Problem
+		if s, probs = decodeThorough(body); len(probs) > 0 {
+			return nil, nil, probs
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, body); err != nil {
+			return nil, nil, []Problem{{Message: err.Error()}}
+		}
+		compact = buf.Bytes()
 	}
-	s, probs := decodeThorough(body)
-	if len(probs) > 0 {
-		return nil, nil, probs
-	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, body); err != nil {
+	compact, err := recordPropertyOrder(s, compact)
+	if err != nil {
 		return nil, nil, []Problem{{Message: err.Error()}}
 	}
-	return s, compact.Bytes(), nil
+	return s, compact, nil
 }
 
 // decodeThorough is DecodeSpec for a body decodeFast gave up on: it finds

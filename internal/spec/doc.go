@@ -6,7 +6,7 @@
 //
 // It is a package of its own so that the chat engine (internal/chat) reads
 // as an engine: the engine takes a decoded, valid *Spec and never decodes or
-// checks one itself. spec imports nothing of agentd's; the HTTP layer, the
+// checks one itself. spec imports nothing of agentd's but internal/structured (a leaf); the HTTP layer, the
 // team-file translation (internal/component) and the tools check specs with
 // it.
 //
@@ -17,5 +17,8 @@
 //     decodefast.go: the one-pass decode (encoding/json/v2's, from
 //     github.com/go-json-experiment/json) that takes every spec without
 //     problems, and gives up to the thorough one at anything else.
-//   - validate.go: Validate, every rule of DESIGN §2 and the server's Limits.
+//   - validate.go: Validate, every rule of DESIGN §2 and the server's Limits;
+//     output.go: an assistant's output_schema (structured output), whose
+//     schema internal/structured reads, and the property order a stored
+//     spec keeps of it.
 package spec

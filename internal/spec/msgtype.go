@@ -10,11 +10,13 @@ const (
 	TypeToolCallExecutionEvent = "ToolCallExecutionEvent"
 	TypeToolCallSummaryMessage = "ToolCallSummaryMessage"
 	TypeHandoffMessage         = "HandoffMessage"
+	// TypeStructuredMessage is an assistant's reply with an output_schema.
+	TypeStructuredMessage = "StructuredMessage"
 )
 
 // MessageTypes lists every message type agentd writes.
 var MessageTypes = []string{TypeTextMessage, TypeToolCallRequestEvent, TypeToolCallExecutionEvent,
-	TypeToolCallSummaryMessage, TypeHandoffMessage}
+	TypeToolCallSummaryMessage, TypeHandoffMessage, TypeStructuredMessage}
 
 // ShapeType is the type a message's shape gives it: an assistant message
 // with tool_calls is a ToolCallRequestEvent, a tool message (or one with

@@ -68,6 +68,24 @@ type Agent struct {
 	// CodeApproval pauses a code-executing user_proxy before its code
 	// runs (AgentChat's CodeExecutorAgent approval_func).
 	CodeApproval *bool `json:"code_approval,omitempty"`
+	// OutputSchema asks an assistant for structured output (AgentChat's
+	// output_content_type): its replies are StructuredMessages.
+	OutputSchema *OutputSchema `json:"output_schema,omitempty"`
+}
+
+// OutputSchema is an assistant's structured-output type, as AgentChat's
+// component JSON holds an output_content_type (StructuredMessageFactory):
+// the type's name, its JSON Schema and an optional format string that
+// renders a reply for people (and for termination conditions).
+type OutputSchema struct {
+	Name         string          `json:"name"`
+	Schema       json.RawMessage `json:"schema"`
+	FormatString *string         `json:"format_string,omitempty"`
+	// PropertyOrder is the order of the schema's properties, which is the
+	// order of the reply's fields as the model's later readers see them.
+	// A stored JSON object keeps no order, so it is written down at
+	// create time from the request (see DecodeCompact).
+	PropertyOrder []string `json:"property_order,omitempty"`
 }
 
 // Values of ToolApproval's mode.

@@ -400,6 +400,7 @@ func (v *validator) checkAgents() {
 			}
 		}
 		v.checkContext(p+"/context", a.Context)
+		v.checkOutputSchema(p, a)
 		switch a.Type {
 		case AgentAssistant:
 			if a.Model == nil {
