@@ -38,6 +38,9 @@ type agentChatRun struct {
 		Type    string `json:"type"`
 		Source  string `json:"source"`
 		Content string `json:"content"`
+		// Structured is a StructuredMessage's object as model_dump_json
+		// writes it.
+		Structured string `json:"structured"`
 	} `json:"messages"`
 }
 
@@ -76,9 +79,10 @@ func (p *proc) createTeam(body []byte) teamChat {
 }
 
 type typedMessage struct {
-	Type          string `json:"type"`
-	Name          string `json:"name"`
-	Content       string `json:"content"`
+	Type          string          `json:"type"`
+	Name          string          `json:"name"`
+	Content       string          `json:"content"`
+	Structured    json.RawMessage `json:"structured"`
 	ToolResponses []struct {
 		Content string `json:"content"`
 		IsError bool   `json:"is_error"`
@@ -101,7 +105,7 @@ func TestAgentChatTeamsRunLikeAgentChat(t *testing.T) {
 	backends(t, func(t *testing.T, env []string) {
 		p := startAgentd(t, env...)
 		// "example" is examples/agentchat-team.json, the README's example.
-		for _, name := range []string{"round_robin", "selector", "swarm", "example", "contexts"} {
+		for _, name := range []string{"round_robin", "selector", "swarm", "example", "contexts", "structured"} {
 			t.Run(name, func(t *testing.T) {
 				b, err := os.ReadFile(filepath.Join("..", "internal", "component", "testdata", "runs", name+".json"))
 				if err != nil {
@@ -126,6 +130,11 @@ func TestAgentChatTeamsRunLikeAgentChat(t *testing.T) {
 				}
 				for i, w := range want.Messages {
 					g := got[i]
+					// AgentChat names a structured message's class after
+					// its content's type: StructuredMessage[Plan].
+					if strings.HasPrefix(w.Type, "StructuredMessage[") {
+						w.Type = "StructuredMessage"
+					}
 					// A message's type is compared once agentd reports one.
 					if g.Type != "" && g.Type != w.Type || g.Name != w.Source {
 						t.Errorf("message %d = %s from %s, AgentChat: %s from %s", i, g.Type, g.Name, w.Type, w.Source)
@@ -134,6 +143,11 @@ func TestAgentChatTeamsRunLikeAgentChat(t *testing.T) {
 					// to_text() renders Python reprs of calls and results.
 					if !strings.HasPrefix(w.Type, "ToolCall") && g.Content != w.Content {
 						t.Errorf("message %d content = %q, AgentChat: %q", i, g.Content, w.Content)
+					}
+					// A structured object byte for byte: its fields in the
+					// type's order, also after the spec went through jsonb.
+					if string(g.Structured) != w.Structured {
+						t.Errorf("message %d structured = %s, AgentChat: %s", i, g.Structured, w.Structured)
 					}
 				}
 			})
@@ -212,7 +226,7 @@ func TestAgentChatTeamExportRoundTrips(t *testing.T) {
 	}
 	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_MODELS_FILE="+models, "AZ_KEY=az-server-key", "ANT_KEY=sk-ant-server",
 		"AGENTD_TOOL_ALLOW_PRIVATE=true")
-	for _, name := range []string{"round_robin", "selector", "swarm", "terminations", "assistant_options", "openai_client", "azure_client", "anthropic_client"} {
+	for _, name := range []string{"round_robin", "selector", "swarm", "terminations", "assistant_options", "openai_client", "azure_client", "anthropic_client", "structured"} {
 		first := p.createTeam(teamBody(t, "go", teamFixture(t, name), ""))
 		code, _, exported := p.do("GET", "/v1/chats/"+first.ID+"/team", nil)
 		if code != http.StatusOK {

@@ -68,6 +68,8 @@ const (
 
 	provDockerExecutor = "autogen_ext.code_executors.docker.DockerCommandLineCodeExecutor"
 
+	provStructured = "autogen_agentchat.messages.StructuredMessageFactory"
+
 	provOr          = "autogen_agentchat.base.OrTerminationCondition"
 	provAnd         = "autogen_agentchat.base.AndTerminationCondition"
 	provMaxMessage  = "autogen_agentchat.conditions.MaxMessageTermination"

@@ -23,7 +23,7 @@ var update = flag.Bool("update", false, "rewrite the golden specs and exports in
 
 // Fixtures dumped by AgentChat 0.7.5 (test/autogen/components/dump.py) that
 // agentd accepts; refused_five is the one it refuses.
-var accepted = []string{"round_robin", "selector", "swarm", "assistant_options", "openai_client", "azure_client", "anthropic_client", "human", "code_executor", "terminations", "function_tools", "http_tools", "contexts"}
+var accepted = []string{"round_robin", "selector", "swarm", "assistant_options", "openai_client", "azure_client", "anthropic_client", "human", "code_executor", "terminations", "function_tools", "http_tools", "contexts", "structured"}
 
 func readFixture(t *testing.T, name string) []byte {
 	t.Helper()
@@ -200,6 +200,26 @@ func TestAgentChatLoadsExports(t *testing.T) {
 		case !c.Redumped:
 			t.Errorf("%s: AgentChat's dump of the loaded team differs from the export", name)
 		}
+	}
+}
+
+// TestStructuredRefused: an output_content_type with a nested model and a
+// dict (AgentChat's dump of it) is refused, each part with the pointer
+// into the file's json_schema.
+func TestStructuredRefused(t *testing.T) {
+	t.Parallel()
+	sp, req := specOf(t, request(t, readFixture(t, "structured_refused"), ""))
+	probs := req.Translation.MapProblems(spec.Validate(sp, spec.Limits{}, env))
+	const schema = "/team/config/participants/0/config/structured_message_factory/config/json_schema"
+	want := map[string]bool{schema + "/$defs": true, schema + "/properties/steps/items/$ref": true, schema + "/properties/owners/additionalProperties": true}
+	for _, p := range probs {
+		delete(want, p.Path)
+		if !strings.HasPrefix(p.Path, schema) {
+			t.Errorf("problem outside the schema: %s: %s", p.Path, p.Message)
+		}
+	}
+	for p := range want {
+		t.Errorf("no problem at %s; got %v", p, probs)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/spec"
+	"github.com/agentd/agentd/internal/structured"
 )
 
 // componentTypes are the component_type values AgentChat 0.7.5 writes.
@@ -21,6 +22,7 @@ var componentTypes = map[string]string{
 	provStaticStreamWorkbench: "workbench", provMcpWorkbench: "workbench",
 	provDockerExecutor: "code_executor",
 	provFunctionTool:   "tool", provCodeTool: "tool", provHTTPTool: "tool",
+	provStructured: "structured_message",
 }
 
 // newComponent builds a component as dump_component() writes it: version
@@ -206,6 +208,11 @@ func (e *exporter) assistant(path string, a *spec.Agent) Component {
 		cfg["model_context"] = *mc
 	} else {
 		cfg["model_context"] = newComponent(provUnbounded, "An unbounded chat completion context that keeps a view of the all the messages.", map[string]any{})
+	}
+	if o := a.OutputSchema; o != nil {
+		if sm, ok := e.outputSchema(path+"/output_schema", o); ok {
+			cfg["structured_message_factory"] = sm
+		}
 	}
 	if len(a.Handoffs) > 0 {
 		hs := make([]map[string]string, len(a.Handoffs))
@@ -541,4 +548,20 @@ func lower(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// outputSchema exports an output_schema as AgentChat's
+// StructuredMessageFactory: the JSON Schema with its properties in order
+// (the order of the fields of the pydantic model AgentChat makes of it).
+func (e *exporter) outputSchema(path string, o *spec.OutputSchema) (Component, bool) {
+	sc, probs := structured.Parse(o.Schema, o.PropertyOrder)
+	if len(probs) > 0 {
+		e.r.problem(path+"/schema"+probs[0].Path, "%s", probs[0].Message)
+		return Component{}, false
+	}
+	cfg := map[string]any{"json_schema": sc.JSON(), "content_model_name": o.Name}
+	if o.FormatString != nil {
+		cfg["format_string"] = *o.FormatString
+	}
+	return newComponent(provStructured, ":meta private:", cfg), true
 }

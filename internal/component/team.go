@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/spec"
+	"github.com/agentd/agentd/internal/structured"
 )
 
 // Translation is a team component translated into the parts of a chat spec
@@ -310,9 +311,48 @@ func (tr *translator) assistant(c *comp) spec.Agent {
 		tr.workbench(idx(cfg.at("workbench"), i), wb, &a)
 	}
 	cfg.refuse("memory is not supported: agentd agents see the conversation only", "memory")
-	cfg.refuse("structured output (output_content_type) is not supported", "structured_message_factory")
+	if sm := cfg.raw("structured_message_factory"); sm != nil {
+		at := cfg.at("structured_message_factory")
+		a.OutputSchema = tr.outputSchema(at, sm)
+		tr.mapPath(ap+"/output_schema", at+"/config")
+		tr.mapPath(ap+"/output_schema/name", at+"/config/content_model_name")
+		tr.mapPath(ap+"/output_schema/schema", at+"/config/json_schema")
+		tr.mapPath(ap+"/output_schema/format_string", at+"/config/format_string")
+	}
 	cfg.ignore("model_client_stream", "metadata")
 	return a
+}
+
+// outputSchema translates an AssistantAgent's structured_message_factory
+// (its output_content_type): the model's class name, its JSON Schema with
+// the properties in the file's order, and the format string. The spec's
+// validation checks the schema, and its problems point into the file.
+func (tr *translator) outputSchema(path string, raw any) *spec.OutputSchema {
+	c := readComponent(&tr.r, path, raw)
+	if c == nil {
+		return nil
+	}
+	defer c.cfg.done()
+	if c.provider != provStructured {
+		c.unsupported(&tr.r, "structured message factory", provStructured)
+		return nil
+	}
+	o := &spec.OutputSchema{Name: c.cfg.required("content_model_name"), FormatString: c.cfg.str("format_string")}
+	if !c.cfg.has("json_schema") {
+		tr.r.problem(c.cfg.at("json_schema"), "is required")
+		return nil
+	}
+	c.cfg.used["json_schema"] = true
+	schema := tr.rawAt(c.cfg.at("json_schema"))
+	if schema == nil {
+		tr.r.problem(c.cfg.at("json_schema"), "must be a JSON Schema object")
+		return nil
+	}
+	o.Schema = schema
+	if sc, probs := structured.Parse(schema, nil); len(probs) == 0 {
+		o.PropertyOrder = sc.Properties()
+	}
+	return o
 }
 
 // handoff reads a handoff (a target name or a Handoff object) and returns

@@ -37,7 +37,7 @@ from autogen_agentchat.conditions import (  # noqa: E402
     TimeoutTermination,
     TokenUsageTermination,
 )
-from autogen_agentchat.messages import StopMessage  # noqa: E402
+from autogen_agentchat.messages import StopMessage, StructuredMessage  # noqa: E402
 from autogen_agentchat.tools import AgentTool  # noqa: E402
 from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat, Swarm  # noqa: E402
 from autogen_core import Component  # noqa: E402
@@ -59,7 +59,7 @@ from autogen_core.tools import FunctionTool  # noqa: E402
 from typing import Annotated, Literal, Optional  # noqa: E402
 from autogen_ext.tools.mcp import McpWorkbench, SseServerParams, StdioServerParams, StreamableHttpServerParams  # noqa: E402
 from autogen_ext.tools.http import HttpTool  # noqa: E402
-from pydantic import BaseModel  # noqa: E402
+from pydantic import BaseModel, Field  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = sys.argv[1] if len(sys.argv) > 1 else "internal/component/testdata"
@@ -343,6 +343,58 @@ def contexts():
     ), "Discuss the plan."
 
 
+class Plan(BaseModel):
+    # A structured-output type of every field kind agentd reproduces. (No
+    # docstring: AgentChat drops a type's description when it loads one from
+    # its component JSON, so the load check could not see the export equal.)
+    title: str
+    steps: list[str]
+    priority: int
+    confidence: float = 0.5
+    done: bool = False
+    note: Optional[str] = Field(default=None, description="Anything else.")
+    kind: Literal["bug", "feature"] = "feature"
+
+
+def structured():
+    """An assistant with structured output (output_content_type) and a
+    format string, beside a plain one."""
+    planner = AssistantAgent(
+        "planner",
+        model_client=replay('{"title": "Ship", "steps": ["build"], "priority": 1}'),
+        description="Plans.",
+        output_content_type=Plan,
+        output_content_type_format="{title} (priority {priority}): {steps}",
+    )
+    reviewer = AssistantAgent("reviewer", model_client=replay("Fine."), description="Reviews.")
+    # A team must be told the StructuredMessage types its agents produce;
+    # its component JSON does not keep them, which is why AgentChat cannot
+    # run this team loaded from its dump (agentd can).
+    team = RoundRobinGroupChat(
+        [planner, reviewer],
+        termination_condition=MaxMessageTermination(3),
+        custom_message_types=[StructuredMessage[Plan]],
+    )
+    return team, "Plan the release."
+
+
+class Step(BaseModel):
+    name: str
+
+
+class NestedPlan(BaseModel):
+    """A type with a nested model and a dict: pydantic validates them in
+    ways agentd does not reproduce, so the team is refused."""
+
+    steps: list[Step]
+    owners: dict[str, int]
+
+
+def structured_refused():
+    planner = AssistantAgent("planner", model_client=replay("{}"), output_content_type=NestedPlan)
+    return RoundRobinGroupChat([planner], termination_condition=MaxMessageTermination(3)), None
+
+
 def local_function(city: str) -> str:
     """Looks up the weather (Python source that agentd must refuse)."""
     return f"Sunny in {city}"
@@ -443,6 +495,8 @@ TEAMS = {
     "terminations": terminations,
     "contexts": contexts,
     "refused_five": refused_five,
+    "structured": structured,
+    "structured_refused": structured_refused,
 }
 
 
@@ -458,11 +512,16 @@ async def run(team, task):
     return {
         "task": task,
         "stop_reason": result.stop_reason,
-        "messages": [
-            {"type": m.__class__.__name__, "source": m.source, "content": m.to_text()}
-            for m in result.messages
-        ],
+        "messages": [message(m) for m in result.messages],
     }
+
+
+def message(m):
+    out = {"type": m.__class__.__name__, "source": m.source, "content": m.to_text()}
+    if isinstance(m, StructuredMessage):
+        # The object as model_dump_json writes it (fields in order).
+        out["structured"] = m.content.model_dump_json()
+    return out
 
 
 def main():
