@@ -33,7 +33,9 @@ import (
 
 // scenario is a file of scenarios/.
 type scenario struct {
-	Spec map[string]any `json:"spec"`
+	// Spec is kept as written: the order of an output_schema's properties
+	// is the order of a structured reply's fields.
+	Spec json.RawMessage `json:"spec"`
 	// Team and Task make a team-file scenario: a team AgentChat dumped
 	// (teams.py), posted to agentd as {"task", "team"}.
 	Team        json.RawMessage   `json:"team"`
@@ -97,6 +99,9 @@ type entry struct {
 	Type    string `json:"type"`
 	Content any    `json:"content"`
 	Target  string `json:"target,omitempty"`
+	// Structured is a StructuredMessage's object, as model_dump_json
+	// writes it.
+	Structured string `json:"structured,omitempty"`
 }
 
 // run is what agentd did with a scenario.
@@ -376,10 +381,7 @@ func runAgentd(t *testing.T, sc scenario, fx fixture, sandboxes chat.Sandboxes) 
 	}))
 	t.Cleanup(tools.Close)
 
-	body, err := json.Marshal(sc.Spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := []byte(sc.Spec)
 	if sc.Team != nil {
 		// Translated as POST /v1/chats translates {"task", "team"}.
 		req, err := component.ParseRequest([]byte(`{"task": `+string(sc.Task)+`, "team": `+string(sc.Team)+`}`), nil)
@@ -547,10 +549,11 @@ func runAgentd(t *testing.T, sc scenario, fx fixture, sandboxes chat.Sandboxes) 
 	if h := len(byRun[0]); h != len(fx.History) {
 		t.Errorf("%d messages of history before run 1, AgentChat's %d", h, len(fx.History))
 	}
-	out.transcript = transcriptOf(byRun[1])
+	types := structuredTypes(t, body)
+	out.transcript = transcriptOf(byRun[1], types)
 	for i, n := range numbers {
 		if n > 0 {
-			out.runs[i].transcript = transcriptOf(byRun[n])
+			out.runs[i].transcript = transcriptOf(byRun[n], types)
 		}
 	}
 	for _, r := range fake.Requests() {
@@ -611,12 +614,21 @@ func withHistory(t *testing.T, spec []byte, history []entry) []byte {
 // ToolCallRequestEvent in AgentChat; a reply's thought is a field of its
 // message in agentd and a ThoughtEvent before it in AgentChat; a tool result's function name, which
 // AgentChat repeats in each result, is the name of the call it answers.
-func transcriptOf(msgs []chat.Message) []entry {
+//
+// A StructuredMessage's type is AgentChat's class name, which names the
+// content's type (StructuredMessage[Plan]); types maps each agent with an
+// output_schema to that type's name.
+func transcriptOf(msgs []chat.Message, types map[string]string) []entry {
 	names := map[string]string{}
 	var out []entry
 	for _, m := range msgs {
-		e := entry{Source: m.Name, Type: m.Type, Content: m.Content, Target: m.Handoff}
+		e := entry{Source: m.Name, Type: m.Type, Content: m.Content, Target: m.Handoff, Structured: string(m.Structured)}
 		switch m.Type {
+		case "StructuredMessage":
+			e.Type = "StructuredMessage[" + types[m.Name] + "]"
+			if m.Thought != "" {
+				out = append(out, entry{Source: m.Name, Type: "ThoughtEvent", Content: m.Thought})
+			}
 		case "ToolCallRequestEvent":
 			if m.Content != "" {
 				out = append(out, entry{Source: m.Name, Type: "ThoughtEvent", Content: m.Content})
@@ -640,6 +652,30 @@ func transcriptOf(msgs []chat.Message) []entry {
 			}
 		}
 		out = append(out, e)
+	}
+	return out
+}
+
+// structuredTypes maps each agent of a spec that has an output_schema to
+// its type's name.
+func structuredTypes(t *testing.T, spec []byte) map[string]string {
+	t.Helper()
+	var sp struct {
+		Agents []struct {
+			Name         string `json:"name"`
+			OutputSchema *struct {
+				Name string `json:"name"`
+			} `json:"output_schema"`
+		} `json:"agents"`
+	}
+	if err := json.Unmarshal(spec, &sp); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, a := range sp.Agents {
+		if a.OutputSchema != nil {
+			out[a.Name] = a.OutputSchema.Name
+		}
 	}
 	return out
 }

@@ -29,9 +29,9 @@ os.environ["TIKTOKEN_CACHE_DIR"] = os.path.join(os.getcwd(), ".tiktoken-cache")
 import threading
 import warnings
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from autogen_core import CancellationToken
 from autogen_core.model_context import (
@@ -52,11 +52,42 @@ from autogen_agentchat.conditions import (
     TextMessageTermination,
     TokenUsageTermination,
 )
-from autogen_agentchat.messages import HandoffMessage, TextMessage
+from autogen_agentchat.messages import HandoffMessage, StructuredMessage, TextMessage
 from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat, Swarm
 from autogen_ext.models.openai import OpenAIChatCompletionClient
 
 MODEL = "gpt-4o-mini"
+
+
+class Plan(BaseModel):
+    """A plan: every field kind agentd reproduces."""
+
+    title: str
+    steps: list[str]
+    priority: int
+    confidence: float = 0.5
+    done: bool = False
+    note: Optional[str] = Field(default=None, description="Anything else.")
+    kind: Literal["bug", "feature"] = "feature"
+
+
+class Verdict(BaseModel):
+    verdict: Literal["APPROVED", "REJECTED"]
+    score: float
+
+
+# The structured-output types a scenario's agent may name (output_schema's
+# name): the team is built in Python with the class itself, as AgentChat
+# cannot load a team with output_content_type from its component JSON
+# ("not registered"), and the scenario's schema must be the class's.
+OUTPUT_TYPES = {"Plan": Plan, "Verdict": Verdict}
+
+
+def output_type(o: dict[str, Any]) -> type[BaseModel]:
+    cls = OUTPUT_TYPES[o["name"]]
+    if cls.model_json_schema() != o["schema"]:
+        raise ValueError(f"output_schema {o['name']} is not {cls.__name__}.model_json_schema(): {cls.model_json_schema()}")
+    return cls
 
 
 class ScriptServer:
@@ -223,6 +254,9 @@ def build_team(
 ) -> Any:
     tools = {t["name"]: t for t in spec.get("tools", [])}
     agents = []
+    # A team must be told the StructuredMessage types its agents produce
+    # (custom_message_types), which its component JSON does not keep.
+    custom: list[Any] = []
     for a in spec["agents"]:
         if a["type"] != "assistant":
             raise ValueError("the recorder maps assistants only")
@@ -239,6 +273,11 @@ def build_team(
             kwargs["tool_call_summary_format"] = a["tool_call_summary_format"]
         if "context" in a:
             kwargs["model_context"] = model_context(a["context"], client)
+        if "output_schema" in a:
+            kwargs["output_content_type"] = output_type(a["output_schema"])
+            custom.append(StructuredMessage[kwargs["output_content_type"]])
+            if "format_string" in a["output_schema"]:
+                kwargs["output_content_type_format"] = a["output_schema"]["format_string"]
         agents.append(
             AssistantAgent(
                 a["name"],
@@ -254,12 +293,13 @@ def build_team(
         # every team's condition.
         term = external if term is None else term | external
     max_turns = spec.get("max_round", 10)
+    team_kwargs: dict[str, Any] = {"custom_message_types": custom} if custom else {}
     sel = spec.get("speaker_selection", {})
     method = sel.get("method", "round_robin")
     if method == "round_robin":
-        return RoundRobinGroupChat(agents, termination_condition=term, max_turns=max_turns)
+        return RoundRobinGroupChat(agents, termination_condition=term, max_turns=max_turns, **team_kwargs)
     if method == "swarm":
-        return Swarm(agents, termination_condition=term, max_turns=max_turns)
+        return Swarm(agents, termination_condition=term, max_turns=max_turns, **team_kwargs)
     if method == "auto":
         kwargs = {}
         if "selector_prompt" in sel:
@@ -274,6 +314,7 @@ def build_team(
             allow_repeated_speaker=sel.get("allow_repeated_speaker", False),
             max_selector_attempts=sel.get("max_attempts", 3),
             **kwargs,
+            **team_kwargs,
         )
     raise ValueError(f"selection {method} has no recorder mapping")
 
@@ -297,6 +338,10 @@ def transcript(messages: Any) -> list[dict[str, Any]]:
     out = []
     for m in messages:
         e = {"source": m.source, "type": type(m).__name__, "content": content(m)}
+        if isinstance(m, StructuredMessage):
+            # What to_text() shows and the object as model_dump_json writes it.
+            e["content"] = m.to_text()
+            e["structured"] = m.content.model_dump_json()
         if hasattr(m, "target"):
             e["target"] = m.target
         out.append(e)

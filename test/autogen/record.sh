@@ -15,3 +15,5 @@ rm -f testdata/*.json
 # The team-file scenarios are teams AgentChat builds and dumps itself.
 "$env_dir/python.sh" teams.py scenarios
 "$env_dir/python.sh" record.py scenarios/*.json testdata
+"$env_dir/python.sh" structured.py structured-pydantic.json
+mv structured-pydantic.json ../../internal/structured/testdata/pydantic.json
