@@ -516,3 +516,26 @@ func TestConsoleWithAPIKeys(t *testing.T) {
 func (b *browser) cookies() string {
 	return eval[string](b, `document.cookie`)
 }
+
+// TestConsoleShowsStructuredMessages: a structured reply shows its format
+// string's text and a table of its object's fields.
+func TestConsoleShowsStructuredMessages(t *testing.T) {
+	t.Parallel()
+	b := newBrowser(t)
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none")
+	c := p.createTeam(teamBody(t, "Plan the release.", teamFixture(t, "structured"), ""))
+	p.waitTerminal(c.ID, 30*time.Second)
+	b.run(chromedp.Navigate(p.base + "/#/chats/" + c.ID))
+	b.waitJS("the structured reply", `document.querySelector('#transcript li.msg[data-name="planner"] table.structured')`)
+	text := eval[string](b, `document.querySelector('#transcript li.msg[data-name="planner"]').innerText`)
+	for _, want := range []string{"structured", "Ship (priority 1): ['build']", "title", "steps", `["build"]`, "confidence", "0.5", "note", "null"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the planner's message shows %q, without %q", text, want)
+		}
+	}
+	rows := eval[int](b, `document.querySelectorAll('#transcript li.msg[data-name="planner"] table.structured tr').length`)
+	if rows != 7 {
+		t.Errorf("%d rows in the structured table, want 7 (one per field)", rows)
+	}
+	b.screenshot("structured-message")
+}

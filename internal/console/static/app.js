@@ -743,7 +743,8 @@ class ChatView {
   }
 
   message(ev, m) {
-    const kind = m.tool_calls?.length ? 'tool call' : m.role === 'tool' ? 'tool result' : m.code_result ? 'code execution' : m.handoff ? 'handoff' : '';
+    const kind = m.tool_calls?.length ? 'tool call' : m.role === 'tool' ? 'tool result' : m.code_result ? 'code execution' : m.handoff ? 'handoff'
+      : m.structured ? 'structured' : '';
     const li = el('li', {
       class: 'msg', 'data-seq': ev.id, 'data-event': 'message', 'data-name': m.name,
       style: `--agent:${agentColour(m.name)}`,
@@ -753,7 +754,10 @@ class ChatView {
       el('span', { class: 'meta' }, [m.role, kind].filter(Boolean).join(' · ')),
       m.usage ? el('span', { class: 'meta', 'data-usage': '' }, `${m.usage.prompt_tokens}+${m.usage.completion_tokens} tokens`) : null,
       el('span', { class: 'seq', title: m.created_at }, `#${m.seq} ${time(m.created_at)}`)));
-    if (m.content) li.append(renderContent(m.content));
+    // A structured reply without a format string has its object as its
+    // content: the table below shows it once.
+    if (m.content && !(m.structured && m.content.trimStart().startsWith('{'))) li.append(renderContent(m.content));
+    if (m.structured) li.append(structuredTable(m.structured));
     for (const tc of m.tool_calls || []) {
       li.append(el('details', { class: 'tool-call' },
         el('summary', {}, '🔧 ', el('code', {}, `${tc.function?.name}(…)`), ` ${tc.id}`),
@@ -1117,6 +1121,14 @@ function renderContent(text) {
   }
   if (at < text.length) div.append(text.slice(at));
   return div;
+}
+
+/** structuredTable shows a structured reply's object: a row per field,
+ * strings as they are and anything else as JSON. */
+function structuredTable(obj) {
+  const rows = Object.entries(obj && typeof obj === 'object' ? obj : { value: obj }).map(([k, v]) =>
+    el('tr', {}, el('th', {}, k), el('td', {}, typeof v === 'string' ? v : JSON.stringify(v))));
+  return el('table', { class: 'structured', 'data-structured': '' }, el('tbody', {}, rows));
 }
 
 // ---------- start ----------
