@@ -489,6 +489,10 @@ class ChatView {
       list.items.set(c.id, c);
       list.render();
       this.render();
+    } else if (method !== 'GET' && c?.id === this.id) {
+      // A read issued while this write was under way came back first and
+      // may predate the write: read again, now that it has taken effect.
+      this.scheduleRefresh();
     }
     return c;
   }
