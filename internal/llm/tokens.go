@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/pytext"
 	"github.com/agentd/agentd/internal/spec"
 	"github.com/agentd/agentd/internal/tokencount"
 )
@@ -70,7 +71,7 @@ func (c *Client) CountTokens(m spec.Model, msgs []chat.ModelMessage) (int, error
 					}
 					var b strings.Builder
 					b.WriteString(`{"type": "text", "text": `)
-					pyJSONString(&b, p.Text)
+					pytext.WriteJSONString(&b, p.Text, true)
 					b.WriteString("}")
 					if err = count(b.String()); err != nil {
 						break
@@ -135,57 +136,13 @@ func pyToolCalls(calls []chat.ToolCall) string {
 			b.WriteString(", ")
 		}
 		b.WriteString(`{"id": `)
-		pyJSONString(&b, c.ID)
+		pytext.WriteJSONString(&b, c.ID, true)
 		b.WriteString(`, "function": {"arguments": `)
-		pyJSONString(&b, c.Function.Arguments)
+		pytext.WriteJSONString(&b, c.Function.Arguments, true)
 		b.WriteString(`, "name": `)
-		pyJSONString(&b, c.Function.Name)
+		pytext.WriteJSONString(&b, c.Function.Name, true)
 		b.WriteString(`}, "type": "function"}`)
 	}
 	b.WriteByte(']')
 	return b.String()
-}
-
-// pyJSONString writes s as Python's json.dumps does by default
-// (ensure_ascii): everything outside printable ASCII as \uXXXX escapes
-// (a surrogate pair above U+FFFF), with \n, \r, \t, \b, \f, \" and \\.
-func pyJSONString(b *strings.Builder, s string) {
-	const hex = "0123456789abcdef"
-	u := func(r rune) {
-		b.WriteString(`\u`)
-		for shift := 12; shift >= 0; shift -= 4 {
-			b.WriteByte(hex[(r>>shift)&0xf])
-		}
-	}
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		default:
-			switch {
-			case r >= 0x20 && r <= 0x7e:
-				b.WriteRune(r)
-			case r > 0xffff:
-				r -= 0x10000
-				u(0xd800 + (r>>10)&0x3ff)
-				u(0xdc00 + r&0x3ff)
-			default:
-				u(r)
-			}
-		}
-	}
-	b.WriteByte('"')
 }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/agentd/agentd/internal/pytext"
 )
 
 // valueKind is the Python type of a literal value.
@@ -137,33 +139,7 @@ func floatRepr(f float64) string {
 		}
 		return "-Infinity"
 	}
-	e := strconv.FormatFloat(f, 'e', -1, 64) // -d.ddde±XX
-	sign := ""
-	if e[0] == '-' {
-		sign, e = "-", e[1:]
-	}
-	mant, expStr, _ := strings.Cut(e, "e")
-	exp, _ := strconv.Atoi(expStr)
-	digits := strings.Replace(mant, ".", "", 1)
-	decpt := exp + 1 // the value is 0.digits × 10^decpt
-	if decpt <= -4 || decpt > 16 {
-		m := digits[:1]
-		if len(digits) > 1 {
-			m += "." + digits[1:]
-		}
-		es := "+"
-		if exp < 0 {
-			es, exp = "-", -exp
-		}
-		return fmt.Sprintf("%s%se%s%02d", sign, m, es, exp)
-	}
-	switch {
-	case decpt <= 0:
-		return sign + "0." + strings.Repeat("0", -decpt) + digits
-	case decpt >= len(digits):
-		return sign + digits + strings.Repeat("0", decpt-len(digits)) + ".0"
-	}
-	return sign + digits[:decpt] + "." + digits[decpt:]
+	return pytext.Float(f)
 }
 
 // errUnsupported marks a literal form agentd does not evaluate (f-strings,

@@ -10,8 +10,8 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/agentd/agentd/internal/pytext"
 )
 
 // Value is a Python value that JSON can hold (None, bool, int, float, str,
@@ -169,7 +169,7 @@ func (v value) writeRepr(b *strings.Builder) {
 			b.WriteString(floatRepr(v.f))
 		}
 	case vStr:
-		writeStrRepr(b, v.s)
+		pytext.WriteStrRepr(b, v.s)
 	case vList:
 		b.WriteByte('[')
 		for i, it := range v.items {
@@ -185,48 +185,12 @@ func (v value) writeRepr(b *strings.Builder) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			writeStrRepr(b, k)
+			pytext.WriteStrRepr(b, k)
 			b.WriteString(": ")
 			v.vals[i].writeRepr(b)
 		}
 		b.WriteByte('}')
 	}
-}
-
-// writeStrRepr writes Python's repr of a str: single quotes unless the
-// text has a single quote and no double quote; backslash escapes for the
-// quote, backslash, \t \n \r, other control characters and characters
-// that are not printable.
-func writeStrRepr(b *strings.Builder, s string) {
-	q := byte('\'')
-	if strings.ContainsRune(s, '\'') && !strings.ContainsRune(s, '"') {
-		q = '"'
-	}
-	b.WriteByte(q)
-	for _, r := range s {
-		switch {
-		case r == rune(q) || r == '\\':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r < ' ' || r == 0x7f:
-			fmt.Fprintf(b, `\x%02x`, r)
-		case r < 0x7f || unicode.IsPrint(r):
-			b.WriteRune(r)
-		case r <= 0xff:
-			fmt.Fprintf(b, `\x%02x`, r)
-		case r <= 0xffff:
-			fmt.Fprintf(b, `\u%04x`, r)
-		default:
-			fmt.Fprintf(b, `\U%08x`, r)
-		}
-	}
-	b.WriteByte(q)
 }
 
 func (v value) writeDump(b *strings.Builder) {
@@ -240,7 +204,7 @@ func (v value) writeDump(b *strings.Builder) {
 	case vFloat:
 		b.WriteString(floatRepr(v.f))
 	case vStr:
-		writeDumpString(b, v.s)
+		pytext.WriteJSONString(b, v.s, false)
 	case vList:
 		b.WriteByte('[')
 		for i, it := range v.items {
@@ -256,42 +220,10 @@ func (v value) writeDump(b *strings.Builder) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			writeDumpString(b, k)
+			pytext.WriteJSONString(b, k, false)
 			b.WriteByte(':')
 			v.vals[i].writeDump(b)
 		}
 		b.WriteByte('}')
 	}
-}
-
-// writeDumpString writes a JSON string as json.dumps with
-// ensure_ascii=False does: only the quote, the backslash and control
-// characters escaped.
-func writeDumpString(b *strings.Builder, s string) {
-	b.WriteByte('"')
-	for _, r := range strings.ToValidUTF8(s, string(utf8.RuneError)) {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		default:
-			if r < ' ' {
-				fmt.Fprintf(b, `\u%04x`, r)
-			} else {
-				b.WriteRune(r)
-			}
-		}
-	}
-	b.WriteByte('"')
 }

@@ -8,8 +8,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/agentd/agentd/internal/pytext"
 )
 
 // Object is a reply read into its type's fields: what pydantic's
@@ -75,9 +75,9 @@ func literal(t typ, v *value) *value {
 			}
 			switch {
 			case !isIntLiteral(x.str):
-				x.str, x.b = formatFloat(f, ryuStyle), true
+				x.str, x.b = ryuFloat(f), true
 			case t != nil && t.kind == "number":
-				x.py, x.str = x.str, formatFloat(f, ryuStyle)
+				x.py, x.str = x.str, ryuFloat(f)
 			}
 		case kindArray:
 			var et *typ
@@ -225,7 +225,7 @@ func toFloat(x *value) (*value, error) {
 	if err != nil || math.IsInf(f, 0) {
 		return nil, errors.New("input should be a finite number")
 	}
-	return &value{kind: kindNumber, str: formatFloat(f, ryuStyle), b: true}, nil
+	return &value{kind: kindNumber, str: ryuFloat(f), b: true}, nil
 }
 
 // toBool reads a boolean as pydantic's lax mode does: a boolean, the
@@ -259,7 +259,7 @@ func (o *Object) JSON() string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		writeString(&b, n)
+		pytext.WriteJSONString(&b, n, false)
 		b.WriteByte(':')
 		o.vals[i].encode(&b)
 	}
@@ -393,12 +393,12 @@ func pyRepr(b *strings.Builder, v *value) {
 		}
 		if v.b { // a float
 			f, _ := strconv.ParseFloat(v.str, 64)
-			b.WriteString(formatFloat(f, pythonStyle))
+			b.WriteString(pytext.Float(f))
 			return
 		}
 		b.WriteString(v.str)
 	case kindString:
-		pyQuote(b, v.str)
+		pytext.WriteStrRepr(b, v.str)
 	case kindArray:
 		b.WriteByte('[')
 		for i, e := range v.elems {
@@ -414,7 +414,7 @@ func pyRepr(b *strings.Builder, v *value) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			pyQuote(b, k)
+			pytext.WriteStrRepr(b, k)
 			b.WriteString(": ")
 			pyRepr(b, v.vals[i])
 		}
@@ -422,55 +422,10 @@ func pyRepr(b *strings.Builder, v *value) {
 	}
 }
 
-// pyQuote writes Python's repr of a str: single quotes unless the text has
-// a single quote and no double one; backslash, the quote, \t \n \r and
-// characters that are not printable escaped.
-func pyQuote(b *strings.Builder, s string) {
-	q := byte('\'')
-	if strings.ContainsRune(s, '\'') && !strings.ContainsRune(s, '"') {
-		q = '"'
-	}
-	b.WriteByte(q)
-	for _, r := range s {
-		switch {
-		case r == rune(q) || r == '\\':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == utf8.RuneError || (r != ' ' && !unicode.IsPrint(r)) || r < 0x20 || r == 0x7f:
-			switch {
-			case r < 0x100:
-				fmt.Fprintf(b, `\x%02x`, r)
-			case r < 0x10000:
-				fmt.Fprintf(b, `\u%04x`, r)
-			default:
-				fmt.Fprintf(b, `\U%08x`, r)
-			}
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte(q)
-}
-
-type floatStyle int
-
-const (
-	// ryuStyle is how pydantic's JSON serializer writes a float (the ryu
-	// algorithm's shortest digits): 1.0, 1e16, 1e-7, 0.0001.
-	ryuStyle floatStyle = iota
-	// pythonStyle is Python's repr of a float: 1.0, 1e+16, 1e-05, 0.0001.
-	pythonStyle
-)
-
-// formatFloat writes the shortest digits that read back as f, in the
-// layout of style.
-func formatFloat(f float64, style floatStyle) string {
+// ryuFloat writes f as pydantic's JSON serializer does (the ryu
+// algorithm's shortest digits): 1.0, 1e16, 1e-7, 0.0001. Python's own repr
+// (1e+16, 1e-05) is pytext.Float.
+func ryuFloat(f float64) string {
 	neg := math.Signbit(f)
 	if neg {
 		f = -f
@@ -485,40 +440,17 @@ func formatFloat(f float64, style floatStyle) string {
 	n := len(digits)
 	point := exp + 1 // digits before the decimal point
 	var out string
-	switch style {
-	case ryuStyle:
-		switch {
-		case point >= n && point <= 16:
-			out = digits + strings.Repeat("0", point-n) + ".0"
-		case point > 0 && point <= 16:
-			out = digits[:point] + "." + digits[point:]
-		case point > -5 && point <= 0:
-			out = "0." + strings.Repeat("0", -point) + digits
-		case n == 1:
-			out = digits + "e" + strconv.Itoa(point-1)
-		default:
-			out = digits[:1] + "." + digits[1:] + "e" + strconv.Itoa(point-1)
-		}
-	case pythonStyle:
-		switch {
-		case point > 16 || point < -3:
-			m := digits[:1]
-			if n > 1 {
-				m += "." + digits[1:]
-			}
-			x := point - 1
-			sign := "+"
-			if x < 0 {
-				sign, x = "-", -x
-			}
-			out = fmt.Sprintf("%se%s%02d", m, sign, x)
-		case point >= n:
-			out = digits + strings.Repeat("0", point-n) + ".0"
-		case point > 0:
-			out = digits[:point] + "." + digits[point:]
-		default:
-			out = "0." + strings.Repeat("0", -point) + digits
-		}
+	switch {
+	case point >= n && point <= 16:
+		out = digits + strings.Repeat("0", point-n) + ".0"
+	case point > 0 && point <= 16:
+		out = digits[:point] + "." + digits[point:]
+	case point > -5 && point <= 0:
+		out = "0." + strings.Repeat("0", -point) + digits
+	case n == 1:
+		out = digits + "e" + strconv.Itoa(point-1)
+	default:
+		out = digits[:1] + "." + digits[1:] + "e" + strconv.Itoa(point-1)
 	}
 	if neg {
 		out = "-" + out

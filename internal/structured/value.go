@@ -8,6 +8,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/agentd/agentd/internal/pytext"
 )
 
 // value is a JSON value that keeps the order of an object's members: a
@@ -170,7 +172,7 @@ func (v *value) encode(b *strings.Builder) {
 	case kindNumber:
 		b.WriteString(v.str)
 	case kindString:
-		writeString(b, v.str)
+		pytext.WriteJSONString(b, v.str, false)
 	case kindArray:
 		b.WriteByte('[')
 		for i, e := range v.elems {
@@ -186,7 +188,7 @@ func (v *value) encode(b *strings.Builder) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			writeString(b, k)
+			pytext.WriteJSONString(b, k, false)
 			b.WriteByte(':')
 			v.vals[i].encode(b)
 		}
@@ -198,43 +200,6 @@ func (v *value) String() string {
 	var b strings.Builder
 	v.encode(&b)
 	return b.String()
-}
-
-// writeString writes s as a JSON string the way pydantic (serde_json)
-// does: only the quote, the backslash and control characters are escaped
-// (\b \f \n \r \t by name, the others as \u00xx); everything else,
-// non-ASCII included, is written as it is.
-func writeString(b *strings.Builder, s string) {
-	const hex = "0123456789abcdef"
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch c {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		default:
-			if c < 0x20 {
-				b.WriteString(`\u00`)
-				b.WriteByte(hex[c>>4])
-				b.WriteByte(hex[c&0xf])
-				continue
-			}
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
 }
 
 // clone copies v deeply.
