@@ -65,17 +65,56 @@ def _base(source: str, type_: str, usage: Any = None) -> dict[str, Any]:
     return {"source": source, "models_usage": models_usage, "metadata": {}, "type": type_}
 
 
+@dataclass(frozen=True)
+class StructuredType:
+    """An agent's structured output, as its component's
+    StructuredMessageFactory holds it: the content model's name, its format
+    string and its JSON Schema."""
+
+    name: str
+    format_string: str | None = None
+    json_schema: Mapping[str, Any] | None = None
+
+    @property
+    def message_type(self) -> str:
+        """AgentChat's name of the agent's message class."""
+        return f"StructuredMessage[{self.name}]"
+
+
+def _participants(component: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The configs of a team component's agents that have a name."""
+    config = component.get("config")
+    participants = config.get("participants", []) if isinstance(config, Mapping) else []
+    out = []
+    for p in participants if isinstance(participants, list) else []:
+        cfg = p.get("config") if isinstance(p, Mapping) else None
+        if isinstance(cfg, Mapping) and isinstance(cfg.get("name"), str):
+            out.append(cfg)
+    return out
+
+
+def structured_types(component: Mapping[str, Any]) -> dict[str, StructuredType]:
+    """From a team component: each structured-output agent's type (its
+    ``structured_message_factory``)."""
+    out: dict[str, StructuredType] = {}
+    for cfg in _participants(component):
+        factory = cfg.get("structured_message_factory")
+        fc = factory.get("config") if isinstance(factory, Mapping) else None
+        if not isinstance(fc, Mapping) or not isinstance(fc.get("content_model_name"), str):
+            continue
+        fmt = fc.get("format_string")
+        schema = fc.get("json_schema")
+        out[cfg["name"]] = StructuredType(fc["content_model_name"], fmt if isinstance(fmt, str) else None,
+                                          schema if isinstance(schema, Mapping) else None)
+    return out
+
+
 def team_facts(component: Mapping[str, Any]) -> tuple[set[str], dict[str, set[str]]]:
     """From a team component: the agents that stream their model's output
     (``model_client_stream``) and each agent's handoff tool names."""
     streaming: set[str] = set()
     handoffs: dict[str, set[str]] = {}
-    config = component.get("config")
-    participants = config.get("participants", []) if isinstance(config, Mapping) else []
-    for p in participants if isinstance(participants, list) else []:
-        cfg = p.get("config") if isinstance(p, Mapping) else None
-        if not isinstance(cfg, Mapping) or not isinstance(cfg.get("name"), str):
-            continue
+    for cfg in _participants(component):
         name = cfg["name"]
         if cfg.get("model_client_stream"):
             streaming.add(name)
@@ -102,7 +141,9 @@ class Translator:
     AgentChat's ``run_stream`` argument of that name; ``run``: the number of
     the run to translate, whose ``run.started`` opens it (events before it
     belong to other runs and give nothing), and whose terminal event ends it
-    (default: the events from the start, to the first terminal event).
+    (default: the events from the start, to the first terminal event);
+    ``structured``: the structured-output agents' types (an agent not listed
+    gives a plain ``StructuredMessage`` without a format string).
     """
 
     def __init__(
@@ -111,7 +152,9 @@ class Translator:
         handoffs: Mapping[str, set[str]] | None = None,
         output_task_messages: bool = True,
         run: int | None = None,
+        structured: Mapping[str, StructuredType] | None = None,
     ) -> None:
+        self.structured = dict(structured or {})
         self.streaming = set(streaming or ())
         self.handoffs = dict(handoffs or {})
         self.output_task_messages = output_task_messages
@@ -217,12 +260,22 @@ class Translator:
         if type_ == "HandoffMessage":
             return [self._handoff(m, source)]
         msgs: list[dict[str, Any]] = []
-        if model_reply:
+        if model_reply and type_ != "StructuredMessage":
+            # A structured reply's chunks are the model's JSON, which agentd
+            # keeps in no message: only its deltas give them.
             msgs += self._chunks(source, str(thought or "") + str(content or ""))
+        elif model_reply:
+            self._deltas.pop(source, None)
         if thought:
             t = _base(source, "ThoughtEvent")
             t["content"] = thought
             msgs.append(t)
+        if type_ == "StructuredMessage":
+            st = self.structured.get(source)
+            out = _base(source, st.message_type if st else type_, m.get("usage") if model_reply else None)
+            out.update(content=m.get("structured"), format_string=st.format_string if st else None)
+            msgs.append(out)
+            return msgs
         out = _base(source, type_, m.get("usage") if model_reply else None)
         out["content"] = content
         msgs.append(out)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, AsyncGenerator, Awaitable, Callable, Mapping
 
-from ._agentchat import RunEnd, Translator, team_facts
+from ._agentchat import RunEnd, Translator, structured_types, team_facts
 from ._async_client import AsyncClient
 from ._sse import Event
 from ._types import Task
@@ -53,6 +53,8 @@ class TeamRuns:
         self.name = name
         self.metadata = dict(metadata) if metadata is not None else None
         self.streaming, self.handoffs = team_facts(self.component)
+        #: The structured-output agents' types.
+        self.structured = structured_types(self.component)
         #: The chat the runs continue (None before the first run).
         self.chat_id: str | None = None
         #: The seq of the last event read: later runs' streams start after it.
@@ -98,7 +100,8 @@ class TeamRuns:
         self.end = None
         run = await self.start(client, task)
         assert self.chat_id is not None
-        translator = Translator(self.streaming, self.handoffs, output_task_messages, run=run)
+        translator = Translator(self.streaming, self.handoffs, output_task_messages, run=run,
+                                structured=self.structured)
         stream = client.events(self.chat_id, after=self.last_seq, until_run=run)
         wait = step or _next
         try:

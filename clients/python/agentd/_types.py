@@ -104,7 +104,11 @@ class ToolResponse(TypedDict):
 
 
 class Message(TypedDict):
-    """A message of a chat's log; ``type`` is AgentChat's name for it."""
+    """A message of a chat's log; ``type`` is AgentChat's name for it. A
+    ``StructuredMessage`` (the reply of an assistant with an
+    ``output_schema``) has its object in ``structured`` and its text
+    (the schema's ``format_string`` filled in, else the object's JSON) in
+    ``content``."""
 
     seq: int
     type: str
@@ -118,6 +122,19 @@ class Message(TypedDict):
     handoff: NotRequired[str]
     usage: NotRequired[Usage]
     thought: NotRequired[str]
+    structured: NotRequired[Dict[str, Any]]
+
+
+class OutputSchema(TypedDict, total=False):
+    """An assistant's structured output in a spec (AgentChat's
+    ``output_content_type``): the type's ``name`` and JSON ``schema``, an
+    optional ``format_string`` for the replies' text, and the order of the
+    schema's properties (filled in by the server when absent)."""
+
+    name: Required[str]
+    schema: Required[Dict[str, Any]]
+    format_string: str
+    property_order: List[str]
 
 
 class MessageList(TypedDict):

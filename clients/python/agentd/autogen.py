@@ -15,7 +15,9 @@ yields what AgentChat's ``run_stream`` yields: ``TextMessage``,
 ``ThoughtEvent``, ``ToolCallRequestEvent``, ``ToolCallExecutionEvent``,
 ``ToolCallSummaryMessage``, ``HandoffMessage``,
 ``ModelClientStreamingChunkEvent`` (for agents with ``model_client_stream``),
-``UserInputRequestedEvent`` … and the ``TaskResult`` last.
+``UserInputRequestedEvent`` … and the ``TaskResult`` last. A
+structured-output agent's replies are ``StructuredMessage[T]`` whose
+``content`` is an instance of the agent's ``output_content_type`` ``T``.
 
 Importing this module imports AgentChat (``autogen-agentchat`` 0.7.5);
 ``import agentd`` alone does not.
@@ -29,10 +31,19 @@ from typing import Any, AsyncGenerator, Awaitable, Callable, Mapping, Sequence, 
 
 from autogen_agentchat import messages as _messages
 from autogen_agentchat.base import TaskResult
-from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, HandoffMessage, TextMessage
+from autogen_agentchat.messages import (
+    BaseAgentEvent,
+    BaseChatMessage,
+    HandoffMessage,
+    StructuredMessage,
+    StructuredMessageFactory,
+    TextMessage,
+)
 from autogen_core import CancellationToken
+from pydantic import BaseModel, ConfigDict, create_model
 
 from ._async_client import AsyncClient
+from ._agentchat import structured_types
 from ._base import team_component
 from ._client import Client
 from ._errors import RunFailedError
@@ -48,8 +59,42 @@ ApprovalFunc = Callable[[PendingInput], Union[Sequence[Approval], Awaitable[Sequ
 TaskType = Union[str, BaseChatMessage, Sequence[BaseChatMessage], None]
 
 
-def _message(d: dict[str, Any]) -> BaseAgentEvent | BaseChatMessage:
-    """The AgentChat object for a message dict of the translator."""
+#: The content of a StructuredMessage from an agent whose type is unknown
+#: (not in the team): the object's fields as they are.
+_AnyContent: type[BaseModel] = create_model("StructuredContent", __config__=ConfigDict(extra="allow"))
+
+
+def content_types(team: Any, component: Mapping[str, Any]) -> dict[str, type[BaseModel]]:
+    """Each structured-output agent's content type: the agent's own
+    ``output_content_type`` where the team object is at hand, else the model
+    that AgentChat's ``StructuredMessageFactory`` makes from the component's
+    JSON Schema (what ``AssistantAgent.load_component`` gives the agent).
+    Any other agent's content is a model that keeps the object's fields as
+    they are."""
+    out: dict[str, type[BaseModel]] = {}
+    for name, st in structured_types(component).items():
+        if st.json_schema is None:
+            continue
+        try:
+            factory = StructuredMessageFactory(json_schema=dict(st.json_schema), content_model_name=st.name)
+        except Exception:  # a schema AgentChat cannot make a model of: the object as it is
+            continue
+        out[name] = factory.ContentModel
+    for agent in getattr(team, "_participants", None) or []:
+        own = getattr(agent, "_output_content_type", None)
+        if isinstance(own, type) and issubclass(own, BaseModel) and getattr(agent, "name", None):
+            out[agent.name] = own
+    return out
+
+
+def _message(d: dict[str, Any], types: Mapping[str, type[BaseModel]] | None = None) -> BaseAgentEvent | BaseChatMessage:
+    """The AgentChat object for a message dict of the translator; a
+    StructuredMessage's content is of its agent's type in ``types``."""
+    if d["type"].startswith("StructuredMessage"):
+        content_type = (types or {}).get(d["source"], _AnyContent)
+        message: BaseChatMessage = StructuredMessage[content_type].model_validate(
+            {k: v for k, v in d.items() if k != "type"})
+        return message
     cls = getattr(_messages, d["type"], None)
     if cls is None:
         raise ValueError(f"agentd sent a message of type {d['type']!r}, which AgentChat 0.7.5 does not have")
@@ -122,6 +167,7 @@ class RemoteTeam:
         self.name: str = name or (config.get("name") if isinstance(config, Mapping) else None) or "RemoteTeam"
         self.description: str = str(component.get("description") or "")
         self._runs = TeamRuns(component, name=name, metadata=metadata)
+        self._content_types = content_types(team, component)
         self._input_func = input_func
         self._approval_func = approval_func
         self._running = False
@@ -192,7 +238,7 @@ class RemoteTeam:
             async for d in self._runs.run(
                 client, agentd_task, answer=answer, output_task_messages=output_task_messages, step=step
             ):
-                msg = _message(d)
+                msg = _message(d, self._content_types)
                 yield msg
                 if not isinstance(msg, _messages.ModelClientStreamingChunkEvent):
                     output.append(msg)

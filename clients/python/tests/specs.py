@@ -117,3 +117,27 @@ def pay_and_refund(tool_url: str, approval: Any = "always") -> dict[str, Any]:
             ]},
         }],
     }
+
+
+def structured() -> dict[str, Any]:
+    """A planner with structured output (a format string) and a writer."""
+    return {
+        "name": "structured",
+        "task": "Plan the log rotation fix.",
+        "max_round": 2,
+        "agents": [
+            {"name": "planner", "type": "assistant",
+             "output_schema": {
+                 "name": "Plan", "format_string": "{title} (priority {priority}): {steps}",
+                 "schema": {"type": "object", "title": "Plan", "required": ["title", "steps", "priority"],
+                            "properties": {"title": {"type": "string"},
+                                           "steps": {"type": "array", "items": {"type": "string"}},
+                                           "priority": {"type": "integer"},
+                                           "note": {"anyOf": [{"type": "string"}, {"type": "null"}],
+                                                    "default": None}}}},
+             "model": {"provider": "replay", "responses": [
+                 '{"title": "Rotate logs", "steps": ["rename", "reopen"], "priority": "2"}']}},
+            {"name": "writer", "type": "assistant",
+             "model": {"provider": "replay", "responses": ["Logs will rotate."]}},
+        ],
+    }

@@ -129,6 +129,27 @@ def test_deltas_from_a_streaming_model(agentd_bin: str) -> None:
         model.close()
 
 
+def test_structured_output(server: Agentd) -> None:
+    """A structured-output agent's reply: its text in content, its object
+    (defaults filled in, as pydantic reads the model's JSON) in structured,
+    in the messages, the events and the spec the chat keeps."""
+    with client_for(server) as c:
+        chat = c.create(specs.structured(), wait_s=30)
+        assert chat["status"] == "completed"
+        msgs = c.messages(chat["id"])["messages"]
+        plan = [m for m in msgs if m["type"] == "StructuredMessage"]
+        assert len(plan) == 1 and plan[0]["name"] == "planner"
+        want: dict[str, object] = {"title": "Rotate logs", "steps": ["rename", "reopen"], "priority": 2, "note": None}
+        assert plan[0].get("structured") == want
+        assert list(plan[0].get("structured", {})) == ["title", "steps", "priority", "note"]
+        assert plan[0]["content"] == "Rotate logs (priority 2): ['rename', 'reopen']"
+        assert [m.get("structured") for m in msgs if m["name"] == "writer"] == [None]
+        evs = [e.data for e in c.events(chat["id"]) if e.event == "message" and e.data.get("name") == "planner"]
+        assert [e.get("structured") for e in evs] == [want]
+        spec = c.get(chat["id"], include_spec=True)["spec"]
+        assert spec["agents"][0]["output_schema"]["name"] == "Plan"
+
+
 def test_manual_speaker_and_stale_request(server: Agentd) -> None:
     with client_for(server) as c:
         chat = c.create(specs.manual(), wait_s=10)
