@@ -21,7 +21,8 @@ from typing import Any
 
 import common
 import agentd
-from agentd.autogen import RemoteTeam
+from agentd.autogen import RemoteTeam, _message, content_types
+from autogen_agentchat.messages import StructuredMessage
 from autogen_core import CancellationToken
 from scenarios import SCENARIOS, Scenario, agentchat_task, answering, close_clients
 from support import Agentd, ScriptedModel
@@ -54,6 +55,7 @@ async def check_one(binary: str, sc: Scenario) -> None:
         remote = RemoteTeam(team, agentd.Client(server.url), name=sc.name, input_func=answers)
         text, result, seen = await common.console(remote.run_stream(task=sc.task))
         compare("", text, result, seen, rec)
+        check_structured(team, result, rec)
         first_chat = remote.chat_id
         further = rec.get("runs", [])
         same("further runs recorded", [r["task"] for r in further], sc.runs or [])
@@ -112,6 +114,26 @@ async def check_cancel(binary: str) -> None:
         await close_clients()
         server.stop()
         model.close()
+
+
+def check_structured(team: Any, result: Any, rec: dict[str, Any]) -> None:
+    """A StructuredMessage's content is an instance of its agent's own
+    output_content_type; from the component JSON alone (no team object),
+    of the model AgentChat's StructuredMessageFactory makes from its JSON
+    Schema, with the same dump and text as AgentChat's message."""
+    got = [m for m in result.messages if isinstance(m, StructuredMessage)]
+    if not got:
+        return
+    own = {a.name: a._output_content_type for a in team._participants}
+    same("structured content is the agent's class", [type(m.content) is own[m.source] for m in got],
+         [True] * len(got))
+    # The team's own component JSON: the recording's is written with sorted
+    # keys, which loses the order of the schema's properties.
+    types = content_types(None, team.dump_component().model_dump(mode="json"))
+    want = [d for d in rec["result"]["messages"] if d["type"].startswith("StructuredMessage")]
+    made = [_message(dict(d), types) for d in want]
+    same("structured messages from the component alone", [common.plain(m) for m in made], want)
+    same("their text from the component alone", [m.to_text() for m in made], [m.to_text() for m in got])
 
 
 def compare(what: str, text: str, result: Any, seen: list[dict[str, Any]], want: dict[str, Any]) -> None:

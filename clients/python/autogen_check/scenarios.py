@@ -3,7 +3,9 @@ with a streaming agent, a Swarm whose agents hand off through tool calls, a
 selector team, a team with a human, and teams that run several times (a
 round-robin team stopped by MaxMessageTermination in each of three runs, and
 a Swarm that hands off to the user and is handed back in the next run, the
-human-in-the-loop pattern of AgentChat's Swarm). Each is built with
+human-in-the-loop pattern of AgentChat's Swarm), and a round-robin team
+whose agents answer with structured output (pydantic classes as their
+output_content_type, one with a format string). Each is built with
 AgentChat's own classes around an OpenAIChatCompletionClient pointed at a
 scripted model server, and runs the same script in-process (record.py) and
 on agentd (check.py).
@@ -17,13 +19,14 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Literal, Optional
 
 from autogen_agentchat.agents import AssistantAgent, UserProxyAgent
 from autogen_agentchat.conditions import HandoffTermination, MaxMessageTermination, TextMentionTermination
-from autogen_agentchat.messages import BaseChatMessage, HandoffMessage, TextMessage
+from autogen_agentchat.messages import BaseChatMessage, HandoffMessage, StructuredMessage, TextMessage
 from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat, Swarm
 from autogen_ext.models.openai import OpenAIChatCompletionClient
+from pydantic import BaseModel, Field
 
 MODEL = "gpt-4o-mini"
 #: The model clients built so far, to close when a run is over.
@@ -126,6 +129,37 @@ def human(url: str, input_func: Callable[[str], str] | None = None) -> Any:
     editor = UserProxyAgent("editor", input_func=input_func)
     return RoundRobinGroupChat(
         [writer, editor], termination_condition=TextMentionTermination("SHIP", sources=["editor"]), max_turns=6,
+    )
+
+
+class Plan(BaseModel):
+    """The planner's output_content_type."""
+
+    title: str
+    steps: list[str]
+    priority: int
+    note: Optional[str] = Field(default=None, description="Anything else.")
+
+
+class Verdict(BaseModel):
+    """The reviewer's output_content_type (no format string: its text is the
+    object's JSON)."""
+
+    verdict: Literal["APPROVED", "REJECTED"]
+    score: float
+    done: bool = False
+
+
+def structured(url: str) -> Any:
+    planner = AssistantAgent(
+        "planner", model_client=client(url), system_message="Plan the work.",
+        output_content_type=Plan, output_content_type_format="{title} (priority {priority}): {steps}",
+    )
+    reviewer = AssistantAgent("reviewer", model_client=client(url), output_content_type=Verdict)
+    writer = AssistantAgent("writer", model_client=client(url), system_message="Announce the plan.")
+    return RoundRobinGroupChat(
+        [planner, reviewer, writer], termination_condition=MaxMessageTermination(4),
+        custom_message_types=[StructuredMessage[Plan], StructuredMessage[Verdict]],
     )
 
 
@@ -243,5 +277,18 @@ SCENARIOS = [
             {"type": "HandoffMessage", "source": "user", "target": "triage", "content": "Invoice 42."},
             {"type": "HandoffMessage", "source": "user", "target": "billing", "content": "No, that is all. Thanks!"},
         ],
+    ),
+    Scenario(
+        "structured",
+        "Plan the log rotation fix.",
+        [
+            # The model's JSON, as lax pydantic reads it: "2" is the integer 2,
+            # a member that is no field is dropped, a missing one defaulted.
+            {"content": '{"title": "Rotate logs", "steps": ["rename", "reopen"], "priority": "2", "extra": 1}',
+             "usage": u(30, 20)},
+            {"content": '{"verdict": "APPROVED", "score": 1}', "usage": u(45, 9)},
+            {"content": "Logs will rotate: rename, then reopen.", "usage": u(60, 9)},
+        ],
+        structured,
     ),
 ]

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 import pytest
 
 import agentd
-from agentd._agentchat import Translator
+from agentd._agentchat import StructuredType, Translator, structured_types
 from agentd._remote import TeamRuns
 from support import Agentd, ScriptedModel
 
@@ -42,7 +42,7 @@ def merge_chunks(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def test_recordings_cover_the_teams_and_their_runs() -> None:
     names = {p.stem for p in RECORDINGS}
-    assert names == {"round_robin", "swarm", "selector", "human", "runs_round_robin", "runs_swarm"}
+    assert names == {"round_robin", "swarm", "selector", "human", "runs_round_robin", "runs_swarm", "structured"}
     recs = {p.stem: json.loads(p.read_text()) for p in RECORDINGS}
     providers = {r["component"]["provider"] for r in recs.values()}
     assert providers == {"autogen_agentchat.teams.RoundRobinGroupChat", "autogen_agentchat.teams.Swarm",
@@ -55,6 +55,10 @@ def test_recordings_cover_the_teams_and_their_runs() -> None:
         "Handoff to user from triage detected.", "Handoff to user from billing detected.",
         "Text 'TERMINATE' mentioned"]
     assert [r["task"]["type"] for r in recs["runs_swarm"]["runs"]] == ["HandoffMessage"] * 2
+    # Structured output: AgentChat's classes are named after the agents'
+    # content types, whose objects are the messages' content.
+    assert [(m["type"], m["format_string"]) for m in recs["structured"]["stream"] if "format_string" in m] == [
+        ("StructuredMessage[Plan]", "{title} (priority {priority}): {steps}"), ("StructuredMessage[Verdict]", None)]
 
 
 def runs_of(rec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -163,3 +167,24 @@ def test_missed_deltas_are_made_up_from_the_message() -> None:
     assert got == [("ModelClientStreamingChunkEvent", "lo."), ("TextMessage", "Hello.")]
     # Deltas of agents that do not stream are not AgentChat events.
     assert tr.feed(agentd.Event(None, "message.delta", {"name": "other", "content": "x"})) == []
+
+
+def test_structured_messages_as_agentchat_names_them() -> None:
+    """A StructuredMessage is named after its agent's content type with the
+    agent's format string, both from the component; of an agent the
+    component does not describe, it is a plain StructuredMessage."""
+    rec = json.loads((pathlib.Path(__file__).parent / "testdata" / "agentchat" / "structured.json").read_text())
+    types = structured_types(rec["component"])
+    assert sorted(types) == ["planner", "reviewer"]
+    assert types["planner"].name == "Plan" and types["reviewer"].format_string is None
+    assert types["planner"].json_schema is not None and "steps" in types["planner"].json_schema["properties"]
+    tr = Translator(structured={"p": StructuredType("Plan", "{a}")})
+    tr.feed(agentd.Event(3, "speaker.selected", {"agent": "p", "method": "round_robin"}))
+    data = {"seq": 4, "type": "StructuredMessage", "role": "assistant", "name": "p", "content": "x",
+            "structured": {"a": "x"}, "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
+    assert tr.feed(agentd.Event(4, "message", data)) == [{
+        "source": "p", "type": "StructuredMessage[Plan]", "content": {"a": "x"}, "format_string": "{a}",
+        "metadata": {}, "models_usage": {"prompt_tokens": 3, "completion_tokens": 1}}]
+    tr.feed(agentd.Event(5, "speaker.selected", {"agent": "q", "method": "round_robin"}))
+    out = tr.feed(agentd.Event(6, "message", dict(data, seq=6, name="q")))
+    assert [(d["type"], d["content"], d["format_string"]) for d in out] == [("StructuredMessage", {"a": "x"}, None)]
