@@ -8,7 +8,8 @@
 #
 # Postgres comes from internal/store/pgtest/build-image.sh (agentd-postgres-test).
 # Grafana has no Debian package: the compose file keeps it in a profile.
-# An image that exists already is kept; FORCE=1 rebuilds.
+# An image that exists already is kept, but agentd's (its binary is this
+# checkout's, on a kept base); FORCE=1 rebuilds them all.
 #
 # usage: deploy/compose/build-images.sh        then, from deploy/compose:
 #   AGENTD_IMAGE=localhost/agentd:local HAPROXY_IMAGE=localhost/agentd-haproxy:local \
@@ -43,7 +44,8 @@ package_image() {
   rm -f "$tmp/$pkg.tar"
 }
 
-exists localhost/agentd:local || VERSION=$version deploy/image/build.sh localhost/agentd:local
+# agentd itself is built every time (its base is kept): the stack runs this checkout.
+VERSION=$version deploy/image/build.sh localhost/agentd:local
 package_image localhost/agentd-haproxy:local haproxy \
   --change 'USER haproxy' --change 'ENV PATH=/usr/sbin:/usr/bin:/bin' \
   --change 'CMD ["haproxy", "-W", "-db", "-f", "/etc/haproxy/haproxy.cfg"]'

@@ -42,7 +42,10 @@ for _ in $(seq 120); do
   sleep 1
 done
 curl -fsS "$base/readyz" >/dev/null || fail "agentd did not get ready on $base"
-curl -fsS "$base/" | grep -q '<title>agentd' || fail "GET / is not the console"
+# Read the whole page before looking in it: grep -q stops reading at the
+# first match, and curl, cut off, fails the pipeline.
+page=$(curl -fsS "$base/") || fail "GET / failed"
+grep -q '<title>agentd' <<<"$page" || fail "GET / is not the console"
 
 chat=$(curl -fsS -X POST "$base/v1/chats?wait_s=60" -H 'Content-Type: application/json' \
   --data @"$root/examples/debate.json") || fail "create the debate"
