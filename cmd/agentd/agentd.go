@@ -166,7 +166,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.runtime, err = chat.NewRuntime(chat.RuntimeConfig{
 		Store: db, Models: m.models, Providers: providers, Tools: m.tools, Sandboxes: sandboxes, SandboxHosts: m.sandboxHosts(), Logger: m.Logger, Registerer: reg,
 		MaxActiveChats: cfg.MaxActiveChats, LeaseDuration: cfg.LeaseTTL, AppendTimeout: cfg.AppendTimeout,
-		Limits: spec.Limits{MaxRound: cfg.MaxRoundLimit, MaxSandboxDiskMB: cfg.SandboxMaxDiskMB}, TracerProvider: tp,
+		Limits: spec.Limits{MaxRound: cfg.MaxRoundLimit, MaxSandboxDiskMB: cfg.SandboxMaxDiskMB, MaxImageBytes: cfg.MaxImageBytes}, TracerProvider: tp,
 		Webhooks: router, Retention: chat.RetentionConfig{After: cfg.Retention},
 	})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentd/agentd/internal/egress"
 	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/spec"
 	"github.com/agentd/agentd/internal/tool"
 	"github.com/agentd/agentd/internal/webhook"
 )
@@ -37,6 +38,7 @@ type Config struct {
 	LeaseTTL         time.Duration
 	AppendTimeout    time.Duration
 	MaxBodyBytes     int64
+	MaxImageBytes    int
 	GCHeapFloor      int64
 	LogLevel         string
 	LogFormat        string
@@ -109,6 +111,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", env.duration("AGENTD_LEASE_TTL", 15*time.Second), "chat lease duration; a crashed replica's chats continue after it (AGENTD_LEASE_TTL)")
 	fs.DurationVar(&c.AppendTimeout, "append-timeout", env.duration("AGENTD_APPEND_TIMEOUT", 30*time.Second), "timeout of one log append; a chat whose append timed out is continued from its log (AGENTD_APPEND_TIMEOUT)")
 	fs.DurationVar(&c.ModelCallTimeout, "model-call-timeout", env.duration("AGENTD_MODEL_CALL_TIMEOUT", 120*time.Second), "timeout of one model call attempt (AGENTD_MODEL_CALL_TIMEOUT)")
+	fs.IntVar(&c.MaxImageBytes, "max-image-bytes", env.int("AGENTD_MAX_IMAGE_BYTES", spec.DefaultMaxImageBytes), "largest image of a MultiModalMessage, in bytes; a request body holds it in base64, so AGENTD_MAX_BODY_BYTES bounds it too (AGENTD_MAX_IMAGE_BYTES)")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", int64(env.int("AGENTD_MAX_BODY_BYTES", 1<<20)), "largest request body (AGENTD_MAX_BODY_BYTES)")
 	str(&c.SandboxAllowHosts, "sandbox-allow-hosts", "AGENTD_SANDBOX_ALLOW_HOSTS", "", "comma-separated hosts (ports 80 and 443), host:port, *.domain[:port], IPs or CIDRs that a spec's sandbox.network.allow may name; sandboxes reach them through agentd's egress proxy (empty: sandboxes have no network)")
 	fs.Int64Var(&c.SandboxEgressMaxBytes, "sandbox-egress-max-bytes", int64(env.int("AGENTD_SANDBOX_EGRESS_MAX_BYTES", 1<<30)), "bytes one chat's sandbox may exchange with the hosts it may reach, both directions (AGENTD_SANDBOX_EGRESS_MAX_BYTES)")
@@ -183,6 +186,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ModelCallTimeout <= 0 {
 		bad("AGENTD_MODEL_CALL_TIMEOUT must be positive")
+	}
+	if c.MaxImageBytes < 1 {
+		bad("AGENTD_MAX_IMAGE_BYTES must be at least 1")
 	}
 	if c.MaxBodyBytes < 1024 {
 		bad("AGENTD_MAX_BODY_BYTES must be at least 1024")

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // ErrNoPendingInput is returned by Runtime.Input when the chat is not waiting
@@ -70,6 +72,9 @@ type Input struct {
 	Content   *string    `json:"content,omitempty"`
 	Speaker   *string    `json:"speaker,omitempty"`
 	Approvals []Approval `json:"approvals,omitempty"`
+	// Parts, instead of Content, make the human's message a
+	// MultiModalMessage of these texts and images.
+	Parts []spec.Part `json:"parts,omitempty"`
 }
 
 // MessageFromEvent returns the message an event of type "message" holds.
@@ -86,6 +91,7 @@ func MessageFromEvent(e Event) (Message, bool) {
 			if d.Structured != "" {
 				m.Structured = json.RawMessage(d.Structured)
 			}
+			m.Parts = d.Parts
 		}
 	}
 	m.Type = messageType(e, d)

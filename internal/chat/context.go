@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentd/agentd/internal/pytext"
 	"github.com/agentd/agentd/internal/spec"
 )
 
@@ -125,7 +126,7 @@ func appendAgentContext(out []ModelMessage, sp *spec.Spec, a *spec.Agent, msgs [
 			}
 			add(ModelMessage{Role: RoleUser, Name: m.Name, Content: m.Content})
 		default:
-			add(ModelMessage{Role: RoleUser, Name: m.Name, Content: sharedText(m)})
+			add(ModelMessage{Role: RoleUser, Name: m.Name, Content: sharedText(m), Parts: modelParts(m.Parts)})
 		}
 	}
 	if !bounded {
@@ -201,4 +202,49 @@ func sharedText(m Message) string {
 		return string(m.Structured)
 	}
 	return m.Content
+}
+
+// modelParts are a MultiModalMessage's parts as a model request holds them
+// (nil for any other message): each image with its size in pixels, which
+// its tokens are counted by. An image was checked when it was accepted, so
+// its header reads; one that does not keeps a size of zero.
+func modelParts(parts []spec.Part) []ContentPart {
+	if len(parts) == 0 {
+		return nil
+	}
+	out := make([]ContentPart, len(parts))
+	for i, p := range parts {
+		if p.Image == nil {
+			out[i] = ContentPart{Text: p.Text}
+			continue
+		}
+		mt, cfg, _ := spec.ImageConfig(p.Image.Data)
+		out[i] = ContentPart{Image: &Image{Data: p.Image.Data, MediaType: cmp.Or(mt, p.Image.MediaType), Width: cfg.Width, Height: cfg.Height}}
+	}
+	return out
+}
+
+// selectorText is what the selector's history shows of a message. Of a
+// MultiModalMessage AgentChat shows its content list as Python's str()
+// writes it, an image as its object's repr with a memory address
+// ("<autogen_core._image.Image object at 0x7f…>"), which no one can
+// reproduce: agentd writes the list with each image as <image>.
+func selectorText(m Message) string {
+	if len(m.Parts) == 0 {
+		return sharedText(m)
+	}
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, p := range m.Parts {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if p.Image != nil {
+			b.WriteString("<image>")
+		} else {
+			pytext.WriteStrRepr(&b, p.Text)
+		}
+	}
+	b.WriteByte(']')
+	return b.String()
 }

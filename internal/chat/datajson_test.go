@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // encodeData writes what json.Marshal writes, byte for byte, for random
@@ -54,6 +56,10 @@ func TestEncodeDataIsJSONMarshal(t *testing.T) {
 			case *CodeResult:
 				if rng.IntN(10) == 0 {
 					f.Set(reflect.ValueOf(&CodeResult{}))
+				}
+			case []spec.Part:
+				if rng.IntN(10) == 0 {
+					f.Set(reflect.ValueOf([]spec.Part{{Text: str()}, {Image: &spec.ImagePart{Data: []byte(str()), MediaType: "image/png"}}}))
 				}
 			default:
 				t.Fatalf("field %s of %s: no random values of type %s", v.Type().Field(i).Name, v.Type(), f.Type())

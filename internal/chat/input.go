@@ -50,6 +50,9 @@ func (s *state) resume(env stepEnv) step {
 		return appendStep(failedEvent(fmt.Errorf("input request %s names %q, which is not an agent of the chat", p.RequestID, p.Agent)))
 	}
 	content := derefOr(in.Content, "")
+	if len(in.Parts) > 0 {
+		content = spec.PartsText(in.Parts)
+	}
 	switch {
 	case strings.TrimSpace(content) == "exit", content == "" && a.InputMode() != spec.HumanInputAlways:
 		return appendStep(terminalEvent(StatusCompleted, StopHumanExit, fmt.Sprintf("The human of '%s' ended the chat.", a.Name), ""))
@@ -62,6 +65,9 @@ func (s *state) resume(env stepEnv) step {
 		return appendStep(runningEvent())
 	}
 	d := messageData{Kind: kindHuman, RequestID: p.RequestID}
+	if len(in.Parts) > 0 {
+		d.Type, d.Parts = TypeMultiModalMessage, in.Parts
+	}
 	if s.termFired || s.pending == nil {
 		// Asked because the chat was about to end: the human goes on, and
 		// the termination conditions start counting afresh (AgentChat resets

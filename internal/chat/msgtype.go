@@ -10,6 +10,7 @@ const (
 	TypeToolCallSummaryMessage = spec.TypeToolCallSummaryMessage
 	TypeHandoffMessage         = spec.TypeHandoffMessage
 	TypeStructuredMessage      = spec.TypeStructuredMessage
+	TypeMultiModalMessage      = spec.TypeMultiModalMessage
 )
 
 // messageType is AgentChat's type for a message event. It is derived from the

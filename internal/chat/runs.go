@@ -50,6 +50,8 @@ type TaskMessage struct {
 	Source  string `json:"source,omitempty"`
 	Content string `json:"content"`
 	Target  string `json:"target,omitempty"`
+	// Parts are a MultiModalMessage's content (its Content is empty).
+	Parts []spec.Part `json:"parts,omitempty"`
 }
 
 // queuedRequest is a run as SubmitRun stores it for the worker that starts
@@ -152,7 +154,7 @@ func decodeTask(raw json.RawMessage, sp *spec.Spec, limits spec.Limits, add func
 		}
 		return out
 	}
-	add("/task", "must be a string, a message ({\"type\": \"TextMessage\" | \"HandoffMessage\", \"source\"?, \"content\", \"target\"?}), a list of messages, or null")
+	add("/task", "must be a string, a message ({\"type\": \"TextMessage\" | \"MultiModalMessage\" | \"HandoffMessage\", \"source\"?, \"content\", \"target\"?}), a list of messages, or null")
 	return nil
 }
 
@@ -182,8 +184,14 @@ func decodeTaskMessage(path string, raw json.RawMessage, sp *spec.Spec, limits s
 	}
 	str("type", &m.Type)
 	str("source", &m.Source)
-	str("content", &m.Content)
 	str("target", &m.Target)
+	if m.Type == TypeMultiModalMessage {
+		if c, present := fields["content"]; present && !decodeParts(path+"/content", c, &m.Parts, add) {
+			ok = false
+		}
+	} else {
+		str("content", &m.Content)
+	}
 	if _, present := fields["content"]; !present {
 		add(path+"/content", "is required")
 		ok = false
@@ -203,12 +211,12 @@ func checkTaskMessage(path string, m *TaskMessage, sp *spec.Spec, limits spec.Li
 	}
 	switch m.Type {
 	case TypeTextMessage, TypeHandoffMessage:
-	case "MultiModalMessage":
-		bad(path+"/type", "MultiModalMessage is not accepted by this server: send the text as a TextMessage")
+	case TypeMultiModalMessage:
+		spec.CheckParts(path+"/content", m.Parts, limits.MaxImageBytes, limits.MaxTaskBytes, bad)
 	case "":
-		bad(path+"/type", "is required: TextMessage or HandoffMessage")
+		bad(path+"/type", "is required: TextMessage, MultiModalMessage or HandoffMessage")
 	default:
-		bad(path+"/type", "must be TextMessage or HandoffMessage")
+		bad(path+"/type", "must be TextMessage, MultiModalMessage or HandoffMessage")
 	}
 	switch {
 	case strings.IndexByte(m.Content, 0) >= 0:
@@ -243,10 +251,14 @@ func taskEvents(task []TaskMessage) []Event {
 	evs := make([]Event, 0, len(task))
 	for _, m := range task {
 		d := messageData{Kind: kindTask}
-		if m.Type == TypeHandoffMessage {
+		content := m.Content
+		switch m.Type {
+		case TypeHandoffMessage:
 			d.Type, d.Handoff = TypeHandoffMessage, m.Target
+		case TypeMultiModalMessage:
+			d.Type, d.Parts, content = TypeMultiModalMessage, m.Parts, spec.PartsText(m.Parts)
 		}
-		evs = append(evs, withData(Event{Type: EventMessage, Role: RoleUser, Name: m.Source, Content: m.Content}, d))
+		evs = append(evs, withData(Event{Type: EventMessage, Role: RoleUser, Name: m.Source, Content: content}, d))
 	}
 	return evs
 }
@@ -304,4 +316,24 @@ func sortedFields(m map[string]json.RawMessage) []string {
 // escapeKey escapes a key for a JSON pointer (RFC 6901).
 func escapeKey(k string) string {
 	return strings.NewReplacer("~", "~0", "/", "~1").Replace(k)
+}
+
+// decodeParts reads a MultiModalMessage's content: a list of texts and
+// images (spec.Part), each problem reported at its item.
+func decodeParts(path string, raw json.RawMessage, dst *[]spec.Part, add func(path, format string, args ...any)) bool {
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil || items == nil {
+		add(path, "a MultiModalMessage's content must be a list of texts and images ({\"image\": {\"data\": \"<base64>\"}})")
+		return false
+	}
+	ok := true
+	parts := make([]spec.Part, len(items))
+	for i, it := range items {
+		if err := json.Unmarshal(it, &parts[i]); err != nil {
+			add(path+"/"+strconv.Itoa(i), "%s", err.Error())
+			ok = false
+		}
+	}
+	*dst = parts
+	return ok
 }

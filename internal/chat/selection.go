@@ -137,7 +137,7 @@ func selectorPrompt(sp *spec.Spec, candidates []string, msgs []Message, tokens T
 	ctx := make([]ModelMessage, 0, len(msgs))
 	for _, m := range msgs {
 		if isChatMessage(m) {
-			ctx = append(ctx, ModelMessage{Role: RoleUser, Name: m.Name, Content: sharedText(m)})
+			ctx = append(ctx, ModelMessage{Role: RoleUser, Name: m.Name, Content: selectorText(m), Parts: modelParts(m.Parts)})
 		}
 	}
 	if ss.Context.Kind() != spec.ContextUnbounded {

@@ -102,8 +102,8 @@ func firstEvents(sp *spec.Spec, now time.Time) []Event {
 	for _, m := range sp.Messages {
 		// Tool calls and responses are kept: the agent that made them sees
 		// them in its model context as AgentChat keeps them.
-		evs = append(evs, withData(Event{Type: EventMessage, Role: m.Role, Name: cmp.Or(m.Name, UserName), Content: m.Content,
-			ToolCalls: m.ToolCalls, ToolResponses: m.ToolResponses, CreatedAt: now}, messageData{Kind: kindHistory, Type: m.Type}))
+		evs = append(evs, withData(Event{Type: EventMessage, Role: m.Role, Name: cmp.Or(m.Name, UserName), Content: m.Content.String(),
+			ToolCalls: m.ToolCalls, ToolResponses: m.ToolResponses, CreatedAt: now}, messageData{Kind: kindHistory, Type: m.Type, Parts: m.Content.Parts}))
 	}
 	// Run 1 opens with the task, as every later run does with its own.
 	evs = append(evs, withData(Event{Type: EventRunStarted, CreatedAt: now}, runData{Run: 1}),
@@ -206,11 +206,15 @@ func (r *Runtime) Input(ctx context.Context, tenant, id string, in *Input) error
 		case !containsName(p.Candidates, *in.Speaker):
 			probs = append(probs, spec.Problem{Path: "/speaker", Message: strconv.Quote(*in.Speaker) + " is not a candidate: pick one of " + pyList(p.Candidates)})
 		}
-		if in.Content != nil {
+		if in.Content != nil || in.Parts != nil {
 			probs = append(probs, spec.Problem{Path: "/content", Message: "this request asks for a speaker, not a message"})
 		}
 	default:
-		if in.Content == nil {
+		if in.Parts != nil {
+			spec.CheckParts("/content", in.Parts, r.limits.MaxImageBytes, r.limits.MaxTaskBytes, func(path, format string, args ...any) {
+				probs = append(probs, spec.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+			})
+		} else if in.Content == nil {
 			probs = append(probs, spec.Problem{Path: "/content", Message: "this request asks for a message (empty content skips or ends, see reason)"})
 		} else if strings.IndexByte(*in.Content, 0) >= 0 {
 			probs = append(probs, spec.Problem{Path: "/content", Message: "must not contain the NUL character (\\u0000), which the store cannot hold"})

@@ -211,7 +211,7 @@ func (r *Runtime) checkApprovals(ctx context.Context, c *Chat, p *PendingInput, 
 	add := func(path, format string, args ...any) {
 		probs = append(probs, spec.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 	}
-	if in.Content != nil {
+	if in.Content != nil || in.Parts != nil {
 		add("/content", "this request asks for approvals, not a message")
 	}
 	if in.Speaker != nil {

@@ -260,7 +260,8 @@ func (s *state) foldMessage(e Event) error {
 		return err
 	}
 	m := Message{Seq: e.Seq, Role: e.Role, Name: e.Name, Content: e.Content, ToolCalls: e.ToolCalls,
-		ToolResponses: e.ToolResponses, CreatedAt: e.CreatedAt, CodeResult: d.CodeResult, Handoff: d.Handoff, Usage: d.Usage, Thought: d.Thought}
+		ToolResponses: e.ToolResponses, CreatedAt: e.CreatedAt, CodeResult: d.CodeResult, Handoff: d.Handoff, Usage: d.Usage, Thought: d.Thought,
+		Parts: d.Parts}
 	if d.Structured != "" {
 		m.Structured = json.RawMessage(d.Structured)
 	}

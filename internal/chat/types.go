@@ -136,7 +136,11 @@ type Message struct {
 	// object as text, or its format string filled in), written as
 	// pydantic's model_dump_json writes it.
 	Structured json.RawMessage `json:"structured,omitempty"`
-	CreatedAt  time.Time       `json:"created_at"`
+	// Parts are a MultiModalMessage's texts and images, in order; its
+	// content is their text (AgentChat's to_text: an "<image>" line for
+	// each image).
+	Parts     []spec.Part `json:"parts,omitempty"`
+	CreatedAt time.Time   `json:"created_at"`
 }
 
 // messageData is what a message event keeps in the log's data column: the
@@ -156,6 +160,9 @@ type messageData struct {
 	// Reply is the model's own text of a StructuredMessage where it
 	// differs from the content: what the agent itself sees again.
 	Reply string `json:"reply,omitempty"`
+	// Parts are a MultiModalMessage's texts and images, as the client gave
+	// them (Message.Parts).
+	Parts []spec.Part `json:"parts,omitempty"`
 	// Kind says where the message came from: "task", "history" (resumed
 	// spec messages), "model" (one model call), "human", "auto" (auto-reply).
 	// The replay position of an agent is the number of its "model" messages.

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -117,6 +118,27 @@ func anthropicRequest(req *chat.ModelRequest) (anthropic.MessageNewParams, error
 	}
 	var errs []error
 	for i, m := range req.Messages {
+		if m.Role == chat.RoleUser && len(m.Parts) > 0 {
+			// A MultiModalMessage: a text block per text, an image block
+			// per image (base64 PNG, as AgentChat's client sends it).
+			var blocks []anthropic.ContentBlockParamUnion
+			for _, p := range m.Parts {
+				if p.Image == nil {
+					if p.Text != "" {
+						blocks = append(blocks, anthropic.NewTextBlock(p.Text))
+					}
+					continue
+				}
+				data, err := imagePNG(p.Image)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("message %d: %w", i, err))
+					continue
+				}
+				blocks = append(blocks, anthropic.NewImageBlockBase64("image/png", base64.StdEncoding.EncodeToString(data)))
+			}
+			add(chat.RoleUser, blocks...)
+			continue
+		}
 		switch m.Role {
 		case chat.RoleSystem:
 			if strings.TrimSpace(m.Content) != "" {

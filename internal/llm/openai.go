@@ -267,6 +267,30 @@ func convertMessage(m chat.ModelMessage) (openai.ChatCompletionMessage, error) {
 	case chat.RoleUser:
 		om.Role = openai.ChatMessageRoleUser
 		om.Name = sanitizeName(m.Name)
+		if len(m.Parts) > 0 {
+			// A MultiModalMessage: its parts in order, as AgentChat's
+			// client sends them (a text part per string, an image_url part
+			// with a PNG data URL and detail "auto" per image).
+			om.Content = ""
+			for _, p := range m.Parts {
+				if p.Image == nil {
+					if p.Text == "" {
+						continue // go-openai would drop its required text
+					}
+					om.MultiContent = append(om.MultiContent, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: p.Text})
+					continue
+				}
+				url, err := imageDataURL(p.Image)
+				if err != nil {
+					return om, err
+				}
+				om.MultiContent = append(om.MultiContent, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeImageURL,
+					ImageURL: &openai.ChatMessageImageURL{URL: url, Detail: openai.ImageURLDetailAuto}})
+			}
+			if len(om.MultiContent) > 0 {
+				return om, nil
+			}
+		}
 	case chat.RoleAssistant:
 		om.Role = openai.ChatMessageRoleAssistant
 		om.Name = sanitizeName(m.Name)

@@ -362,6 +362,15 @@ func TestInput(t *testing.T) {
 	if body["status"] != "running" || got.RequestID != "r1" || got.Content == nil || *got.Content != "go on" || got.Speaker != nil {
 		t.Errorf("body %v, input %+v", body, got)
 	}
+	// A list is a MultiModalMessage's content: texts and images.
+	decodeJSON(t, ts.do(t, http.MethodPost, path, `{"request_id":"r1","content":["look",{"image":{"data":"aGk="}}]}`), http.StatusAccepted)
+	if got.Content != nil || len(got.Parts) != 2 || got.Parts[0].Text != "look" || got.Parts[1].Image == nil || string(got.Parts[1].Image.Data) != "hi" {
+		t.Errorf("input %+v", got)
+	}
+	p0 := decodeProblem(t, ts.do(t, http.MethodPost, path, `{"request_id":"r1","content":["look",{"picture":1}]}`), http.StatusUnprocessableEntity)
+	if len(p0.Errors) != 1 || p0.Errors[0].Path != "/content/1" {
+		t.Errorf("problem %+v", p0)
+	}
 	decodeJSON(t, ts.do(t, http.MethodPost, path, `{"request_id":"r1","speaker":"coder"}`), http.StatusAccepted)
 	if got.Speaker == nil || *got.Speaker != "coder" {
 		t.Errorf("input %+v", got)

@@ -1,7 +1,10 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
+	"reflect"
+	"strconv"
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
@@ -116,10 +119,27 @@ type runResponse struct {
 
 // inputRequest is the body of POST /v1/chats/{id}/input.
 type inputRequest struct {
-	RequestID string          `json:"request_id"`
-	Content   *string         `json:"content"`
+	RequestID string `json:"request_id"`
+	// Content is a string, or a list of texts and images (the human's
+	// message is then a MultiModalMessage); validate reads it.
+	Content   inputContent    `json:"content"`
 	Speaker   *string         `json:"speaker"`
 	Approvals []chat.Approval `json:"approvals"`
+
+	text  *string
+	parts []spec.Part
+}
+
+// inputContent is an input's content as given: a string or a list (of
+// texts and images), anything else being a malformed request.
+type inputContent struct{ raw json.RawMessage }
+
+func (c *inputContent) UnmarshalJSON(b []byte) error {
+	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] != '"' && t[0] != '[' && string(t) != "null" {
+		return &json.UnmarshalTypeError{Value: "non-string", Field: "content", Type: reflect.TypeFor[string]()}
+	}
+	c.raw = b
+	return nil
 }
 
 // validate reports every problem of an input request at once.
@@ -128,8 +148,23 @@ func (in *inputRequest) validate() error {
 	if in.RequestID == "" {
 		problems = append(problems, spec.Problem{Path: "/request_id", Message: "is required"})
 	}
+	switch c := bytes.TrimSpace(in.Content.raw); {
+	case len(c) == 0 || string(c) == "null":
+	case c[0] == '"':
+		in.text = new(string)
+		_ = json.Unmarshal(c, in.text)
+	case c[0] == '[':
+		var items []json.RawMessage
+		_ = json.Unmarshal(c, &items)
+		in.parts = make([]spec.Part, len(items))
+		for i, it := range items {
+			if err := json.Unmarshal(it, &in.parts[i]); err != nil {
+				problems = append(problems, spec.Problem{Path: "/content/" + strconv.Itoa(i), Message: err.Error()})
+			}
+		}
+	}
 	given := 0
-	for _, set := range []bool{in.Content != nil, in.Speaker != nil, in.Approvals != nil} {
+	for _, set := range []bool{in.text != nil || in.parts != nil, in.Speaker != nil, in.Approvals != nil} {
 		if set {
 			given++
 		}
@@ -152,7 +187,7 @@ func (in *inputRequest) validate() error {
 
 // toInput converts the request into the domain's input.
 func (in *inputRequest) toInput() *chat.Input {
-	return &chat.Input{RequestID: in.RequestID, Content: in.Content, Speaker: in.Speaker, Approvals: in.Approvals}
+	return &chat.Input{RequestID: in.RequestID, Content: in.text, Parts: in.parts, Speaker: in.Speaker, Approvals: in.Approvals}
 }
 
 // nullable returns nil for "", so the field is encoded as null.

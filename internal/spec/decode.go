@@ -83,6 +83,7 @@ func decodeThorough(body []byte) (*Spec, []Problem) {
 var (
 	rawMessageType     = reflect.TypeFor[json.RawMessage]()
 	modelRefType       = reflect.TypeFor[ModelRef]()
+	messageContentType = reflect.TypeFor[MessageContent]()
 	replayResponseType = reflect.TypeFor[ReplayResponse]()
 	modelConfigType    = reflect.TypeFor[Model]()
 	specType           = reflect.TypeFor[Spec]()
@@ -114,6 +115,21 @@ func checkShape(probs *[]Problem, path string, v any, t reflect.Type) {
 			return
 		}
 		checkShape(probs, path, v, modelConfigType)
+		return
+	case messageContentType:
+		switch v := v.(type) {
+		case string:
+		case []any:
+			for i, e := range v {
+				b, _ := json.Marshal(e)
+				var p Part
+				if err := p.UnmarshalJSON(b); err != nil {
+					*probs = append(*probs, Problem{Path: path + "/" + strconv.Itoa(i), Message: err.Error()})
+				}
+			}
+		default:
+			add("must be a string, or (of a MultiModalMessage) a list of texts and images")
+		}
 		return
 	case toolApprovalType:
 		if _, ok := v.(string); ok {

@@ -89,6 +89,7 @@ var fastOptions = jsonv2.JoinOptions(
 	jsonv2.RejectUnknownMembers(true),
 	jsonv2.WithUnmarshalers(jsonv2.JoinUnmarshalers(
 		jsonv2.UnmarshalFromFunc(unmarshalModelRef),
+		jsonv2.UnmarshalFromFunc(unmarshalMessageContent),
 		jsonv2.UnmarshalFromFunc(unmarshalToolApproval),
 		jsonv2.UnmarshalFromFunc(unmarshalReplayResponse),
 		jsonv2.UnmarshalFromFunc(unmarshalRawMessage),
@@ -171,4 +172,25 @@ func numbersFit(v []byte) bool {
 		}
 	}
 	return true
+}
+
+// unmarshalMessageContent is MessageContent.UnmarshalJSON: a text, or a
+// list of parts (images are rare enough to take encoding/json's way).
+func unmarshalMessageContent(dec *jsontext.Decoder, c *MessageContent) error {
+	switch dec.PeekKind() {
+	case '"':
+		tok, err := dec.ReadToken()
+		*c = MessageContent{Text: tok.String()}
+		return err
+	case '[':
+		v, err := dec.ReadValue()
+		if err != nil {
+			return err
+		}
+		if c.UnmarshalJSON(v) != nil {
+			return errThorough
+		}
+		return nil
+	}
+	return errThorough
 }

@@ -16,7 +16,7 @@ const (
 
 // MessageTypes lists every message type agentd writes.
 var MessageTypes = []string{TypeTextMessage, TypeToolCallRequestEvent, TypeToolCallExecutionEvent,
-	TypeToolCallSummaryMessage, TypeHandoffMessage, TypeStructuredMessage}
+	TypeToolCallSummaryMessage, TypeHandoffMessage, TypeStructuredMessage, TypeMultiModalMessage}
 
 // ShapeType is the type a message's shape gives it: an assistant message
 // with tool_calls is a ToolCallRequestEvent, a tool message (or one with

@@ -255,10 +255,12 @@ type HistoryMessage struct {
 	// Type is AgentChat's type of the message when its shape does not say
 	// it: "ToolCallSummaryMessage" for an assistant's tool-call summary
 	// (which the assistant itself does not see again); default TextMessage.
-	Type          string         `json:"type,omitempty"`
-	Role          string         `json:"role"`
-	Name          string         `json:"name,omitempty"`
-	Content       string         `json:"content,omitempty"`
+	Type string `json:"type,omitempty"`
+	Role string `json:"role"`
+	Name string `json:"name,omitempty"`
+	// Content is a text, or of a MultiModalMessage (a user message) a list
+	// of texts and images.
+	Content       MessageContent `json:"content,omitzero"`
 	ToolCalls     []ToolCall     `json:"tool_calls,omitempty"`
 	ToolResponses []ToolResponse `json:"tool_responses,omitempty"`
 }

@@ -23,6 +23,7 @@ type Limits struct {
 	MaxConditions      int // nodes in the termination tree
 	MaxConditionDepth  int
 	MaxSandboxDiskMB   int // the server's cap on sandbox.disk_mb
+	MaxImageBytes      int // each image of a message (AGENTD_MAX_IMAGE_BYTES)
 }
 
 // Upper bounds of the counts and durations a spec sets that no server
@@ -50,6 +51,7 @@ var DefaultLimits = Limits{
 	MaxConditions:      64,
 	MaxConditionDepth:  8,
 	MaxSandboxDiskMB:   4096,
+	MaxImageBytes:      DefaultMaxImageBytes,
 }
 
 // WithDefaults is l with every zero field set from DefaultLimits.
@@ -73,6 +75,7 @@ func (l Limits) WithDefaults() Limits {
 		MaxConditions:      or(l.MaxConditions, d.MaxConditions),
 		MaxConditionDepth:  or(l.MaxConditionDepth, d.MaxConditionDepth),
 		MaxSandboxDiskMB:   or(l.MaxSandboxDiskMB, d.MaxSandboxDiskMB),
+		MaxImageBytes:      or(l.MaxImageBytes, d.MaxImageBytes),
 	}
 }
 
@@ -680,7 +683,14 @@ func (v *validator) checkHistory() {
 		default:
 			v.add(p+"/role", "must be one of user, assistant, system, tool")
 		}
-		if len(m.Content) > v.limits.MaxTaskBytes {
+		switch {
+		case m.Content.Parts != nil && (m.Role != RoleUser || m.Type != TypeMultiModalMessage):
+			v.add(p+"/content", "a list of texts and images is the content of a user's MultiModalMessage: give role user and type MultiModalMessage")
+		case m.Content.Parts != nil:
+			CheckParts(p+"/content", msgs[i].Content.Parts, v.limits.MaxImageBytes, v.limits.MaxTaskBytes, v.add)
+		case m.Type == TypeMultiModalMessage:
+			v.add(p+"/content", "a MultiModalMessage's content is a list of texts and images")
+		case len(m.Content.Text) > v.limits.MaxTaskBytes:
 			v.add(p+"/content", "must be at most %d bytes", v.limits.MaxTaskBytes)
 		}
 		if len(m.ToolCalls) > 0 && m.Role != RoleAssistant {
@@ -708,7 +718,7 @@ func (v *validator) checkHistory() {
 		if m.Name != "" && m.Name != UserName && !agentNameRE.MatchString(m.Name) {
 			v.add(p+"/name", "must match %s", agentNameRE)
 		}
-		if shape := ShapeType(m.Role, m.ToolCalls, m.ToolResponses); m.Type != "" && m.Type != shape &&
+		if shape := ShapeType(m.Role, m.ToolCalls, m.ToolResponses); m.Type != "" && m.Type != shape && m.Type != TypeMultiModalMessage &&
 			(shape != TypeTextMessage || m.Type != TypeToolCallSummaryMessage || m.Role != RoleAssistant) {
 			v.add(p+"/type", "must be %s for this message (or ToolCallSummaryMessage for an assistant's text)", shape)
 		}

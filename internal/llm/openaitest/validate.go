@@ -2,9 +2,14 @@ package openaitest
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
+	_ "image/gif"  // images of image_url parts
+	_ "image/jpeg" // images of image_url parts
+	_ "image/png"  // images of image_url parts
 	"slices"
 	"strings"
 )
@@ -149,11 +154,8 @@ func checkContent(param string, m Message) *apiError {
 			return invalid(param, "empty_array", "Invalid '%s': empty array. Expected an array with minimum length 1, but got an empty array instead.", param)
 		}
 		for k, part := range parts {
-			var typ, text string
-			_ = json.Unmarshal(part["type"], &typ)
-			if typ == "text" && json.Unmarshal(part["text"], &text) != nil {
-				pp := fmt.Sprintf("%s[%d].text", param, k)
-				return invalid(pp, "missing_required_parameter", "Missing required parameter: '%s'.", pp)
+			if e := checkPart(fmt.Sprintf("%s[%d]", param, k), m.Role, part); e != nil {
+				return e
 			}
 		}
 		return nil
@@ -296,4 +298,79 @@ func mentionsJSON(msgs []Message) bool {
 		}
 	}
 	return false
+}
+
+// checkPart checks one content part as the API does: a text part on any
+// message, an image_url part on a user message only, with a url that is
+// http(s) or a base64 data URL of a PNG, JPEG, GIF or WebP image that
+// decodes, and a detail of auto, low or high.
+func checkPart(pp, role string, part map[string]json.RawMessage) *apiError {
+	var typ string
+	_ = json.Unmarshal(part["type"], &typ)
+	allowed := []string{"type", "text"}
+	switch {
+	case typ == "text":
+		var text string
+		if json.Unmarshal(part["text"], &text) != nil {
+			return invalid(pp+".text", "missing_required_parameter", "Missing required parameter: '%s.text'.", pp)
+		}
+	case typ == "image_url" && role == "user":
+		allowed = []string{"type", "image_url"}
+		var img map[string]json.RawMessage
+		if json.Unmarshal(part["image_url"], &img) != nil || img == nil {
+			return invalid(pp+".image_url", "missing_required_parameter", "Missing required parameter: '%s.image_url'.", pp)
+		}
+		for k := range img {
+			if k != "url" && k != "detail" {
+				return invalid(pp+".image_url."+k, "unknown_parameter", "Unknown parameter: '%s.image_url.%s'.", pp, k)
+			}
+		}
+		var url, detail string
+		if json.Unmarshal(img["url"], &url) != nil {
+			return invalid(pp+".image_url.url", "missing_required_parameter", "Missing required parameter: '%s.image_url.url'.", pp)
+		}
+		if d, ok := img["detail"]; ok && (json.Unmarshal(d, &detail) != nil || !slices.Contains([]string{"auto", "low", "high"}, detail)) {
+			return invalid(pp+".image_url.detail", "invalid_value", "Invalid value: '%s'. Supported values are: 'auto', 'low', and 'high'.", detail)
+		}
+		if e := checkImageURL(pp+".image_url.url", url); e != nil {
+			return e
+		}
+	case typ == "image_url":
+		return invalid(pp+".type", "invalid_value", "Invalid value: 'image_url'. Supported values are: 'text'.")
+	default:
+		return invalid(pp+".type", "invalid_value", "Invalid value: '%s'. Supported values are: 'text', 'image_url', 'input_audio', 'refusal', 'audio', and 'file'.", typ)
+	}
+	for k := range part {
+		if !slices.Contains(allowed, k) {
+			return invalid(pp+"."+k, "unknown_parameter", "Unknown parameter: '%s.%s'.", pp, k)
+		}
+	}
+	return nil
+}
+
+// checkImageURL: an http(s) URL, or a data URL whose media type is an
+// image type the API reads and whose base64 payload is that image.
+func checkImageURL(param, url string) *apiError {
+	if strings.HasPrefix(url, "https://") || strings.HasPrefix(url, "http://") {
+		return nil
+	}
+	rest, ok := strings.CutPrefix(url, "data:")
+	mediaType, payload, ok2 := strings.Cut(rest, ";base64,")
+	if !ok || !ok2 {
+		return invalid(param, "invalid_image_url", "Invalid image URL: '%s'. Expected a base64-encoded data URL with an image MIME type (e.g. 'data:image/png;base64,aW1nIGJ5dGVzIGhlcmU='), but got unsupported MIME type.", param)
+	}
+	if !slices.Contains([]string{"image/png", "image/jpeg", "image/gif", "image/webp"}, mediaType) {
+		return invalid(param, "invalid_image_format", "Invalid MIME type. Only image types are supported.")
+	}
+	data, err := base64.StdEncoding.DecodeString(payload)
+	if err != nil {
+		return invalid(param, "invalid_base64", "Invalid base64 image_url.")
+	}
+	if mediaType != "image/webp" {
+		_, format, err := image.DecodeConfig(bytes.NewReader(data))
+		if err != nil || "image/"+format != mediaType {
+			return invalid(param, "invalid_image_format", "You uploaded an unsupported image. Please make sure your image is valid.")
+		}
+	}
+	return nil
 }
