@@ -748,7 +748,7 @@ class ChatView {
 
   message(ev, m) {
     const kind = m.tool_calls?.length ? 'tool call' : m.role === 'tool' ? 'tool result' : m.code_result ? 'code execution' : m.handoff ? 'handoff'
-      : m.structured ? 'structured' : '';
+      : m.structured ? 'structured' : m.parts ? 'text and images' : '';
     const li = el('li', {
       class: 'msg', 'data-seq': ev.id, 'data-event': 'message', 'data-name': m.name,
       style: `--agent:${agentColour(m.name)}`,
@@ -760,7 +760,9 @@ class ChatView {
       el('span', { class: 'seq', title: m.created_at }, `#${m.seq} ${time(m.created_at)}`)));
     // A structured reply without a format string has its object as its
     // content: the table below shows it once.
-    if (m.content && !(m.structured && m.content.trimStart().startsWith('{'))) li.append(renderContent(m.content));
+    // A MultiModalMessage shows its parts; its content is their text only.
+    if (m.parts) li.append(...m.parts.map((p, i) => renderPart(p, i)));
+    else if (m.content && !(m.structured && m.content.trimStart().startsWith('{'))) li.append(renderContent(m.content));
     if (m.structured) li.append(structuredTable(m.structured));
     for (const tc of m.tool_calls || []) {
       li.append(el('details', { class: 'tool-call' },
@@ -1125,6 +1127,16 @@ function renderContent(text) {
   }
   if (at < text.length) div.append(text.slice(at));
   return div;
+}
+
+/** renderPart shows a part of a MultiModalMessage: a text as any content,
+ * an image from its data (size-bounded by the style sheet). */
+function renderPart(p, i) {
+  if (typeof p === 'string') return renderContent(p);
+  const img = p?.image;
+  if (!img?.data) return el('div', { class: 'content' }, '<image>');
+  const type = /^image\/(png|jpeg|gif)$/.test(img.media_type) ? img.media_type : 'image/png';
+  return el('img', { class: 'part-image', 'data-part': String(i), alt: `image ${i + 1}`, src: `data:${type};base64,${img.data}` });
 }
 
 /** structuredTable shows a structured reply's object: a row per field,
