@@ -7,9 +7,14 @@ package autogen_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
+	"image/color"
+	_ "image/png" // images of model requests
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -706,6 +711,18 @@ func normalize(body []byte) (string, error) {
 			if msg, ok := x.(map[string]any); ok && msg["content"] == nil && msg["tool_calls"] != nil {
 				delete(msg, "content")
 			}
+			if msg, ok := x.(map[string]any); ok {
+				parts, _ := msg["content"].([]any)
+				for _, p := range parts {
+					if img, ok := p.(map[string]any)["image_url"].(map[string]any); ok {
+						url, err := pixelsOf(img["url"].(string))
+						if err != nil {
+							return "", err
+						}
+						img["url"] = url
+					}
+				}
+			}
 		}
 	}
 	out, err := json.MarshalIndent(m, "", " ")
@@ -861,4 +878,32 @@ func openSandbox(t *testing.T, backend string) chat.Sandboxes {
 	}
 	t.Cleanup(func() { _ = m.Close() })
 	return m
+}
+
+// pixelsOf stands for an image's data URL with its media type, size and
+// the SHA-256 of its pixels (8-bit RGBA): PIL and Go write the same pixels
+// as different PNG bytes (their compressors differ), so a model request's
+// image is compared by what it shows.
+func pixelsOf(url string) (string, error) {
+	mediaType, payload, ok := strings.Cut(strings.TrimPrefix(url, "data:"), ";base64,")
+	if !ok {
+		return "", fmt.Errorf("image URL %.40q is not a base64 data URL", url)
+	}
+	data, err := base64.StdEncoding.DecodeString(payload)
+	if err != nil {
+		return "", err
+	}
+	img, _, err := image.Decode(bytes.NewReader(data))
+	if err != nil {
+		return "", err
+	}
+	r := img.Bounds()
+	h := sha256.New()
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		for x := r.Min.X; x < r.Max.X; x++ {
+			c := color.NRGBAModel.Convert(img.At(x, y)).(color.NRGBA)
+			h.Write([]byte{c.R, c.G, c.B, c.A})
+		}
+	}
+	return fmt.Sprintf("%s %dx%d pixels sha256:%x", mediaType, r.Dx(), r.Dy(), h.Sum(nil)), nil
 }

@@ -33,7 +33,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from autogen_core import CancellationToken
+from autogen_core import CancellationToken, Image
 from autogen_core.model_context import (
     BufferedChatCompletionContext,
     HeadAndTailChatCompletionContext,
@@ -52,7 +52,7 @@ from autogen_agentchat.conditions import (
     TextMessageTermination,
     TokenUsageTermination,
 )
-from autogen_agentchat.messages import HandoffMessage, StructuredMessage, TextMessage
+from autogen_agentchat.messages import HandoffMessage, MultiModalMessage, StructuredMessage, TextMessage
 from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat, Swarm
 from autogen_ext.models.openai import OpenAIChatCompletionClient
 
@@ -338,6 +338,9 @@ def transcript(messages: Any) -> list[dict[str, Any]]:
     out = []
     for m in messages:
         e = {"source": m.source, "type": type(m).__name__, "content": content(m)}
+        if isinstance(m, MultiModalMessage):
+            # What to_text() shows: the texts, <image> for an image.
+            e["content"] = m.to_text()
         if isinstance(m, StructuredMessage):
             # What to_text() shows and the object as model_dump_json writes it.
             e["content"] = m.to_text()
@@ -354,6 +357,12 @@ def task_message(m: dict[str, Any]) -> Any:
         return TextMessage(source=m.get("source", "user"), content=m["content"])
     if m.get("type") == "HandoffMessage":
         return HandoffMessage(source=m["source"], target=m["target"], content=m["content"])
+    if m.get("type") == "MultiModalMessage":
+        # An image is {"image": {"data"}} or AgentChat's own {"data"}.
+        parts: list[Any] = [
+            c if isinstance(c, str) else Image.from_base64(c.get("image", c)["data"]) for c in m["content"]
+        ]
+        return MultiModalMessage(source=m.get("source", "user"), content=parts)
     raise ValueError(f"task message {m!r} has no recorder mapping")
 
 
