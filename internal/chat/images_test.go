@@ -140,3 +140,35 @@ func TestMultiModalHistoryReachesTheModel(t *testing.T) {
 		t.Fatalf("requests %d: %s\nwant %s", len(reqs), reqs[0].Body, want)
 	}
 }
+
+// TestSelectorHistoryShowsImagesAsPlaceholders: the auto selector's
+// history writes a MultiModalMessage's content list as Python does, each
+// image as <image> (AgentChat's shows the image object's repr, with an
+// address no run reproduces).
+func TestSelectorHistoryShowsImagesAsPlaceholders(t *testing.T) {
+	fake, start := streamingRuntimes(t)
+	rt := start()
+	fake.Reply(openaitest.Text("seer"), openaitest.Text("a dot"))
+	b64 := base64.StdEncoding.EncodeToString(opaquePNG(t))
+	c := create(t, rt, `{"task": "go", "max_round": 1,
+		"messages": [{"role": "user", "type": "MultiModalMessage", "content": ["It's", {"data": "`+b64+`"}]}],
+		"speaker_selection": {"method": "auto", "model": {"provider": "openai", "model": "gpt-4o"}},
+		"agents": [{"name": "seer", "type": "assistant", "description": "Sees.", "model": {"provider": "openai", "model": "gpt-4o"}},
+		           {"name": "scribe", "type": "assistant", "description": "Writes.", "model": {"provider": "openai", "model": "gpt-4o"}}]}`)
+	waitRun(t, rt, c.ID, 1)
+	reqs := fake.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("model saw %d requests, want 2", len(reqs))
+	}
+	var sel struct {
+		Messages []struct {
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(reqs[0].Body, &sel); err != nil {
+		t.Fatal(err)
+	}
+	if want := "user: [\"It's\", <image>]\n\n\nuser: go\n\n"; len(sel.Messages) == 0 || !strings.Contains(sel.Messages[0].Content, want) {
+		t.Errorf("selector prompt %q lacks %q", sel.Messages, want)
+	}
+}
