@@ -6,12 +6,14 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/llm/openaitest"
@@ -170,5 +172,38 @@ func TestSelectorHistoryShowsImagesAsPlaceholders(t *testing.T) {
 	}
 	if want := "user: [\"It's\", <image>]\n\n\nuser: go\n\n"; len(sel.Messages) == 0 || !strings.Contains(sel.Messages[0].Content, want) {
 		t.Errorf("selector prompt %q lacks %q", sel.Messages, want)
+	}
+}
+
+// TestHumanSendsImages: a human's /input may be a MultiModalMessage; its
+// images are checked as a task's are.
+func TestHumanSendsImages(t *testing.T) {
+	db := openStore(t)
+	rt := newRuntime(t, db)
+	c := create(t, rt, fmt.Sprintf(reviewSpec, ""))
+	c = waitFor(t, rt, c.ID, 5*time.Second, chat.StatusAwaitingInput)
+	p := pending(t, c)
+	bad := &chat.Input{RequestID: p.RequestID, Parts: []spec.Part{{Text: "see"}, {Image: &spec.ImagePart{Data: []byte("no image")}}}}
+	var ve *spec.ValidationError
+	if err := rt.Input(context.Background(), "", c.ID, bad); !errors.As(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Path != "/content/1/image/data" {
+		t.Fatalf("a part that is no image: %v", err)
+	}
+	good := &chat.Input{RequestID: p.RequestID, Parts: []spec.Part{{Text: "see"}, {Image: &spec.ImagePart{Data: opaquePNG(t)}}}}
+	if err := rt.Input(context.Background(), "", c.ID, good); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, rt, c.ID, 5*time.Second, chat.StatusAwaitingInput)
+	evs, err := rt.Events(context.Background(), "", c.ID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range evs {
+		if m, ok := chat.MessageFromEvent(e); ok && m.Type == chat.TypeMultiModalMessage {
+			got = append(got, fmt.Sprintf("%s:%q:%d:%s", m.Name, m.Content, len(m.Parts), m.Parts[1].Image.MediaType))
+		}
+	}
+	if want := []string{`human:"see\n<image>":2:image/png`}; !slices.Equal(got, want) {
+		t.Errorf("multimodal messages %q, want %q", got, want)
 	}
 }
