@@ -124,7 +124,7 @@ func anthropicRequest(req *chat.ModelRequest) (anthropic.MessageNewParams, error
 			var blocks []anthropic.ContentBlockParamUnion
 			for _, p := range m.Parts {
 				if p.Image == nil {
-					if p.Text != "" {
+					if strings.TrimSpace(p.Text) != "" { // the API refuses blank text blocks
 						blocks = append(blocks, anthropic.NewTextBlock(p.Text))
 					}
 					continue

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/llm/anthropictest"
 	"github.com/agentd/agentd/internal/llm/openaitest"
 )
 
@@ -182,4 +183,26 @@ func postJSON(url, key, body string) (httpResult, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return httpResult{resp.StatusCode, string(b)}, err
+}
+
+// TestAnthropicSendsImagesAsAgentChatDoes: a text block per text and an
+// image block with a base64 PNG source per image, in order.
+func TestAnthropicSendsImagesAsAgentChatDoes(t *testing.T) {
+	t.Parallel()
+	srv, c, _ := anthropicFixture(t)
+	srv.Reply(anthropictest.Reply{Text: "A gradient."})
+	rgb, _ := testImages(t)
+	_, err := c.Complete(t.Context(), anthropicReq(
+		chat.ModelMessage{Role: chat.RoleUser, Name: "user", Content: "What is this?\n<image>", Parts: []chat.ContentPart{
+			{Text: "What is this?"}, {Image: &chat.Image{Data: rgb, MediaType: "image/png", Width: 3, Height: 2}}, {Text: " "}}},
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := srv.Requests()[0]
+	want := `[{"text":"What is this?","type":"text"},{"source":{"data":"` + base64.StdEncoding.EncodeToString(rgb) +
+		`","media_type":"image/png","type":"base64"},"type":"image"}]`
+	if r.Status != 200 || !strings.Contains(string(r.Body), want) {
+		t.Errorf("request %d %s: %s\nwant content %s", r.Status, r.Error, r.Body, want)
+	}
 }
