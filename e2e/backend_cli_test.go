@@ -16,8 +16,14 @@ import (
 // command runs the binary under test with args against p.
 func (p *proc) command(args ...string) (stdout, stderr string, code int) {
 	p.t.Helper()
+	return p.commandEnv(nil, args...)
+}
+
+// commandEnv is command with env added to the CLI's environment.
+func (p *proc) commandEnv(env []string, args ...string) (stdout, stderr string, code int) {
+	p.t.Helper()
 	cmd := exec.Command(binPath, args...)
-	cmd.Env = append(cliEnv(), "AGENTD_URL="+p.base)
+	cmd.Env = append(append(cliEnv(), "AGENTD_URL="+p.base), env...)
 	cmd.Dir = ".."
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -19,22 +18,7 @@ import (
 // cli runs `agentd chat …` of the binary under test against p.
 func (p *proc) cli(env []string, args ...string) (stdout, stderr string, code int) {
 	p.t.Helper()
-	cmd := exec.Command(binPath, append([]string{"chat"}, args...)...)
-	cmd.Env = append(cliEnv(), "AGENTD_URL="+p.base)
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Dir = ".."
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		code = exit.ExitCode()
-	default:
-		p.t.Fatalf("agentd chat %v: %v", args, err)
-	}
-	return out.String(), errb.String(), code
+	return p.commandEnv(env, append([]string{"chat"}, args...)...)
 }
 
 // cliEnv is the test's environment without agentd's variables.
