@@ -68,12 +68,15 @@ const (
 	// StopExternal: POST /stop (AgentChat's ExternalTermination) ended the
 	// run after its current turn.
 	StopExternal StopReason = "external"
+	// StopGraphComplete: a graph chat has no node ready to run (GraphFlow's
+	// "Digraph execution is complete").
+	StopGraphComplete StopReason = "graph_complete"
 )
 
 // AllStopReasons lists every stop reason, in DESIGN §3.9's order.
 var AllStopReasons = []StopReason{StopMaxRound, StopMaxMessages, StopTextMention, StopTextMatch, StopTextMessage, StopTokenUsage,
 	StopTimeout, StopHandoff, StopSourceMatch, StopFunctionCall, StopHumanExit, StopInputTimeout,
-	StopNoEligibleSpeaker, StopMaxAutoReply, StopExternal, StopCancelled, StopError}
+	StopNoEligibleSpeaker, StopMaxAutoReply, StopExternal, StopGraphComplete, StopCancelled, StopError}
 
 // EventType names an entry of the log (and the SSE event name).
 type EventType string

@@ -71,6 +71,9 @@ type Agent struct {
 	// OutputSchema asks an assistant for structured output (AgentChat's
 	// output_content_type): its replies are StructuredMessages.
 	OutputSchema *OutputSchema `json:"output_schema,omitempty"`
+	// MessageFilter limits what the agent sees of the messages given to
+	// it each turn (AgentChat's MessageFilterAgent).
+	MessageFilter *MessageFilter `json:"message_filter,omitempty"`
 }
 
 // OutputSchema is an assistant's structured-output type, as AgentChat's
@@ -212,6 +215,7 @@ const (
 	SelectAuto       = "auto"
 	SelectManual     = "manual"
 	SelectSwarm      = "swarm"
+	SelectGraph      = "graph"
 )
 
 // SelectionSpec configures how the next speaker is chosen (DESIGN §3.2).
@@ -227,6 +231,81 @@ type Selection struct {
 	// Context bounds the conversation the auto selector's prompt shows
 	// (SelectorGroupChat's model_context).
 	Context *ModelContext `json:"context,omitempty"`
+	// Graph is the graph method's DiGraph (AgentChat's GraphFlow).
+	Graph *Graph `json:"graph,omitempty"`
+}
+
+// Graph is AgentChat's DiGraph as its component JSON holds it: the nodes
+// by agent name, each with its outgoing edges, and the node to start at
+// (default: every node without incoming edges).
+type Graph struct {
+	Nodes            map[string]GraphNode `json:"nodes"`
+	DefaultStartNode *string              `json:"default_start_node,omitempty"`
+}
+
+// GraphNode is a DiGraphNode. Activation is kept as the file gives it;
+// GraphFlow 0.7.5 decides by its edges' activation conditions alone.
+type GraphNode struct {
+	Name       string      `json:"name"`
+	Edges      []GraphEdge `json:"edges,omitempty"`
+	Activation string      `json:"activation,omitempty"`
+}
+
+// GraphEdge is a DiGraphEdge. Condition is the text the source's message
+// must contain for the edge to be taken (null: always taken); it is raw
+// JSON so that a condition of another kind can be refused by name.
+// ActivationGroup defaults to the target; ActivationCondition (all, the
+// default, or any) says whether every edge of the group must have been
+// taken or one is enough.
+type GraphEdge struct {
+	Target              string          `json:"target"`
+	Condition           json.RawMessage `json:"condition,omitempty"`
+	ActivationGroup     string          `json:"activation_group,omitempty"`
+	ActivationCondition string          `json:"activation_condition,omitempty"`
+}
+
+// Text is the edge's condition text, and whether it has one.
+func (e *GraphEdge) Text() (string, bool) {
+	if len(e.Condition) == 0 || string(e.Condition) == "null" {
+		return "", false
+	}
+	var s string
+	if err := json.Unmarshal(e.Condition, &s); err != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// Group is the edge's activation group: the target when none is given.
+func (e *GraphEdge) Group() string {
+	if e.ActivationGroup == "" {
+		return e.Target
+	}
+	return e.ActivationGroup
+}
+
+// Any reports whether one taken edge of the group activates the target.
+func (e *GraphEdge) Any() bool { return e.ActivationCondition == ActivationAny }
+
+// Activation conditions of graph edges and nodes.
+const (
+	ActivationAll = "all"
+	ActivationAny = "any"
+)
+
+// MessageFilter is AgentChat's MessageFilterAgent's filter: of the
+// messages given to the agent for a turn, it sees, source by source in
+// this order, those of each listed source (the first or last count of
+// them, or all).
+type MessageFilter struct {
+	PerSource []SourceFilter `json:"per_source"`
+}
+
+// SourceFilter is one PerSourceFilter.
+type SourceFilter struct {
+	Source   string `json:"source"`
+	Position string `json:"position,omitempty"`
+	Count    *int   `json:"count,omitempty"`
 }
 
 // SandboxSpec sets the limits of the chat's code sandbox.
