@@ -94,8 +94,20 @@ func appendAgentContext(out []ModelMessage, sp *spec.Spec, a *spec.Agent, msgs [
 		}
 		out = append(out, ms...)
 	}
-	for i, m := range msgs {
+	var order []int // nil: every message, in log order
+	if a.MessageFilter != nil {
+		order = filteredOrder(sp, a, msgs, meta)
+	}
+	for k := 0; k < len(msgs) && (order == nil || k < len(order)); k++ {
+		i := k
+		if order != nil {
+			i = order[k]
+		}
+		m := msgs[i]
 		own := m.Name == a.Name && m.Role != RoleUser
+		if !own && slices.Contains(meta[i].hiddenFrom, a.Name) {
+			continue // ended while the agent's own turn of a parallel step ran
+		}
 		switch {
 		case !own && m.Type == TypeToolCallRequestEvent && meta[i].End:
 			// A reply whose calls a user_proxy runs ends its turn there.
@@ -135,6 +147,52 @@ func appendAgentContext(out []ModelMessage, sp *spec.Spec, a *spec.Agent, msgs [
 	return boundContext(a.Context, out, base, starts, func(ms []ModelMessage) (int, error) {
 		return countTokens(tokens, sp.ResolveModel(a.Model), ms)
 	})
+}
+
+// filteredOrder is the order in which an agent with a message_filter
+// (AgentChat's MessageFilterAgent) takes the log's messages into its model
+// context. The others' messages given to the agent for a turn (those since
+// its last turn, the task among them) pass the filter together: for each
+// source the filter lists, in the filter's order, that source's messages,
+// the first or last count of them or all. The agent's own messages stay
+// where they are.
+func filteredOrder(sp *spec.Spec, a *spec.Agent, msgs []Message, meta []messageData) []int {
+	order := make([]int, 0, len(msgs))
+	var batch []int
+	flush := func() {
+		for _, f := range a.MessageFilter.PerSource {
+			var from []int
+			for _, i := range batch {
+				if msgs[i].Name == f.Source {
+					from = append(from, i)
+				}
+			}
+			if n := derefOr(f.Count, 0); n > 0 && n < len(from) {
+				switch f.Position {
+				case "first":
+					from = from[:n]
+				case "last":
+					from = from[len(from)-n:]
+				}
+			}
+			order = append(order, from...)
+		}
+		batch = batch[:0]
+	}
+	for i, m := range msgs {
+		switch {
+		case m.Name == a.Name && m.Role != RoleUser:
+			flush()
+			order = append(order, i)
+		case slices.Contains(meta[i].hiddenFrom, a.Name):
+		case isChatMessage(m) || m.Type == TypeToolCallRequestEvent && meta[i].End ||
+			m.Type == TypeToolCallExecutionEvent && sp.IsUserProxy(m.Name):
+			// What AgentChat gives a participant of the others' turns.
+			batch = append(batch, i)
+		}
+	}
+	flush()
+	return order
 }
 
 // toolResults answers each call in order with its recorded response.

@@ -53,6 +53,9 @@ func encodeData(v any) json.RawMessage {
 	case selection:
 		o.open()
 		o.str("agent", d.Agent)
+		if len(d.Agents) > 0 {
+			o.strs("agents", d.Agents)
+		}
 		o.str("method", d.Method)
 		o.strs("candidates", d.Candidates)
 		o.int("turn", int64(d.Turn))

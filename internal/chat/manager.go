@@ -36,9 +36,11 @@ const (
 	stepCode
 	// stepStartRun: start the run queued after the one that ended.
 	stepStartRun
+	// stepBranches: run the branches of a parallel step at once.
+	stepBranches
 )
 
-var stepNames = [...]string{"wait", "append", "select", "model", "tools", "routed", "code", "start-run"}
+var stepNames = [...]string{"wait", "append", "select", "model", "tools", "routed", "code", "start-run", "branches"}
 
 func (k stepKind) String() string { return stepNames[k] }
 
@@ -100,7 +102,19 @@ func (s *state) next(env stepEnv) step {
 	if s.pending == nil {
 		return s.selectStep(env)
 	}
+	if s.parallel() {
+		open := s.openBranches()
+		if len(open) > 1 {
+			return step{kind: stepBranches}
+		}
+		return s.turnStep(env, selection{Agent: open[0], Turn: s.pending.Turn})
+	}
 	return s.turnStep(env, *s.pending)
+}
+
+// branchStep is the next step of one branch of a parallel step.
+func (s *state) branchStep(env stepEnv, agent string) step {
+	return s.turnStep(env, selection{Agent: agent, Turn: s.pending.Turn})
 }
 
 // plan returns the state after evs and the events to append for them: evs,
@@ -163,7 +177,7 @@ func (s *state) turnStep(env stepEnv, sel selection) step {
 // runs, a handoff) is decided where the step's events are made
 // (modelReply, toolTurnEvents).
 func (s *state) assistantStep(env stepEnv, a *spec.Agent, turn int) step {
-	iter, open := s.turnProgress(turn)
+	iter, open := s.turnProgress(turn, a.Name)
 	switch {
 	case open != nil:
 		if calls := s.callsToApprove(a, open); len(calls) > 0 {
@@ -214,7 +228,7 @@ func modelReply(a *spec.Agent, turn int, resp *ModelResponse, box *toolbox, refl
 // toolSummary ends a turn whose iterations are used up without reflection:
 // the last iteration's calls in tool_call_summary_format.
 func (s *state) toolSummary(a *spec.Agent, turn int) Event {
-	calls, responses := s.lastIteration(turn)
+	calls, responses := s.lastIteration(turn, a.Name)
 	format := derefOr(a.ToolCallSummaryFormat, "{result}")
 	lines := make([]string, 0, len(calls))
 	for _, c := range calls {
@@ -234,13 +248,14 @@ func pyBool(b bool) string {
 	return "False"
 }
 
-// turnProgress reads the current turn from the log: how many model calls
-// asked for tools, and the tool_calls message whose calls have no responses
-// yet (nil when the model is to be asked next).
-func (s *state) turnProgress(turn int) (iterations int, open *Message) {
+// turnProgress reads the agent's current turn from the log: how many model
+// calls asked for tools, and the tool_calls message whose calls have no
+// responses yet (nil when the model is to be asked next). The branches of
+// a parallel step share their turn number and are told apart by agent.
+func (s *state) turnProgress(turn int, agent string) (iterations int, open *Message) {
 	answered := map[string]bool{}
 	for i := range s.msgs {
-		if s.meta[i].Turn != turn {
+		if s.meta[i].Turn != turn || s.msgs[i].Name != agent {
 			continue
 		}
 		m := &s.msgs[i]
@@ -260,11 +275,11 @@ func (s *state) turnProgress(turn int) (iterations int, open *Message) {
 
 // lastIteration returns the calls of the turn's last tool_calls message and
 // the responses to them.
-func (s *state) lastIteration(turn int) ([]ToolCall, map[string]ToolResponse) {
+func (s *state) lastIteration(turn int, agent string) ([]ToolCall, map[string]ToolResponse) {
 	var calls []ToolCall
 	responses := map[string]ToolResponse{}
 	for i := range s.msgs {
-		if s.meta[i].Turn != turn {
+		if s.meta[i].Turn != turn || s.msgs[i].Name != agent {
 			continue
 		}
 		if m := &s.msgs[i]; len(m.ToolCalls) > 0 {

@@ -36,6 +36,9 @@ type metrics struct {
 	// structuredInvalid counts structured replies that did not validate
 	// against their agent's output_schema (each fails its run).
 	structuredInvalid prometheus.Counter
+	// parallelBranches counts the branches of parallel steps (a graph's
+	// nodes that run at once) whose work is under way.
+	parallelBranches prometheus.Gauge
 }
 
 // modelBuckets are the model latency buckets (seconds): from a fast local
@@ -79,10 +82,12 @@ func newMetrics(reg prometheus.Registerer, store Store, statusTTL time.Duration,
 			Help: "Deltas that could not be relayed to the other replicas: their streams get those replies as whole messages only."}),
 		structuredInvalid: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_structured_replies_invalid_total",
 			Help: "Model replies that did not validate against their agent's output_schema; each fails its run, as in AgentChat."}),
+		parallelBranches: prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentd_parallel_branches_active",
+			Help: "Steps of parallel branches (a graph's nodes that run at once) under way on this replica."}),
 	}
 	for _, c := range []prometheus.Collector{m.created, m.finished, m.turns, m.messages, m.events, m.appendErrors,
 		m.appendSeconds, m.modelCalls, m.modelSeconds, m.tokens, m.workers, m.claimErrors, m.panics, m.runsPosted, m.runs,
-		m.deltasRelayed, m.deltaRelayFailures, m.structuredInvalid, &statusCollector{store: store, ttl: statusTTL, now: now}} {
+		m.deltasRelayed, m.deltaRelayFailures, m.structuredInvalid, m.parallelBranches, &statusCollector{store: store, ttl: statusTTL, now: now}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

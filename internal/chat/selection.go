@@ -14,7 +14,10 @@ import (
 // selection is the outcome of choosing the next speaker; it becomes the data
 // of a speaker.selected event.
 type selection struct {
-	Agent      string   `json:"agent"`
+	Agent string `json:"agent"`
+	// Agents are the agents of a parallel step (the graph method's ready
+	// nodes, which run at once); Agent is the first of them.
+	Agents     []string `json:"agents,omitempty"`
 	Method     string   `json:"method"`
 	Candidates []string `json:"candidates"`
 	Turn       int      `json:"turn"`
@@ -241,6 +244,20 @@ func judgeSelectorReply(names, candidates []string, reply, last string, allowRep
 func (s *state) selectStep(env stepEnv) step {
 	turn := s.nextTurn()
 	method := s.spec.Method()
+	if s.graph != nil {
+		// Every ready node runs, at once (GraphFlow's select_speaker
+		// drains its ready queue). A node enqueued twice runs once.
+		var agents []string
+		for _, n := range s.graph.ready {
+			if !slices.Contains(agents, n) {
+				agents = append(agents, n)
+			}
+		}
+		if len(agents) == 0 {
+			return appendStep(terminalEvent(StatusCompleted, StopGraphComplete, graphStopDetail, ""))
+		}
+		return appendStep(selectedEvent(selection{Agent: agents[0], Agents: agents, Method: method, Candidates: agents, Turn: turn}))
+	}
 	if _, proxy := s.routedCalls(); proxy != "" {
 		// Tool calls wait for the user_proxy that executes them (AutoGen's
 		// func_call_filter): it speaks next, whatever the method says.

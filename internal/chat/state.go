@@ -72,13 +72,18 @@ type state struct {
 	// broken is the first event that could not be folded: the state after
 	// it cannot be trusted, and the chat can only fail (see next).
 	broken error
+	// graph is the graph method's execution state (nil for the others).
+	graph *graphState
+	// branchesDone are the agents of a parallel step (pending with several
+	// agents) whose turns have ended.
+	branchesDone []string
 }
 
 // newState returns the state of an empty log. Its counts (modelCalls,
 // autoReplies) are made by their first count: a map costs every waiting
 // chat some hundred bytes, and most chats never count auto-replies.
 func newState(sp *spec.Spec, maxRound int) *state {
-	return &state{
+	s := &state{
 		spec:             sp,
 		specMaxRound:     maxRound,
 		maxRound:         maxRound,
@@ -87,6 +92,10 @@ func newState(sp *spec.Spec, maxRound int) *state {
 		term:             newTerminator(sp.Termination),
 		explicitExternal: hasExternal(sp.Termination),
 	}
+	if sel := sp.SpeakerSelection; sel != nil && sel.Method == spec.SelectGraph && sel.Graph != nil {
+		s.graph = newGraphState(sel.Graph)
+	}
+	return s
 }
 
 // clone returns a copy that can be changed without changing s. The message
@@ -99,6 +108,10 @@ func (s *state) clone() *state {
 	c.approvals = maps.Clone(s.approvals)
 	c.term = s.term.clone()
 	c.delta = slices.Clip(s.delta) // appends to the clone's delta copy, never write into s's
+	c.branchesDone = slices.Clip(s.branchesDone)
+	if s.graph != nil {
+		c.graph = s.graph.clone()
+	}
 	return &c
 }
 
@@ -223,7 +236,10 @@ func (s *state) fold(e Event) error {
 		if err := decodeData(e, &sel); err != nil {
 			return err
 		}
-		s.lastSpeaker, s.pending = sel.Agent, &sel
+		s.lastSpeaker, s.pending, s.branchesDone = sel.Agent, &sel, nil
+		if s.graph != nil && len(sel.Agents) > 0 {
+			s.graph.selected(sel.Agents)
+		}
 		s.selectorCalls += sel.Attempts
 		if sel.Usage != nil {
 			s.usage = s.usage.Add(*sel.Usage)
@@ -246,7 +262,12 @@ func (s *state) fold(e Event) error {
 		if s.pending != nil {
 			// The next run's turns are numbered after a turn the run's end
 			// cut, so that none of its messages is taken for theirs.
-			s.turnFloor, s.pending = s.pending.Turn, nil
+			s.turnFloor, s.pending, s.branchesDone = s.pending.Turn, nil, nil
+		}
+		if s.graph != nil && d.StopReason == StopGraphComplete {
+			// A graph that ran to its end starts again at its start nodes;
+			// one stopped otherwise goes on with the nodes that were ready.
+			s.graph.reset()
 		}
 		t := e.CreatedAt
 		s.completedAt = &t
@@ -295,8 +316,24 @@ func (s *state) foldMessage(e Event) error {
 		s.runMsgs++
 	}
 	s.runEvents += agentChatItems(m)
+	if s.graph != nil && (d.Kind == kindTask || d.Turn > 0 && d.End) {
+		s.graph.taken(m.Name, graphText(m))
+	}
+	lastBranch := true
 	if d.Turn > 0 && d.End {
-		s.turns, s.pending, s.approvals = d.Turn, nil, nil
+		if s.parallel() && d.Turn == s.pending.Turn {
+			// A branch of a parallel step ended. AgentChat's siblings still
+			// running never see its message (their containers clear the
+			// messages buffered during their turn when it ends), and the
+			// step ends with its last branch.
+			s.branchesDone = append(s.branchesDone, m.Name)
+			open := s.openBranches()
+			s.meta[len(s.meta)-1].hiddenFrom = open
+			lastBranch = len(open) == 0
+		}
+		if lastBranch {
+			s.turns, s.pending, s.approvals, s.branchesDone = d.Turn, nil, nil, nil
+		}
 	}
 	if d.ResetTermination {
 		s.term = newTerminator(s.spec.Termination)
@@ -311,6 +348,10 @@ func (s *state) foldMessage(e Event) error {
 	s.delta = append(s.delta, termMsg{Message: m, task: d.Kind == kindTask, functions: d.Functions, stop: d.Stop})
 	if d.Turn > 0 && !d.End {
 		return nil // the turn goes on
+	}
+	if !lastBranch {
+		s.unseenBranch(m.Name)
+		return nil
 	}
 	s.termFired = s.term.observe(s.delta, s.termState(e.CreatedAt))
 	if !s.explicitExternal && slices.ContainsFunc(s.delta, func(m termMsg) bool { return m.stop }) {
@@ -394,4 +435,46 @@ func (s *state) modelCallsOf(name string) int {
 		return s.modelCalls[i]
 	}
 	return 0
+}
+
+// parallel reports whether the turn in progress is a parallel step: several
+// agents (a graph's ready nodes) run at once.
+func (s *state) parallel() bool {
+	return s.pending != nil && len(s.pending.Agents) > 1
+}
+
+// openBranches are the agents of the parallel step whose turns go on.
+func (s *state) openBranches() []string {
+	if !s.parallel() {
+		return nil
+	}
+	var open []string
+	for _, a := range s.pending.Agents {
+		if !slices.Contains(s.branchesDone, a) {
+			open = append(open, a)
+		}
+	}
+	return open
+}
+
+// unseenBranch takes the response of a branch that ended before the last
+// one out of the termination delta: AgentChat's manager checks its
+// conditions only on the response that ends the step, so the conditions
+// never count the others (their messages, events or tokens).
+func (s *state) unseenBranch(agent string) {
+	var keep []termMsg
+	for _, t := range s.delta {
+		if t.Name != agent {
+			keep = append(keep, t)
+			continue
+		}
+		if isChatMessage(t.Message) {
+			s.termBase.messages++
+		}
+		s.termBase.events += agentChatItems(t.Message)
+		if t.Usage != nil {
+			s.termBase.usage = s.termBase.usage.Add(*t.Usage)
+		}
+	}
+	s.delta = keep
 }

@@ -53,6 +53,9 @@ type worker struct {
 	id     string
 	tenant string
 	epoch  int64
+	// spec is the chat's spec, as every state of the worker holds it: what
+	// the branches of a parallel step read, which must not read w.st.
+	spec *spec.Spec
 	// hook is the spec's webhook (nil: none), for the deliveries of the
 	// chat's events (see append).
 	hook            *spec.Webhook
@@ -113,7 +116,7 @@ func newWorker(rt *Runtime, c *Chat, seed *workerSeed) *worker {
 		st.broken = fmt.Errorf("decode stored spec: %w", specErr)
 	}
 	w := &worker{
-		rt: rt, id: c.ID, tenant: c.Tenant, epoch: c.Epoch, cancelRequested: c.CancelRequested, hook: sp.Webhook,
+		rt: rt, id: c.ID, tenant: c.Tenant, epoch: c.Epoch, cancelRequested: c.CancelRequested, spec: sp, hook: sp.Webhook,
 		inputResponse: c.InputResponse,
 		log:           rt.log.With("chat_id", c.ID),
 		st:            st,
@@ -281,6 +284,8 @@ func (w *worker) performWithin(ctx context.Context, s step) error {
 		return w.commit(ctx, codeReply(s.agent, s.turn, res))
 	case stepStartRun:
 		return w.startQueuedRun(ctx)
+	case stepBranches:
+		return w.runBranches(ctx)
 	}
 	return fmt.Errorf("unknown step %v", s.kind)
 }

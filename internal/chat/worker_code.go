@@ -19,8 +19,8 @@ func (w *worker) executeBlocks(ctx context.Context, a *spec.Agent, blocks []code
 		return nil, fmt.Errorf("agent %s executes code, but this server has no sandbox", a.Name)
 	}
 	timeout := derefOr(a.CodeExecution.TimeoutS, 0)
-	if timeout == 0 && w.st.spec.Sandbox != nil {
-		timeout = derefOr(w.st.spec.Sandbox.TimeoutS, 0)
+	if timeout == 0 && w.spec.Sandbox != nil {
+		timeout = derefOr(w.spec.Sandbox.TimeoutS, 0)
 	}
 	if timeout == 0 {
 		timeout = defaultCodeTimeout
@@ -29,7 +29,7 @@ func (w *worker) executeBlocks(ctx context.Context, a *spec.Agent, blocks []code
 	res := &CodeResult{}
 	for _, b := range blocks {
 		r, err := w.rt.sandboxes.Exec(ctx, &ExecRequest{ChatID: w.id, Language: b.Language, Code: b.Code,
-			Timeout: seconds(float64(timeout)), Limits: sandboxLimits(w.st.spec)})
+			Timeout: seconds(float64(timeout)), Limits: sandboxLimits(w.spec)})
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()

@@ -17,7 +17,7 @@ import (
 // after it lives in frames of its own, gone while the call waits; that is
 // what lets the garbage collector halve the stack of every waiting chat.
 func (w *worker) modelStep(ctx context.Context, s step) error {
-	resp, box, err := w.askModel(ctx, s.agent, s.reflect)
+	resp, box, err := w.askModel(ctx, w.st, s.agent, s.reflect)
 	if err != nil {
 		return err
 	}
@@ -26,12 +26,12 @@ func (w *worker) modelStep(ctx context.Context, s step) error {
 
 // askModel offers an assistant its tools (none to reflect) and calls its
 // model.
-func (w *worker) askModel(ctx context.Context, a *spec.Agent, reflect bool) (*ModelResponse, *toolbox, error) {
+func (w *worker) askModel(ctx context.Context, st *state, a *spec.Agent, reflect bool) (*ModelResponse, *toolbox, error) {
 	box, err := w.modelTools(ctx, a, reflect)
 	if err != nil {
 		return nil, nil, err
 	}
-	resp, err := w.callModel(ctx, a, box.defs)
+	resp, err := w.callModel(ctx, st, a, box.defs)
 	return resp, box, err
 }
 
@@ -55,9 +55,9 @@ func (w *worker) commitReply(ctx context.Context, a *spec.Agent, turn int, resp 
 }
 
 // callModel makes one model call for an assistant with its system message,
-// its view of the conversation and the functions it may call.
-func (w *worker) callModel(ctx context.Context, a *spec.Agent, tools []ToolDef) (*ModelResponse, error) {
-	req, err := w.modelRequest(a, tools)
+// its view of the conversation as st has it and the functions it may call.
+func (w *worker) callModel(ctx context.Context, st *state, a *spec.Agent, tools []ToolDef) (*ModelResponse, error) {
+	req, err := w.modelRequest(st, a, tools)
 	if err != nil {
 		return nil, fmt.Errorf("model context of agent %s: %w", a.Name, err)
 	}
@@ -69,12 +69,12 @@ func (w *worker) callModel(ctx context.Context, a *spec.Agent, tools []ToolDef) 
 // modelRequest is the request of an assistant's model call.
 //
 //go:noinline
-func (w *worker) modelRequest(a *spec.Agent, tools []ToolDef) (*ModelRequest, error) {
-	msgs, err := w.st.modelContext(a, w.rt.tokens)
+func (w *worker) modelRequest(st *state, a *spec.Agent, tools []ToolDef) (*ModelRequest, error) {
+	msgs, err := st.modelContext(a, w.rt.tokens)
 	if err != nil {
 		return nil, err
 	}
-	cfg := w.st.spec.ResolveModel(a.Model)
+	cfg := w.spec.ResolveModel(a.Model)
 	if a.OutputSchema != nil {
 		rf, err := responseFormat(a.OutputSchema)
 		if err != nil {
@@ -82,9 +82,9 @@ func (w *worker) modelRequest(a *spec.Agent, tools []ToolDef) (*ModelRequest, er
 		}
 		cfg.ResponseFormat = rf
 	}
-	req := &ModelRequest{ChatID: w.id, Caller: a.Name, Config: cfg, CallIndex: w.st.modelCallsOf(a.Name),
-		Messages: msgs, Tools: tools, OnDelta: w.deltaPublisher(a.Name)}
-	after := w.st.lastSeq
+	req := &ModelRequest{ChatID: w.id, Caller: a.Name, Config: cfg, CallIndex: st.modelCallsOf(a.Name),
+		Messages: msgs, Tools: tools, OnDelta: w.deltaPublisher(a.Name, st.lastSeq)}
+	after := st.lastSeq
 	req.OnReset = func() {
 		w.rt.broker.publishDelta(w.id, w.epoch, Delta{Name: a.Name, Reset: true, AfterSeq: after})
 	}
@@ -107,8 +107,7 @@ func (w *worker) modelAnswered(ctx context.Context, req *ModelRequest, resp *Mod
 
 // deltaPublisher sends a streaming reply's fragments to the chat's streams,
 // placed after the last event committed before the call.
-func (w *worker) deltaPublisher(agent string) func(string) {
-	after := w.st.lastSeq
+func (w *worker) deltaPublisher(agent string, after int64) func(string) {
 	return func(content string) {
 		w.rt.broker.publishDelta(w.id, w.epoch, Delta{Name: agent, Content: content, AfterSeq: after})
 	}

@@ -12,19 +12,29 @@ import (
 // toolsStep runs an assistant's open calls — its own tools, handoffs, and
 // errors for names nobody offers — and appends the results.
 func (w *worker) toolsStep(ctx context.Context, s step) error {
-	box, err := w.toolboxFor(ctx, s.agent)
+	evs, err := w.toolEvents(ctx, w.st, s)
 	if err != nil {
 		return err
 	}
-	calls, decided := w.st.approvedCalls(s.open.ToolCalls)
+	return w.commit(ctx, evs...)
+}
+
+// toolEvents runs the calls of a toolsStep planned on st and returns the
+// events that record them.
+func (w *worker) toolEvents(ctx context.Context, st *state, s step) ([]Event, error) {
+	box, err := w.toolboxFor(ctx, s.agent)
+	if err != nil {
+		return nil, err
+	}
+	calls, decided := st.approvedCalls(s.open.ToolCalls)
 	results := w.runCalls(ctx, calls, decided, func(c ToolCall) (offered, bool) {
 		o, ok := box.byName[c.Function.Name]
 		return o, ok && o.executor == ""
 	})
 	if ctx.Err() != nil {
-		return ctx.Err() // cut mid-call: redo the calls, do not record half of them
+		return nil, ctx.Err() // cut mid-call: redo the calls, do not record half of them
 	}
-	return w.commit(ctx, toolTurnEvents(s.agent, s.turn, s.open, results, box)...)
+	return toolTurnEvents(s.agent, s.turn, s.open, results, box), nil
 }
 
 // approvedCalls applies the approvals of the open turn to its calls: an
@@ -49,12 +59,21 @@ func (s *state) approvedCalls(open []ToolCall) (calls []ToolCall, decided []*Too
 // routedStep is a user_proxy's turn after calls routed to it: run the
 // calls it has functions for, answer the others with an error.
 func (w *worker) routedStep(ctx context.Context, s step) error {
+	ev, err := w.routedEvent(ctx, s)
+	if err != nil {
+		return err
+	}
+	return w.commit(ctx, ev)
+}
+
+// routedEvent runs the calls of a stepRouted and returns the proxy's reply.
+func (w *worker) routedEvent(ctx context.Context, s step) (Event, error) {
 	owned := map[string]offered{}
 	for _, fn := range s.agent.Functions {
-		t := w.st.spec.Tool(fn)
+		t := w.spec.Tool(fn)
 		defs, err := w.rt.tools.Describe(ctx, w.id, t)
 		if err != nil {
-			return fmt.Errorf("describe function %s: %w", fn, err)
+			return Event{}, fmt.Errorf("describe function %s: %w", fn, err)
 		}
 		for _, d := range defs {
 			owned[d.Name] = offered{def: d, tool: t}
@@ -65,16 +84,16 @@ func (w *worker) routedStep(ctx context.Context, s step) error {
 		return o, ok
 	})
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return Event{}, ctx.Err()
 	}
-	return w.commit(ctx, routedReply(s.agent, s.turn, s.open, results, owned))
+	return routedReply(s.agent, s.turn, s.open, results, owned), nil
 }
 
 // toolboxFor describes the functions offered to an assistant in this turn.
 func (w *worker) toolboxFor(ctx context.Context, a *spec.Agent) (*toolbox, error) {
 	b := &toolbox{}
 	for _, name := range a.Tools {
-		t := w.st.spec.Tool(name)
+		t := w.spec.Tool(name)
 		defs, err := w.rt.tools.Describe(ctx, w.id, t)
 		if err != nil {
 			return nil, fmt.Errorf("describe tool %s: %w", name, err)
@@ -83,13 +102,13 @@ func (w *worker) toolboxFor(ctx context.Context, a *spec.Agent) (*toolbox, error
 			b.add(offered{def: d, tool: t})
 		}
 	}
-	for i := range w.st.spec.Agents {
-		p := &w.st.spec.Agents[i]
+	for i := range w.spec.Agents {
+		p := &w.spec.Agents[i]
 		if p.Type != spec.AgentUserProxy {
 			continue
 		}
 		for _, fn := range p.Functions {
-			t := w.st.spec.Tool(fn)
+			t := w.spec.Tool(fn)
 			defs, err := w.rt.tools.Describe(ctx, w.id, t)
 			if err != nil {
 				return nil, fmt.Errorf("describe function %s: %w", fn, err)
@@ -129,7 +148,7 @@ func (w *worker) runCalls(ctx context.Context, calls []ToolCall, answered []*Too
 		go func() {
 			defer wg.Done()
 			res := w.rt.tools.Call(ctx, &ToolRequest{ChatID: w.id, Tool: o.tool, Function: o.def, CallID: c.ID,
-				Arguments: c.Function.Arguments, Limits: sandboxLimits(w.st.spec)})
+				Arguments: c.Function.Arguments, Limits: sandboxLimits(w.spec)})
 			out[i] = ToolResponse{ToolCallID: c.ID, Role: RoleTool, Content: res.Content, IsError: res.IsError}
 		}()
 	}

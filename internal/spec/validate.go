@@ -463,7 +463,10 @@ func (v *validator) checkSelection() {
 	}
 	const p = "/speaker_selection"
 	switch sel.Method {
-	case "", SelectRoundRobin, SelectRandom, SelectManual, SelectSwarm:
+	case "", SelectRoundRobin, SelectRandom, SelectManual, SelectSwarm, SelectGraph:
+		if sel.Method == SelectGraph && sel.Graph == nil {
+			v.add(p+"/graph", "the graph method needs a graph")
+		}
 		if sel.Model != nil {
 			v.add(p+"/model", "only the auto method uses a model")
 		}
@@ -490,7 +493,7 @@ func (v *validator) checkSelection() {
 			v.add(p+"/selector_prompt", "must be 1 to %d bytes", v.limits.MaxPromptBytes)
 		}
 	default:
-		v.add(p+"/method", "must be one of round_robin, random, auto, manual, swarm")
+		v.add(p+"/method", "must be one of round_robin, random, auto, manual, swarm, graph")
 	}
 	switch sel.TransitionsType {
 	case "", "allowed", "disallowed":

@@ -1,0 +1,131 @@
+package chat
+
+import (
+	"context"
+	"fmt"
+	"slices"
+)
+
+// A parallel step is several agents' turns at once: the nodes a graph made
+// ready together, which GraphFlow runs concurrently. Each branch is one
+// agent's turn, taken step by step as a lone turn is (model call, tools,
+// reflection), but the branches' model calls, tools and code run at the
+// same time. The worker stays the chat's only writer: a branch's work runs
+// on a goroutine of its own against the state it was planned on, and its
+// events come back to the worker's goroutine, which commits them in the
+// order they arrive and plans the branch's next step on the state after
+// them. So a branch's reply is appended when it is ready, as AgentChat
+// appends each response when it arrives, and a crash loses nothing
+// committed: the next worker reads from the log which branches ended and
+// how far the others got.
+
+// branchResult is what a branch's step produced.
+type branchResult struct {
+	agent string
+	evs   []Event
+	err   error
+}
+
+// runBranches runs the open branches of the parallel step until at most
+// one is open, or one waits to ask a human while another runs. The first
+// error cuts the others (their work is redone by whoever goes on) and is
+// returned; what was committed stays.
+func (w *worker) runBranches(ctx context.Context) error {
+	bctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	results := make(chan branchResult)
+	running := map[string]bool{}
+	var parked []step // branches that wait for the others before they ask a human
+	launch := func(agent string) {
+		st := w.st
+		s := st.branchStep(w.env(), agent)
+		if asksHuman(s) {
+			parked = append(parked, s)
+			return
+		}
+		running[agent] = true
+		w.rt.metrics.parallelBranches.Inc()
+		go func() {
+			evs, err := w.produce(bctx, st, s)
+			results <- branchResult{agent: agent, evs: evs, err: err}
+		}()
+	}
+	for _, a := range w.st.openBranches() {
+		launch(a)
+	}
+	var first error
+	for len(running) > 0 {
+		r := <-results
+		delete(running, r.agent)
+		w.rt.metrics.parallelBranches.Dec()
+		if first != nil {
+			continue // cut: drop what it made
+		}
+		if r.err == nil {
+			r.err = w.commit(ctx, r.evs...)
+		}
+		if r.err != nil {
+			first = r.err
+			cancel(r.err)
+			continue
+		}
+		if w.st.status != StatusRunning || !w.st.parallel() {
+			continue
+		}
+		if slices.Contains(w.st.openBranches(), r.agent) {
+			launch(r.agent)
+		}
+	}
+	if first != nil {
+		return first
+	}
+	if len(parked) > 0 && len(w.st.openBranches()) > 1 && w.st.status == StatusRunning {
+		// Every open branch waits to ask a human: the first asks now; the
+		// others ask in turn once the answer lets it go on.
+		return w.commit(ctx, parked[0].events...)
+	}
+	return nil
+}
+
+// asksHuman reports whether a step pauses the chat for a client: a
+// branch does that only when it is the last one running, so that a
+// human is asked about one thing at a time and no reply is held back.
+func asksHuman(s step) bool {
+	return s.kind == stepAppend && slices.ContainsFunc(s.events, func(e Event) bool { return e.Type == EventInputRequested })
+}
+
+// produce does the work of one branch's step, planned on st, and returns
+// the events that record it without appending them. It must not read
+// w.st, which the worker's goroutine replaces as other branches commit.
+func (w *worker) produce(ctx context.Context, st *state, s step) ([]Event, error) {
+	switch s.kind {
+	case stepAppend:
+		return s.events, nil
+	case stepModel:
+		resp, box, err := w.askModel(ctx, st, s.agent, s.reflect)
+		if err != nil {
+			return nil, err
+		}
+		ev, err := modelReply(s.agent, s.turn, resp, box, s.reflect)
+		if err != nil {
+			w.rt.metrics.structuredInvalid.Inc()
+			return nil, err
+		}
+		return []Event{ev}, nil
+	case stepTools:
+		return w.toolEvents(ctx, st, s)
+	case stepRouted:
+		ev, err := w.routedEvent(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		return []Event{ev}, nil
+	case stepCode:
+		res, err := w.executeBlocks(ctx, s.agent, s.blocks)
+		if err != nil {
+			return nil, err
+		}
+		return []Event{codeReply(s.agent, s.turn, res)}, nil
+	}
+	return nil, fmt.Errorf("a branch of a parallel step cannot take a %v step", s.kind)
+}
