@@ -38,7 +38,8 @@ func (f *FaultyStore) Append(ctx context.Context, p *AppendParams) error {
 	return f.Store.Append(ctx, p)
 }
 
-// RunStateProperty drives one random chat (seed) through a real worker on
+// RunStateProperty drives one random chat (seed; of the selection method
+// given, else of any) through a real worker on
 // rt, whose store is db: its decisions (state.next), the world's answers
 // (effect), and everything a worker does between them — storable, plans,
 // held selections flushed or thrown away, appends the store refuses, runs
@@ -47,12 +48,15 @@ func (f *FaultyStore) Append(ctx context.Context, p *AppendParams) error {
 // as the store gives it back (what a worker rebuilt on another replica
 // sees), that the chat record says what the state says, and that the log
 // is well formed.
-func RunStateProperty(t *testing.T, rt *Runtime, db *FaultyStore, seed uint64) {
+func RunStateProperty(t *testing.T, rt *Runtime, db *FaultyStore, seed uint64, method string) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 7))
 	// The random specs name tools and models no runtime here offers: the
 	// chat is written as Create writes one, without its validation.
 	body := spectest.RandomSpec(rng)
+	if method != "" {
+		body = spectest.RandomSpecOf(rng, method)
+	}
 	sp, compact, probs := spec.DecodeCompact([]byte(body))
 	if len(probs) > 0 {
 		t.Fatalf("decode %s: %v", body, probs)
@@ -112,6 +116,18 @@ func RunStateProperty(t *testing.T, rt *Runtime, db *FaultyStore, seed uint64) {
 		}
 		var err error
 		switch {
+		case st.kind == stepBranches:
+			// The branches' work ends in any order: commit one branch's
+			// next step, as runBranches does when its result arrives.
+			open := w.st.openBranches()
+			bs := w.st.branchStep(env, open[rng.IntN(len(open))])
+			for _, a := range open {
+				if !asksHuman(bs) {
+					break
+				}
+				bs = w.st.branchStep(env, a) // one that asks a human waits for the others
+			}
+			err = w.commit(ctx, effect(rng, w.st, bs)...)
 		case st.kind == stepStartRun:
 			err = w.startQueuedRun(ctx)
 		case len(st.before) > 0:

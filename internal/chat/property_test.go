@@ -15,20 +15,27 @@ import (
 // believe. Held selections are flushed or thrown away, appends are refused
 // by the store now and then, runs are posted and started, stops requested,
 // calls and code approved, edited and rejected.
+//
+// Graph chats get seeds of their own: their parallel steps, whose branches
+// end in any order, are where live state and log could drift most.
 func TestStateProperty(t *testing.T) {
 	models, err := llm.New(llm.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for seed := range uint64(150) {
-		t.Run("", func(t *testing.T) {
+	for seed := range uint64(250) {
+		method := ""
+		if seed >= 150 {
+			method = "graph"
+		}
+		t.Run(method, func(t *testing.T) {
 			t.Parallel()
 			db := &chat.FaultyStore{Store: openStore(t)}
 			rt, err := chat.NewRuntime(chat.RuntimeConfig{Store: db, Models: models, HoldSelection: time.Hour})
 			if err != nil {
 				t.Fatal(err)
 			}
-			chat.RunStateProperty(t, rt, db, seed)
+			chat.RunStateProperty(t, rt, db, seed, method)
 		})
 	}
 }

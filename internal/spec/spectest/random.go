@@ -15,7 +15,12 @@ import (
 // holding its code for approval), any selection method, and often a
 // termination condition.
 func RandomSpec(rng *rand.Rand) string {
-	methods := []string{"round_robin", "random", "auto", "manual", "swarm"}
+	methods := []string{"round_robin", "random", "auto", "manual", "swarm", "graph"}
+	return RandomSpecOf(rng, methods[rng.IntN(len(methods))])
+}
+
+// RandomSpecOf is RandomSpec with the given selection method.
+func RandomSpecOf(rng *rand.Rand, method string) string {
 	modes := []string{"NEVER", "ALWAYS", "TERMINATE"}
 	var agents []string
 	n := 1 + rng.IntN(3)
@@ -33,7 +38,46 @@ func RandomSpec(rng *rand.Rand) string {
 	if rng.IntN(4) > 0 {
 		term = `, "termination": ` + conds[rng.IntN(len(conds))]
 	}
+	selection := fmt.Sprintf(`{"method": %q, "seed": %d, "max_attempts": 2}`, method, rng.IntN(100))
+	if method == "graph" {
+		names := []string{"p"}
+		for i := range n {
+			names = append(names, fmt.Sprintf("a%d", i))
+		}
+		selection = fmt.Sprintf(`{"method": "graph", "graph": %s}`, randomGraph(rng, names))
+	}
 	return fmt.Sprintf(`{"task": "go", "agents": [%s], "max_round": %d, "tools": [{"name": "t"}, {"name": "f"}],
-		"speaker_selection": {"method": %q, "seed": %d, "max_attempts": 2}%s}`,
-		strings.Join(agents, ", "), 1+rng.IntN(8), methods[rng.IntN(len(methods))], rng.IntN(100), term)
+		"speaker_selection": %s%s}`,
+		strings.Join(agents, ", "), 1+rng.IntN(8), selection, term)
+}
+
+// randomGraph is a DiGraph over names: each node with up to three edges,
+// all conditional ("STOP" or "ok", which the engine's random replies
+// contain now and then) or all not; per target one activation condition,
+// in one or two activation groups; sometimes a default start node.
+func randomGraph(rng *rand.Rand, names []string) string {
+	activation := map[string]string{}
+	for _, n := range names {
+		activation[n] = []string{"all", "any"}[rng.IntN(2)]
+	}
+	var nodes []string
+	for _, n := range names {
+		conditional := rng.IntN(2) == 0
+		var edges []string
+		for range rng.IntN(4) {
+			target := names[rng.IntN(len(names))]
+			cond := "null"
+			if conditional {
+				cond = []string{`"STOP"`, `"ok"`}[rng.IntN(2)]
+			}
+			edges = append(edges, fmt.Sprintf(`{"target": %q, "condition": %s, "activation_group": %q, "activation_condition": %q}`,
+				target, cond, []string{"", "g"}[rng.IntN(2)], activation[target]))
+		}
+		nodes = append(nodes, fmt.Sprintf(`%q: {"name": %q, "edges": [%s]}`, n, n, strings.Join(edges, ", ")))
+	}
+	start := ""
+	if rng.IntN(2) == 0 {
+		start = fmt.Sprintf(`, "default_start_node": %q`, names[rng.IntN(len(names))])
+	}
+	return fmt.Sprintf(`{"nodes": {%s}%s}`, strings.Join(nodes, ", "), start)
 }
