@@ -2,8 +2,11 @@
 // needs from it — one line per package, the output of failed tests — and
 // ends with the list of skipped tests and why they were skipped, so that a
 // run without Postgres or a container engine says what it did not test
-// instead of a column of "ok". It exits 1 when a test or a package failed
-// (or the input held no result at all), so `make test` fails with it.
+// instead of a column of "ok". Each failed test is listed again at the very
+// end with the first lines of what it reported (its t.Error and t.Fatal
+// messages): a CI log that shows only its last lines still says why the run
+// failed. It exits 1 when a test or a package failed (or the input held no
+// result at all), so `make test` fails with it.
 //
 // In a CI run (CI=true) a skipped test fails the run too, unless it is on
 // the allow-list, allowed-skips.txt beside this file, which says for each
@@ -53,6 +56,8 @@ type summary struct {
 	output  map[string][]string // package/test → its output lines so far
 	skipped []skip
 	failed  []string
+	// reasons are the message heads of each failed test (see reasons).
+	reasons map[string][]string
 	results int
 	// ci: the run is a CI run, where only the tests in allowed (package and
 	// test name → why) may be skipped.
@@ -114,6 +119,12 @@ func (s *summary) handle(e event) {
 		s.results++
 		name := strings.TrimSpace(e.Package + " " + e.Test)
 		s.failed = append(s.failed, name)
+		if r := reasons(s.output[key]); len(r) > 0 {
+			if s.reasons == nil {
+				s.reasons = map[string][]string{}
+			}
+			s.reasons[name] = r
+		}
 		for _, l := range s.output[key] {
 			fmt.Fprint(s.out, l)
 		}
@@ -138,6 +149,71 @@ func skipReason(lines []string) string {
 		return "(no reason given)"
 	}
 	return strings.Join(parts, " ")
+}
+
+// Limits of what reasons keeps of a failed test's output.
+const (
+	maxReasons      = 4   // messages
+	maxReasonLines  = 5   // lines of one message, its head included
+	maxReasonLength = 300 // bytes of one line
+)
+
+// reasons picks out of a failed test's output the messages it reported: a
+// message starts with "file_test.go:N: " (as t.Log, t.Error and t.Fatal
+// write it) and goes on with the lines indented below it. A message that
+// introduces a log (its head ends with "log:", such as a server's log
+// dumped on failure) is left out: it is long and says what happened, not
+// what went wrong. Only the first few messages and lines are kept, each
+// line cut to a readable length.
+func reasons(lines []string) []string {
+	var out []string
+	msgs, inMsg, keep := 0, false, 0
+	indent := ""
+	for _, l := range lines {
+		l = strings.TrimRight(l, "\n")
+		t := strings.TrimLeft(l, " \t")
+		if isMessageHead(t) {
+			inMsg, indent = false, l[:len(l)-len(t)]
+			if strings.HasSuffix(t, "log:") || msgs == maxReasons {
+				continue
+			}
+			msgs++
+			inMsg, keep = true, maxReasonLines-1
+			out = append(out, cut(t))
+			continue
+		}
+		if inMsg && keep > 0 && strings.HasPrefix(l, indent+" ") && t != "" {
+			keep--
+			out = append(out, "  "+cut(t))
+		}
+	}
+	return out
+}
+
+// isMessageHead reports whether a line starts a test's message:
+// "name_test.go:123: …".
+func isMessageHead(t string) bool {
+	file, rest, ok := strings.Cut(t, ":")
+	if !ok || !strings.HasSuffix(file, "_test.go") || strings.ContainsAny(file, " \t") {
+		return false
+	}
+	num, _, ok := strings.Cut(rest, ":")
+	if !ok || num == "" {
+		return false
+	}
+	for _, c := range num {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func cut(s string) string {
+	if len(s) <= maxReasonLength {
+		return s
+	}
+	return s[:maxReasonLength] + "…"
 }
 
 // parseAllowList reads the allow-list: one test a line, as "package test
@@ -198,6 +274,9 @@ func (s *summary) finish() int {
 			fmt.Fprintf(s.out, "FAILED (%d):\n", len(s.failed))
 			for _, f := range s.failed {
 				fmt.Fprintf(s.out, "  %s\n", f)
+				for _, r := range s.reasons[f] {
+					fmt.Fprintf(s.out, "      %s\n", r)
+				}
 			}
 		}
 		if len(refused) > 0 {

@@ -44,7 +44,7 @@ func TestSummaryListsSkipsAndFailures(t *testing.T) {
 		"Skipped tests (2):\n",
 		"  example/a TestSandbox/bwrap: sandbox_test.go:9: bwrap is not installed\n",
 		"  example/a TestStore: pgtest.go:80: no Postgres: set AGENTD_TEST_DATABASE_URL\n",
-		"FAILED (2):\n  example/b TestBroken\n  example/b\n",
+		"FAILED (2):\n  example/b TestBroken\n      b_test.go:3: got 1, want 2\n  example/b\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary lacks %q:\n%s", want, got)
@@ -146,5 +146,36 @@ func TestAllowListEntriesSayWhy(t *testing.T) {
 	// The allow-list testsummary is built with.
 	if _, err := parseAllowList(allowListFile); err != nil {
 		t.Errorf("%s: %v", allowListName, err)
+	}
+}
+
+// TestReasonsAreTheTestsMessages: the end of the summary repeats what a
+// failed test reported, without the server log it dumped, so that the
+// last lines of a CI log say why it failed.
+func TestReasonsAreTheTestsMessages(t *testing.T) {
+	out := []string{
+		"=== RUN   TestConsole\n",
+		"    console_test.go:120: screenshots in /tmp/x\n",
+		"    console_test.go:139: waiting for the chat: timed out; the page shows:\n",
+		"        Chat\n",
+		"        running\n",
+		"\n",
+		"        \n",
+		"    harness_test.go:203: agentd log:\n",
+		"        time=2026 level=INFO msg=serving\n",
+		"        time=2026 level=INFO msg=\"http request\"\n",
+		"    other_test.go:7: " + strings.Repeat("x", 400) + "\n",
+		"--- FAIL: TestConsole (98.81s)\n",
+	}
+	got := reasons(out)
+	want := []string{
+		"console_test.go:120: screenshots in /tmp/x",
+		"console_test.go:139: waiting for the chat: timed out; the page shows:",
+		"  Chat",
+		"  running",
+		"other_test.go:7: " + strings.Repeat("x", 283) + "…",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("reasons:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
