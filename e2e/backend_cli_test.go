@@ -154,7 +154,15 @@ func TestConsoleBackendFeatures(t *testing.T) {
 	if code, _, _ := p.do("GET", "/v1/chats/"+debate.ID, nil); code != 200 {
 		t.Fatalf("one click erased the chat (%d)", code)
 	}
-	b.run(chromedp.Click(chromedp.CSS("#erase")))
+	// The confirmation lasts 5 s, which a loaded machine can spend between
+	// two clicks of the test: confirm on the page in one step, arming the
+	// button again if the confirmation ran out.
+	b.waitJS("the confirmed delete", `(() => {
+		const e = document.querySelector('#erase');
+		const armed = e.dataset.confirm === 'yes';
+		e.click();
+		return armed;
+	})()`)
 	b.waitJS("back to the start page", `location.hash === '#/'`)
 	if code, _, _ := p.do("GET", "/v1/chats/"+debate.ID, nil); code != 404 {
 		t.Errorf("after delete the chat answers %d, want 404", code)
