@@ -33,7 +33,14 @@ type graphState struct {
 	// ready is the queue of nodes to run next, in the order they became
 	// ready.
 	ready []string
+	// task is the run's last task message while it is the last event:
+	// GraphFlow applies the edges of the last of a run's task messages
+	// only (see settle).
+	task *graphTask
 }
+
+// graphTask is a task message's source and model text.
+type graphTask struct{ source, text string }
 
 // newGraphState is a graph's state before its first node ran: every start
 // node ready.
@@ -63,7 +70,7 @@ func (gs *graphState) reset() {
 
 // clone is a copy that can change without changing gs.
 func (gs *graphState) clone() *graphState {
-	c := &graphState{g: gs.g, ready: slices.Clone(gs.ready),
+	c := &graphState{g: gs.g, ready: slices.Clone(gs.ready), task: gs.task,
 		remaining: make(map[string]map[string]int, len(gs.remaining)), enqueuedAny: make(map[string]map[string]bool, len(gs.enqueuedAny))}
 	for k, v := range gs.remaining {
 		c.remaining[k] = maps.Clone(v)
@@ -135,6 +142,27 @@ func (gs *graphState) taken(source, text string) {
 			gs.trigger(target, group)
 		}
 	}
+}
+
+// settle applies the run's last task message, once an event that is not a
+// task message follows it: a task message whose source is a node takes
+// that node's edges, as GraphFlow's start does with the last of them.
+func (gs *graphState) settle() {
+	if t := gs.task; t != nil {
+		gs.task = nil
+		gs.taken(t.source, t.text)
+	}
+}
+
+// readyNodes is the ready queue as it stands once the task messages folded
+// last are applied.
+func (gs *graphState) readyNodes() []string {
+	if gs.task == nil {
+		return gs.ready
+	}
+	c := gs.clone()
+	c.settle()
+	return c.ready
 }
 
 // activation is the activation condition of a target's group: that of the

@@ -248,7 +248,7 @@ func (s *state) selectStep(env stepEnv) step {
 		// Every ready node runs, at once (GraphFlow's select_speaker
 		// drains its ready queue). A node enqueued twice runs once.
 		var agents []string
-		for _, n := range s.graph.ready {
+		for _, n := range s.graph.readyNodes() {
 			if !slices.Contains(agents, n) {
 				agents = append(agents, n)
 			}

@@ -208,6 +208,9 @@ func untyped(evs []Event) {
 }
 
 func (s *state) fold(e Event) error {
+	if s.graph != nil && e.Type != EventMessage {
+		s.graph.settle()
+	}
 	switch e.Type {
 	case EventChatRunning:
 		s.status, s.pendingInput = StatusRunning, nil
@@ -316,8 +319,16 @@ func (s *state) foldMessage(e Event) error {
 		s.runMsgs++
 	}
 	s.runEvents += agentChatItems(m)
-	if s.graph != nil && (d.Kind == kindTask || d.Turn > 0 && d.End) {
-		s.graph.taken(m.Name, graphText(m))
+	if s.graph != nil {
+		if d.Kind == kindTask {
+			// Applied once it is known to be the run's last (see settle).
+			s.graph.task = &graphTask{source: m.Name, text: graphText(m)}
+		} else {
+			s.graph.settle()
+		}
+		if d.Turn > 0 && d.End {
+			s.graph.taken(m.Name, graphText(m))
+		}
 	}
 	lastBranch := true
 	if d.Turn > 0 && d.End {

@@ -52,7 +52,7 @@ func cancelledEvent() Event {
 // human on termination (TERMINATE), pauses it for that human — and
 // max_round ends it once the last allowed turn is over.
 func (s *state) afterMessage(env stepEnv) (Event, bool) {
-	if s.graph != nil && s.pending == nil && len(s.graph.ready) == 0 {
+	if s.graph != nil && s.pending == nil && len(s.graph.readyNodes()) == 0 {
 		// GraphFlow checks this before its conditions: no node is ready.
 		return terminalEvent(StatusCompleted, StopGraphComplete, graphStopDetail, ""), true
 	}
