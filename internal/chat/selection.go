@@ -135,7 +135,11 @@ func selectorPrompt(sp *spec.Spec, candidates []string, msgs []Message, tokens T
 	}
 	roles := make([]string, 0, len(sp.Agents))
 	for _, a := range sp.Agents {
-		roles = append(roles, strings.TrimSpace(strings.Join(strings.Fields(a.Name+": "+a.Description), " ")))
+		desc := a.Description
+		if a.MessageFilter != nil {
+			desc += " (with message filtering)" // MessageFilterAgent's own description
+		}
+		roles = append(roles, strings.TrimSpace(strings.Join(strings.Fields(a.Name+": "+desc), " ")))
 	}
 	ctx := make([]ModelMessage, 0, len(msgs))
 	for _, m := range msgs {
