@@ -23,7 +23,8 @@ var update = flag.Bool("update", false, "rewrite the golden specs and exports in
 
 // Fixtures dumped by AgentChat 0.7.5 (test/autogen/components/dump.py) that
 // agentd accepts; refused_five is the one it refuses.
-var accepted = []string{"round_robin", "selector", "swarm", "assistant_options", "openai_client", "azure_client", "anthropic_client", "human", "code_executor", "terminations", "function_tools", "http_tools", "contexts", "structured"}
+var accepted = []string{"round_robin", "selector", "swarm", "assistant_options", "openai_client", "azure_client", "anthropic_client", "human", "code_executor", "terminations", "function_tools", "http_tools", "contexts", "structured",
+	"graph_sequence", "graph_loop", "graph_fan_out_all", "graph_fan_out_any", "graph_groups", "graph_message_filter"}
 
 func readFixture(t *testing.T, name string) []byte {
 	t.Helper()

@@ -259,3 +259,30 @@ func (v *validator) checkGraphSelection(p string, sel *Selection) {
 		}
 	}
 }
+
+// HasCycle reports whether the graph has a cycle (edges to no node
+// aside). GraphFlow needs a termination condition or a turn limit for a
+// graph with one.
+func (g *Graph) HasCycle() bool {
+	state := map[string]int{} // 1: on the path, 2: done
+	var dfs func(n string) bool
+	dfs = func(n string) bool {
+		state[n] = 1
+		for _, e := range g.Nodes[n].Edges {
+			if _, ok := g.Nodes[e.Target]; !ok {
+				continue
+			}
+			if state[e.Target] == 1 || state[e.Target] == 0 && dfs(e.Target) {
+				return true
+			}
+		}
+		state[n] = 2
+		return false
+	}
+	for _, n := range slices.Sorted(maps.Keys(g.Nodes)) {
+		if state[n] == 0 && dfs(n) {
+			return true
+		}
+	}
+	return false
+}

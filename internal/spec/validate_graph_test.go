@@ -168,3 +168,25 @@ func checkProblems(t *testing.T, got []Problem, want map[string]string) {
 		}
 	}
 }
+
+func TestGraphHasCycle(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		nodes string
+		want  bool
+	}{
+		{node("a", edge("b", "")) + "," + node("b", edge("c", "")) + "," + node("c", ""), false},
+		{node("a", edge("b", "")+","+edge("c", "")) + "," + node("b", edge("c", "")) + "," + node("c", ""), false},
+		{node("a", edge("b", "")) + "," + node("b", edge("a", `, "condition": "x"`)+","+edge("c", `, "condition": "y"`)) + "," + node("c", ""), true},
+		{node("a", edge("a", `, "condition": "x"`)+","+edge("b", `, "condition": "y"`)) + "," + node("b", ""), true},
+		{node("a", edge("zed", "")), false},
+	} {
+		sp, probs := DecodeSpec([]byte(graphSpec(graph(tc.nodes, ""), "")))
+		if len(probs) > 0 {
+			t.Fatal(probs)
+		}
+		if got := sp.SpeakerSelection.Graph.HasCycle(); got != tc.want {
+			t.Errorf("HasCycle(%s) = %v, want %v", tc.nodes, got, tc.want)
+		}
+	}
+}
