@@ -180,6 +180,7 @@ func TestAgentChatLoadsExports(t *testing.T) {
 		Team     string   `json:"team"`
 		Agents   []string `json:"agents"`
 		Redumped bool     `json:"redumped_equal"`
+		Graph    bool     `json:"graph_validated"`
 	}
 	if err := json.Unmarshal(b, &check); err != nil {
 		t.Fatal(err)
@@ -200,6 +201,8 @@ func TestAgentChatLoadsExports(t *testing.T) {
 			t.Errorf("%s: AgentChat could not load the export: %s", name, c.Error)
 		case !c.Redumped:
 			t.Errorf("%s: AgentChat's dump of the loaded team differs from the export", name)
+		case c.Team == "GraphFlow" && !c.Graph:
+			t.Errorf("%s: AgentChat did not check the graph of the export", name)
 		}
 	}
 }

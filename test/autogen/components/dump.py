@@ -40,7 +40,7 @@ from autogen_agentchat.conditions import (  # noqa: E402
 )
 from autogen_agentchat.messages import StopMessage, StructuredMessage  # noqa: E402
 from autogen_agentchat.tools import AgentTool  # noqa: E402
-from autogen_agentchat.teams import DiGraphBuilder, GraphFlow, RoundRobinGroupChat, SelectorGroupChat, Swarm  # noqa: E402
+from autogen_agentchat.teams import DiGraph, DiGraphBuilder, GraphFlow, RoundRobinGroupChat, SelectorGroupChat, Swarm  # noqa: E402
 from autogen_core import Component  # noqa: E402
 from autogen_core.model_context import (  # noqa: E402
     BufferedChatCompletionContext,
@@ -630,6 +630,50 @@ TEAMS = {
 }
 
 
+def n(name, *edges):
+    return {"name": name, "edges": list(edges)}
+
+
+def e(target, **kw):
+    return dict(target=target, **kw)
+
+
+# Graphs that AgentChat's DiGraph.graph_validate refuses, one rule each:
+# graph_errors.json records its message for each, which agentd's validation
+# must give too (TestGraphErrorsAsAgentChat). Nodes are in name order, the
+# order in which agentd visits them.
+BAD_GRAPHS = {
+    "no nodes": {"nodes": {}},
+    "no start node": {"nodes": {"a": n("a", e("b")), "b": n("b", e("a", condition="x"), e("c", condition="y")), "c": n("c")}},
+    "no leaf node": {"nodes": {"a": n("a", e("b")), "b": n("b", e("a", condition="x"))}, "default_start_node": "a"},
+    "mixed edges": {"nodes": {"a": n("a", e("b", condition="yes"), e("c")), "b": n("b"), "c": n("c")}},
+    "conflicting activation": {
+        "nodes": {"a": n("a", e("c", activation_condition="all")), "b": n("b", e("c", activation_condition="any")), "c": n("c")}
+    },
+    "conflicting activation in a group": {
+        "nodes": {
+            "a": n("a", e("b"), e("d", activation_group="g", activation_condition="any")),
+            "b": n("b", e("d", activation_group="g")),
+            "c": n("c", e("d")),
+            "d": n("d"),
+        }
+    },
+    "cycle without exit": {"nodes": {"a": n("a", e("b")), "b": n("b", e("c")), "c": n("c", e("b"), ), "d": n("d")}},
+    "self loop without exit": {"nodes": {"a": n("a", e("b")), "b": n("b", e("b"), e("c")), "c": n("c")}},
+}
+
+
+def graph_errors():
+    out = {}
+    for name, g in BAD_GRAPHS.items():
+        try:
+            DiGraph(**g).graph_validate()
+            out[name] = {"graph": g, "error": None}
+        except ValueError as err:
+            out[name] = {"graph": g, "error": str(err)}
+    return out
+
+
 def write(path, value):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
@@ -661,6 +705,7 @@ def main():
         write(sys.argv[2], team.dump_component().model_dump(mode="json"))
         write(os.path.join(OUT, "runs", "example.json"), asyncio.run(run(team, task)))
         print("dumped the example")
+    write(os.path.join(OUT, "graph_errors.json"), graph_errors())
     for name, build in TEAMS.items():
         team, task = build()
         write(os.path.join(OUT, "agentchat", name + ".json"), team.dump_component().model_dump(mode="json"))
