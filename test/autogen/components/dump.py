@@ -7,7 +7,9 @@ Run it from the repository root in the AgentChat environment (see README.md):
 
 It writes testdata/agentchat/<name>.json for every team below,
 testdata/runs/<name>.json with the messages and stop reason of a real
-AgentChat run of the replay-driven teams, and the README's example team. Nothing here talks to a network,
+AgentChat run of the replay-driven teams, testdata/graph_errors.json with the
+message DiGraph.graph_validate gives for each graph in BAD_GRAPHS, and the
+README's example team. Nothing here talks to a network,
 a container engine or a model: model clients are ReplayChatCompletionClient
 or never called, and executors are never started.
 """
