@@ -69,8 +69,10 @@ func (tr *translator) graphNode(path string, raw any) spec.GraphNode {
 	if o == nil {
 		return spec.GraphNode{}
 	}
-	n := spec.GraphNode{Name: o.required("name")}
-	if a := o.str("activation"); a != nil {
+	// Defaults are written out, as AgentChat's own dump writes them (and
+	// as an export does, so that a file and its export make one spec).
+	n := spec.GraphNode{Name: o.required("name"), Activation: spec.ActivationAll}
+	if a := o.str("activation"); a != nil && *a != "" {
 		n.Activation = *a
 	}
 	for i, e := range o.list("edges") {
@@ -78,11 +80,12 @@ func (tr *translator) graphNode(path string, raw any) spec.GraphNode {
 		if eo == nil {
 			continue
 		}
-		edge := spec.GraphEdge{Target: eo.required("target"), Condition: eo.rawJSON("condition")}
+		edge := spec.GraphEdge{Target: eo.required("target"), Condition: eo.rawJSON("condition"), ActivationCondition: spec.ActivationAll}
 		if s := eo.str("activation_group"); s != nil {
 			edge.ActivationGroup = *s
 		}
-		if s := eo.str("activation_condition"); s != nil {
+		edge.ActivationGroup = edge.Group()
+		if s := eo.str("activation_condition"); s != nil && *s != "" {
 			edge.ActivationCondition = *s
 		}
 		eo.done()
