@@ -143,9 +143,7 @@ var refused = map[string]string{
 	"autogen_agentchat.tools.AgentTool":            "agents as tools are not supported. Make the agent a participant of the team",
 	"autogen_agentchat.tools.TeamTool":             "teams as tools are not supported. Make the agents participants of the team",
 	"autogen_agentchat.agents.SocietyOfMindAgent":  "nested teams are not supported. Make the inner agents participants of the team",
-	"autogen_agentchat.agents.MessageFilterAgent":  "message filters are not supported. Use AssistantAgent with a BufferedChatCompletionContext",
 	"autogen_agentchat.teams.MagenticOneGroupChat": "the MagenticOne orchestrator is not supported. Use SelectorGroupChat",
-	"autogen_agentchat.teams.GraphFlow":            "graph flows are not supported. Use SelectorGroupChat or Swarm",
 }
 
 // canonical maps a provider to the name used in the tables above.

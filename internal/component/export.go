@@ -14,8 +14,8 @@ import (
 
 // componentTypes are the component_type values AgentChat 0.7.5 writes.
 var componentTypes = map[string]string{
-	provRoundRobin: "team", provSelector: "team", provSwarm: "team",
-	provAssistant: "agent", provUserProxy: "agent", provCodeExecutor: "agent",
+	provRoundRobin: "team", provSelector: "team", provSwarm: "team", provGraphFlow: "team",
+	provAssistant: "agent", provUserProxy: "agent", provCodeExecutor: "agent", provMessageFilter: "agent",
 	provOpenAI: "model", provAzure: "model", provAnthropic: "model", provReplay: "replay_chat_completion_client",
 	provBuffered: "chat_completion_context", provUnbounded: "chat_completion_context",
 	provHeadAndTail: "chat_completion_context", provTokenLimited: "chat_completion_context",
@@ -140,8 +140,17 @@ func (e *exporter) team() Component {
 		if mc := e.modelContext(sel.Context, cfg["model_client"]); mc != nil {
 			cfg["model_context"] = *mc
 		}
+	case spec.SelectGraph:
+		// GraphFlowConfig has no emit_team_events, and its own default
+		// description.
+		provider, desc = provGraphFlow, graphFlowDescription
+		delete(cfg, "emit_team_events")
+		cfg["description"] = graphFlowTeamDescription
+		if sel.Graph != nil {
+			cfg["graph"] = e.exportGraph("/speaker_selection/graph", sel.Graph)
+		}
 	default:
-		e.r.problem("/speaker_selection/method", "AgentChat has no team for %s selection (only round_robin, auto and swarm)", method)
+		e.r.problem("/speaker_selection/method", "AgentChat has no team for %s selection (only round_robin, auto, swarm and graph)", method)
 	}
 	cfg["name"] = shortName(provider)
 	if s.Name != "" {
@@ -151,6 +160,11 @@ func (e *exporter) team() Component {
 }
 
 func (e *exporter) agent(path string, a *spec.Agent) Component {
+	if a.MessageFilter != nil {
+		f := *a
+		f.MessageFilter = nil
+		return exportMessageFilter(a.Name, e.agent(path, &f), a.MessageFilter)
+	}
 	switch a.Type {
 	case spec.AgentAssistant:
 		return e.assistant(path, a)

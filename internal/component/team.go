@@ -149,7 +149,7 @@ func (tr *translator) remapPrefix(from, to string) {
 	}
 }
 
-var teamProviders = []string{provRoundRobin, provSelector, provSwarm}
+var teamProviders = []string{provRoundRobin, provSelector, provSwarm, provGraphFlow}
 
 func (tr *translator) team(path string, raw any) {
 	c := readComponent(&tr.r, path, raw)
@@ -190,6 +190,8 @@ func (tr *translator) team(path string, raw any) {
 	case provSwarm:
 		tr.t.SpeakerSelection = &spec.Selection{Method: spec.SelectSwarm}
 		tr.mapPath("/speaker_selection", c.path)
+	case provGraphFlow:
+		tr.graphFlow(c)
 	}
 	cfg.done()
 }
@@ -233,7 +235,7 @@ func (tr *translator) selector(c *comp) {
 	tr.t.SpeakerSelection = sel
 }
 
-var agentProviders = []string{provAssistant, provUserProxy, provCodeExecutor}
+var agentProviders = []string{provAssistant, provUserProxy, provCodeExecutor, provMessageFilter}
 
 func (tr *translator) agent(path string, raw any) {
 	c := readComponent(&tr.r, path, raw)
@@ -249,6 +251,8 @@ func (tr *translator) agent(path string, raw any) {
 		a = tr.userProxy(c)
 	case provCodeExecutor:
 		a = tr.codeExecutor(c)
+	case provMessageFilter:
+		a = tr.messageFilter(c)
 	default:
 		if slices.Contains(teamProviders, c.provider) || c.typ == "team" {
 			tr.r.problem(path, "provider %q: nested teams are not supported; make the inner agents participants of the team", c.raw)

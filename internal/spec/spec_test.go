@@ -91,6 +91,8 @@ func FuzzDecodeSpec(f *testing.F) {
 	f.Add(`{"task": "t", "agents": [{"name": "a", "type": "assistant", "model": "m"}], "models": {"m": {"provider": "replay", "responses": ["x"]}}}`)
 	f.Add(`{"termination": {"all": [{"any": []}, {"max_messages": -1}]}}`)
 	f.Add(`[1, 2]`)
+	f.Add(`{"task": "t", "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": ["x"]}, "message_filter": {"per_source": [{"source": "a", "position": "last", "count": 1}]}}],
+		"speaker_selection": {"method": "graph", "graph": {"nodes": {"a": {"name": "a", "edges": [{"target": "a", "condition": "x"}, {"target": "b", "condition": 1}]}, "b": {"name": "b"}}, "default_start_node": "a"}}}`)
 	f.Fuzz(func(t *testing.T, body string) {
 		spec, probs := DecodeSpec([]byte(body))
 		if spec == nil && len(probs) == 0 {

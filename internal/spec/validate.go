@@ -404,6 +404,7 @@ func (v *validator) checkAgents() {
 		}
 		v.checkContext(p+"/context", a.Context)
 		v.checkOutputSchema(p, a)
+		v.checkMessageFilter(p+"/message_filter", a)
 		switch a.Type {
 		case AgentAssistant:
 			if a.Model == nil {
@@ -462,11 +463,13 @@ func (v *validator) checkSelection() {
 		return
 	}
 	const p = "/speaker_selection"
+	if sel.Graph != nil && sel.Method != SelectGraph {
+		v.add(p+"/graph", "goes with method graph")
+	}
 	switch sel.Method {
-	case "", SelectRoundRobin, SelectRandom, SelectManual, SelectSwarm, SelectGraph:
-		if sel.Method == SelectGraph && sel.Graph == nil {
-			v.add(p+"/graph", "the graph method needs a graph")
-		}
+	case SelectGraph:
+		v.checkGraphSelection(p, sel)
+	case "", SelectRoundRobin, SelectRandom, SelectManual, SelectSwarm:
 		if sel.Model != nil {
 			v.add(p+"/model", "only the auto method uses a model")
 		}
@@ -494,6 +497,9 @@ func (v *validator) checkSelection() {
 		}
 	default:
 		v.add(p+"/method", "must be one of round_robin, random, auto, manual, swarm, graph")
+	}
+	if sel.Method == SelectGraph {
+		return // transitions are refused above
 	}
 	switch sel.TransitionsType {
 	case "", "allowed", "disallowed":

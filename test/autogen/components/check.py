@@ -7,7 +7,8 @@ it). Run it from the repository root in the AgentChat environment:
 
 For each export it records the file's sha256 (so the Go test knows the check
 is about the export as committed), whether it loaded, the team and agent
-classes AgentChat built, and whether AgentChat's own dump of the loaded team
+classes AgentChat built, for a GraphFlow whether its graph passes the
+checks GraphFlow makes when a run starts, and whether AgentChat's own dump of the loaded team
 equals the export (component descriptions aside: agentd writes short ones of
 its own, and a Docker executor's container_name, which AgentChat generates).
 
@@ -30,6 +31,7 @@ import stubs  # noqa: E402
 stubs.install()
 
 from autogen_agentchat.base import Team  # noqa: E402
+from autogen_agentchat.teams import GraphFlow  # noqa: E402
 from autogen_core.code_executor._func_with_reqs import FunctionWithRequirementsStr  # noqa: E402
 from autogen_core.tools import FunctionTool  # noqa: E402
 
@@ -90,6 +92,13 @@ def main():
             entry["loaded"] = True
             entry["team"] = type(team).__name__
             entry["agents"] = [type(p).__name__ + ":" + p.name for p in team._participants]
+            if isinstance(team, GraphFlow):
+                # GraphFlow checks its graph when a run builds its manager,
+                # not at load: check it here as the manager does.
+                team._graph.graph_validate()
+                if team._graph.get_has_cycles() and team._termination_condition is None and team._max_turns is None:
+                    raise ValueError("A termination condition is required for cyclic graphs without a maximum turn limit.")
+                entry["graph_validated"] = True
             give_back_sources(team, sources(exported, {}))
             redumped = team.dump_component().model_dump(mode="json")
             entry["redumped_equal"] = normalize(redumped) == normalize(exported)

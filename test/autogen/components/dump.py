@@ -7,7 +7,9 @@ Run it from the repository root in the AgentChat environment (see README.md):
 
 It writes testdata/agentchat/<name>.json for every team below,
 testdata/runs/<name>.json with the messages and stop reason of a real
-AgentChat run of the replay-driven teams, and the README's example team. Nothing here talks to a network,
+AgentChat run of the replay-driven teams, testdata/graph_errors.json with the
+message DiGraph.graph_validate gives for each graph in BAD_GRAPHS, and the
+README's example team. Nothing here talks to a network,
 a container engine or a model: model clients are ReplayChatCompletionClient
 or never called, and executors are never started.
 """
@@ -23,7 +25,8 @@ import stubs  # noqa: E402
 
 stubs.install()
 
-from autogen_agentchat.agents import AssistantAgent, CodeExecutorAgent, UserProxyAgent  # noqa: E402
+from autogen_agentchat.agents import AssistantAgent, CodeExecutorAgent, MessageFilterAgent, UserProxyAgent  # noqa: E402
+from autogen_agentchat.agents._message_filter_agent import MessageFilterConfig, PerSourceFilter  # noqa: E402
 from autogen_agentchat.base import Handoff, TerminationCondition  # noqa: E402
 from autogen_agentchat.conditions import (  # noqa: E402
     ExternalTermination,
@@ -39,7 +42,7 @@ from autogen_agentchat.conditions import (  # noqa: E402
 )
 from autogen_agentchat.messages import StopMessage, StructuredMessage  # noqa: E402
 from autogen_agentchat.tools import AgentTool  # noqa: E402
-from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat, Swarm  # noqa: E402
+from autogen_agentchat.teams import DiGraph, DiGraphBuilder, GraphFlow, RoundRobinGroupChat, SelectorGroupChat, Swarm  # noqa: E402
 from autogen_core import Component  # noqa: E402
 from autogen_core.model_context import (  # noqa: E402
     BufferedChatCompletionContext,
@@ -480,6 +483,129 @@ def refused_five():
     return RoundRobinGroupChat([a, b, c, d], termination_condition=cond), None
 
 
+def graph_sequence():
+    """GraphFlow A -> B -> C: each node runs when its parent has."""
+    a = AssistantAgent("drafter", model_client=replay("A first draft."), description="Drafts.", system_message="You draft.")
+    b = AssistantAgent("editor", model_client=replay("An edited draft."), description="Edits.", system_message="You edit.")
+    c = AssistantAgent("publisher", model_client=replay("Published."), description="Publishes.", system_message="You publish.")
+    builder = DiGraphBuilder()
+    builder.add_node(a).add_node(b).add_node(c)
+    builder.add_edge(a, b).add_edge(b, c)
+    return GraphFlow([a, b, c], graph=builder.build()), "Write a note about graphs."
+
+
+def graph_loop():
+    """A loop that exits on a condition: writer -> reviewer, then back to
+    the writer while the reviewer says REVISE, on to the publisher once it
+    says APPROVE."""
+    writer = AssistantAgent("writer", model_client=replay("Draft one.", "Draft two."), system_message="You write.")
+    reviewer = AssistantAgent("reviewer", model_client=replay("REVISE: too short.", "APPROVE"), system_message="You review.")
+    publisher = AssistantAgent("publisher", model_client=replay("Published draft two."), system_message="You publish.")
+    builder = DiGraphBuilder()
+    builder.add_node(writer).add_node(reviewer).add_node(publisher)
+    builder.add_edge(writer, reviewer)
+    builder.add_edge(reviewer, publisher, condition="APPROVE")
+    builder.add_edge(reviewer, writer, condition="REVISE")
+    builder.set_entry_point(writer)
+    team = GraphFlow(
+        [writer, reviewer, publisher],
+        graph=builder.build(),
+        termination_condition=MaxMessageTermination(20),
+        max_turns=12,
+        name="review-loop",
+        description="Writes until the review approves.",
+    )
+    return team, "Write a haiku about rivers."
+
+
+def graph_fan_out(activation):
+    """A fan-out to two nodes that run concurrently, joined by a node that
+    waits for both (all) or for the first (any)."""
+    lead = AssistantAgent("lead", model_client=replay("Split: facts and style."), system_message="You split the work.")
+    facts = AssistantAgent("facts", model_client=replay("Rivers flow downhill."), system_message="You check facts.")
+    style = AssistantAgent("style", model_client=replay("Use short lines."), system_message="You advise on style.")
+    join = AssistantAgent("joiner", model_client=replay("Joined.", "Joined again."), system_message="You join the parts.")
+    builder = DiGraphBuilder()
+    builder.add_node(lead).add_node(facts).add_node(style).add_node(join, activation=activation)
+    builder.add_edge(lead, facts).add_edge(lead, style)
+    builder.add_edge(facts, join, activation_condition=activation).add_edge(style, join, activation_condition=activation)
+    return GraphFlow([lead, facts, style, join], graph=builder.build(), max_turns=8), "Write about rivers."
+
+
+def graph_fan_out_all():
+    return graph_fan_out("all")
+
+
+def graph_fan_out_any():
+    return graph_fan_out("any")
+
+
+def graph_groups():
+    """Activation groups: the editor runs after the drafter (group
+    "initial") and again after each critique (group "feedback"); the loop
+    exits to the finisher on "exit"."""
+    drafter = AssistantAgent("drafter", model_client=replay("Draft."), system_message="You draft.")
+    editor = AssistantAgent("editor", model_client=replay("Edited, loop.", "Edited again, exit."), system_message="You edit.")
+    critic = AssistantAgent("critic", model_client=replay("Tighten it."), system_message="You critique.")
+    finisher = AssistantAgent("finisher", model_client=replay("Final."), system_message="You finish.")
+    builder = DiGraphBuilder()
+    builder.add_node(drafter).add_node(editor).add_node(critic).add_node(finisher)
+    builder.add_edge(drafter, editor, activation_group="initial")
+    builder.add_edge(editor, critic, condition="loop")
+    builder.add_edge(critic, editor, activation_group="feedback", activation_condition="any")
+    builder.add_edge(editor, finisher, condition="exit")
+    team = GraphFlow(
+        [drafter, editor, critic, finisher],
+        graph=builder.build(),
+        termination_condition=TextMentionTermination("STOP"),
+        max_turns=10,
+    )
+    return team, "Write a slogan."
+
+
+def graph_message_filter():
+    """MessageFilterAgents in a loop: the writer sees the task and the
+    critic's last word; the critic sees the task, the writer's last draft
+    and its own last two critiques; the summarizer sees the first message
+    of the task and the last of everyone."""
+    writer = MessageFilterAgent(
+        "writer",
+        wrapped_agent=AssistantAgent("writer", model_client=replay("Draft one.", "Draft two."), system_message="You write."),
+        filter=MessageFilterConfig(
+            per_source=[PerSourceFilter(source="user", position="first", count=1), PerSourceFilter(source="critic", position="last", count=1)]
+        ),
+    )
+    critic = MessageFilterAgent(
+        "critic",
+        wrapped_agent=AssistantAgent("critic", model_client=replay("again", "done"), system_message="Say again or done."),
+        filter=MessageFilterConfig(
+            per_source=[
+                PerSourceFilter(source="user"),
+                PerSourceFilter(source="writer", position="last", count=1),
+                PerSourceFilter(source="critic", position="last", count=2),
+            ]
+        ),
+    )
+    summarizer = MessageFilterAgent(
+        "summarizer",
+        wrapped_agent=AssistantAgent("summarizer", model_client=replay("Summary."), description="Summarizes."),
+        filter=MessageFilterConfig(
+            per_source=[
+                PerSourceFilter(source="user", position="first", count=1),
+                PerSourceFilter(source="writer", position="last", count=1),
+                PerSourceFilter(source="critic", position="last", count=1),
+            ]
+        ),
+    )
+    builder = DiGraphBuilder()
+    builder.add_node(writer).add_node(critic).add_node(summarizer)
+    builder.add_edge(writer, critic)
+    builder.add_edge(critic, writer, condition="again")
+    builder.add_edge(critic, summarizer, condition="done")
+    builder.set_entry_point(writer)
+    return GraphFlow([writer, critic, summarizer], graph=builder.build(), max_turns=10), "Write a line about the sea."
+
+
 TEAMS = {
     "function_tools": function_tools,
     "http_tools": http_tools,
@@ -497,7 +623,57 @@ TEAMS = {
     "refused_five": refused_five,
     "structured": structured,
     "structured_refused": structured_refused,
+    "graph_sequence": graph_sequence,
+    "graph_loop": graph_loop,
+    "graph_fan_out_all": graph_fan_out_all,
+    "graph_fan_out_any": graph_fan_out_any,
+    "graph_groups": graph_groups,
+    "graph_message_filter": graph_message_filter,
 }
+
+
+def n(name, *edges):
+    return {"name": name, "edges": list(edges)}
+
+
+def e(target, **kw):
+    return dict(target=target, **kw)
+
+
+# Graphs that AgentChat's DiGraph.graph_validate refuses, one rule each:
+# graph_errors.json records its message for each, which agentd's validation
+# must give too (TestGraphErrorsAsAgentChat). Nodes are in name order, the
+# order in which agentd visits them.
+BAD_GRAPHS = {
+    "no nodes": {"nodes": {}},
+    "no start node": {"nodes": {"a": n("a", e("b")), "b": n("b", e("a", condition="x"), e("c", condition="y")), "c": n("c")}},
+    "no leaf node": {"nodes": {"a": n("a", e("b")), "b": n("b", e("a", condition="x"))}, "default_start_node": "a"},
+    "mixed edges": {"nodes": {"a": n("a", e("b", condition="yes"), e("c")), "b": n("b"), "c": n("c")}},
+    "conflicting activation": {
+        "nodes": {"a": n("a", e("c", activation_condition="all")), "b": n("b", e("c", activation_condition="any")), "c": n("c")}
+    },
+    "conflicting activation in a group": {
+        "nodes": {
+            "a": n("a", e("b"), e("d", activation_group="g", activation_condition="any")),
+            "b": n("b", e("d", activation_group="g")),
+            "c": n("c", e("d")),
+            "d": n("d"),
+        }
+    },
+    "cycle without exit": {"nodes": {"a": n("a", e("b")), "b": n("b", e("c")), "c": n("c", e("b"), ), "d": n("d")}},
+    "self loop without exit": {"nodes": {"a": n("a", e("b")), "b": n("b", e("b"), e("c")), "c": n("c")}},
+}
+
+
+def graph_errors():
+    out = {}
+    for name, g in BAD_GRAPHS.items():
+        try:
+            DiGraph(**g).graph_validate()
+            out[name] = {"graph": g, "error": None}
+        except ValueError as err:
+            out[name] = {"graph": g, "error": str(err)}
+    return out
 
 
 def write(path, value):
@@ -531,6 +707,7 @@ def main():
         write(sys.argv[2], team.dump_component().model_dump(mode="json"))
         write(os.path.join(OUT, "runs", "example.json"), asyncio.run(run(team, task)))
         print("dumped the example")
+    write(os.path.join(OUT, "graph_errors.json"), graph_errors())
     for name, build in TEAMS.items():
         team, task = build()
         write(os.path.join(OUT, "agentchat", name + ".json"), team.dump_component().model_dump(mode="json"))
