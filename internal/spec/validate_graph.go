@@ -246,6 +246,14 @@ func (v *validator) checkGraphSelection(p string, sel *Selection) {
 	} else {
 		v.checkGraph(p+"/graph", sel.Graph)
 	}
+	for i := range v.spec.Agents {
+		if a := &v.spec.Agents[i]; a.Type == AgentUserProxy && len(a.Functions) > 0 {
+			// Routing calls to the user_proxy that executes them is AutoGen
+			// 0.2's group chat; in a graph the edges alone say who speaks,
+			// so the calls would never be answered.
+			v.add("/agents/"+strconv.Itoa(i)+"/functions", "a graph chat routes no tool calls to a user_proxy: give the tools to the assistants that call them")
+		}
+	}
 	for _, o := range []struct {
 		set  bool
 		name string
