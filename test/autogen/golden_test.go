@@ -22,7 +22,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,15 +73,31 @@ type scriptReply struct {
 	// Stop: the client asks the run to stop while this request is in
 	// flight.
 	Stop bool `json:"stop"`
+	// Agent, when set, makes this the reply to the next request of that
+	// agent (told apart by its system message); DelayMS holds the answer
+	// back that long after the request came.
+	Agent   string `json:"agent"`
+	DelayMS int    `json:"delay_ms"`
 }
 
 // fixture is a file of testdata/: what AgentChat did.
 type fixture struct {
-	History    []entry           `json:"history"`
-	Requests   []json.RawMessage `json:"requests"`
-	Transcript []entry           `json:"transcript"`
-	StopReason string            `json:"stop_reason"`
-	Runs       []runResult       `json:"runs"`
+	History  []entry           `json:"history"`
+	Requests []json.RawMessage `json:"requests"`
+	// Arrivals, for a scenario whose requests may overlap, is each
+	// request's agent and the earlier requests still unanswered when it
+	// came: requests are then compared by compareConcurrent.
+	Arrivals   []arrival   `json:"arrivals"`
+	Transcript []entry     `json:"transcript"`
+	StopReason string      `json:"stop_reason"`
+	Runs       []runResult `json:"runs"`
+}
+
+// arrival is how a model request came: the agent that made it and the
+// indices of the earlier requests not yet answered then.
+type arrival struct {
+	Agent string `json:"agent"`
+	Open  []int  `json:"open"`
 }
 
 // runResult is what AgentChat did with a further run: its transcript and
@@ -111,7 +126,10 @@ type entry struct {
 
 // run is what agentd did with a scenario.
 type run struct {
-	requests   [][]byte
+	requests [][]byte
+	// open is, for each request, the earlier ones not yet answered when it
+	// came.
+	open       [][]int
 	transcript []entry
 	stop       string
 	runs       []furtherRun
@@ -358,20 +376,6 @@ func load(t *testing.T, name string) (scenario, fixture) {
 // openaitest answering from the script, tools served over HTTP with the
 // scenario's results.
 func runAgentd(t *testing.T, sc scenario, fx fixture, sandboxes chat.Sandboxes) run {
-	fake := openaitest.New()
-	t.Cleanup(fake.Close)
-	for _, r := range sc.Script {
-		reply := openaitest.Reply{Content: r.Content, Usage: r.Usage, Reasoning: r.ReasoningContent}
-		if reply.Usage == nil {
-			reply.Usage = &openaitest.Usage{PromptTokens: 10, CompletionTokens: 5}
-		}
-		for _, c := range r.ToolCalls {
-			tc := openaitest.Call(c.Name, c.Arguments)
-			tc.ID = c.ID
-			reply.ToolCalls = append(reply.ToolCalls, tc)
-		}
-		fake.Reply(reply)
-	}
 	tools := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
 			Name string `json:"name"`
@@ -400,23 +404,21 @@ func runAgentd(t *testing.T, sc scenario, fx fixture, sandboxes chat.Sandboxes) 
 		body = withHistory(t, body, fx.History)
 	}
 
-	// The model server: openaitest behind a handler that makes the
-	// scenario's stop requests, each while its request is in flight.
+	// The model server: the script served as record.py serves it, with
+	// the scenario's stop requests made while their requests are in
+	// flight.
 	var (
 		rt      *chat.Runtime
 		chatID  string
 		created = make(chan struct{})
-		served  atomic.Int64
 	)
-	models := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if i := int(served.Add(1)) - 1; i < len(sc.Script) && sc.Script[i].Stop {
-			<-created
-			if _, stopped, err := rt.StopRun(context.Background(), "", chatID); err != nil || !stopped {
-				t.Errorf("stop at request %d: stopped %v, %v", i, stopped, err)
-			}
+	script := newScriptServer(t, sc, body, func(i int) {
+		<-created
+		if _, stopped, err := rt.StopRun(context.Background(), "", chatID); err != nil || !stopped {
+			t.Errorf("stop at request %d: stopped %v, %v", i, stopped, err)
 		}
-		fake.Handler().ServeHTTP(w, r)
-	}))
+	})
+	models := httptest.NewServer(script)
 	t.Cleanup(models.Close)
 
 	ctx := context.Background()
@@ -492,7 +494,7 @@ func runAgentd(t *testing.T, sc scenario, fx fixture, sandboxes chat.Sandboxes) 
 	// agentd refuses at once (422) gets no number.
 	numbers := make([]int, len(sc.Runs))
 	for i, rr := range sc.Runs {
-		fr := furtherRun{firstRequest: len(fake.Requests())}
+		fr := furtherRun{firstRequest: script.count()}
 		req := map[string]json.RawMessage{}
 		if len(rr.Task) > 0 {
 			req["task"] = rr.Task
@@ -561,9 +563,7 @@ func runAgentd(t *testing.T, sc scenario, fx fixture, sandboxes chat.Sandboxes) 
 			out.runs[i].transcript = transcriptOf(byRun[n], types)
 		}
 	}
-	for _, r := range fake.Requests() {
-		out.requests = append(out.requests, r.Body)
-	}
+	out.requests, out.open = script.log()
 	return out
 }
 
@@ -735,7 +735,10 @@ func compare(want fixture, got run) []string {
 	if got.stop != want.StopReason {
 		diffs = append(diffs, fmt.Sprintf("stop text:\n got  %q\n want %q", got.stop, want.StopReason))
 	}
-	for i := 0; i < max(len(want.Requests), len(got.requests)); i++ {
+	if len(want.Arrivals) > 0 {
+		diffs = append(diffs, compareConcurrent(want, got)...)
+	}
+	for i := 0; len(want.Arrivals) == 0 && i < max(len(want.Requests), len(got.requests)); i++ {
 		if i >= len(got.requests) {
 			w, _ := normalize(want.Requests[i])
 			diffs = append(diffs, fmt.Sprintf("request %d missing; AgentChat sent:\n%s", i, w))

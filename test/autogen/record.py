@@ -27,6 +27,7 @@ import sys
 # network. record.sh fills it first.
 os.environ["TIKTOKEN_CACHE_DIR"] = os.path.join(os.getcwd(), ".tiktoken-cache")
 import threading
+import time
 import warnings
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, Optional
@@ -40,7 +41,7 @@ from autogen_core.model_context import (
     TokenLimitedChatCompletionContext,
 )
 from autogen_core.tools import BaseTool, ToolSchema
-from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.agents import AssistantAgent, MessageFilterAgent, MessageFilterConfig
 from autogen_agentchat.base import Handoff, Team
 from autogen_agentchat.conditions import (
     ExternalTermination,
@@ -53,7 +54,7 @@ from autogen_agentchat.conditions import (
     TokenUsageTermination,
 )
 from autogen_agentchat.messages import HandoffMessage, MultiModalMessage, StructuredMessage, TextMessage
-from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat, Swarm
+from autogen_agentchat.teams import DiGraph, GraphFlow, RoundRobinGroupChat, SelectorGroupChat, Swarm
 from autogen_ext.models.openai import OpenAIChatCompletionClient
 
 MODEL = "gpt-4o-mini"
@@ -90,14 +91,58 @@ def output_type(o: dict[str, Any]) -> type[BaseModel]:
     return cls
 
 
+def agent_systems(spec: dict[str, Any] | None) -> dict[str, str]:
+    """The agents whose requests can be told apart: each agent's
+    system_message mapped to its name, for the messages no other agent of
+    the spec has."""
+    count: dict[str, int] = {}
+    for a in (spec or {}).get("agents", []):
+        if isinstance(a.get("system_message"), str):
+            count[a["system_message"]] = count.get(a["system_message"], 0) + 1
+    return {
+        a["system_message"]: a["name"]
+        for a in (spec or {}).get("agents", [])
+        if isinstance(a.get("system_message"), str) and count[a["system_message"]] == 1
+    }
+
+
+def agent_of(req: dict[str, Any], systems: dict[str, str]) -> str:
+    """The agent that made a request: the one whose system_message is the
+    request's first message (a system message); "" when there is none."""
+    msgs = req.get("messages") or []
+    if msgs and msgs[0].get("role") == "system" and isinstance(msgs[0].get("content"), str):
+        return systems.get(msgs[0]["content"], "")
+    return ""
+
+
 class ScriptServer:
     """A chat-completions server that answers from a script and logs bodies.
-    A reply with "stop": true first sets the team's ExternalTermination, as a
-    client that asks the run to stop while that request is in flight."""
 
-    def __init__(self, script: list[dict[str, Any]]) -> None:
+    A request gets the first remaining reply that is addressed to its agent
+    ("agent", the agent agent_of finds) or to no one. A reply with
+    "delay_ms" is held back that long after its request arrived. A reply
+    with "stop": true first sets the team's ExternalTermination, as a
+    client that asks the run to stop while that request is in flight.
+
+    Each request's arrival is logged too (arrivals): its agent and the
+    earlier requests still unanswered when it came ("open"), which are the
+    ones whose order against it no one decides. A request counts as
+    answered just before its response is written, so a request made after
+    reading a response never finds that one open."""
+
+    def __init__(self, script: list[dict[str, Any]], systems: dict[str, str]) -> None:
         self.script = list(script)
+        self.systems = systems
+        for r in self.script:
+            if "agent" in r and r["agent"] not in systems.values():
+                raise ValueError(
+                    f"a reply is addressed to {r['agent']!r}, whose requests cannot be told apart"
+                    " (it needs a system_message no other agent has)"
+                )
         self.requests: list[Any] = []
+        self.arrivals: list[dict[str, Any]] = []
+        self.addressed: list[bool] = []
+        self.unanswered: set[int] = set()
         self.lock = threading.Lock()
         self.external = ExternalTermination()
         outer = self
@@ -109,12 +154,25 @@ class ScriptServer:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 req = json.loads(body)
+                agent = agent_of(req, outer.systems)
                 with outer.lock:
+                    i = len(outer.requests)
                     outer.requests.append(req)
+                    outer.arrivals.append({"agent": agent, "open": sorted(outer.unanswered)})
+                    outer.unanswered.add(i)
                     n = len(outer.requests)
-                    reply = outer.script.pop(0) if outer.script else None
+                    reply = None
+                    for k, r in enumerate(outer.script):
+                        if r.get("agent") in (None, agent):
+                            reply = outer.script.pop(k)
+                            break
+                    outer.addressed.append(reply is not None and "agent" in reply)
                 if reply is not None and reply.get("stop"):
                     outer.external.set()
+                if reply is not None and reply.get("delay_ms"):
+                    time.sleep(reply["delay_ms"] / 1000)
+                with outer.lock:
+                    outer.unanswered.discard(i)
                 if reply is None:
                     self.send_response(400)
                     self.send_header("Content-Type", "application/json")
@@ -131,6 +189,24 @@ class ScriptServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
+
+    def check_concurrent(self) -> None:
+        """Requests that overlapped may have come in either order, so the
+        reply each got must not depend on that order: both must have been
+        addressed to their agents."""
+        for j, a in enumerate(self.arrivals):
+            for i in a["open"]:
+                if not (self.addressed[i] and self.addressed[j]):
+                    raise RuntimeError(
+                        f"requests {i} ({self.arrivals[i]['agent'] or 'unknown'}) and {j} ({a['agent'] or 'unknown'})"
+                        " were in flight together: their replies must name their agents"
+                    )
+
+    def clear(self) -> None:
+        with self.lock:
+            self.requests.clear()
+            self.arrivals.clear()
+            self.addressed.clear()
 
     @property
     def url(self) -> str:
@@ -278,15 +354,19 @@ def build_team(
             custom.append(StructuredMessage[kwargs["output_content_type"]])
             if "format_string" in a["output_schema"]:
                 kwargs["output_content_type_format"] = a["output_schema"]["format_string"]
-        agents.append(
-            AssistantAgent(
-                a["name"],
-                model_client=client,
-                tools=[ScriptedTool(tools[n], tool_results.get(n, f"{n} ok")) for n in a.get("tools", [])] or None,
-                handoffs=[Handoff(target=h) for h in a.get("handoffs", [])] or None,
-                **kwargs,
-            )
+        agent: Any = AssistantAgent(
+            a["name"],
+            model_client=client,
+            tools=[ScriptedTool(tools[n], tool_results.get(n, f"{n} ok")) for n in a.get("tools", [])] or None,
+            handoffs=[Handoff(target=h) for h in a.get("handoffs", [])] or None,
+            **kwargs,
         )
+        if "message_filter" in a:
+            # What the agent sees of the messages given to it each turn.
+            agent = MessageFilterAgent(
+                a["name"], wrapped_agent=agent, filter=MessageFilterConfig.model_validate(a["message_filter"])
+            )
+        agents.append(agent)
     term = condition(spec["termination"]) if spec.get("termination") else None
     if external is not None:
         # agentd's stop request is AgentChat's ExternalTermination, part of
@@ -314,6 +394,16 @@ def build_team(
             allow_repeated_speaker=sel.get("allow_repeated_speaker", False),
             max_selector_attempts=sel.get("max_attempts", 3),
             **kwargs,
+            **team_kwargs,
+        )
+    if method == "graph":
+        # The spec's graph is AgentChat's DiGraph as its component JSON
+        # holds it.
+        return GraphFlow(
+            agents,
+            graph=DiGraph.model_validate(sel["graph"]),
+            termination_condition=term,
+            max_turns=max_turns,
             **team_kwargs,
         )
     raise ValueError(f"selection {method} has no recorder mapping")
@@ -415,22 +505,34 @@ async def record_team(scenario: dict[str, Any]) -> dict[str, Any]:
     """A team-file scenario: the file AgentChat dumped, loaded with
     Team.load_component (its FunctionTools run here, in-process) and run on
     the task."""
-    server = ScriptServer(scenario["script"])
+    server = ScriptServer(scenario["script"], {})
     try:
         team = Team.load_component(point_clients(scenario["team"], server.url))
         result = await team.run(task=scenario["task"])
         if server.script:
             raise RuntimeError(f"{len(server.script)} scripted replies left unused; stop: {result.stop_reason}")
+        server.check_concurrent()
         return {"requests": server.requests, "transcript": transcript(result.messages), "stop_reason": result.stop_reason}
     finally:
         server.close()
+
+
+def concurrent(scenario: dict[str, Any]) -> bool:
+    """Whether model requests of the scenario may overlap: a graph's ready
+    nodes run concurrently, and a script that addresses or delays replies
+    is written for that. Its fixture gets the arrivals, and the requests
+    are compared by the rule for concurrent requests (README.md)."""
+    script = scenario.get("history_script", []) + scenario["script"]
+    return scenario.get("spec", {}).get("speaker_selection", {}).get("method") == "graph" or any(
+        "agent" in r or "delay_ms" in r for r in script
+    )
 
 
 async def record(scenario: dict[str, Any]) -> dict[str, Any]:
     if "team" in scenario:
         return await record_team(scenario)
     spec = scenario["spec"]
-    server = ScriptServer(scenario.get("history_script", []) + scenario["script"])
+    server = ScriptServer(scenario.get("history_script", []) + scenario["script"], agent_systems(spec))
     try:
         client = OpenAIChatCompletionClient(model=MODEL, base_url=server.url, api_key="golden")
         stops = any(r.get("stop") for r in scenario.get("history_script", []) + scenario["script"])
@@ -443,15 +545,18 @@ async def record(scenario: dict[str, Any]) -> dict[str, Any]:
             history = transcript(first.messages)
             if server.script != scenario["script"]:
                 raise RuntimeError("the history run did not use exactly history_script")
-            server.requests.clear()
+            server.clear()
         result = await team.run(task=spec["task"])
         runs = [await further_run(team, server, r) for r in scenario.get("runs", [])]
         if server.script:
             raise RuntimeError(f"{len(server.script)} scripted replies left unused; stop: {result.stop_reason}")
+        server.check_concurrent()
         out: dict[str, Any] = {}
         if history:
             out["history"] = history
         out["requests"] = server.requests
+        if concurrent(scenario):
+            out["arrivals"] = server.arrivals
         out["transcript"] = transcript(result.messages)
         out["stop_reason"] = result.stop_reason
         if runs:
