@@ -94,9 +94,9 @@ func appendAgentContext(out []ModelMessage, sp *spec.Spec, a *spec.Agent, msgs [
 		}
 		out = append(out, ms...)
 	}
-	var order []int // nil: every message, in log order
+	order := viewOrder(a, msgs, meta) // nil: every message, in log order
 	if a.MessageFilter != nil {
-		order = filteredOrder(sp, a, msgs, meta)
+		order = filteredOrder(sp, a, msgs, meta, order)
 	}
 	for k := 0; k < len(msgs) && (order == nil || k < len(order)); k++ {
 		i := k
@@ -105,9 +105,6 @@ func appendAgentContext(out []ModelMessage, sp *spec.Spec, a *spec.Agent, msgs [
 		}
 		m := msgs[i]
 		own := m.Name == a.Name && m.Role != RoleUser
-		if !own && slices.Contains(meta[i].hiddenFrom, a.Name) {
-			continue // ended while the agent's own turn of a parallel step ran
-		}
 		switch {
 		case !own && m.Type == TypeToolCallRequestEvent && meta[i].End:
 			// A reply whose calls a user_proxy runs ends its turn there.
@@ -149,15 +146,57 @@ func appendAgentContext(out []ModelMessage, sp *spec.Spec, a *spec.Agent, msgs [
 	})
 }
 
-// filteredOrder is the order in which an agent with a message_filter
-// (AgentChat's MessageFilterAgent) takes the log's messages into its model
-// context. The others' messages given to the agent for a turn (those since
-// its last turn, the task among them) pass the filter together: for each
-// source the filter lists, in the filter's order, that source's messages,
-// the first or last count of them or all. The agent's own messages stay
-// where they are.
-func filteredOrder(sp *spec.Spec, a *spec.Agent, msgs []Message, meta []messageData) []int {
+// viewOrder is the order in which an agent takes the log's messages, or
+// nil for the log's own order. They differ after a parallel step: a
+// sibling's reply that ended while the agent's own turn ran reaches the
+// agent after its own reply of that turn (AgentChat hands an agent the
+// messages that came during its turn once the turn is over), or, if that
+// turn was cut, before its next turn; while the turn runs, the agent does
+// not see it at all.
+func viewOrder(a *spec.Agent, msgs []Message, meta []messageData) []int {
+	first := slices.IndexFunc(meta, func(d messageData) bool { return slices.Contains(d.hiddenFrom, a.Name) })
+	if first < 0 {
+		return nil
+	}
 	order := make([]int, 0, len(msgs))
+	for i := range first {
+		order = append(order, i)
+	}
+	var held []int
+	turn := 0 // the parallel step the held messages ended in
+	for i := first; i < len(msgs); i++ {
+		own := msgs[i].Name == a.Name && msgs[i].Role != RoleUser
+		switch {
+		case slices.Contains(meta[i].hiddenFrom, a.Name):
+			held, turn = append(held, i), meta[i].Turn
+		case own && len(held) > 0 && meta[i].Turn == turn && meta[i].End:
+			order = append(order, i)
+			order, held = append(order, held...), held[:0]
+		case own && len(held) > 0 && meta[i].Turn != turn:
+			order, held = append(order, held...), held[:0]
+			order = append(order, i)
+		default:
+			order = append(order, i)
+		}
+	}
+	return order
+}
+
+// filteredOrder is the order in which an agent with a message_filter
+// (AgentChat's MessageFilterAgent) takes the messages of order (nil: the
+// log's) into its model context. The others' messages given to the agent
+// for a turn (those since its last turn, the task among them) pass the
+// filter together: for each source the filter lists, in the filter's
+// order, that source's messages, the first or last count of them or all.
+// The agent's own messages stay where they are.
+func filteredOrder(sp *spec.Spec, a *spec.Agent, msgs []Message, meta []messageData, order []int) []int {
+	if order == nil {
+		order = make([]int, len(msgs))
+		for i := range order {
+			order[i] = i
+		}
+	}
+	out := make([]int, 0, len(order))
 	var batch []int
 	flush := func() {
 		for _, f := range a.MessageFilter.PerSource {
@@ -175,16 +214,16 @@ func filteredOrder(sp *spec.Spec, a *spec.Agent, msgs []Message, meta []messageD
 					from = from[len(from)-n:]
 				}
 			}
-			order = append(order, from...)
+			out = append(out, from...)
 		}
 		batch = batch[:0]
 	}
-	for i, m := range msgs {
+	for _, i := range order {
+		m := msgs[i]
 		switch {
 		case m.Name == a.Name && m.Role != RoleUser:
 			flush()
-			order = append(order, i)
-		case slices.Contains(meta[i].hiddenFrom, a.Name):
+			out = append(out, i)
 		case isChatMessage(m) || m.Type == TypeToolCallRequestEvent && meta[i].End ||
 			m.Type == TypeToolCallExecutionEvent && sp.IsUserProxy(m.Name):
 			// What AgentChat gives a participant of the others' turns.
@@ -192,7 +231,7 @@ func filteredOrder(sp *spec.Spec, a *spec.Agent, msgs []Message, meta []messageD
 		}
 	}
 	flush()
-	return order
+	return out
 }
 
 // toolResults answers each call in order with its recorded response.

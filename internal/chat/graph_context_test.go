@@ -43,11 +43,12 @@ func shown(t *testing.T, st *state, agent string) []string {
 	return out
 }
 
-// TestParallelSiblingsDoNotSeeEarlierReplies: in AgentChat a node of a
-// parallel step never sees a sibling's reply that arrived while it ran
-// (its container clears what was buffered during its turn); a sibling
-// that finished first sees the later reply at its next turn.
-func TestParallelSiblingsDoNotSeeEarlierReplies(t *testing.T) {
+// TestParallelSiblingsSeeEarlierRepliesAfterTheirOwn: in AgentChat a node
+// of a parallel step gets a sibling's reply that arrived while it ran only
+// once its own turn is over (its container handles one message at a time),
+// so it sees it after its own reply; a sibling that finished first sees the
+// later reply in log order.
+func TestParallelSiblingsSeeEarlierRepliesAfterTheirOwn(t *testing.T) {
 	sp := specOf(t, `{"task": "go", "agents": [{"name": "b", "type": "assistant"}, {"name": "c", "type": "assistant"}],
 		"speaker_selection": {"method": "graph", "graph": {"nodes": {
 			"b": {"name": "b", "edges": [{"target": "c", "condition": "AGAIN"}]},
@@ -59,7 +60,13 @@ func TestParallelSiblingsDoNotSeeEarlierReplies(t *testing.T) {
 	if st.pending != nil || st.turns != 1 {
 		t.Fatalf("the step did not end with its last branch: pending %v, turns %d", st.pending, st.turns)
 	}
-	if got, want := shown(t, st, "b"), []string{"user user: go", "assistant : B second"}; !slices.Equal(got, want) {
+	// While b's turn runs, c's reply is not shown to it at all.
+	mid := newState(sp, 10)
+	foldAll(t, mid, said(kindTask, "user", "go", 0), runningEvent(), graphSel(1, "b", "c"), said(kindModel, "c", "C first", 1))
+	if got, want := shown(t, mid, "b"), []string{"user user: go"}; !slices.Equal(got, want) {
+		t.Errorf("b, still running, sees %q, want %q", got, want)
+	}
+	if got, want := shown(t, st, "b"), []string{"user user: go", "assistant : B second", "user c: C first"}; !slices.Equal(got, want) {
 		t.Errorf("b sees %q, want %q", got, want)
 	}
 	if got, want := shown(t, st, "c"), []string{"user user: go", "assistant : C first", "user b: B second"}; !slices.Equal(got, want) {

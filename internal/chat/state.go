@@ -334,9 +334,8 @@ func (s *state) foldMessage(e Event) error {
 	if d.Turn > 0 && d.End {
 		if s.parallel() && d.Turn == s.pending.Turn {
 			// A branch of a parallel step ended. AgentChat's siblings still
-			// running never see its message (their containers clear the
-			// messages buffered during their turn when it ends), and the
-			// step ends with its last branch.
+			// running get its message only once their own turns are over
+			// (see viewOrder), and the step ends with its last branch.
 			s.branchesDone = append(s.branchesDone, m.Name)
 			open := s.openBranches()
 			s.meta[len(s.meta)-1].hiddenFrom = open

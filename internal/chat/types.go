@@ -189,9 +189,10 @@ type messageData struct {
 	// Stop marks the message that ended a turn while POST /stop asked the
 	// run to end: an external condition fires on it.
 	Stop bool `json:"stop,omitempty"`
-	// hiddenFrom are the agents that never see the message: the siblings
-	// of a parallel step still running when it ended (see state.fold). It
-	// is derived from the log, not stored.
+	// hiddenFrom are the agents that see the message only after their own
+	// turn: the siblings of a parallel step still running when it ended
+	// (see state.fold and viewOrder). It is derived from the log, not
+	// stored.
 	hiddenFrom []string
 }
 
