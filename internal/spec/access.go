@@ -116,3 +116,12 @@ func (t *Tool) ImplementationType() string {
 	_ = json.Unmarshal(t.Implementation, &impl)
 	return impl.Type
 }
+
+// InnerSpec is the spec a team agent's inner team runs as: its agents,
+// speaker selection, termination and max_round, with the chat's models,
+// tools and sandbox.
+func (s *Spec) InnerSpec(a *Agent) *Spec {
+	t := a.Team
+	return &Spec{Name: a.Name, Agents: t.Agents, SpeakerSelection: t.SpeakerSelection, Termination: t.Termination,
+		MaxRound: t.MaxRound, Models: s.Models, Tools: s.Tools, Sandbox: s.Sandbox}
+}

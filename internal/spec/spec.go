@@ -35,6 +35,9 @@ type Webhook struct {
 const (
 	AgentAssistant = "assistant"
 	AgentUserProxy = "user_proxy"
+	// AgentTeam is AgentChat's SocietyOfMindAgent: an inner team runs,
+	// then the agent's model answers for it.
+	AgentTeam = "team"
 )
 
 // Human input modes of a user_proxy (AutoGen 0.2).
@@ -74,7 +77,29 @@ type Agent struct {
 	// MessageFilter limits what the agent sees of the messages given to
 	// it each turn (AgentChat's MessageFilterAgent).
 	MessageFilter *MessageFilter `json:"message_filter,omitempty"`
+	// Team is a team agent's inner team; Instruction and ResponsePrompt
+	// frame the inner team's messages when the agent's model answers
+	// (AgentChat's SocietyOfMindAgent; defaults are AgentChat's).
+	Team           *Team   `json:"team,omitempty"`
+	Instruction    *string `json:"instruction,omitempty"`
+	ResponsePrompt *string `json:"response_prompt,omitempty"`
 }
+
+// Team is the inner team of a team agent: its agents (named apart from
+// every other agent of the chat), how they take turns, and when the inner
+// run stops. Models and tools are the chat's.
+type Team struct {
+	Agents           []Agent    `json:"agents"`
+	SpeakerSelection *Selection `json:"speaker_selection,omitempty"`
+	Termination      *Condition `json:"termination,omitempty"`
+	MaxRound         *int       `json:"max_round,omitempty"`
+}
+
+// AgentChat's SocietyOfMindAgent defaults.
+const (
+	DefaultInstruction    = "Earlier you were asked to fulfill a request. You and your team worked diligently to address that request. Here is a transcript of that conversation:"
+	DefaultResponsePrompt = "Output a standalone response to the original request, without mentioning any of the intermediate discussion."
+)
 
 // OutputSchema is an assistant's structured-output type, as AgentChat's
 // component JSON holds an output_content_type (StructuredMessageFactory):

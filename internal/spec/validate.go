@@ -449,6 +449,8 @@ func (v *validator) checkAgents() {
 			if a.CodeApproval != nil && *a.CodeApproval && a.CodeExecution == nil {
 				v.add(p+"/code_approval", "needs code_execution: without it the agent runs no code")
 			}
+		case AgentTeam:
+			v.checkTeamAgent(p, a)
 		case "":
 			v.add(p+"/type", "is required: assistant or user_proxy")
 		default:
