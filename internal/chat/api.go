@@ -91,7 +91,7 @@ func MessageFromEvent(e Event) (Message, bool) {
 			if d.Structured != "" {
 				m.Structured = json.RawMessage(d.Structured)
 			}
-			m.Parts = d.Parts
+			m.Parts, m.Team = d.Parts, d.Team
 		}
 	}
 	m.Type = messageType(e, d)

@@ -129,6 +129,12 @@ func appendAgentContext(out []ModelMessage, sp *spec.Spec, a *spec.Agent, msgs [
 			add(ModelMessage{Role: RoleAssistant, Content: cmp.Or(meta[i].Reply, m.Content)})
 		case own || !isChatMessage(m):
 			// Own summaries and handoffs, and everyone's inner events.
+		case m.Type == TypeHandoffMessage && meta[i].context != nil:
+			// A handoff made for a team's inner run carries its context.
+			for _, c := range meta[i].context {
+				add(c)
+			}
+			add(ModelMessage{Role: RoleUser, Name: m.Name, Content: m.Content})
 		case m.Type == TypeHandoffMessage:
 			for _, g := range handoffContext(sp, msgs[:i], meta[:i], m, meta[i].Turn, responses) {
 				add(g...)

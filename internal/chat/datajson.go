@@ -50,6 +50,9 @@ func encodeData(v any) json.RawMessage {
 		if d.Stop {
 			o.bool("stop", true)
 		}
+		if d.Team != "" {
+			o.str("team", d.Team)
+		}
 	case selection:
 		o.open()
 		o.str("agent", d.Agent)
@@ -76,6 +79,9 @@ func encodeData(v any) json.RawMessage {
 		}
 		if d.Routed {
 			o.bool("routed", true)
+		}
+		if d.Team != "" {
+			o.str("team", d.Team)
 		}
 	default:
 		return mustJSON(v)

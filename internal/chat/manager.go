@@ -61,6 +61,11 @@ type step struct {
 	// open is the message whose tool calls a stepTools or stepRouted runs.
 	open   *Message
 	blocks []codeBlock
+	// st is the state a step of a team agent's inner run is planned on
+	// (nil: the chat's), and team that agent, whose name marks the events
+	// the step makes.
+	st   *state
+	team string
 }
 
 func appendStep(evs ...Event) step { return step{kind: stepAppend, events: evs} }
@@ -158,8 +163,11 @@ func (s *state) turnStep(env stepEnv, sel selection) step {
 	if a == nil {
 		return appendStep(failedEvent(fmt.Errorf("selected speaker %q is not an agent of the chat", sel.Agent)))
 	}
-	if a.Type == spec.AgentAssistant {
+	switch a.Type {
+	case spec.AgentAssistant:
 		return s.assistantStep(env, a, sel.Turn)
+	case spec.AgentTeam:
+		return s.teamStep(env, a, sel.Turn)
 	}
 	if m, proxy := s.routedCalls(); m != nil && proxy == a.Name {
 		return step{kind: stepRouted, agent: a, turn: sel.Turn, open: m}

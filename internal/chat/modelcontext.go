@@ -15,6 +15,9 @@ const defaultSystemMessage = "You are a helpful AI assistant. Solve tasks using 
 // message (AgentChat's default when unset; none when empty), then its view
 // of the conversation (see agentContext).
 func (s *state) modelContext(a *spec.Agent, tokens TokenCounter) ([]ModelMessage, error) {
+	if a.Type == spec.AgentTeam {
+		return s.teamAnswerContext(a), nil
+	}
 	sys := defaultSystemMessage
 	if a.SystemMessage != nil {
 		sys = *a.SystemMessage

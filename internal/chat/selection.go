@@ -32,6 +32,8 @@ type selection struct {
 	// Routed marks a user_proxy chosen because it executes the tool calls
 	// of the last message.
 	Routed bool `json:"routed,omitempty"`
+	// Team names the team agent whose inner team the selection is of.
+	Team string `json:"team,omitempty"`
 }
 
 // successors applies `transitions` (AutoGen's allowed_or_disallowed_speaker_

@@ -77,6 +77,15 @@ type state struct {
 	// branchesDone are the agents of a parallel step (pending with several
 	// agents) whose turns have ended.
 	branchesDone []string
+	// inners are the inner runs of the team agents whose turns go on;
+	// innerCalls count the inner agents' model calls and innerSelects the
+	// inner selectors' calls (by team agent), across inner runs.
+	inners       map[string]*innerTeam
+	innerCalls   map[string]int
+	innerSelects map[string]int
+	// innerOf is, in the state of an inner run, its team agent: the
+	// events marked with that name are this state's own.
+	innerOf string
 }
 
 // newState returns the state of an empty log. Its counts (modelCalls,
@@ -112,6 +121,8 @@ func (s *state) clone() *state {
 	if s.graph != nil {
 		c.graph = s.graph.clone()
 	}
+	c.inners = cloneInners(s.inners)
+	c.innerCalls, c.innerSelects = maps.Clone(s.innerCalls), maps.Clone(s.innerSelects)
 	return &c
 }
 
@@ -239,7 +250,21 @@ func (s *state) fold(e Event) error {
 		if err := decodeData(e, &sel); err != nil {
 			return err
 		}
+		if sel.Team != "" && sel.Team != s.innerOf {
+			return s.foldInner(sel.Team, e)
+		}
 		s.lastSpeaker, s.pending, s.branchesDone = sel.Agent, &sel, nil
+		agents := sel.Agents
+		if len(agents) == 0 {
+			agents = []string{sel.Agent}
+		}
+		for _, name := range agents {
+			if a := s.agent(name); a != nil && a.Type == spec.AgentTeam {
+				if err := s.startInner(a, e.CreatedAt); err != nil {
+					return err
+				}
+			}
+		}
 		if s.graph != nil && len(sel.Agents) > 0 {
 			s.graph.selected(sel.Agents)
 		}
@@ -261,7 +286,7 @@ func (s *state) fold(e Event) error {
 			return err
 		}
 		s.status, s.stopReason, s.stopDetail, s.errText = terminalStatus(e.Type), d.StopReason, d.StopDetail, d.Error
-		s.pendingInput, s.approvals = nil, nil
+		s.pendingInput, s.approvals, s.inners = nil, nil, nil
 		if s.pending != nil {
 			// The next run's turns are numbered after a turn the run's end
 			// cut, so that none of its messages is taken for theirs.
@@ -282,6 +307,9 @@ func (s *state) foldMessage(e Event) error {
 	var d messageData
 	if err := decodeData(e, &d); err != nil {
 		return err
+	}
+	if d.Team != "" && d.Team != s.innerOf {
+		return s.foldInner(d.Team, e)
 	}
 	m := Message{Seq: e.Seq, Role: e.Role, Name: e.Name, Content: e.Content, ToolCalls: e.ToolCalls,
 		ToolResponses: e.ToolResponses, CreatedAt: e.CreatedAt, CodeResult: d.CodeResult, Handoff: d.Handoff, Usage: d.Usage, Thought: d.Thought,
@@ -344,6 +372,7 @@ func (s *state) foldMessage(e Event) error {
 		if lastBranch {
 			s.turns, s.pending, s.approvals, s.branchesDone = d.Turn, nil, nil, nil
 		}
+		delete(s.inners, m.Name) // a team agent answered: its inner run is over
 	}
 	if d.ResetTermination {
 		s.term = newTerminator(s.spec.Termination)

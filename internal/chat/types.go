@@ -142,8 +142,11 @@ type Message struct {
 	// Parts are a MultiModalMessage's texts and images, in order; its
 	// content is their text (AgentChat's to_text: an "<image>" line for
 	// each image).
-	Parts     []spec.Part `json:"parts,omitempty"`
-	CreatedAt time.Time   `json:"created_at"`
+	Parts []spec.Part `json:"parts,omitempty"`
+	// Team names the team agent whose inner team said the message: it is
+	// not part of the chat's thread (AgentChat's SocietyOfMindAgent).
+	Team      string    `json:"team,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // messageData is what a message event keeps in the log's data column: the
@@ -189,6 +192,12 @@ type messageData struct {
 	// Stop marks the message that ended a turn while POST /stop asked the
 	// run to end: an external condition fires on it.
 	Stop bool `json:"stop,omitempty"`
+	// Team names the team agent whose inner team said the message.
+	Team string `json:"team,omitempty"`
+	// context is what a message made for a team's inner run carries as
+	// AgentChat's HandoffMessage context (see innerTask); derived, never
+	// stored.
+	context []ModelMessage
 	// hiddenFrom are the agents that see the message only after their own
 	// turn: the siblings of a parallel step still running when it ended
 	// (see state.fold and viewOrder). It is derived from the log, not

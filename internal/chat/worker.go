@@ -32,6 +32,9 @@ const (
 	kindModel   = "model"
 	kindAuto    = "auto"
 	kindHuman   = "human"
+	// kindTeam: a team agent's answer made without a model call (its inner
+	// team said nothing).
+	kindTeam = "team"
 )
 
 // defaultAppendTimeout bounds one durable append. Appends do not use the
@@ -258,11 +261,19 @@ func (w *worker) performWithin(ctx context.Context, s step) error {
 			return err
 		}
 	}
+	if s.st != nil {
+		// A step of a team agent's inner run, planned on its state.
+		evs, err := w.produce(ctx, s.st, s)
+		if err != nil {
+			return err
+		}
+		return w.commit(ctx, evs...)
+	}
 	switch s.kind {
 	case stepAppend:
 		return w.commit(ctx, s.events...)
 	case stepSelect:
-		sel, err := w.selectAuto(ctx, s.sel)
+		sel, err := w.selectAuto(ctx, w.st, s.sel)
 		if err != nil {
 			return err
 		}

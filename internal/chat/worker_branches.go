@@ -94,11 +94,30 @@ func asksHuman(s step) bool {
 	return s.kind == stepAppend && slices.ContainsFunc(s.events, func(e Event) bool { return e.Type == EventInputRequested })
 }
 
-// produce does the work of one branch's step, planned on st, and returns
-// the events that record it without appending them. It must not read
-// w.st, which the worker's goroutine replaces as other branches commit.
+// produce does the work of one step, planned on st (or, for a step of a
+// team agent's inner run, on the inner run's state), and returns the
+// events that record it without appending them, marked as the team's for
+// an inner step. It must not read w.st: the branches of a parallel step
+// run it while the worker's goroutine replaces w.st as others commit.
 func (w *worker) produce(ctx context.Context, st *state, s step) ([]Event, error) {
+	if s.st != nil {
+		st = s.st // a step of a team agent's inner run
+	}
+	evs, err := w.produceOn(ctx, st, s)
+	if err != nil || s.team == "" {
+		return evs, err
+	}
+	return tagTeam(evs, s.team), nil
+}
+
+func (w *worker) produceOn(ctx context.Context, st *state, s step) ([]Event, error) {
 	switch s.kind {
+	case stepSelect:
+		sel, err := w.selectAuto(ctx, st, s.sel)
+		if err != nil {
+			return nil, err
+		}
+		return []Event{selectedEvent(sel)}, nil
 	case stepAppend:
 		return s.events, nil
 	case stepModel:

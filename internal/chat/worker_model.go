@@ -37,8 +37,8 @@ func (w *worker) askModel(ctx context.Context, st *state, a *spec.Agent, reflect
 
 //go:noinline
 func (w *worker) modelTools(ctx context.Context, a *spec.Agent, reflect bool) (*toolbox, error) {
-	if reflect {
-		return &toolbox{}, nil
+	if reflect || a.Type == spec.AgentTeam {
+		return &toolbox{}, nil // a team agent answers without tools
 	}
 	return w.toolboxFor(ctx, a)
 }
@@ -117,11 +117,11 @@ func (w *worker) deltaPublisher(agent string, after int64) func(string) {
 // up to max_attempts calls, each failed one answered with corrective
 // feedback; the state then picks the agent or the fallback
 // (state.autoSelection).
-func (w *worker) selectAuto(ctx context.Context, sel selection) (selection, error) {
-	sp := w.st.spec
+func (w *worker) selectAuto(ctx context.Context, st *state, sel selection) (selection, error) {
+	sp := st.spec
 	ss := sp.SpeakerSelection
 	cfg := sp.ResolveModel(ss.Model)
-	prompt, err := selectorPrompt(sp, sel.Candidates, w.st.msgs, w.rt.tokens)
+	prompt, err := selectorPrompt(sp, sel.Candidates, st.msgs, w.rt.tokens)
 	if err != nil {
 		return selection{}, err
 	}
@@ -130,7 +130,7 @@ func (w *worker) selectAuto(ctx context.Context, sel selection) (selection, erro
 	var replies []string
 	names := agentNames(sp)
 	for attempt := range derefOr(ss.MaxAttempts, 3) {
-		req := &ModelRequest{ChatID: w.id, Config: cfg, CallIndex: w.st.selectorCalls + attempt, Messages: msgs}
+		req := &ModelRequest{ChatID: w.id, Config: cfg, CallIndex: st.selectorCalls + attempt, Messages: msgs}
 		start := time.Now()
 		resp, err := w.rt.models.Complete(ctx, req)
 		w.rt.metrics.modelCall(cfg.Provider, resp, err, time.Since(start))
@@ -142,14 +142,14 @@ func (w *worker) selectAuto(ctx context.Context, sel selection) (selection, erro
 		}
 		usage = usage.Add(resp.Usage)
 		replies = append(replies, resp.Content)
-		agent, feedback := judgeSelectorReply(names, sel.Candidates, resp.Content, w.st.lastSpeaker, sp.AllowRepeat())
+		agent, feedback := judgeSelectorReply(names, sel.Candidates, resp.Content, st.lastSpeaker, sp.AllowRepeat())
 		if agent != "" {
 			break
 		}
 		// AgentChat sends the feedback as a user message from "user".
 		msgs = append(msgs, ModelMessage{Role: RoleAssistant, Content: resp.Content}, ModelMessage{Role: RoleUser, Name: UserName, Content: feedback})
 	}
-	sel = w.st.autoSelection(sel, replies, usage)
+	sel = st.autoSelection(sel, replies, usage)
 	if sel.Fallback {
 		w.log.Warn("speaker selector gave no valid answer; falling back to round robin", "attempts", sel.Attempts, "agent", sel.Agent)
 	}

@@ -103,6 +103,9 @@ func (w *worker) toolboxFor(ctx context.Context, a *spec.Agent) (*toolbox, error
 		}
 	}
 	for i := range w.spec.Agents {
+		if w.spec.AgentIndex(a.Name) < 0 {
+			break // an inner team's agent: no user_proxy of the chat runs its calls
+		}
 		p := &w.spec.Agents[i]
 		if p.Type != spec.AgentUserProxy {
 			continue
