@@ -141,7 +141,7 @@ func TestConsoleGraph(t *testing.T) {
 	}
 	b.screenshot("graph-slow-branch")
 	if out := os.Getenv("AGENTD_CONSOLE_GRAPH_SCREENSHOT"); out != "" {
-		b.run(chromedp.EmulateViewport(1200, 860))
+		b.run(chromedp.EmulateViewport(1200, 900))
 		eval[any](b, `window.scrollTo(0, 0)`)
 		png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
 		if err != nil {

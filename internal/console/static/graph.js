@@ -42,6 +42,11 @@ const ROW = 62; // from one node's top to the next one's in a layer
 const GAP = 120; // between layers, room for the edge labels
 const PAD = { left: 46, top: 34, right: 24, bottom: 18 };
 const CHAR = 7.6; // the width of a character of a node's name, near enough
+const LABEL_CHAR = 6.4; // and of an edge label's
+const LABEL_MAX = 22; // characters of a condition a label shows
+
+/** labelText is how an edge's condition is shown. */
+function labelText(condition) { return `"${short(condition, LABEL_MAX)}"`; }
 
 /**
  * layout places a graph's nodes: layers by the longest path from the start
@@ -102,21 +107,28 @@ function layout(graph) {
     }
     layers[li].forEach((n, i) => row.set(n, i - (layers[li].length - 1) / 2));
   });
-  // Coordinates: a column per layer, each as wide as its widest node.
+  // Coordinates: a column per layer, each as wide as its widest node, and
+  // after it a gap wide enough for the labels of the edges leaving it. A
+  // loop on a node needs room above the nodes.
   const width = (n) => Math.min(170, Math.max(64, 26 + CHAR * n.length));
+  const gap = (ns) => Math.max(GAP, ...edges.filter((e) => ns.includes(e.source) && !e.back && e.source !== e.target && e.condition !== null)
+    .map((e) => labelText(e.condition).length * LABEL_CHAR + 40));
+  const top = PAD.top + (edges.some((e) => e.source === e.target) ? 18 : 0);
   const tallest = Math.max(...layers.map((ns) => ns.length));
   const pos = new Map();
   let x = PAD.left;
+  let last = GAP;
   for (const ns of layers) {
     const w = Math.max(...ns.map(width));
     for (const n of ns) {
       const nw = width(n);
-      const y = PAD.top + ((tallest - 1) / 2 + row.get(n)) * ROW;
+      const y = top + ((tallest - 1) / 2 + row.get(n)) * ROW;
       pos.set(n, { x: x + (w - nw) / 2, y, w: nw, h: NODE_H });
     }
-    x += w + GAP;
+    last = gap(ns);
+    x += w + last;
   }
-  return { names, edges, start, pos, width: x - GAP + PAD.right, bottom: PAD.top + (tallest - 1) * ROW + NODE_H };
+  return { names, edges, start, pos, width: x - last + PAD.right, bottom: top + (tallest - 1) * ROW + NODE_H };
 }
 
 /**
@@ -171,7 +183,7 @@ export class GraphView {
       } else if (e.back) {
         const yb = below + under++ * 20;
         const sx = s.x + s.w / 2;
-        const tx = t.x + t.w / 2;
+        const tx = t.x + t.w * 0.78; // right of the join mark
         const sy = s.y + s.h;
         const ty = t.y + t.h;
         d = `M${sx},${sy} C${sx},${yb} ${tx},${yb} ${tx},${ty}`;
@@ -193,8 +205,8 @@ export class GraphView {
       e.el = g;
       edgeLayer.append(g);
       if (e.condition !== null) {
-        const text = `"${short(e.condition, 22)}"`;
-        const w = text.length * 6.4 + 8;
+        const text = labelText(e.condition);
+        const w = text.length * LABEL_CHAR + 8;
         labelLayer.append(svg('g', { class: 'glabel', 'data-source': e.source, 'data-target': e.target },
           svg('title', {}, `when ${e.source}'s message contains "${e.condition}"`),
           svg('rect', { x: mid.x - w / 2, y: mid.y - 9, width: w, height: 17, rx: 4 }),
@@ -226,12 +238,12 @@ export class GraphView {
       for (const [group, es] of groups) {
         if (es.length < 2) continue;
         const how = es.some((e) => e.activation === 'any') ? 'any' : 'all';
-        const bx = p.x - 4;
+        const bx = p.x - 12;
         const by = p.y + p.h + 4 + k++ * 15;
         nodeLayer.append(svg('g', { class: 'gjoin ' + how, 'data-node': n, 'data-group': group, 'data-join': how },
           svg('title', {}, `${n} runs when ${how === 'all' ? 'all' : 'any one'} of ${es.map((e) => e.source).join(', ')} ${how === 'all' ? 'have' : 'has'} led to it`),
-          svg('rect', { x: bx, y: by, width: 64, height: 14, rx: 7 }),
-          svg('text', { x: bx + 32, y: by + 10.5, 'text-anchor': 'middle' }, `join: ${how}`)));
+          svg('rect', { x: bx, y: by, width: 54, height: 14, rx: 7 }),
+          svg('text', { x: bx + 27, y: by + 10.5, 'text-anchor': 'middle' }, `join: ${how}`)));
       }
       if (start.includes(n)) {
         nodeLayer.append(svg('g', { class: 'gstart', 'data-node': n },
