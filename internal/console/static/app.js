@@ -3,6 +3,7 @@
 // new chats. Plain DOM, no framework; model output is only ever inserted as
 // text, never as HTML.
 import { APIError, apiKey, onUnauthorized, request, setAPIKey, streamEvents } from './api.js';
+import { GraphView, graphOf } from './graph.js';
 import { layout, lineOf } from './pointer.js';
 
 const $ = (sel, root = document) => root.querySelector(sel);
@@ -440,6 +441,10 @@ class ChatView {
     this.openMsg = null; // the last message, while it is unknown whether it ended its turn
     this.held = new Map(); // tool_call_id → name, of the calls last held for approval
     this.stopping = 0; // the run a Stop was sent for
+    this.graph = null; // the drawing of a graph chat's graph
+    // The parallel step under way (a graph's nodes that run at once): the
+    // seq of its speaker.selected, its turn and its agents.
+    this.step = null;
     this.cancelling = 0; // the run a Cancel was sent for
     $('#cancel', this.root).addEventListener('click', () => this.cancel());
     $('#stop', this.root).addEventListener('click', () => this.stop());
@@ -449,6 +454,11 @@ class ChatView {
 
   async open() {
     await this.refresh(true);
+    const graph = graphOf(this.spec);
+    if (graph) {
+      this.graph = new GraphView(graph, agentColour);
+      $('#graph-slot', this.root).replaceChildren(this.graph.root);
+    }
     this.buildRunForm();
     this.render();
     const signal = this.abort.signal;
@@ -593,7 +603,8 @@ class ChatView {
         break;
       case 'message':
         this.dropDraft(d.name);
-        this.transcript.append(this.message(ev, d));
+        this.transcript.append(this.branch(this.message(ev, d), d.name));
+        this.graph?.message(d);
         if (this.runSep) this.addTask(d);
         this.openMsg = this.transcript.lastElementChild;
         break;
@@ -609,6 +620,8 @@ class ChatView {
         if (terminalEvents.has(ev.event)) {
           for (const name of [...this.drafts.keys()]) this.dropDraft(name);
           this.taskDone();
+          this.step = null;
+          this.graph?.ended(d);
           this.stream.status = d.status;
           if (d.run) this.stream.run = d.run;
           this.stream.end = d;
@@ -669,6 +682,8 @@ class ChatView {
 
   runStarted(ev, d) {
     this.stream = { status: 'queued', run: d.run, end: null };
+    this.step = null;
+    this.graph?.runStarted();
     this.runSep = el('li', { class: 'run-sep', 'data-seq': ev.id, 'data-event': ev.event, 'data-run': d.run },
       el('span', { class: 'run-label' }, `Run ${d.run}`),
       d.max_round ? el('span', { class: 'run-meta' }, `max_round ${d.max_round}`) : null,
@@ -732,6 +747,18 @@ class ChatView {
   }
 
   speakerSelected(ev, d) {
+    this.graph?.selected(d);
+    this.step = null;
+    if (d.agents?.length > 1) {
+      // A parallel step: its agents run at once, and their messages (and
+      // drafts) are marked as its branches until the next step.
+      this.step = { seq: ev.id, turn: d.turn, agents: d.agents };
+      const names = d.agents.flatMap((a, i) => [i ? ', ' : '', el('strong', { style: `color:${agentColour(a)}` }, a)]);
+      const li = this.note(ev, '→ ', ...names, ` run at once (${[d.turn ? `turn ${d.turn}` : null, d.method].filter(Boolean).join(', ')})`);
+      li.classList.add('step-head');
+      li.dataset.agents = d.agents.join(',');
+      return;
+    }
     const bits = [d.method];
     if (d.turn) bits.unshift(`turn ${d.turn}`);
     if (d.routed) bits.push('routed to the executor of the called functions');
@@ -783,6 +810,24 @@ class ChatView {
     return li;
   }
 
+  /**
+   * branch marks an element of the transcript (a message or a draft) of an
+   * agent of the parallel step under way as that agent's branch: indented
+   * by its place in the step, with a rule in its colour and a tag.
+   */
+  branch(li, name) {
+    const i = this.step ? this.step.agents.indexOf(name) : -1;
+    if (i < 0) return li;
+    li.classList.add('branch');
+    li.dataset.step = this.step.seq;
+    li.dataset.branch = name;
+    li.style.setProperty('--lane', String(i));
+    const tag = el('span', { class: 'branch-tag', title: `${name}'s branch of the parallel step of turn ${this.step.turn}` },
+      `∥ branch ${i + 1}/${this.step.agents.length}`);
+    $(':scope > .who .name', li)?.after(tag);
+    return li;
+  }
+
   delta(d) {
     let draft = this.drafts.get(d.name);
     if (d.reset) {
@@ -797,7 +842,7 @@ class ChatView {
         el('div', { class: 'who' }, el('span', { class: 'name' }, d.name), el('span', { class: 'meta' }, 'writing…')),
         el('div', { class: 'content' }));
       this.drafts.set(d.name, draft);
-      this.transcript.append(draft);
+      this.transcript.append(this.branch(draft, d.name));
     }
     if (d.reset) $('.content', draft).replaceChildren();
     $('.content', draft).append(d.content || '');
