@@ -41,7 +41,9 @@ func opaquePNG(t *testing.T) []byte {
 // later turn sends it again from the log.
 func TestMultiModalTaskReachesTheModelAsImageParts(t *testing.T) {
 	fake, start := streamingRuntimes(t)
-	rt := start()
+	// A lease that a loaded machine cannot miss: a lost one redoes a
+	// model call, and the test counts them.
+	rt := start(func(c *chat.RuntimeConfig) { c.LeaseDuration = 10 * time.Second })
 	fake.Reply(openaitest.Text("first"), openaitest.Text("a white square"), openaitest.Text("still white"))
 	c := create(t, rt, `{"task": "t", "max_round": 1,
 		"agents": [{"name": "seer", "type": "assistant", "model": {"provider": "openai", "model": "gpt-4o"}}]}`)
