@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -279,6 +281,19 @@ func compareAllFields(t *testing.T, live, rebuilt *state) {
 	if fmt.Sprint(a.broken) != fmt.Sprint(b.broken) {
 		t.Fatalf("broken differs: live %v, rebuilt %v", a.broken, b.broken)
 	}
+	// The inner runs of team agents are states of their own: compared the
+	// same way, each with its own spec.
+	if len(a.inners) != len(b.inners) {
+		t.Fatalf("inner runs differ: live %v, rebuilt %v", slices.Sorted(maps.Keys(a.inners)), slices.Sorted(maps.Keys(b.inners)))
+	}
+	for k, in := range a.inners {
+		other, ok := b.inners[k]
+		if !ok {
+			t.Fatalf("the rebuilt state has no inner run of %s", k)
+		}
+		compareAllFields(t, in.st, other.st)
+	}
+	a.inners, b.inners = nil, nil
 	a.spec, b.spec, a.term, b.term, a.broken, b.broken = nil, nil, terminator{}, terminator{}, nil, nil
 	if reflect.DeepEqual(a, b) {
 		return

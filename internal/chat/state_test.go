@@ -234,6 +234,13 @@ func TestApplyErrorsNameTheSeq(t *testing.T) {
 // effect plays the world for one step: what a model, a tool, a sandbox
 // would have produced, and returns the events the worker would append.
 func effect(rng *rand.Rand, s *state, st step) []Event {
+	if st.st != nil {
+		// A step of a team agent's inner run: planned on the inner state,
+		// its events marked as the team's, as worker.produce does.
+		team := st.team
+		st.st, st.team = nil, ""
+		return tagTeam(effect(rng, s.inners[team].st, st), team)
+	}
 	switch st.kind {
 	case stepAppend:
 		return st.events

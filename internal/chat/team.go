@@ -165,6 +165,12 @@ func (s *state) teamStep(env stepEnv, a *spec.Agent, turn int) step {
 	switch {
 	case in.st.broken != nil:
 		return appendStep(failedEvent(fmt.Errorf("the inner team of %s: %w", a.Name, in.st.broken)))
+	case is.kind == stepAppend && slices.ContainsFunc(is.events, func(e Event) bool { return e.Type == EventChatFailed }):
+		// The inner run fails: so does the team agent's turn, and the run.
+		i := slices.IndexFunc(is.events, func(e Event) bool { return e.Type == EventChatFailed })
+		var d terminalData
+		_ = decodeData(is.events[i], &d)
+		return appendStep(failedEvent(fmt.Errorf("the inner team of %s: %s", a.Name, d.Error)))
 	case is.kind == stepWait, is.kind == stepAppend && slices.ContainsFunc(is.events, func(e Event) bool { return e.Type.Terminal() }):
 		// The inner run is over (its stop is not recorded: AgentChat
 		// keeps the inner stop message to itself).

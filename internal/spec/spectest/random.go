@@ -11,9 +11,9 @@ import (
 
 // RandomSpec returns the body of a random valid spec: one to three
 // assistants with a tool and a handoff (some holding their calls for
-// approval), a code-executing user_proxy with a function (sometimes
-// holding its code for approval), any selection method, and often a
-// termination condition.
+// approval), sometimes a team agent with an inner team of two, a
+// code-executing user_proxy with a function (sometimes holding its code
+// for approval), any selection method, and often a termination condition.
 func RandomSpec(rng *rand.Rand) string {
 	methods := []string{"round_robin", "random", "auto", "manual", "swarm", "graph"}
 	return RandomSpecOf(rng, methods[rng.IntN(len(methods))])
@@ -28,6 +28,15 @@ func RandomSpecOf(rng *rand.Rand, method string) string {
 	for i := range n {
 		agents = append(agents, fmt.Sprintf(`{"name": "a%d", "type": "assistant", "tools": ["t"], "max_tool_iterations": %d, "reflect_on_tool_use": %v, "handoffs": ["p"]%s}`,
 			i, 1+rng.IntN(2), rng.IntN(2) == 0, approvals[rng.IntN(len(approvals))]))
+	}
+	if rng.IntN(3) == 0 {
+		// A team agent, whose inner team takes turns its own way.
+		innerMethods := []string{"round_robin", "auto", "swarm"}
+		agents = append(agents, fmt.Sprintf(`{"name": "s", "type": "team", "team": {"agents": [
+			{"name": "i0", "type": "assistant", "tools": ["t"], "reflect_on_tool_use": %v, "handoffs": ["i1"]},
+			{"name": "i1", "type": "assistant", "handoffs": ["i0"]}],
+			"speaker_selection": {"method": %q, "max_attempts": 2}, "termination": {"text_mention": {"text": "STOP"}}, "max_round": %d}}`,
+			rng.IntN(2) == 0, innerMethods[rng.IntN(len(innerMethods))], 1+rng.IntN(3)))
 	}
 	agents = append(agents, fmt.Sprintf(`{"name": "p", "type": "user_proxy", "human_input_mode": %q, "max_consecutive_auto_reply": %d, "code_execution": {}, "functions": ["f"], "code_approval": %v}`,
 		modes[rng.IntN(3)], 1+rng.IntN(3), rng.IntN(3) == 0))
