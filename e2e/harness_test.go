@@ -284,6 +284,7 @@ type messageView struct {
 	Role    string `json:"role"`
 	Name    string `json:"name"`
 	Content string `json:"content"`
+	Team    string `json:"team"`
 }
 
 func (p *proc) create(spec []byte, header ...string) chatView {
