@@ -747,6 +747,15 @@ class ChatView {
   }
 
   speakerSelected(ev, d) {
+    if (d.team) {
+      // A turn of a team agent's inner team: it changes nothing of the
+      // chat's own steps.
+      const li = this.note(ev, '→ ', el('strong', { style: `color:${agentColour(d.agent)}` }, d.agent),
+        ` speaks in ${d.team}'s team (${[d.turn ? `turn ${d.turn}` : null, d.method].filter(Boolean).join(', ')})`);
+      li.classList.add('inner');
+      li.dataset.team = d.team;
+      return;
+    }
     this.graph?.selected(d);
     this.step = null;
     if (d.agents?.length > 1) {
@@ -777,12 +786,12 @@ class ChatView {
     const kind = m.tool_calls?.length ? 'tool call' : m.role === 'tool' ? 'tool result' : m.code_result ? 'code execution' : m.handoff ? 'handoff'
       : m.structured ? 'structured' : m.parts ? 'text and images' : '';
     const li = el('li', {
-      class: 'msg', 'data-seq': ev.id, 'data-event': 'message', 'data-name': m.name,
-      style: `--agent:${agentColour(m.name)}`,
+      class: m.team ? 'msg inner' : 'msg', 'data-seq': ev.id, 'data-event': 'message', 'data-name': m.name,
+      'data-team': m.team || null, style: `--agent:${agentColour(m.name)}`,
     },
     el('div', { class: 'who' },
       el('span', { class: 'name' }, m.name),
-      el('span', { class: 'meta' }, [m.role, kind].filter(Boolean).join(' · ')),
+      el('span', { class: 'meta' }, [m.role, kind, m.team ? `in ${m.team}'s team` : ''].filter(Boolean).join(' · ')),
       m.usage ? el('span', { class: 'meta', 'data-usage': '' }, `${m.usage.prompt_tokens}+${m.usage.completion_tokens} tokens`) : null,
       el('span', { class: 'seq', title: m.created_at }, `#${m.seq} ${time(m.created_at)}`)));
     // A structured reply without a format string has its object as its
