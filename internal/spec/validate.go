@@ -149,6 +149,8 @@ type validator struct {
 	agents    map[string]bool
 	// team: the spec is a saved team's, which has no task.
 	team bool
+	// inner: the spec is a team agent's inner team (validate_team.go).
+	inner bool
 }
 
 func (v *validator) add(path, format string, args ...any) {
@@ -452,9 +454,9 @@ func (v *validator) checkAgents() {
 		case AgentTeam:
 			v.checkTeamAgent(p, a)
 		case "":
-			v.add(p+"/type", "is required: assistant or user_proxy")
+			v.add(p+"/type", "is required: assistant, user_proxy or team")
 		default:
-			v.add(p+"/type", "must be assistant or user_proxy")
+			v.add(p+"/type", "must be assistant, user_proxy or team")
 		}
 	}
 }
