@@ -407,6 +407,7 @@ func (v *validator) checkAgents() {
 		v.checkContext(p+"/context", a.Context)
 		v.checkOutputSchema(p, a)
 		v.checkMessageFilter(p+"/message_filter", a)
+		v.checkTeamFields(p, a)
 		switch a.Type {
 		case AgentAssistant:
 			if a.Model == nil {

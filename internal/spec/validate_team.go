@@ -35,6 +35,22 @@ func (v *validator) checkTeamAgent(p string, a *Agent) {
 	v.checkInnerTeam(p+"/team", a)
 }
 
+// checkTeamFields reports a team agent's fields on an agent of another
+// type.
+func (v *validator) checkTeamFields(p string, a *Agent) {
+	if a.Type == AgentTeam {
+		return
+	}
+	for _, f := range []struct {
+		set  bool
+		name string
+	}{{a.Team != nil, "team"}, {a.Instruction != nil, "instruction"}, {a.ResponsePrompt != nil, "response_prompt"}} {
+		if f.set {
+			v.add(p+"/"+f.name, "only a team agent (type team) has %s", f.name)
+		}
+	}
+}
+
 // refuseTeamAgentOptions reports each option of the other agent types that
 // a team agent has: it neither calls tools nor runs code nor takes human
 // input; its inner team does the work and its model only answers. Options

@@ -98,6 +98,10 @@ func TestValidateTeamAgent(t *testing.T) {
 		{"inner max_round and termination", teamSpec(teamAgentJSON("", writerEditor, `, "max_round": 0, "termination": {"any": [{"text_mention": {"text": "", "sources": ["c"]}}, {"max_messages": 0}, {"source_match": {"sources": ["editor", "user"]}}]}`)+","+assistantJSON("c", ""), ""),
 			map[string]string{"/agents/0/team/max_round": "must be between 1 and 100", "/agents/0/team/termination/any/0/text_mention/text": "is required",
 				"/agents/0/team/termination/any/0/text_mention/sources/0": `names no agent: "c"`, "/agents/0/team/termination/any/1/max_messages": "must be between 1"}},
+		{"team fields on other agents", teamSpec(assistantJSON("a", `, "instruction": "i", "response_prompt": "r", "team": {"agents": []}`)+","+
+			`{"name": "u", "type": "user_proxy", "human_input_mode": "NEVER", "team": {"agents": [`+assistantJSON("x", "")+`]}}`, ""),
+			map[string]string{"/agents/0/instruction": "only a team agent (type team) has instruction", "/agents/0/response_prompt": "only a team agent",
+				"/agents/0/team": "only a team agent (type team) has team", "/agents/1/team": "only a team agent"}},
 		{"outer references to inner agents", teamSpec(panel+","+assistantJSON("c", `, "message_filter": {"per_source": [{"source": "writer"}]}`),
 			`, "termination": {"source_match": {"sources": ["editor"]}}, "speaker_selection": {"method": "round_robin", "transitions": {"panel": ["writer"]}}`),
 			map[string]string{"/agents/1/message_filter/per_source/0/source": `names no agent: "writer"`, "/termination/source_match/sources/0": `names no agent: "editor"`,
