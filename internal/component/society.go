@@ -13,8 +13,9 @@ import (
 const (
 	provSocietyOfMind = "autogen_agentchat.agents.SocietyOfMindAgent"
 
-	societyOfMindDescription   = "An agent that uses an inner team of agents to generate responses." // DEFAULT_DESCRIPTION
-	societyOfMindComponentDesc = "An agent that uses an inner team of agents to generate responses."
+	// societyOfMindDescription is SocietyOfMindAgent.DEFAULT_DESCRIPTION,
+	// which is also the description its component dump has.
+	societyOfMindDescription = "An agent that uses an inner team of agents to generate responses."
 )
 
 // societyOfMind translates a SocietyOfMindAgent into a team agent: its
@@ -120,5 +121,5 @@ func (e *exporter) exportSocietyOfMind(path string, a *spec.Agent) Component {
 			e.r.problem(path+"/team"+p.Path, "%s", p.Message)
 		}
 	}
-	return newComponent(provSocietyOfMind, societyOfMindComponentDesc, cfg)
+	return newComponent(provSocietyOfMind, societyOfMindDescription, cfg)
 }
