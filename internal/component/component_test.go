@@ -24,7 +24,8 @@ var update = flag.Bool("update", false, "rewrite the golden specs and exports in
 // Fixtures dumped by AgentChat 0.7.5 (test/autogen/components/dump.py) that
 // agentd accepts; refused_five is the one it refuses.
 var accepted = []string{"round_robin", "selector", "swarm", "assistant_options", "openai_client", "azure_client", "anthropic_client", "human", "code_executor", "terminations", "function_tools", "http_tools", "contexts", "structured",
-	"graph_sequence", "graph_loop", "graph_fan_out_all", "graph_fan_out_any", "graph_groups", "graph_message_filter"}
+	"graph_sequence", "graph_loop", "graph_fan_out_all", "graph_fan_out_any", "graph_groups", "graph_message_filter",
+	"som_round_robin", "som_inner_selector"}
 
 func readFixture(t *testing.T, name string) []byte {
 	t.Helper()
@@ -181,6 +182,9 @@ func TestAgentChatLoadsExports(t *testing.T) {
 		Agents   []string `json:"agents"`
 		Redumped bool     `json:"redumped_equal"`
 		Graph    bool     `json:"graph_validated"`
+		// Inner is each SocietyOfMindAgent's inner team: its class,
+		// then its agents.
+		Inner map[string][]string `json:"inner_teams"`
 	}
 	if err := json.Unmarshal(b, &check); err != nil {
 		t.Fatal(err)
@@ -203,6 +207,8 @@ func TestAgentChatLoadsExports(t *testing.T) {
 			t.Errorf("%s: AgentChat's dump of the loaded team differs from the export", name)
 		case c.Team == "GraphFlow" && !c.Graph:
 			t.Errorf("%s: AgentChat did not check the graph of the export", name)
+		case bytes.Contains(exp, []byte(provSocietyOfMind)) && len(c.Inner) == 0:
+			t.Errorf("%s: AgentChat built no SocietyOfMindAgent's inner team", name)
 		}
 	}
 }

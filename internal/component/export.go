@@ -15,7 +15,7 @@ import (
 // componentTypes are the component_type values AgentChat 0.7.5 writes.
 var componentTypes = map[string]string{
 	provRoundRobin: "team", provSelector: "team", provSwarm: "team", provGraphFlow: "team",
-	provAssistant: "agent", provUserProxy: "agent", provCodeExecutor: "agent", provMessageFilter: "agent",
+	provAssistant: "agent", provUserProxy: "agent", provCodeExecutor: "agent", provMessageFilter: "agent", provSocietyOfMind: "agent",
 	provOpenAI: "model", provAzure: "model", provAnthropic: "model", provReplay: "replay_chat_completion_client",
 	provBuffered: "chat_completion_context", provUnbounded: "chat_completion_context",
 	provHeadAndTail: "chat_completion_context", provTokenLimited: "chat_completion_context",
@@ -168,6 +168,8 @@ func (e *exporter) agent(path string, a *spec.Agent) Component {
 	switch a.Type {
 	case spec.AgentAssistant:
 		return e.assistant(path, a)
+	case spec.AgentTeam:
+		return e.exportSocietyOfMind(path, a)
 	case spec.AgentUserProxy:
 		if len(a.Functions) > 0 {
 			e.r.problem(path+"/functions", "AgentChat has no agent that executes functions for others; give the tools to the assistant")

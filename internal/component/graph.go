@@ -123,6 +123,8 @@ func (tr *translator) messageFilter(c *comp) spec.Agent {
 				a = tr.codeExecutor(w)
 			case provMessageFilter:
 				tr.r.problem(wp, "a MessageFilterAgent wraps another MessageFilterAgent: give the inner agent one filter")
+			case provSocietyOfMind:
+				tr.r.problem(wp, "a MessageFilterAgent cannot wrap a SocietyOfMindAgent: a team agent has no message filter; its inner team gets every message given to it")
 			default:
 				w.unsupported(&tr.r, "agent", agentProviders...)
 			}

@@ -235,7 +235,7 @@ func (tr *translator) selector(c *comp) {
 	tr.t.SpeakerSelection = sel
 }
 
-var agentProviders = []string{provAssistant, provUserProxy, provCodeExecutor, provMessageFilter}
+var agentProviders = []string{provAssistant, provUserProxy, provCodeExecutor, provMessageFilter, provSocietyOfMind}
 
 func (tr *translator) agent(path string, raw any) {
 	c := readComponent(&tr.r, path, raw)
@@ -253,9 +253,11 @@ func (tr *translator) agent(path string, raw any) {
 		a = tr.codeExecutor(c)
 	case provMessageFilter:
 		a = tr.messageFilter(c)
+	case provSocietyOfMind:
+		a = tr.societyOfMind(c)
 	default:
 		if slices.Contains(teamProviders, c.provider) || c.typ == "team" {
-			tr.r.problem(path, "provider %q: nested teams are not supported; make the inner agents participants of the team", c.raw)
+			tr.r.problem(path, "provider %q: nested teams are not supported as participants; wrap the inner team in a SocietyOfMindAgent (agentd's team agent), or make its agents participants of the team", c.raw)
 		} else {
 			c.unsupported(&tr.r, "agent", agentProviders...)
 		}

@@ -46,7 +46,7 @@ func TestValidateReportsFiveMistakesAtOnce(t *testing.T) {
 		"/task":                           "is required",
 		"/agents/0/name":                  "must match",
 		"/agents/0/model":                 "names no entry of models",
-		"/agents/1/type":                  "must be assistant or user_proxy",
+		"/agents/1/type":                  "must be assistant, user_proxy or team",
 		"/max_round":                      "must be between 1 and 100",
 		"/termination/text_match/pattern": "not a valid RE2 pattern",
 	}

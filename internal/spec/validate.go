@@ -149,6 +149,8 @@ type validator struct {
 	agents    map[string]bool
 	// team: the spec is a saved team's, which has no task.
 	team bool
+	// inner: the spec is a team agent's inner team (validate_team.go).
+	inner bool
 }
 
 func (v *validator) add(path, format string, args ...any) {
@@ -405,6 +407,7 @@ func (v *validator) checkAgents() {
 		v.checkContext(p+"/context", a.Context)
 		v.checkOutputSchema(p, a)
 		v.checkMessageFilter(p+"/message_filter", a)
+		v.checkTeamFields(p, a)
 		switch a.Type {
 		case AgentAssistant:
 			if a.Model == nil {
@@ -452,9 +455,9 @@ func (v *validator) checkAgents() {
 		case AgentTeam:
 			v.checkTeamAgent(p, a)
 		case "":
-			v.add(p+"/type", "is required: assistant or user_proxy")
+			v.add(p+"/type", "is required: assistant, user_proxy or team")
 		default:
-			v.add(p+"/type", "must be assistant or user_proxy")
+			v.add(p+"/type", "must be assistant, user_proxy or team")
 		}
 	}
 }

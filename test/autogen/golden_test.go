@@ -122,6 +122,11 @@ type entry struct {
 	// Structured is a StructuredMessage's object, as model_dump_json
 	// writes it.
 	Structured string `json:"structured,omitempty"`
+	// Team is, for a message of a team agent's inner team, the team
+	// agent's name: AgentChat's SocietyOfMindAgent yields its inner
+	// team's messages into the outer transcript (the recorder marks them
+	// by their source), and agentd's log has them with team in their data.
+	Team string `json:"team,omitempty"`
 }
 
 // run is what agentd did with a scenario.
@@ -199,6 +204,7 @@ func TestGoldenComparisonSeesEveryByte(t *testing.T) {
 		{"a transcript content", func(r *run) { r.transcript[len(r.transcript)-1].Content = "Bring a blanket!" }, true},
 		{"a transcript type", func(r *run) { r.transcript[3].Type = "TextMessage" }, true},
 		{"a transcript source", func(r *run) { r.transcript[3].Source = "planner" }, true},
+		{"a transcript team", func(r *run) { r.transcript[3].Team = "panel" }, true},
 		{"the stop text", func(r *run) { r.stop += "!" }, true},
 		{"the model name", edit(0, `"gpt-4o-mini"`, `"other-model"`), false},
 		{"streaming", edit(0, `"stream": false`, `"stream": true, "stream_options": {"include_usage": true}`), false},
@@ -537,6 +543,7 @@ func runAgentd(t *testing.T, sc scenario, fx fixture, sandboxes chat.Sandboxes) 
 	// The messages of each run are those after its run.started; those
 	// before run 1 are the resumed history, not part of any TaskResult.
 	byRun := map[int][]chat.Message{}
+	teams := map[int][]string{} // each message's team (inner messages)
 	current := 0
 	for _, e := range evs {
 		if e.Type == chat.EventRunStarted {
@@ -551,16 +558,21 @@ func runAgentd(t *testing.T, sc scenario, fx fixture, sandboxes chat.Sandboxes) 
 		}
 		if m, ok := chat.MessageFromEvent(e); ok {
 			byRun[current] = append(byRun[current], m)
+			var d struct {
+				Team string `json:"team"`
+			}
+			_ = json.Unmarshal(e.Data, &d)
+			teams[current] = append(teams[current], d.Team)
 		}
 	}
 	if h := len(byRun[0]); h != len(fx.History) {
 		t.Errorf("%d messages of history before run 1, AgentChat's %d", h, len(fx.History))
 	}
 	types := structuredTypes(t, body)
-	out.transcript = transcriptOf(byRun[1], types)
+	out.transcript = transcriptOf(byRun[1], teams[1], types)
 	for i, n := range numbers {
 		if n > 0 {
-			out.runs[i].transcript = transcriptOf(byRun[n], types)
+			out.runs[i].transcript = transcriptOf(byRun[n], teams[n], types)
 		}
 	}
 	out.requests, out.open = script.log()
@@ -622,21 +634,23 @@ func withHistory(t *testing.T, spec []byte, history []entry) []byte {
 //
 // A StructuredMessage's type is AgentChat's class name, which names the
 // content's type (StructuredMessage[Plan]); types maps each agent with an
-// output_schema to that type's name.
-func transcriptOf(msgs []chat.Message, types map[string]string) []entry {
+// output_schema to that type's name. teams holds each message's team (""
+// for none), which every entry made of the message carries.
+func transcriptOf(msgs []chat.Message, teams []string, types map[string]string) []entry {
 	names := map[string]string{}
 	var out []entry
-	for _, m := range msgs {
-		e := entry{Source: m.Name, Type: m.Type, Content: m.Content, Target: m.Handoff, Structured: string(m.Structured)}
+	for i, m := range msgs {
+		team := teams[i]
+		e := entry{Source: m.Name, Type: m.Type, Content: m.Content, Target: m.Handoff, Structured: string(m.Structured), Team: team}
 		switch m.Type {
 		case "StructuredMessage":
 			e.Type = "StructuredMessage[" + types[m.Name] + "]"
 			if m.Thought != "" {
-				out = append(out, entry{Source: m.Name, Type: "ThoughtEvent", Content: m.Thought})
+				out = append(out, entry{Source: m.Name, Type: "ThoughtEvent", Content: m.Thought, Team: team})
 			}
 		case "ToolCallRequestEvent":
 			if m.Content != "" {
-				out = append(out, entry{Source: m.Name, Type: "ThoughtEvent", Content: m.Content})
+				out = append(out, entry{Source: m.Name, Type: "ThoughtEvent", Content: m.Content, Team: team})
 			}
 			var calls []any
 			for _, c := range m.ToolCalls {
@@ -653,7 +667,7 @@ func transcriptOf(msgs []chat.Message, types map[string]string) []entry {
 		default:
 			// A reply's reasoning: AgentChat's ThoughtEvent before it.
 			if m.Thought != "" {
-				out = append(out, entry{Source: m.Name, Type: "ThoughtEvent", Content: m.Thought})
+				out = append(out, entry{Source: m.Name, Type: "ThoughtEvent", Content: m.Thought, Team: team})
 			}
 		}
 		out = append(out, e)

@@ -41,7 +41,7 @@ from autogen_core.model_context import (
     TokenLimitedChatCompletionContext,
 )
 from autogen_core.tools import BaseTool, ToolSchema
-from autogen_agentchat.agents import AssistantAgent, MessageFilterAgent, MessageFilterConfig
+from autogen_agentchat.agents import AssistantAgent, MessageFilterAgent, MessageFilterConfig, SocietyOfMindAgent
 from autogen_agentchat.base import Handoff, Team
 from autogen_agentchat.conditions import (
     ExternalTermination,
@@ -334,8 +334,22 @@ def build_team(
     # (custom_message_types), which its component JSON does not keep.
     custom: list[Any] = []
     for a in spec["agents"]:
+        if a["type"] == "team":
+            # AgentChat's SocietyOfMindAgent: its inner team built as a
+            # chat's team is, with the same model client (which reports
+            # multiple_system_messages, as OpenAI's models do, so that the
+            # instruction and response prompt are system messages).
+            inner = {k: v for k, v in a["team"].items()}
+            inner.setdefault("max_round", 10)
+            inner["tools"] = spec.get("tools", [])
+            som_kwargs: dict[str, Any] = {}
+            for k in ("description", "instruction", "response_prompt"):
+                if k in a:
+                    som_kwargs[k] = a[k]
+            agents.append(SocietyOfMindAgent(a["name"], team=build_team(inner, client, tool_results), model_client=client, **som_kwargs))
+            continue
         if a["type"] != "assistant":
-            raise ValueError("the recorder maps assistants only")
+            raise ValueError("the recorder maps assistants and team agents only")
         kwargs: dict[str, Any] = {}
         if "system_message" in a:
             kwargs["system_message"] = a["system_message"]
@@ -424,10 +438,24 @@ def content(m: Any) -> Any:
     return c
 
 
-def transcript(messages: Any) -> list[dict[str, Any]]:
+def inner_agents(team: Any) -> dict[str, str]:
+    """Each agent of a SocietyOfMindAgent's inner team, mapped to the team
+    agent's name: the messages a SocietyOfMindAgent yields from its inner
+    team are in the outer transcript, and agentd marks them with team."""
+    return {
+        q.name: p.name
+        for p in getattr(team, "_participants", [])
+        if isinstance(p, SocietyOfMindAgent)
+        for q in p._team._participants
+    }
+
+
+def transcript(messages: Any, inner: dict[str, str] | None = None) -> list[dict[str, Any]]:
     out = []
     for m in messages:
         e = {"source": m.source, "type": type(m).__name__, "content": content(m)}
+        if inner and m.source in inner:
+            e["team"] = inner[m.source]
         if isinstance(m, MultiModalMessage):
             # What to_text() shows: the texts, <image> for an image.
             e["content"] = m.to_text()
@@ -482,7 +510,7 @@ async def further_run(team: Any, server: ScriptServer, r: dict[str, Any]) -> dic
         return out
     if "raises" in r:
         raise RuntimeError(f"the run was to raise {r['raises']}; stop: {result.stop_reason}")
-    out["transcript"] = transcript(result.messages)
+    out["transcript"] = transcript(result.messages, inner_agents(team))
     out["stop_reason"] = result.stop_reason
     return out
 
@@ -512,7 +540,7 @@ async def record_team(scenario: dict[str, Any]) -> dict[str, Any]:
         if server.script:
             raise RuntimeError(f"{len(server.script)} scripted replies left unused; stop: {result.stop_reason}")
         server.check_concurrent()
-        return {"requests": server.requests, "transcript": transcript(result.messages), "stop_reason": result.stop_reason}
+        return {"requests": server.requests, "transcript": transcript(result.messages, inner_agents(team)), "stop_reason": result.stop_reason}
     finally:
         server.close()
 
@@ -557,7 +585,7 @@ async def record(scenario: dict[str, Any]) -> dict[str, Any]:
         out["requests"] = server.requests
         if concurrent(scenario):
             out["arrivals"] = server.arrivals
-        out["transcript"] = transcript(result.messages)
+        out["transcript"] = transcript(result.messages, inner_agents(team))
         out["stop_reason"] = result.stop_reason
         if runs:
             out["runs"] = runs

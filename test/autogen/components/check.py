@@ -7,7 +7,7 @@ it). Run it from the repository root in the AgentChat environment:
 
 For each export it records the file's sha256 (so the Go test knows the check
 is about the export as committed), whether it loaded, the team and agent
-classes AgentChat built, for a GraphFlow whether its graph passes the
+classes AgentChat built (and of each SocietyOfMindAgent's inner team), for a GraphFlow whether its graph passes the
 checks GraphFlow makes when a run starts, and whether AgentChat's own dump of the loaded team
 equals the export (component descriptions aside: agentd writes short ones of
 its own, and a Docker executor's container_name, which AgentChat generates).
@@ -30,6 +30,7 @@ import stubs  # noqa: E402
 
 stubs.install()
 
+from autogen_agentchat.agents import SocietyOfMindAgent  # noqa: E402
 from autogen_agentchat.base import Team  # noqa: E402
 from autogen_agentchat.teams import GraphFlow  # noqa: E402
 from autogen_core.code_executor._func_with_reqs import FunctionWithRequirementsStr  # noqa: E402
@@ -92,6 +93,14 @@ def main():
             entry["loaded"] = True
             entry["team"] = type(team).__name__
             entry["agents"] = [type(p).__name__ + ":" + p.name for p in team._participants]
+            # A SocietyOfMindAgent's inner team: its class and agents.
+            inner = {
+                p.name: [type(p._team).__name__] + [type(q).__name__ + ":" + q.name for q in p._team._participants]
+                for p in team._participants
+                if isinstance(p, SocietyOfMindAgent)
+            }
+            if inner:
+                entry["inner_teams"] = inner
             if isinstance(team, GraphFlow):
                 # GraphFlow checks its graph when a run builds its manager,
                 # not at load: check it here as the manager does.

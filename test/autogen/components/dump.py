@@ -25,7 +25,7 @@ import stubs  # noqa: E402
 
 stubs.install()
 
-from autogen_agentchat.agents import AssistantAgent, CodeExecutorAgent, MessageFilterAgent, UserProxyAgent  # noqa: E402
+from autogen_agentchat.agents import AssistantAgent, CodeExecutorAgent, MessageFilterAgent, SocietyOfMindAgent, UserProxyAgent  # noqa: E402
 from autogen_agentchat.agents._message_filter_agent import MessageFilterConfig, PerSourceFilter  # noqa: E402
 from autogen_agentchat.base import Handoff, TerminationCondition  # noqa: E402
 from autogen_agentchat.conditions import (  # noqa: E402
@@ -606,6 +606,47 @@ def graph_message_filter():
     return GraphFlow([writer, critic, summarizer], graph=builder.build(), max_turns=10), "Write a line about the sea."
 
 
+def som_round_robin():
+    """A SocietyOfMindAgent inside a RoundRobinGroupChat: its inner round
+    robin of a writer and an editor runs until the editor says APPROVE, then
+    its model answers; a translator speaks after it, and the panel speaks
+    again (its inner team run afresh)."""
+    writer = AssistantAgent("writer", model_client=replay("Roses are red.", "Violets are blue."), system_message="You write.", description="Writes.")
+    editor = AssistantAgent("editor", model_client=replay("APPROVE", "Fine. APPROVE"), system_message="You edit. Say APPROVE when it is good.")
+    inner = RoundRobinGroupChat([writer, editor], termination_condition=TextMentionTermination("APPROVE"), max_turns=4)
+    panel = SocietyOfMindAgent(
+        "panel", team=inner, model_client=replay("Roses are red.", "Violets are blue."), description="A writing panel."
+    )
+    translator = AssistantAgent("translator", model_client=replay("Las rosas son rojas."), system_message="Translate to Spanish.")
+    return RoundRobinGroupChat([panel, translator], max_turns=3), "Write a poem line."
+
+
+def som_inner_selector():
+    """A SocietyOfMindAgent whose inner team is a SelectorGroupChat, with its
+    own instruction and response prompt, in a Swarm whose first agent hands
+    off to it."""
+    planner = AssistantAgent("planner", model_client=replay("Plan: one function."), description="Plans.", system_message="You plan.")
+    coder = AssistantAgent("coder", model_client=replay("def f(): return 1"), description="Codes.", system_message="You code.")
+    inner = SelectorGroupChat(
+        [planner, coder],
+        model_client=replay("planner", "coder"),
+        termination_condition=MaxMessageTermination(2),
+        max_turns=3,
+        name="builders",
+        selector_prompt="Choose from {participants}.\n{roles}\n{history}",
+    )
+    builder = SocietyOfMindAgent(
+        "builder",
+        team=inner,
+        model_client=replay("def f(): return 1 TERMINATE"),
+        instruction="The team's transcript:",
+        response_prompt="Give the final code only.",
+    )
+    triage = AssistantAgent("triage", model_client=replay(call("transfer_to_builder")), handoffs=["builder"], system_message="You route.")
+    team = Swarm([triage, builder], termination_condition=TextMentionTermination("TERMINATE"), max_turns=4)
+    return team, "Write f."
+
+
 TEAMS = {
     "function_tools": function_tools,
     "http_tools": http_tools,
@@ -629,6 +670,8 @@ TEAMS = {
     "graph_fan_out_any": graph_fan_out_any,
     "graph_groups": graph_groups,
     "graph_message_filter": graph_message_filter,
+    "som_round_robin": som_round_robin,
+    "som_inner_selector": som_inner_selector,
 }
 
 
