@@ -213,13 +213,22 @@ func TestConsoleGraph(t *testing.T) {
 	}
 	b.checkTranscript(p, anyJoin.ID)
 
-	// A chat of another method has no drawing.
-	other := p.create(readExample(t, "debate.json"))
+	// A chat of another method has no drawing; a team agent's inner turns
+	// and messages are marked with its team and set apart.
+	other := p.create([]byte(strings.Replace(somSpec, `"delay_ms": 4000`, `"delay_ms": 0`, 1)))
 	b.run(chromedp.Navigate(p.base + "/#/chats/" + other.ID))
-	b.waitJS("the debate", `document.querySelector('#chat-end:not([hidden])')`)
+	b.waitJS("the team agent's chat", `document.querySelector('#chat-end:not([hidden])')`)
 	if eval[bool](b, `!!document.querySelector('#graph-view')`) {
 		t.Error("a chat that is not a graph shows a graph")
 	}
+	inner := eval[[]string](b, `[...document.querySelectorAll('#transcript li.inner')].map(e => (e.dataset.team || '') + ' ' + (e.dataset.name || e.textContent))`)
+	if want := []string{"som → writer speaks in som's team (turn 1, round_robin)", "som writer", "som → editor speaks in som's team (turn 2, round_robin)", "som editor"}; !slices.Equal(inner, want) {
+		t.Errorf("the inner team's part of the transcript is %q, want %q", inner, want)
+	}
+	if n := eval[int](b, `document.querySelectorAll('#transcript li.msg:not(.inner)[data-name="som"]').length`); n != 1 {
+		t.Errorf("the team agent's own answer is shown %d times outside its team", n)
+	}
+	b.checkTranscript(p, other.ID)
 	b.sameOrigin(p)
 }
 
