@@ -102,3 +102,39 @@ func TestTeamAgentSurvivesAWorkerStopMidInnerRun(t *testing.T) {
 		t.Fatalf("messages\n %v (%s)\nwant\n %v", g, got.StopReason, somTranscript)
 	}
 }
+
+// TestStopWaitsForTheTeamAgentsAnswer: POST /stop while the inner team
+// runs ends the run after the team agent's turn — its inner run and its
+// answer — as AgentChat's ExternalTermination on the outer team does; the
+// inner team is not stopped early.
+func TestStopWaitsForTheTeamAgentsAnswer(t *testing.T) {
+	db := openStore(t)
+	rt := newRuntime(t, db)
+	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: somSpec(800)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, done := rt.Subscribe(c.ID)
+	for {
+		evs, _ := db.ListEvents(context.Background(), &chat.ListEventsParams{ChatID: c.ID, Limit: 100})
+		if len(evs) > 4 && evs[len(evs)-1].Type == chat.EventSpeakerSelected {
+			break // the inner writer was selected
+		}
+		select {
+		case <-sig:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the inner run never started")
+		}
+	}
+	done()
+	if _, _, err := rt.StopRun(context.Background(), "", c.ID); err != nil {
+		t.Fatal(err)
+	}
+	got := waitTerminal(t, rt, c.ID, 15*time.Second)
+	if got.StopReason != chat.StopExternal {
+		t.Fatalf("chat = %+v", got)
+	}
+	if g, want := teamSaid(messages(t, db, c.ID)), somTranscript[:4]; !slices.Equal(g, want) {
+		t.Fatalf("messages\n %v\nwant\n %v", g, want)
+	}
+}

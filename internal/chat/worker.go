@@ -502,7 +502,9 @@ func markStop(evs []Event) {
 		if err := decodeData(evs[i], &d); err != nil {
 			return
 		}
-		if d.Turn > 0 && !d.End {
+		if d.Turn > 0 && !d.End || d.Team != "" {
+			// A turn goes on, or a team agent's inner run does: the stop
+			// waits for the team agent's own answer.
 			return
 		}
 		d.Stop = true
