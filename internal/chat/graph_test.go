@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
-	"github.com/agentd/agentd/internal/llm"
 )
 
 // graphSpec is a graph chat whose agents answer from replay scripts:
@@ -212,34 +211,15 @@ func TestGraphRunsGoOn(t *testing.T) {
 // step from the log (b only: c's reply stays once) and the graph.
 func TestGraphFanOutSurvivesAWorkerStop(t *testing.T) {
 	db := openStore(t)
-	models, _ := llm.New(llm.Config{})
-	rt1, err := chat.NewRuntime(chat.RuntimeConfig{Store: db, Models: models, LeaseDuration: time.Minute, PollInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt1.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	rt1 := stoppableRuntime(t, db)
 	body := graphSpec(fmt.Sprintf(fanOut, "all", "null"), map[string][]string{
 		"a": {"A"}, "b": {"B@1500"}, "c": {"C"}, "d": {"D"}}, "")
 	c, _, err := rt1.Create(context.Background(), &chat.CreateParams{Body: body})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sig, done := rt1.Subscribe(c.ID)
-	for !slices.Contains(said(messages(t, db, c.ID)), "c:C") {
-		select {
-		case <-sig:
-		case <-time.After(5 * time.Second):
-			t.Fatal("c never answered")
-		}
-	}
-	done()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := rt1.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
+	waitLog(t, rt1, db, c.ID, "c's answer", func([]chat.Event) bool { return slices.Contains(said(messages(t, db, c.ID)), "c:C") })
+	stopRuntime(t, rt1)
 	if g := said(messages(t, db, c.ID)); slices.Contains(g, "b:B") {
 		t.Fatalf("b answered before the stop: %v", g)
 	}

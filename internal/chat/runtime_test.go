@@ -60,6 +60,54 @@ func newRuntime(t testing.TB, db chat.Store, opts ...func(*chat.RuntimeConfig)) 
 	return rt
 }
 
+// stoppableRuntime is a started runtime with leases of a minute, which a
+// test stops itself (stopRuntime) to hand its chats to another.
+func stoppableRuntime(t testing.TB, db chat.Store) *chat.Runtime {
+	t.Helper()
+	models, _ := llm.New(llm.Config{})
+	rt, err := chat.NewRuntime(chat.RuntimeConfig{Store: db, Models: models, LeaseDuration: time.Minute, PollInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+// stopRuntime stops rt as a shutdown does: its workers hand their chats
+// back, to be continued from their logs.
+func stopRuntime(t testing.TB, rt *chat.Runtime) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := rt.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitLog waits until the chat's log satisfies ok, or fails saying what
+// it waited for.
+func waitLog(t testing.TB, rt *chat.Runtime, db chat.Store, id, what string, ok func([]chat.Event) bool) {
+	t.Helper()
+	sig, done := rt.Subscribe(id)
+	defer done()
+	for {
+		evs, err := db.ListEvents(context.Background(), &chat.ListEventsParams{ChatID: id, Limit: 10000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok(evs) {
+			return
+		}
+		select {
+		case <-sig:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s never happened", what)
+		}
+	}
+}
+
 // waitTerminal waits until the chat is terminal (see waitFor).
 func waitTerminal(t testing.TB, rt *chat.Runtime, id string, within time.Duration) *chat.Chat {
 	t.Helper()
@@ -158,14 +206,7 @@ func TestReplayExhaustedFailsTheChat(t *testing.T) {
 
 func TestStoppedRuntimeHandsChatsBackAndAnotherFinishesThem(t *testing.T) {
 	db := openStore(t)
-	models, _ := llm.New(llm.Config{})
-	rt1, err := chat.NewRuntime(chat.RuntimeConfig{Store: db, Models: models, LeaseDuration: time.Minute, PollInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt1.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	rt1 := stoppableRuntime(t, db)
 	var ids []string
 	for range 5 {
 		c, _, err := rt1.Create(context.Background(), &chat.CreateParams{Body: twoAgentSpec(6, 40, "")})
@@ -180,11 +221,7 @@ func TestStoppedRuntimeHandsChatsBackAndAnotherFinishesThem(t *testing.T) {
 		<-sig
 	}
 	done()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := rt1.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
+	stopRuntime(t, rt1)
 	// The leases were released on stop (a minute-long lease would otherwise
 	// hold the chats), so a second runtime continues them at once.
 	rt2 := newRuntime(t, db)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
-	"github.com/agentd/agentd/internal/llm"
 )
 
 // somSpec is a team agent (an inner writer and editor, stopping at
@@ -33,6 +32,11 @@ func teamSaid(ms []chat.Message) []string {
 		out = append(out, m.Team+"/"+m.Name+":"+m.Content)
 	}
 	return out
+}
+
+// innerWriterSelected: the log ends with the inner writer's selection.
+func innerWriterSelected(evs []chat.Event) bool {
+	return len(evs) > 4 && evs[len(evs)-1].Type == chat.EventSpeakerSelected
 }
 
 var somTranscript = []string{"/user:Write a story.",
@@ -66,36 +70,13 @@ func TestTeamAgentRunsItsInnerTeamThenAnswers(t *testing.T) {
 // run from the log and the chat ends with the same transcript.
 func TestTeamAgentSurvivesAWorkerStopMidInnerRun(t *testing.T) {
 	db := openStore(t)
-	models, _ := llm.New(llm.Config{})
-	rt1, err := chat.NewRuntime(chat.RuntimeConfig{Store: db, Models: models, LeaseDuration: time.Minute, PollInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt1.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	rt1 := stoppableRuntime(t, db)
 	c, _, err := rt1.Create(context.Background(), &chat.CreateParams{Body: somSpec(1500)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sig, done := rt1.Subscribe(c.ID)
-	for {
-		evs, _ := db.ListEvents(context.Background(), &chat.ListEventsParams{ChatID: c.ID, Limit: 100})
-		if len(evs) > 0 && evs[len(evs)-1].Type == chat.EventSpeakerSelected && len(evs) > 4 {
-			break // the inner writer was selected
-		}
-		select {
-		case <-sig:
-		case <-time.After(5 * time.Second):
-			t.Fatal("the inner run never started")
-		}
-	}
-	done()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := rt1.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
+	waitLog(t, rt1, db, c.ID, "the inner writer's selection", innerWriterSelected)
+	stopRuntime(t, rt1)
 	rt2 := newRuntime(t, db)
 	got := waitTerminal(t, rt2, c.ID, 15*time.Second)
 	if g := teamSaid(messages(t, db, c.ID)); !slices.Equal(g, somTranscript) || got.StopReason != chat.StopMaxRound {
@@ -114,19 +95,7 @@ func TestStopWaitsForTheTeamAgentsAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sig, done := rt.Subscribe(c.ID)
-	for {
-		evs, _ := db.ListEvents(context.Background(), &chat.ListEventsParams{ChatID: c.ID, Limit: 100})
-		if len(evs) > 4 && evs[len(evs)-1].Type == chat.EventSpeakerSelected {
-			break // the inner writer was selected
-		}
-		select {
-		case <-sig:
-		case <-time.After(5 * time.Second):
-			t.Fatal("the inner run never started")
-		}
-	}
-	done()
+	waitLog(t, rt, db, c.ID, "the inner writer's selection", innerWriterSelected)
 	if _, _, err := rt.StopRun(context.Background(), "", c.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -326,17 +326,7 @@ func TestRefusals(t *testing.T) {
 				body = []byte(`{"task": "x", "agents": [], "team": ` + rr(assistant("a", ""), "") + `}`)
 			}
 			_, err := ParseRequest(body, testEPs)
-			ve, ok := err.(*spec.ValidationError)
-			if !ok {
-				t.Fatalf("err = %v, want a *spec.ValidationError", err)
-			}
-			i := slices.IndexFunc(ve.Problems, func(p spec.Problem) bool { return p.Path == tc.path })
-			if i < 0 {
-				t.Fatalf("no problem at %s: %v", tc.path, ve.Problems)
-			}
-			if !strings.Contains(ve.Problems[i].Message, tc.want) {
-				t.Errorf("problem at %s = %q, want it to say %q", tc.path, ve.Problems[i].Message, tc.want)
-			}
+			wantProblem(t, err, tc.path, tc.want)
 		})
 	}
 }
@@ -704,5 +694,22 @@ func TestToolProblemsMapToTheFile(t *testing.T) {
 	}
 	if len(got) != 3 {
 		t.Errorf("problems: %v", got)
+	}
+}
+
+// wantProblem fails unless err is a *spec.ValidationError with a problem at
+// path whose message says want.
+func wantProblem(t *testing.T, err error, path, want string) {
+	t.Helper()
+	ve, ok := err.(*spec.ValidationError)
+	if !ok {
+		t.Fatalf("err = %v, want a *spec.ValidationError", err)
+	}
+	i := slices.IndexFunc(ve.Problems, func(p spec.Problem) bool { return p.Path == path })
+	if i < 0 {
+		t.Fatalf("no problem at %s: %v", path, ve.Problems)
+	}
+	if !strings.Contains(ve.Problems[i].Message, want) {
+		t.Errorf("problem at %s = %q, want it to say %q", path, ve.Problems[i].Message, want)
 	}
 }

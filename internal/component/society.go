@@ -41,15 +41,7 @@ func (tr *translator) societyOfMind(c *comp) spec.Agent {
 		a.ResponsePrompt = s
 	}
 	tr.mapPath(ap+"/response_prompt", cfg.at("response_prompt"))
-	if mc := cfg.raw("model_client"); mc != nil {
-		if m := tr.model(cfg.at("model_client"), mc); m != nil {
-			a.Model = &spec.ModelRef{Inline: m}
-			tr.mapPath(ap+"/model", cfg.at("model_client")+"/config")
-			tr.mapPath(ap+"/model/provider", cfg.at("model_client")+"/provider")
-		}
-	} else {
-		tr.r.problem(cfg.at("model_client"), "is required: the model client that answers for the team")
-	}
+	a.Model = tr.agentModel(cfg, ap, "is required: the model client that answers for the team")
 	if mc := cfg.raw("model_context"); mc != nil {
 		if ctx := tr.context(cfg.at("model_context"), mc, cfg.raw("model_client")); ctx != nil {
 			// The context holds the messages given to the agent before,

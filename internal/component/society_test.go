@@ -42,17 +42,7 @@ func TestSocietyOfMindRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := ParseRequest(request(t, []byte(tc.team), ""), testEPs)
-			ve, ok := err.(*spec.ValidationError)
-			if !ok {
-				t.Fatalf("err = %v, want a *spec.ValidationError", err)
-			}
-			i := slices.IndexFunc(ve.Problems, func(p spec.Problem) bool { return p.Path == tc.path })
-			if i < 0 {
-				t.Fatalf("no problem at %s: %v", tc.path, ve.Problems)
-			}
-			if !strings.Contains(ve.Problems[i].Message, tc.want) {
-				t.Errorf("problem at %s = %q, want it to say %q", tc.path, ve.Problems[i].Message, tc.want)
-			}
+			wantProblem(t, err, tc.path, tc.want)
 		})
 	}
 }

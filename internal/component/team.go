@@ -266,19 +266,29 @@ func (tr *translator) agent(path string, raw any) {
 	tr.t.Agents = append(tr.t.Agents, a)
 }
 
+// agentModel reads an agent's model_client as the model of the spec's
+// agent at ap (nil when it is missing, which is the problem missing says,
+// or does not translate).
+func (tr *translator) agentModel(cfg *object, ap, missing string) *spec.ModelRef {
+	mc := cfg.raw("model_client")
+	if mc == nil {
+		tr.r.problem(cfg.at("model_client"), "%s", missing)
+		return nil
+	}
+	m := tr.model(cfg.at("model_client"), mc)
+	if m == nil {
+		return nil
+	}
+	tr.mapPath(ap+"/model", cfg.at("model_client")+"/config")
+	tr.mapPath(ap+"/model/provider", cfg.at("model_client")+"/provider")
+	return &spec.ModelRef{Inline: m}
+}
+
 func (tr *translator) assistant(c *comp) spec.Agent {
 	cfg := c.cfg
 	a := spec.Agent{Type: spec.AgentAssistant, Name: cfg.required("name")}
 	ap := idx("/agents", len(tr.t.Agents))
-	if mc := cfg.raw("model_client"); mc != nil {
-		if m := tr.model(cfg.at("model_client"), mc); m != nil {
-			a.Model = &spec.ModelRef{Inline: m}
-			tr.mapPath(ap+"/model", cfg.at("model_client")+"/config")
-			tr.mapPath(ap+"/model/provider", cfg.at("model_client")+"/provider")
-		}
-	} else {
-		tr.r.problem(cfg.at("model_client"), "is required")
-	}
+	a.Model = tr.agentModel(cfg, ap, "is required")
 	a.Description = defaultAssistantDescription
 	if d := cfg.str("description"); d != nil {
 		a.Description = *d
