@@ -88,9 +88,10 @@ func (s *state) termResult() (StopReason, string) {
 // externalStop is the event that ends a run asked to stop while no turn
 // is in progress: there is no turn to wait for. A tree with an external
 // condition of its own waits for its next check instead, as AgentChat's
-// does.
+// does; so does a magentic_one chat, whose orchestrator checks its
+// conditions on its agents' responses only.
 func (s *state) externalStop(env stepEnv) (Event, bool) {
-	if !env.stopRequested || s.explicitExternal || s.pending != nil {
+	if !env.stopRequested || s.explicitExternal || s.pending != nil || s.magentic != nil {
 		return Event{}, false
 	}
 	return terminalEvent(StatusCompleted, StopExternal, externalDetail, ""), true
