@@ -30,10 +30,9 @@ func (s *Spec) DefaultMaxRound() int {
 // final_answer_prompt, and participants it can run. Other methods may not
 // set magentic_one's fields, and no team agent's inner team may run it.
 func (v *validator) checkMagentic(p string, sel *Selection) {
-	for i, a := range v.spec.Agents {
-		if a.Team != nil && a.Team.SpeakerSelection != nil && a.Team.SpeakerSelection.Method == SelectMagentic {
-			v.add("/agents/"+strconv.Itoa(i)+"/team/speaker_selection/method", "magentic_one is a chat's own method: a team agent's inner team cannot run it")
-		}
+	if v.inner && sel.Method == SelectMagentic {
+		v.add(p+"/method", "an inner team cannot use the magentic_one method: agentd runs its orchestrator only as the chat's own speaker selection; use round_robin, random, auto or swarm")
+		return
 	}
 	if sel.Method != SelectMagentic {
 		if sel.MaxStalls != nil {

@@ -48,3 +48,16 @@ func TestMagenticOneMaxRoundDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestMagenticOneNotInAnInnerTeam: a team agent's inner team cannot run the
+// magentic_one method.
+func TestMagenticOneNotInAnInnerTeam(t *testing.T) {
+	model := `{"provider": "openai", "model": "gpt-4o-mini"}`
+	body := `{"task": "t", "agents": [{"name": "crew", "type": "team", "model": ` + model + `,
+		"team": {"agents": [{"name": "a", "type": "assistant", "model": ` + model + `}],
+			"speaker_selection": {"method": "magentic_one", "model": ` + model + `}, "max_round": 3}}]}`
+	got := paths(problems(t, body))
+	if want := []string{"/agents/0/team/speaker_selection/method"}; !slices.Equal(got, want) {
+		t.Fatalf("problem paths = %v, want %v", got, want)
+	}
+}
