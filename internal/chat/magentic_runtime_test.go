@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
-	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/spec"
 )
 
@@ -137,24 +136,10 @@ func TestMagenticOneGoesOnAfterItsRuntimeStops(t *testing.T) {
 	for _, stopAfter := range []time.Duration{30, 150, 250, 400, 520, 700} {
 		t.Run(fmt.Sprintf("%dms", stopAfter), func(t *testing.T) {
 			db := openStore(t)
-			models, _ := llm.New(llm.Config{})
-			rt1, err := chat.NewRuntime(chat.RuntimeConfig{Store: db, Models: models, LeaseDuration: time.Minute, PollInterval: 50 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := rt1.Start(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			c, _, err := rt1.Create(context.Background(), &chat.CreateParams{Body: []byte(body)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			rt1 := stoppableRuntime(t, db)
+			c := create(t, rt1, body)
 			time.Sleep(stopAfter * time.Millisecond)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := rt1.Stop(ctx); err != nil {
-				t.Fatal(err)
-			}
+			stopRuntime(t, rt1)
 			if at, err := db.GetChat(context.Background(), "", c.ID); err == nil {
 				t.Logf("stopped at seq %d, %s", at.LastSeq, at.Status)
 			}
