@@ -60,6 +60,10 @@ func TestEncodeDataIsJSONMarshal(t *testing.T) {
 				if rng.IntN(10) == 0 {
 					f.Set(reflect.ValueOf(&CodeResult{}))
 				}
+			case *magenticData:
+				if rng.IntN(10) == 0 {
+					f.Set(reflect.ValueOf(&magenticData{Step: str(), Ledger: str()}))
+				}
 			case []spec.Part:
 				if rng.IntN(10) == 0 {
 					f.Set(reflect.ValueOf([]spec.Part{{Text: str()}, {Image: &spec.ImagePart{Data: []byte(str()), MediaType: "image/png"}}}))

@@ -38,9 +38,11 @@ const (
 	stepStartRun
 	// stepBranches: run the branches of a parallel step at once.
 	stepBranches
+	// stepMagentic: the magentic_one orchestrator's model calls and message.
+	stepMagentic
 )
 
-var stepNames = [...]string{"wait", "append", "select", "model", "tools", "routed", "code", "start-run", "branches"}
+var stepNames = [...]string{"wait", "append", "select", "model", "tools", "routed", "code", "start-run", "branches", "magentic"}
 
 func (k stepKind) String() string { return stepNames[k] }
 
@@ -66,6 +68,8 @@ type step struct {
 	// the step makes.
 	st   *state
 	team string
+	// magentic is the orchestrator's step a stepMagentic makes.
+	magentic string
 }
 
 func appendStep(evs ...Event) step { return step{kind: stepAppend, events: evs} }

@@ -39,6 +39,9 @@ type metrics struct {
 	// parallelBranches counts the branches of parallel steps (a graph's
 	// nodes that run at once) whose work is under way.
 	parallelBranches prometheus.Gauge
+	// magenticFailed counts magentic_one orchestrator steps that failed
+	// their run (a progress ledger it cannot use, a model call that failed).
+	magenticFailed prometheus.Counter
 }
 
 // modelBuckets are the model latency buckets (seconds): from a fast local
@@ -91,6 +94,11 @@ func newMetrics(reg prometheus.Registerer, store Store, statusTTL time.Duration,
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
+	}
+	m.magenticFailed = prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_magentic_steps_failed_total",
+		Help: "magentic_one orchestrator steps that failed their run: a progress ledger AgentChat would not accept, or a failed model call."})
+	if err := reg.Register(m.magenticFailed); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

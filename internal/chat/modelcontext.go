@@ -27,7 +27,8 @@ func (s *state) modelContext(a *spec.Agent, tokens TokenCounter) ([]ModelMessage
 	if sys != "" {
 		out = append(out, ModelMessage{Role: RoleSystem, Content: sys})
 	}
-	return appendAgentContext(out, s.spec, a, s.msgs, s.meta, tokens)
+	msgs, meta := s.magenticView()
+	return appendAgentContext(out, s.spec, a, msgs, meta, tokens)
 }
 
 // boundContext keeps what a bounded model context keeps of out[base:],

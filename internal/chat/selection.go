@@ -248,6 +248,9 @@ func judgeSelectorReply(names, candidates []string, reply, last string, allowRep
 // manual selection pauses the chat for a client's choice instead, and a
 // chat in which no agent may speak stops.
 func (s *state) selectStep(env stepEnv) step {
+	if s.magentic != nil {
+		return s.magenticNext()
+	}
 	turn := s.nextTurn()
 	method := s.spec.Method()
 	if s.graph != nil {

@@ -86,6 +86,9 @@ type state struct {
 	// innerOf is, in the state of an inner run, its team agent: the
 	// events marked with that name are this state's own.
 	innerOf string
+	// magentic is the magentic_one orchestrator's state (nil for the
+	// other methods).
+	magentic *magenticState
 }
 
 // newState returns the state of an empty log. Its counts (modelCalls,
@@ -104,6 +107,7 @@ func newState(sp *spec.Spec, maxRound int) *state {
 	if sel := sp.SpeakerSelection; sel != nil && sel.Method == spec.SelectGraph && sel.Graph != nil {
 		s.graph = newGraphState(sel.Graph)
 	}
+	s.magentic = newMagenticState(sp)
 	return s
 }
 
@@ -123,6 +127,7 @@ func (s *state) clone() *state {
 	}
 	c.inners = cloneInners(s.inners)
 	c.innerCalls, c.innerSelects = maps.Clone(s.innerCalls), maps.Clone(s.innerSelects)
+	c.magentic = s.magentic.clone()
 	return &c
 }
 
@@ -325,6 +330,11 @@ func (s *state) foldMessage(e Event) error {
 		s.usage = s.usage.Add(*m.Usage)
 		s.agentUsage = s.agentUsage.Add(*m.Usage)
 	}
+	if s.magentic != nil {
+		if done, err := s.foldMagentic(m, d); done || err != nil {
+			return err
+		}
+	}
 	switch d.Kind {
 	case kindModel:
 		if i := s.spec.AgentIndex(m.Name); i >= 0 {
@@ -423,6 +433,7 @@ func (s *state) startRun(d runData) {
 	s.term = newTerminator(s.spec.Termination)
 	s.termFired, s.extFired, s.delta = false, false, nil
 	s.termBase = termState{messages: s.runMsgs, events: s.runEvents, usage: s.agentUsage}
+	s.magentic.runStarted()
 	if s.status.Terminal() {
 		s.status, s.stopReason, s.stopDetail, s.errText, s.completedAt = StatusQueued, "", "", "", nil
 	}

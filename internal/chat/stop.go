@@ -64,7 +64,7 @@ func (s *state) afterMessage(env stepEnv) (Event, bool) {
 		}
 		return terminalEvent(StatusCompleted, reason, detail, ""), true
 	}
-	if s.turns-s.runTurns >= s.maxRound && s.pending == nil {
+	if s.turns-s.runTurns >= s.maxRound && s.pending == nil && s.magentic == nil { // magentic_one counts rounds
 		return terminalEvent(StatusCompleted, StopMaxRound, fmt.Sprintf("Maximum number of turns %d reached.", s.maxRound), ""), true
 	}
 	return Event{}, false

@@ -192,6 +192,8 @@ type messageData struct {
 	// Stop marks the message that ended a turn while POST /stop asked the
 	// run to end: an external condition fires on it.
 	Stop bool `json:"stop,omitempty"`
+	// Magentic is the magentic_one orchestrator's record of its message.
+	Magentic *magenticData `json:"magentic,omitempty"`
 	// Team names the team agent whose inner team said the message.
 	Team string `json:"team,omitempty"`
 	// context is what a message made for a team's inner run carries as

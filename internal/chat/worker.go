@@ -297,6 +297,8 @@ func (w *worker) performWithin(ctx context.Context, s step) error {
 		return w.startQueuedRun(ctx)
 	case stepBranches:
 		return w.runBranches(ctx)
+	case stepMagentic:
+		return w.magenticStep(ctx, s)
 	}
 	return fmt.Errorf("unknown step %v", s.kind)
 }

@@ -241,6 +241,7 @@ const (
 	SelectManual     = "manual"
 	SelectSwarm      = "swarm"
 	SelectGraph      = "graph"
+	SelectMagentic   = "magentic_one"
 )
 
 // SelectionSpec configures how the next speaker is chosen (DESIGN §3.2).
@@ -258,6 +259,10 @@ type Selection struct {
 	Context *ModelContext `json:"context,omitempty"`
 	// Graph is the graph method's DiGraph (AgentChat's GraphFlow).
 	Graph *Graph `json:"graph,omitempty"`
+	// MaxStalls and FinalAnswerPrompt are the magentic_one method's
+	// (MagenticOneGroupChat's max_stalls and final_answer_prompt).
+	MaxStalls         *int    `json:"max_stalls,omitempty"`
+	FinalAnswerPrompt *string `json:"final_answer_prompt,omitempty"`
 }
 
 // Graph is AgentChat's DiGraph as its component JSON holds it: the nodes

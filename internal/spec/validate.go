@@ -468,7 +468,9 @@ func (v *validator) checkSelection() {
 	if sel.Graph != nil && sel.Method != SelectGraph {
 		v.add(p+"/graph", "goes with method graph")
 	}
+	v.checkMagentic(p, sel)
 	switch sel.Method {
+	case SelectMagentic: // checkMagentic
 	case SelectGraph:
 		v.checkGraphSelection(p, sel)
 	case "", SelectRoundRobin, SelectRandom, SelectManual, SelectSwarm:
@@ -498,7 +500,7 @@ func (v *validator) checkSelection() {
 			v.add(p+"/selector_prompt", "must be 1 to %d bytes", v.limits.MaxPromptBytes)
 		}
 	default:
-		v.add(p+"/method", "must be one of round_robin, random, auto, manual, swarm, graph")
+		v.add(p+"/method", "must be one of round_robin, random, auto, manual, swarm, graph, magentic_one")
 	}
 	if sel.Method == SelectGraph {
 		return // transitions are refused above

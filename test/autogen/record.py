@@ -54,7 +54,7 @@ from autogen_agentchat.conditions import (
     TokenUsageTermination,
 )
 from autogen_agentchat.messages import HandoffMessage, MultiModalMessage, StructuredMessage, TextMessage
-from autogen_agentchat.teams import DiGraph, GraphFlow, RoundRobinGroupChat, SelectorGroupChat, Swarm
+from autogen_agentchat.teams import DiGraph, GraphFlow, MagenticOneGroupChat, RoundRobinGroupChat, SelectorGroupChat, Swarm
 from autogen_ext.models.openai import OpenAIChatCompletionClient
 
 MODEL = "gpt-4o-mini"
@@ -406,7 +406,38 @@ def build_team(
             max_turns=max_turns,
             **team_kwargs,
         )
+    if method == "magentic_one":
+        return magentic_one(spec, sel, agents, client, term, team_kwargs)
     raise ValueError(f"selection {method} has no recorder mapping")
+
+
+def magentic_one(
+    spec: dict[str, Any],
+    sel: dict[str, Any],
+    agents: list[Any],
+    client: OpenAIChatCompletionClient,
+    term: Any,
+    team_kwargs: dict[str, Any],
+) -> Any:
+    """MagenticOneGroupChat for the magentic_one method: the spec's
+    assistants as its participants and the selection's model as the
+    orchestrator's client (every model of a scenario is the scripted
+    server's). max_round is its max_turns (AgentChat's default 20),
+    max_stalls and final_answer_prompt its own (defaults 3 and AgentChat's
+    prompt)."""
+    kwargs: dict[str, Any] = {}
+    if "max_stalls" in sel:
+        kwargs["max_stalls"] = sel["max_stalls"]
+    if "final_answer_prompt" in sel:
+        kwargs["final_answer_prompt"] = sel["final_answer_prompt"]
+    return MagenticOneGroupChat(
+        agents,
+        model_client=client,
+        termination_condition=term,
+        max_turns=spec.get("max_round", 20),
+        **kwargs,
+        **team_kwargs,
+    )
 
 
 def plain(x: Any) -> Any:
