@@ -17,15 +17,20 @@ import (
 // calls and code approved, edited and rejected.
 //
 // Graph chats get seeds of their own: their parallel steps, whose branches
-// end in any order, are where live state and log could drift most.
+// end in any order, are where live state and log could drift most. So do
+// magentic_one chats: their orchestrator's ledgers, rounds and stalls are
+// folded from its messages.
 func TestStateProperty(t *testing.T) {
 	models, err := llm.New(llm.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for seed := range uint64(250) {
+	for seed := range uint64(300) {
 		method := ""
-		if seed >= 150 {
+		switch {
+		case seed >= 250:
+			method = "magentic_one"
+		case seed >= 150:
 			method = "graph"
 		}
 		t.Run(method, func(t *testing.T) {

@@ -289,6 +289,8 @@ func effect(rng *rand.Rand, s *state, st step) []Event {
 		return []Event{routedReply(st.agent, st.turn, st.open, results, map[string]offered{"f": {}})}
 	case stepCode:
 		return []Event{codeReply(st.agent, st.turn, &CodeResult{ExitCode: rng.IntN(2), Output: "1\n"})}
+	case stepMagentic:
+		return magenticEffect(rng, s, st)
 	}
 	return nil
 }

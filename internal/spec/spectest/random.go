@@ -15,12 +15,15 @@ import (
 // code-executing user_proxy with a function (sometimes holding its code
 // for approval), any selection method, and often a termination condition.
 func RandomSpec(rng *rand.Rand) string {
-	methods := []string{"round_robin", "random", "auto", "manual", "swarm", "graph"}
+	methods := []string{"round_robin", "random", "auto", "manual", "swarm", "graph", "magentic_one"}
 	return RandomSpecOf(rng, methods[rng.IntN(len(methods))])
 }
 
 // RandomSpecOf is RandomSpec with the given selection method.
 func RandomSpecOf(rng *rand.Rand, method string) string {
+	if method == "magentic_one" {
+		return randomMagentic(rng)
+	}
 	modes := []string{"NEVER", "ALWAYS", "TERMINATE"}
 	var agents []string
 	n := 1 + rng.IntN(3)
@@ -89,4 +92,31 @@ func randomGraph(rng *rand.Rand, names []string) string {
 		start = fmt.Sprintf(`, "default_start_node": %q`, names[rng.IntN(len(names))])
 	}
 	return fmt.Sprintf(`{"nodes": {%s}%s}`, strings.Join(nodes, ", "), start)
+}
+
+// randomMagentic is a magentic_one spec: one to three assistants (the
+// method runs assistants only) with a tool, some holding their calls for
+// approval, a max_stalls of 0 to 3 (or the default), and often a
+// termination condition.
+func randomMagentic(rng *rand.Rand) string {
+	var agents []string
+	n := 1 + rng.IntN(3)
+	approvals := []string{"", `, "tool_approval": "always"`, "", ""}
+	for i := range n {
+		agents = append(agents, fmt.Sprintf(`{"name": "a%d", "type": "assistant", "description": "Agent %d.", "tools": ["t"], "max_tool_iterations": %d, "reflect_on_tool_use": %v%s}`,
+			i, i, 1+rng.IntN(2), rng.IntN(2) == 0, approvals[rng.IntN(len(approvals))]))
+	}
+	conds := []string{`{"text_mention": {"text": "STOP"}}`, `{"max_messages": 5}`, `{"token_usage": {"max_total_tokens": 400}}`,
+		`{"source_match": {"sources": ["a0"]}}`, `{"all": [{"external": {}}, {"max_messages": 3}]}`}
+	term := ""
+	if rng.IntN(3) > 0 {
+		term = `, "termination": ` + conds[rng.IntN(len(conds))]
+	}
+	stalls := ""
+	if rng.IntN(4) > 0 {
+		stalls = fmt.Sprintf(`, "max_stalls": %d`, rng.IntN(4))
+	}
+	return fmt.Sprintf(`{"task": "go", "agents": [%s], "max_round": %d, "tools": [{"name": "t"}],
+		"speaker_selection": {"method": "magentic_one"%s}%s}`,
+		strings.Join(agents, ", "), 1+rng.IntN(8), stalls, term)
 }

@@ -1,0 +1,237 @@
+package chat
+
+import (
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentd/agentd/internal/spec"
+)
+
+// magenticEffect does a stepMagentic with random orchestrator replies: a
+// progress ledger that is satisfied now and then, stalls (no progress, a
+// loop) and names an agent or, rarely, no agent (which fails the run).
+func magenticEffect(rng *rand.Rand, s *state, st step) []Event {
+	names := agentNames(s.spec)
+	evs, err := s.magenticEvents(st, func(msgs []ModelMessage, ledger bool, index int) (*ModelResponse, error) {
+		if rng.IntN(40) == 0 {
+			return nil, errors.New("the model is down")
+		}
+		resp := &ModelResponse{Content: []string{"facts", "a plan", "done. STOP"}[rng.IntN(3)],
+			Usage: Usage{PromptTokens: int64(rng.IntN(20)), CompletionTokens: int64(rng.IntN(20))}}
+		if ledger {
+			next := names[rng.IntN(len(names))]
+			if rng.IntN(25) == 0 {
+				next = "nobody"
+			}
+			resp.Content = randomLedger(rng.IntN(6) == 0, rng.IntN(4) == 0, rng.IntN(4) > 0, next, "go on")
+		}
+		return resp, nil
+	})
+	if err != nil {
+		return []Event{failedEvent(err)}
+	}
+	return evs
+}
+
+// randomLedger is a progress ledger reply.
+func randomLedger(satisfied, loop, progress bool, next, instruction string) string {
+	entry := func(answer any) map[string]any { return map[string]any{"reason": "because", "answer": answer} }
+	b, _ := json.Marshal(map[string]any{"is_request_satisfied": entry(satisfied), "is_in_loop": entry(loop),
+		"is_progress_being_made": entry(progress), "next_speaker": entry(next), "instruction_or_question": entry(instruction)})
+	return string(b)
+}
+
+// magenticExtraRound: a magentic_one run may have one turn more than its
+// max_round, as AgentChat's orchestrator ends a run when its rounds
+// exceed max_turns.
+func magenticExtraRound(s *state) int {
+	if s.magentic != nil {
+		return 1
+	}
+	return 0
+}
+
+// runMagenticScript runs a magentic_one chat in memory with scripted
+// orchestrator and agent replies. With crash, every step is taken by a
+// state folded afresh from the log so far (a worker rebuilt after a crash)
+// and the state the step's commit leaves is thrown away; at every step the
+// rebuilt state must decide what the live one decides. It returns the log.
+func runMagenticScript(t *testing.T, body string, orchestrator, agents []string, crash bool) []Event {
+	t.Helper()
+	sp, _, probs := spec.DecodeCompact([]byte(body))
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	maxRound := derefOr(sp.MaxRound, 10)
+	log := firstEvents(sp, t0)
+	fold := func() *state {
+		s := newState(sp, maxRound)
+		for _, e := range log {
+			if err := s.apply(storable(e)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return s
+	}
+	live := fold()
+	env := stepEnv{now: t0, newID: func() string { return "id" }}
+	for range 200 {
+		rebuilt := fold()
+		st, rst := live.next(env), rebuilt.next(env)
+		if st.kind != rst.kind || st.magentic != rst.magentic || st.turn != rst.turn || (st.agent == nil) != (rst.agent == nil) ||
+			st.agent != nil && st.agent.Name != rst.agent.Name {
+			t.Fatalf("after seq %d the rebuilt state's next step is %v %q, the live state's %v %q", live.lastSeq, rst.kind, rst.magentic, st.kind, st.magentic)
+		}
+		if !reflect.DeepEqual(live.magentic, rebuilt.magentic) {
+			t.Fatalf("after seq %d the orchestrator's state differs: live %+v, rebuilt %+v", live.lastSeq, live.magentic, rebuilt.magentic)
+		}
+		if crash {
+			live, st = rebuilt, rst
+		}
+		var evs []Event
+		switch st.kind {
+		case stepWait:
+			return log
+		case stepAppend:
+			evs = st.events
+		case stepMagentic:
+			var err error
+			evs, err = live.magenticEvents(st, func([]ModelMessage, bool, int) (*ModelResponse, error) {
+				if len(orchestrator) == 0 {
+					t.Fatal("the orchestrator's script ran out")
+				}
+				r := orchestrator[0]
+				orchestrator = orchestrator[1:]
+				return &ModelResponse{Content: r, Usage: Usage{PromptTokens: 3, CompletionTokens: 2}}, nil
+			})
+			if err != nil {
+				evs = []Event{failedEvent(err)}
+			}
+		case stepModel:
+			if len(agents) == 0 {
+				t.Fatal("the agents' script ran out")
+			}
+			ev, err := modelReply(st.agent, st.turn, &ModelResponse{Content: agents[0]}, &toolbox{}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			agents = agents[1:]
+			evs = []Event{ev}
+		default:
+			t.Fatalf("unexpected step %v", st.kind)
+		}
+		next, out, err := live.plan(evs, env, "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		log = append(log, out...)
+		live = next
+	}
+	t.Fatal("no end after 200 steps")
+	return nil
+}
+
+// TestMagenticRebuiltMidPlanGoesOn: a worker rebuilt from the log at any
+// point of a magentic_one run (mid-plan, between a stall and the next,
+// right after a re-plan) decides what the live one decides, and the chat
+// ends with the same log: the stall count survives the rebuild, so the
+// second stall re-plans, and no committed step is made again.
+func TestMagenticRebuiltMidPlanGoesOn(t *testing.T) {
+	body := `{"task": "solve", "max_round": 10, "agents": [{"name": "a", "type": "assistant"}, {"name": "b", "type": "assistant"}],
+		"speaker_selection": {"method": "magentic_one", "max_stalls": 2}}`
+	orchestrator := []string{"facts", "plan",
+		randomLedger(false, false, true, "a", "do a"),
+		randomLedger(false, true, true, "b", "loop 1"),  // stalls 1
+		randomLedger(false, false, false, "a", "stuck"), // stalls 2: re-plan
+		"facts 2", "plan 2",
+		randomLedger(false, false, true, "b", "do b"),  // stalls 1 (from 2)
+		randomLedger(false, true, true, "a", "loop 2"), // stalls 2: re-plan
+		"facts 3", "plan 3",
+		randomLedger(true, false, true, "a", "done"),
+		"the answer"}
+	agents := []string{"a1", "b1", "b2"}
+	want := runMagenticScript(t, body, slices.Clone(orchestrator), slices.Clone(agents), false)
+	got := runMagenticScript(t, body, slices.Clone(orchestrator), slices.Clone(agents), true)
+	untyped(want)
+	untyped(got)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("the log of a chat rebuilt at every step differs:\n got  %v\n want %v", got, want)
+	}
+	var steps []string
+	for _, e := range want {
+		if e.Type == EventMessage {
+			steps = append(steps, e.Name+":"+firstLine(e.Content))
+		}
+		if e.Type.Terminal() {
+			steps = append(steps, "end: "+string(e.Data))
+		}
+	}
+	wantSteps := []string{"user:solve", "MagenticOneOrchestrator:", "MagenticOneOrchestrator:do a", "a:a1",
+		"MagenticOneOrchestrator:loop 1", "b:b1", "MagenticOneOrchestrator:", "MagenticOneOrchestrator:do b", "b:b2",
+		"MagenticOneOrchestrator:", "MagenticOneOrchestrator:the answer",
+		`end: {"status":"completed","stop_reason":"request_satisfied","stop_detail":"because","run":1}`}
+	if !slices.Equal(steps, wantSteps) {
+		t.Fatalf("messages =\n%q\nwant\n%q", steps, wantSteps)
+	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// TestReadLedgerAsAgentChat: a progress ledger reply is validated as
+// pydantic validates a LedgerEntry (lax booleans, strings strict, extra
+// members ignored), then read as the orchestrator reads the JSON (each
+// answer by its Python truth value, one object from code blocks if any,
+// the only agent as the next speaker of a team of one).
+func TestReadLedgerAsAgentChat(t *testing.T) {
+	two := &state{spec: &spec.Spec{Agents: []spec.Agent{{Name: "a"}, {Name: "b"}}}}
+	one := &state{spec: &spec.Spec{Agents: []spec.Agent{{Name: "a"}}}}
+	entry := func(answer string) string { return `{"reason": "r", "answer": ` + answer + `}` }
+	reply := func(sat, loop, progress, next, instr string) string {
+		return `{"is_request_satisfied": ` + entry(sat) + `, "is_in_loop": ` + entry(loop) + `, "is_progress_being_made": ` + entry(progress) +
+			`, "next_speaker": ` + entry(next) + `, "instruction_or_question": ` + entry(instr) + `, "extra": 1}`
+	}
+	cases := []struct {
+		name  string
+		s     *state
+		reply string
+		want  *progressLedger // nil: the run fails
+	}{
+		{"plain", two, reply("false", "false", "true", `"b"`, `"go"`), &progressLedger{progress: true, next: "b", instruction: "go", reason: "r"}},
+		{"satisfied names nobody", two, reply("true", "false", "true", `"nobody"`, `"x"`), &progressLedger{satisfied: true, progress: true, next: "nobody", instruction: "x", reason: "r"}},
+		// pydantic accepts "false" as a boolean; the orchestrator then
+		// reads the string, which Python takes as true.
+		{"a word is a non-empty string", two, reply(`"false"`, "0", `"no"`, `"a"`, `"go"`), &progressLedger{satisfied: true, progress: true, next: "a", instruction: "go", reason: "r"}},
+		{"numbers", two, reply("0", "1", "1.0", `"a"`, `"go"`), &progressLedger{loop: true, progress: true, next: "a", instruction: "go", reason: "r"}},
+		{"team of one", one, reply("false", "false", "true", `"nobody"`, `"go"`), &progressLedger{progress: true, next: "a", instruction: "go", reason: "r"}},
+		{"no such agent", two, reply("false", "false", "true", `"c"`, `"go"`), nil},
+		{"not a boolean", two, reply(`"maybe"`, "false", "true", `"a"`, `"go"`), nil},
+		{"2 is no boolean", two, reply("2", "false", "true", `"a"`, `"go"`), nil},
+		{"a number is no string", two, reply("false", "false", "true", "1", `"go"`), nil},
+		{"missing entry", two, `{"is_request_satisfied": ` + entry("true") + `}`, nil},
+		{"not JSON", two, "Let me think.", nil},
+		{"fenced", two, "```json\n" + reply("false", "false", "true", `"a"`, `"go"`) + "\n```", nil},
+		// Text inside a JSON string has no newline, so AgentChat's code
+		// block pattern never finds a block there.
+		{"a code block inside a string", two, reply("false", "false", "true", `"a"`, `"run:\n`+"```python\\nprint(1)\\n```"+`"`),
+			&progressLedger{progress: true, next: "a", instruction: "run:\n```python\nprint(1)\n```", reason: "r"}},
+	}
+	for _, c := range cases {
+		got, err := c.s.readLedger(c.reply)
+		switch {
+		case c.want == nil && err == nil:
+			t.Errorf("%s: read %+v, want an error", c.name, got)
+		case c.want != nil && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != nil && *got != *c.want:
+			t.Errorf("%s: read %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
