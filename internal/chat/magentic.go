@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -184,13 +185,25 @@ func (s *state) magenticNext() step {
 	g := s.magentic
 	switch {
 	case !g.planned && len(g.task) == 0:
-		return appendStep(failedEvent(errors.New("a magentic_one run needs a task: its orchestrator plans for one")))
+		return appendStep(failedEvent(errors.New(magenticNeedsTask)))
 	case !g.planned:
 		return step{kind: stepMagentic, magentic: magenticPlan}
 	case g.rounds > s.maxRound:
 		return step{kind: stepMagentic, magentic: magenticFinal}
 	}
 	return step{kind: stepMagentic, magentic: magenticInstruct}
+}
+
+// magenticNeedsTask is why a magentic_one run without a task is refused
+// (AgentChat's orchestrator fails such a run with a bare assertion).
+const magenticNeedsTask = "a magentic_one run needs a task: its orchestrator plans for one"
+
+// checkMagenticRun refuses a magentic_one run without a task (task absent
+// or null).
+func checkMagenticRun(task json.RawMessage, sp *spec.Spec, add func(path, format string, args ...any)) {
+	if sp.Method() == spec.SelectMagentic && (len(task) == 0 || string(bytes.TrimSpace(task)) == "null") {
+		add("/task", magenticNeedsTask)
+	}
 }
 
 // askFunc makes one model call of the orchestrator: index is its replay

@@ -1,12 +1,15 @@
 package chat_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // ledger is a progress ledger reply of the magentic_one orchestrator.
@@ -54,6 +57,15 @@ func TestMagenticOneRunsTheOrchestratorsLoop(t *testing.T) {
 	got := waitRun(t, rt, c.ID, 1)
 	if got.Status != chat.StatusCompleted || got.StopReason != chat.StopRequestSatisfied || got.StopDetail != "reason done" {
 		t.Fatalf("run 1: %s %s %q %s", got.Status, got.StopReason, got.StopDetail, got.Error)
+	}
+	// AgentChat's orchestrator fails a run without a task; agentd refuses
+	// it, and the chat goes on.
+	for _, body := range []string{`{}`, `{"task": null}`} {
+		_, _, err := rt.SubmitRun(context.Background(), "", c.ID, []byte(body))
+		var invalid *spec.ValidationError
+		if !errors.As(err, &invalid) || len(invalid.Problems) != 1 || invalid.Problems[0].Path != "/task" {
+			t.Fatalf("run %s: %v, want a problem at /task", body, err)
+		}
 	}
 	submitRun(t, rt, c.ID, `{"task": "more"}`)
 	got = waitRun(t, rt, c.ID, 2)

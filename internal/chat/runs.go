@@ -108,6 +108,7 @@ func DecodeRunRequest(body []byte, sp *spec.Spec, limits spec.Limits) (*RunReque
 			add("/"+escapeKey(k), "is not a field of a run: use task, if_busy, max_round")
 		}
 	}
+	checkMagenticRun(fields["task"], sp, add)
 	if len(probs) > 0 {
 		return nil, probs
 	}
