@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/spec"
 )
 
@@ -88,5 +91,81 @@ func TestMagenticOneRunsTheOrchestratorsLoop(t *testing.T) {
 		"MagenticOneOrchestrator:final 2", "end 2: Max rounds reached."}
 	if ev := runEvents(t, db, c.ID); !slices.Equal(ev, want) {
 		t.Fatalf("log =\n%q\nwant\n%q", ev, want)
+	}
+}
+
+// TestMagenticOneGoesOnAfterItsRuntimeStops: a runtime stopped while the
+// orchestrator's model calls are under way (each takes a while) hands the
+// chat back, and another runtime continues it from the log: the chat ends
+// with the log of an uninterrupted run, each committed step once, the
+// orchestrator's replay position and its stall count taken from the log.
+func TestMagenticOneGoesOnAfterItsRuntimeStops(t *testing.T) {
+	slow := func(replies ...string) string {
+		rs := make([]map[string]any, len(replies))
+		for i, r := range replies {
+			rs[i] = map[string]any{"content": r, "delay_ms": 60}
+		}
+		b, _ := json.Marshal(rs)
+		return fmt.Sprintf(`{"provider": "replay", "responses": %s}`, b)
+	}
+	body := fmt.Sprintf(`{"task": "solve", "max_round": 10,
+		"agents": [{"name": "a", "type": "assistant", "description": "Does a.", "model": %s},
+		           {"name": "b", "type": "assistant", "description": "Does b.", "model": %s}],
+		"speaker_selection": {"method": "magentic_one", "model": %s, "max_stalls": 2}}`,
+		replayModel("a1", "a2"), replayModel("b1", "b2"), slow(
+			"facts 1", "plan 1",
+			ledger(false, false, true, "a", "do a"),
+			ledger(false, true, true, "b", "loop"),    // stalls 1
+			ledger(false, false, false, "a", "stuck"), // stalls 2: re-plan
+			"facts 2", "plan 2",
+			ledger(false, false, true, "b", "do b"), // stalls 1
+			ledger(false, false, true, "a", "do a again"),
+			ledger(true, false, true, "a", "done"),
+			"the answer"))
+	want := []string{"run 1", "user:solve", "ledger", "MagenticOneOrchestrator:do a", "a:a1", "MagenticOneOrchestrator:loop", "b:b1",
+		"ledger", "MagenticOneOrchestrator:do b", "b:b2", "MagenticOneOrchestrator:do a again", "a:a2",
+		"MagenticOneOrchestrator:the answer", "end 1: reason done"}
+	short := func(evs []string) []string {
+		out := slices.Clone(evs)
+		for i, e := range out {
+			if strings.HasPrefix(e, "MagenticOneOrchestrator:\nWe are working") {
+				out[i] = "ledger"
+			}
+		}
+		return out
+	}
+	for _, stopAfter := range []time.Duration{30, 150, 250, 400, 520, 700} {
+		t.Run(fmt.Sprintf("%dms", stopAfter), func(t *testing.T) {
+			db := openStore(t)
+			models, _ := llm.New(llm.Config{})
+			rt1, err := chat.NewRuntime(chat.RuntimeConfig{Store: db, Models: models, LeaseDuration: time.Minute, PollInterval: 50 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rt1.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			c, _, err := rt1.Create(context.Background(), &chat.CreateParams{Body: []byte(body)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(stopAfter * time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := rt1.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if at, err := db.GetChat(context.Background(), "", c.ID); err == nil {
+				t.Logf("stopped at seq %d, %s", at.LastSeq, at.Status)
+			}
+			rt2 := newRuntime(t, db)
+			got := waitRun(t, rt2, c.ID, 1)
+			if got.Status != chat.StatusCompleted || got.StopReason != chat.StopRequestSatisfied {
+				t.Fatalf("chat %s %s %q %s", got.Status, got.StopReason, got.StopDetail, got.Error)
+			}
+			if ev := short(runEvents(t, db, c.ID)); !slices.Equal(ev, want) {
+				t.Fatalf("log =\n%q\nwant\n%q", ev, want)
+			}
+		})
 	}
 }
