@@ -67,7 +67,7 @@ func runMagenticScript(t *testing.T, body string, orchestrator, agents []string,
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
-	maxRound := derefOr(sp.MaxRound, 10)
+	maxRound := derefOr(sp.MaxRound, sp.DefaultMaxRound())
 	log := firstEvents(sp, t0)
 	fold := func() *state {
 		s := newState(sp, maxRound)

@@ -173,7 +173,7 @@ func (r *Runtime) Fork(ctx context.Context, tenant, id string, body []byte) (*Ch
 
 // foldPrefix reads a chat's log up to seq at and folds it.
 func (r *Runtime) foldPrefix(ctx context.Context, id string, sp *spec.Spec, at int64) ([]Event, *state, error) {
-	st := newState(sp, min(derefOr(sp.MaxRound, spec.DefaultMaxRound), r.limits.MaxRound))
+	st := newState(sp, min(derefOr(sp.MaxRound, sp.DefaultMaxRound()), r.limits.MaxRound))
 	var evs []Event
 	for st.lastSeq < at {
 		page, err := r.store.ListEvents(ctx, &ListEventsParams{ChatID: id, After: st.lastSeq, Limit: int(min(at-st.lastSeq, 1000))})

@@ -114,7 +114,7 @@ func newWorker(rt *Runtime, c *Chat, seed *workerSeed) *worker {
 		// unless the database was edited by hand; the chat then fails.
 		sp, specErr = rt.specs.decode(c.Spec)
 	}
-	st := newState(sp, min(derefOr(sp.MaxRound, spec.DefaultMaxRound), rt.limits.MaxRound))
+	st := newState(sp, min(derefOr(sp.MaxRound, sp.DefaultMaxRound()), rt.limits.MaxRound))
 	if specErr != nil {
 		st.broken = fmt.Errorf("decode stored spec: %w", specErr)
 	}

@@ -11,6 +11,20 @@ const MagenticOrchestrator = "MagenticOneOrchestrator"
 // rounds never re-plan.
 const maxStalls = 1000
 
+// magenticMaxRound is max_round of a magentic_one spec that leaves it out:
+// MagenticOneGroupChat's default max_turns.
+const magenticMaxRound = 20
+
+// DefaultMaxRound is max_round when the spec leaves it out: AgentChat's
+// default for its method (MagenticOneGroupChat's 20 for magentic_one),
+// else DefaultMaxRound.
+func (s *Spec) DefaultMaxRound() int {
+	if s.Method() == SelectMagentic {
+		return magenticMaxRound
+	}
+	return DefaultMaxRound
+}
+
 // checkMagentic checks the magentic_one method (AgentChat's
 // MagenticOneGroupChat): the orchestrator's model, max_stalls and
 // final_answer_prompt, and participants it can run. Other methods may not

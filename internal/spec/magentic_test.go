@@ -37,3 +37,14 @@ func TestMagenticOneSelection(t *testing.T) {
 		t.Fatalf("problem paths = %v, want %v", got, want)
 	}
 }
+
+// TestMagenticOneMaxRoundDefault: without max_round a magentic_one chat
+// has MagenticOneGroupChat's 20 rounds, the other methods 10.
+func TestMagenticOneMaxRoundDefault(t *testing.T) {
+	for method, want := range map[string]int{"magentic_one": 20, "round_robin": 10, "": 10} {
+		sp := &Spec{SpeakerSelection: &Selection{Method: method}}
+		if got := sp.DefaultMaxRound(); got != want {
+			t.Errorf("%q: default max_round %d, want %d", method, got, want)
+		}
+	}
+}
