@@ -14,7 +14,7 @@ import (
 
 // componentTypes are the component_type values AgentChat 0.7.5 writes.
 var componentTypes = map[string]string{
-	provRoundRobin: "team", provSelector: "team", provSwarm: "team", provGraphFlow: "team",
+	provRoundRobin: "team", provSelector: "team", provSwarm: "team", provGraphFlow: "team", provMagentic: "team",
 	provAssistant: "agent", provUserProxy: "agent", provCodeExecutor: "agent", provMessageFilter: "agent",
 	provOpenAI: "model", provAzure: "model", provAnthropic: "model", provReplay: "replay_chat_completion_client",
 	provBuffered: "chat_completion_context", provUnbounded: "chat_completion_context",
@@ -149,8 +149,11 @@ func (e *exporter) team() Component {
 		if sel.Graph != nil {
 			cfg["graph"] = e.exportGraph("/speaker_selection/graph", sel.Graph)
 		}
+	case spec.SelectMagentic:
+		provider, desc = provMagentic, magenticDescription
+		e.exportMagentic(sel, cfg)
 	default:
-		e.r.problem("/speaker_selection/method", "AgentChat has no team for %s selection (only round_robin, auto, swarm and graph)", method)
+		e.r.problem("/speaker_selection/method", "AgentChat has no team for %s selection (only round_robin, auto, swarm, graph and magentic_one)", method)
 	}
 	cfg["name"] = shortName(provider)
 	if s.Name != "" {

@@ -42,7 +42,7 @@ from autogen_agentchat.conditions import (  # noqa: E402
 )
 from autogen_agentchat.messages import StopMessage, StructuredMessage  # noqa: E402
 from autogen_agentchat.tools import AgentTool  # noqa: E402
-from autogen_agentchat.teams import DiGraph, DiGraphBuilder, GraphFlow, RoundRobinGroupChat, SelectorGroupChat, Swarm  # noqa: E402
+from autogen_agentchat.teams import DiGraph, DiGraphBuilder, GraphFlow, MagenticOneGroupChat, RoundRobinGroupChat, SelectorGroupChat, Swarm  # noqa: E402
 from autogen_core import Component  # noqa: E402
 from autogen_core.model_context import (  # noqa: E402
     BufferedChatCompletionContext,
@@ -483,6 +483,41 @@ def refused_five():
     return RoundRobinGroupChat([a, b, c, d], termination_condition=cond), None
 
 
+def magentic_one():
+    """MagenticOneGroupChat of two assistants with a termination condition,
+    everything else AgentChat's defaults (max_turns 20, max_stalls 3, the
+    default final answer prompt): the orchestrator's model is an OpenAI
+    client, which agentd maps onto its endpoint."""
+    researcher = AssistantAgent(
+        "researcher", model_client=replay("Rivers: the Nile is the longest."), description="Finds facts.", system_message="You find facts."
+    )
+    writer = AssistantAgent("writer", model_client=replay("The Nile is the longest river."), description="Writes answers.", system_message="You write.")
+    orchestrator = OpenAIChatCompletionClient(model="gpt-4o", temperature=0)
+    team = MagenticOneGroupChat(
+        [researcher, writer], model_client=orchestrator, termination_condition=TextMentionTermination("TERMINATE") | MaxMessageTermination(30)
+    )
+    return team, None
+
+
+def magentic_custom():
+    """MagenticOneGroupChat with its own name and description, max_turns,
+    max_stalls and final answer prompt; the orchestrator's model is a replay
+    client. Not run: its orchestrator would need scripted ledgers (the
+    golden runs of test/autogen have those)."""
+    coder = AssistantAgent("coder", model_client=replay("def f(): return 1"), description="Writes Python.", system_message="You code.")
+    tester = AssistantAgent("tester", model_client=replay("f() == 1: ok"), description="Tests code.", system_message="You test.")
+    team = MagenticOneGroupChat(
+        [coder, tester],
+        model_client=replay("unused"),
+        name="builders",
+        description="Builds and tests a function.",
+        max_turns=8,
+        max_stalls=1,
+        final_answer_prompt="The task was:\n{task}\n\nAnswer it in one line from the transcript above.",
+    )
+    return team, None
+
+
 def graph_sequence():
     """GraphFlow A -> B -> C: each node runs when its parent has."""
     a = AssistantAgent("drafter", model_client=replay("A first draft."), description="Drafts.", system_message="You draft.")
@@ -623,6 +658,8 @@ TEAMS = {
     "refused_five": refused_five,
     "structured": structured,
     "structured_refused": structured_refused,
+    "magentic_one": magentic_one,
+    "magentic_custom": magentic_custom,
     "graph_sequence": graph_sequence,
     "graph_loop": graph_loop,
     "graph_fan_out_all": graph_fan_out_all,
