@@ -499,23 +499,48 @@ def magentic_one():
     return team, None
 
 
+def ledger(satisfied, next_speaker, instruction, reason="On track."):
+    """A progress ledger as the orchestrator's model writes it (LedgerEntry)."""
+    return json.dumps(
+        {
+            "is_request_satisfied": {"reason": reason, "answer": satisfied},
+            "is_in_loop": {"reason": "No repetition.", "answer": False},
+            "is_progress_being_made": {"reason": "Steps are being taken.", "answer": True},
+            "next_speaker": {"reason": "Their step is next.", "answer": next_speaker},
+            "instruction_or_question": {"reason": "The plan says so.", "answer": instruction},
+        }
+    )
+
+
 def magentic_custom():
     """MagenticOneGroupChat with its own name and description, max_turns,
-    max_stalls and final answer prompt; the orchestrator's model is a replay
-    client. Not run: its orchestrator would need scripted ledgers (the
-    golden runs of test/autogen have those)."""
+    max_stalls and final answer prompt (sent as written: AgentChat fills in
+    only its default prompt), run to a satisfied request: the orchestrator's
+    replay client gives the facts, the plan, three progress ledgers and the
+    final answer."""
     coder = AssistantAgent("coder", model_client=replay("def f(): return 1"), description="Writes Python.", system_message="You code.")
     tester = AssistantAgent("tester", model_client=replay("f() == 1: ok"), description="Tests code.", system_message="You test.")
+    orchestrator = ReplayChatCompletionClient(
+        [
+            "Facts: f must return 1.",
+            "Plan:\n- coder writes f\n- tester tests f",
+            ledger(False, "coder", "Write f."),
+            ledger(False, "tester", "Test f."),
+            ledger(True, "tester", "", reason="f is written and tested."),
+            "f() returns 1, and the test passed.",
+        ],
+        model_info=ModelInfo(vision=False, function_calling=True, json_output=True, family="unknown", structured_output=True),
+    )
     team = MagenticOneGroupChat(
         [coder, tester],
-        model_client=replay("unused"),
+        model_client=orchestrator,
         name="builders",
         description="Builds and tests a function.",
         max_turns=8,
         max_stalls=1,
         final_answer_prompt="The task was:\n{task}\n\nAnswer it in one line from the transcript above.",
     )
-    return team, None
+    return team, "Write f."
 
 
 def graph_sequence():
