@@ -14,7 +14,7 @@ import (
 
 // componentTypes are the component_type values AgentChat 0.7.5 writes.
 var componentTypes = map[string]string{
-	provRoundRobin: "team", provSelector: "team", provSwarm: "team", provGraphFlow: "team", provMagentic: "team",
+	provRoundRobin: "team", provSelector: "team", provSwarm: "team", provGraphFlow: "team",
 	provAssistant: "agent", provUserProxy: "agent", provCodeExecutor: "agent", provMessageFilter: "agent",
 	provOpenAI: "model", provAzure: "model", provAnthropic: "model", provReplay: "replay_chat_completion_client",
 	provBuffered: "chat_completion_context", provUnbounded: "chat_completion_context",
@@ -23,6 +23,7 @@ var componentTypes = map[string]string{
 	provDockerExecutor: "code_executor",
 	provFunctionTool:   "tool", provCodeTool: "tool", provHTTPTool: "tool",
 	provStructured: "structured_message",
+	provMagentic:   "team",
 }
 
 // newComponent builds a component as dump_component() writes it: version
