@@ -105,7 +105,7 @@ func TestAgentChatTeamsRunLikeAgentChat(t *testing.T) {
 	backends(t, func(t *testing.T, env []string) {
 		p := startAgentd(t, env...)
 		// "example" is examples/agentchat-team.json, the README's example.
-		for _, name := range []string{"round_robin", "selector", "swarm", "example", "contexts", "structured", "graph_sequence", "graph_loop", "graph_groups", "graph_message_filter"} {
+		for _, name := range []string{"round_robin", "selector", "swarm", "example", "contexts", "structured", "graph_sequence", "graph_loop", "graph_groups", "graph_message_filter", "magentic_custom"} {
 			t.Run(name, func(t *testing.T) {
 				b, err := os.ReadFile(filepath.Join("..", "internal", "component", "testdata", "runs", name+".json"))
 				if err != nil {
