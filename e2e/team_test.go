@@ -105,7 +105,7 @@ func TestAgentChatTeamsRunLikeAgentChat(t *testing.T) {
 	backends(t, func(t *testing.T, env []string) {
 		p := startAgentd(t, env...)
 		// "example" is examples/agentchat-team.json, the README's example.
-		for _, name := range []string{"round_robin", "selector", "swarm", "example", "contexts", "structured", "graph_sequence", "graph_loop", "graph_groups", "graph_message_filter", "som_round_robin", "som_inner_selector"} {
+		for _, name := range []string{"round_robin", "selector", "swarm", "example", "contexts", "structured", "graph_sequence", "graph_loop", "graph_groups", "graph_message_filter", "som_round_robin", "som_inner_selector", "magentic_custom"} {
 			t.Run(name, func(t *testing.T) {
 				b, err := os.ReadFile(filepath.Join("..", "internal", "component", "testdata", "runs", name+".json"))
 				if err != nil {
@@ -226,7 +226,7 @@ func TestAgentChatTeamExportRoundTrips(t *testing.T) {
 	}
 	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_MODELS_FILE="+models, "AZ_KEY=az-server-key", "ANT_KEY=sk-ant-server",
 		"AGENTD_TOOL_ALLOW_PRIVATE=true")
-	for _, name := range []string{"round_robin", "selector", "swarm", "terminations", "assistant_options", "openai_client", "azure_client", "anthropic_client", "structured"} {
+	for _, name := range []string{"round_robin", "selector", "swarm", "terminations", "assistant_options", "openai_client", "azure_client", "anthropic_client", "structured", "magentic_one", "magentic_custom"} {
 		first := p.createTeam(teamBody(t, "go", teamFixture(t, name), ""))
 		code, _, exported := p.do("GET", "/v1/chats/"+first.ID+"/team", nil)
 		if code != http.StatusOK {

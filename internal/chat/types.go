@@ -76,7 +76,7 @@ const (
 // AllStopReasons lists every stop reason, in DESIGN §3.9's order.
 var AllStopReasons = []StopReason{StopMaxRound, StopMaxMessages, StopTextMention, StopTextMatch, StopTextMessage, StopTokenUsage,
 	StopTimeout, StopHandoff, StopSourceMatch, StopFunctionCall, StopHumanExit, StopInputTimeout,
-	StopNoEligibleSpeaker, StopMaxAutoReply, StopExternal, StopGraphComplete, StopCancelled, StopError}
+	StopNoEligibleSpeaker, StopMaxAutoReply, StopExternal, StopGraphComplete, StopRequestSatisfied, StopCancelled, StopError}
 
 // EventType names an entry of the log (and the SSE event name).
 type EventType string

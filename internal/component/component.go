@@ -140,9 +140,8 @@ var refused = map[string]string{
 		"Use DockerCommandLineCodeExecutor, which agentd maps onto its sandbox",
 	"autogen_ext.code_executors.azure.ACADynamicSessionsCodeExecutor": "agentd does not call Azure Container Apps sessions. " +
 		"Use DockerCommandLineCodeExecutor, which agentd maps onto its sandbox",
-	"autogen_agentchat.tools.AgentTool":            "agents as tools are not supported. Make the agent a participant of the team",
-	"autogen_agentchat.tools.TeamTool":             "teams as tools are not supported. Make the agents participants of the team",
-	"autogen_agentchat.teams.MagenticOneGroupChat": "the MagenticOne orchestrator is not supported. Use SelectorGroupChat",
+	"autogen_agentchat.tools.AgentTool": "agents as tools are not supported. Make the agent a participant of the team",
+	"autogen_agentchat.tools.TeamTool":  "teams as tools are not supported. Make the agents participants of the team",
 }
 
 // canonical maps a provider to the name used in the tables above.

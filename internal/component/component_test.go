@@ -25,7 +25,7 @@ var update = flag.Bool("update", false, "rewrite the golden specs and exports in
 // agentd accepts; refused_five is the one it refuses.
 var accepted = []string{"round_robin", "selector", "swarm", "assistant_options", "openai_client", "azure_client", "anthropic_client", "human", "code_executor", "terminations", "function_tools", "http_tools", "contexts", "structured",
 	"graph_sequence", "graph_loop", "graph_fan_out_all", "graph_fan_out_any", "graph_groups", "graph_message_filter",
-	"som_round_robin", "som_inner_selector"}
+	"som_round_robin", "som_inner_selector", "magentic_one", "magentic_custom"}
 
 func readFixture(t *testing.T, name string) []byte {
 	t.Helper()
@@ -205,6 +205,8 @@ func TestAgentChatLoadsExports(t *testing.T) {
 			t.Errorf("%s: AgentChat could not load the export: %s", name, c.Error)
 		case !c.Redumped:
 			t.Errorf("%s: AgentChat's dump of the loaded team differs from the export", name)
+		case bytes.Contains(exp, []byte(provMagentic)) && c.Team != "MagenticOneGroupChat":
+			t.Errorf("%s: AgentChat built a %s, not a MagenticOneGroupChat", name, c.Team)
 		case c.Team == "GraphFlow" && !c.Graph:
 			t.Errorf("%s: AgentChat did not check the graph of the export", name)
 		case bytes.Contains(exp, []byte(provSocietyOfMind)) && len(c.Inner) == 0:

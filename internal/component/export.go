@@ -23,6 +23,7 @@ var componentTypes = map[string]string{
 	provDockerExecutor: "code_executor",
 	provFunctionTool:   "tool", provCodeTool: "tool", provHTTPTool: "tool",
 	provStructured: "structured_message",
+	provMagentic:   "team",
 }
 
 // newComponent builds a component as dump_component() writes it: version
@@ -149,8 +150,11 @@ func (e *exporter) team() Component {
 		if sel.Graph != nil {
 			cfg["graph"] = e.exportGraph("/speaker_selection/graph", sel.Graph)
 		}
+	case spec.SelectMagentic:
+		provider, desc = provMagentic, magenticDescription
+		e.exportMagentic(sel, cfg)
 	default:
-		e.r.problem("/speaker_selection/method", "AgentChat has no team for %s selection (only round_robin, auto, swarm and graph)", method)
+		e.r.problem("/speaker_selection/method", "AgentChat has no team for %s selection (only round_robin, auto, swarm, graph and magentic_one)", method)
 	}
 	cfg["name"] = shortName(provider)
 	if s.Name != "" {

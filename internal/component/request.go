@@ -3,6 +3,7 @@ package component
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 
 	"github.com/agentd/agentd/internal/spec"
 )
@@ -82,8 +83,9 @@ func ParseRequest(body []byte, eps Endpoints) (*Request, error) {
 	case tr.MaxRound != nil:
 		set("max_round", *tr.MaxRound)
 	default:
+		def := (&spec.Spec{SpeakerSelection: tr.SpeakerSelection}).DefaultMaxRound()
 		tr.Warnings = append(tr.Warnings, Warning{Path: "/team/config/max_turns",
-			Message: "not set: AgentChat would run until a termination condition fires; agentd stops after max_round turns (default 10, capped by the server); set max_turns or max_round"})
+			Message: fmt.Sprintf("not set: AgentChat would run until a termination condition fires; agentd stops after max_round turns (default %d, capped by the server); set max_turns or max_round", def)})
 	}
 	spec, err := marshal(top)
 	if err != nil {

@@ -149,7 +149,7 @@ func (tr *translator) remapPrefix(from, to string) {
 	}
 }
 
-var teamProviders = []string{provRoundRobin, provSelector, provSwarm, provGraphFlow}
+var teamProviders = []string{provRoundRobin, provSelector, provSwarm, provGraphFlow, provMagentic}
 
 func (tr *translator) team(path string, raw any) {
 	c := readComponent(&tr.r, path, raw)
@@ -172,6 +172,8 @@ func (tr *translator) team(path string, raw any) {
 	for i, p := range parts {
 		pp := idx(cfg.at("participants"), i)
 		tr.mapPath(idx("/agents", len(tr.t.Agents)), pp)
+		// An agent's type is its provider in the file.
+		tr.mapPath(idx("/agents", len(tr.t.Agents))+"/type", pp+"/provider")
 		tr.agent(pp, p)
 	}
 	if tc := cfg.raw("termination_condition"); tc != nil {
@@ -192,6 +194,8 @@ func (tr *translator) team(path string, raw any) {
 		tr.mapPath("/speaker_selection", c.path)
 	case provGraphFlow:
 		tr.graphFlow(c)
+	case provMagentic:
+		tr.magentic(c)
 	}
 	cfg.done()
 }

@@ -42,7 +42,7 @@ from autogen_agentchat.conditions import (  # noqa: E402
 )
 from autogen_agentchat.messages import StopMessage, StructuredMessage  # noqa: E402
 from autogen_agentchat.tools import AgentTool  # noqa: E402
-from autogen_agentchat.teams import DiGraph, DiGraphBuilder, GraphFlow, RoundRobinGroupChat, SelectorGroupChat, Swarm  # noqa: E402
+from autogen_agentchat.teams import DiGraph, DiGraphBuilder, GraphFlow, MagenticOneGroupChat, RoundRobinGroupChat, SelectorGroupChat, Swarm  # noqa: E402
 from autogen_core import Component  # noqa: E402
 from autogen_core.model_context import (  # noqa: E402
     BufferedChatCompletionContext,
@@ -483,6 +483,66 @@ def refused_five():
     return RoundRobinGroupChat([a, b, c, d], termination_condition=cond), None
 
 
+def magentic_one():
+    """MagenticOneGroupChat of two assistants with a termination condition,
+    everything else AgentChat's defaults (max_turns 20, max_stalls 3, the
+    default final answer prompt): the orchestrator's model is an OpenAI
+    client, which agentd maps onto its endpoint."""
+    researcher = AssistantAgent(
+        "researcher", model_client=replay("Rivers: the Nile is the longest."), description="Finds facts.", system_message="You find facts."
+    )
+    writer = AssistantAgent("writer", model_client=replay("The Nile is the longest river."), description="Writes answers.", system_message="You write.")
+    orchestrator = OpenAIChatCompletionClient(model="gpt-4o", temperature=0)
+    team = MagenticOneGroupChat(
+        [researcher, writer], model_client=orchestrator, termination_condition=TextMentionTermination("TERMINATE") | MaxMessageTermination(30)
+    )
+    return team, None
+
+
+def ledger(satisfied, next_speaker, instruction, reason="On track."):
+    """A progress ledger as the orchestrator's model writes it (LedgerEntry)."""
+    return json.dumps(
+        {
+            "is_request_satisfied": {"reason": reason, "answer": satisfied},
+            "is_in_loop": {"reason": "No repetition.", "answer": False},
+            "is_progress_being_made": {"reason": "Steps are being taken.", "answer": True},
+            "next_speaker": {"reason": "Their step is next.", "answer": next_speaker},
+            "instruction_or_question": {"reason": "The plan says so.", "answer": instruction},
+        }
+    )
+
+
+def magentic_custom():
+    """MagenticOneGroupChat with its own name and description, max_turns,
+    max_stalls and final answer prompt (sent as written: AgentChat fills in
+    only its default prompt), run to a satisfied request: the orchestrator's
+    replay client gives the facts, the plan, three progress ledgers and the
+    final answer."""
+    coder = AssistantAgent("coder", model_client=replay("def f(): return 1"), description="Writes Python.", system_message="You code.")
+    tester = AssistantAgent("tester", model_client=replay("f() == 1: ok"), description="Tests code.", system_message="You test.")
+    orchestrator = ReplayChatCompletionClient(
+        [
+            "Facts: f must return 1.",
+            "Plan:\n- coder writes f\n- tester tests f",
+            ledger(False, "coder", "Write f."),
+            ledger(False, "tester", "Test f."),
+            ledger(True, "tester", "", reason="f is written and tested."),
+            "f() returns 1, and the test passed.",
+        ],
+        model_info=ModelInfo(vision=False, function_calling=True, json_output=True, family="unknown", structured_output=True),
+    )
+    team = MagenticOneGroupChat(
+        [coder, tester],
+        model_client=orchestrator,
+        name="builders",
+        description="Builds and tests a function.",
+        max_turns=8,
+        max_stalls=1,
+        final_answer_prompt="The task was:\n{task}\n\nAnswer it in one line from the transcript above.",
+    )
+    return team, "Write f."
+
+
 def graph_sequence():
     """GraphFlow A -> B -> C: each node runs when its parent has."""
     a = AssistantAgent("drafter", model_client=replay("A first draft."), description="Drafts.", system_message="You draft.")
@@ -664,6 +724,8 @@ TEAMS = {
     "refused_five": refused_five,
     "structured": structured,
     "structured_refused": structured_refused,
+    "magentic_one": magentic_one,
+    "magentic_custom": magentic_custom,
     "graph_sequence": graph_sequence,
     "graph_loop": graph_loop,
     "graph_fan_out_all": graph_fan_out_all,
