@@ -133,7 +133,7 @@ func TestRunsWhenBusy(t *testing.T) {
 	backends(t, func(t *testing.T, env []string) {
 		p := startAgentd(t, env...)
 		c := p.create([]byte(`{"task": "go", "max_round": 1, "agents": [{"name": "a", "type": "assistant",
-			"model": {"provider": "replay", "responses": [{"content": "r1", "delay_ms": 400}, {"content": "r2", "delay_ms": 100},
+			"model": {"provider": "replay", "responses": [{"content": "r1", "delay_ms": 3000}, {"content": "r2", "delay_ms": 100},
 			{"content": "r3", "delay_ms": 100}, {"content": "r4", "delay_ms": 2000}]}}]}`))
 		events, stop := p.streamQuery(c.ID, "follow=true", 0)
 		defer stop()

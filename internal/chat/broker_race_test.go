@@ -121,7 +121,23 @@ func TestAReaderWaitsForACatchUpInProgress(t *testing.T) {
 	// tenant verified).
 	evs := read(0)
 	last := evs[len(evs)-1].Seq
-	read(last)
+	// A wake-up of an append the reads above took in is left in the
+	// channels (a loaded machine may append while the test subscribes):
+	// drop it, and read again until nothing is new, so that the wake-ups
+	// waited for below are of an append made after the store was paused.
+	for {
+		for _, sig := range []<-chan chat.Wake{sigA, sigB} {
+			select {
+			case <-sig:
+			default:
+			}
+		}
+		more := read(last)
+		if len(more) == 0 {
+			break
+		}
+		last = more[len(more)-1].Seq
+	}
 	paused.mu.Lock()
 	paused.armed = c.ID
 	paused.mu.Unlock()
