@@ -33,6 +33,9 @@ var refusedOnPurpose = map[string]string{
 	"cancellation":  "cancellation_token", // a CancellationToken cannot cross into the sandbox
 	"unicode_name":  "café",               // parameter names are ASCII (their title is Python's str.title)
 	"dict_int_keys": "a",                  // JSON keys are strings; pydantic would convert them
+	// AutoGen Studio's gallery tool: pydantic hands the function a
+	// pathlib.Path, the sandbox's JSON arguments a str.
+	"gallery_generate_image": "output_dir",
 }
 
 func loadCases(t *testing.T) []agentChatCase {

@@ -184,6 +184,9 @@ func TestEgress(t *testing.T) {
 			m := open(t, cfg)
 			t.Run("PipAllowed", func(t *testing.T) { t.Parallel(); testPipAllowed(t, m, idx, pip) })
 			t.Run("PipRefused", func(t *testing.T) { t.Parallel(); testPipRefused(t, m, idx, pip, secret.port()) })
+			if backend == "docker" {
+				t.Run("ImagePip", func(t *testing.T) { t.Parallel(); testImagePip(t, m, idx) })
+			}
 			t.Run("EscapesRefused", func(t *testing.T) { t.Parallel(); testEgressEscapes(t, m, web, secret) })
 			t.Run("NoNetworkWithoutHosts", func(t *testing.T) { t.Parallel(); testNoHosts(t, m, web) })
 			t.Run("NetworkEndsWithRun", func(t *testing.T) { t.Parallel(); testNetworkEndsWithRun(t, m, web) })
@@ -267,6 +270,24 @@ python3 -c 'import sys; sys.path.insert(0, "lib"); import tinypkg; print("import
 	}
 	if got := strings.Join(idx.requests(), " "); !strings.Contains(got, "/simple/tinypkg/") || !strings.Contains(got, "/files/tinypkg-1.0-py3-none-any.whl") {
 		t.Errorf("the index was asked for %q", got)
+	}
+}
+
+// testImagePip: the default image's own pip installs as a model's code
+// would ask it to, with no options: the root filesystem is read-only, so
+// it installs for the sandbox user under /work/.local, where the chat's
+// next program imports it.
+func testImagePip(t *testing.T, m Manager, idx *packageIndex) {
+	id := newChat(t, m)
+	host := fmt.Sprintf("localhost:%d", idx.port())
+	res := run(t, m, netReq(id, "sh", fmt.Sprintf("pip install --index-url https://%[1]s/simple/ --trusted-host %[1]s tinypkg", host), host))
+	t.Logf("sandbox says:\n%s", res.Output)
+	if res.ExitCode != 0 || !strings.Contains(res.Output, "Successfully installed tinypkg") {
+		t.Fatalf("pip install in the sandbox image: exit %d", res.ExitCode)
+	}
+	res = run(t, m, netReq(id, "python", "import tinypkg\nprint('imported', tinypkg.MAGIC, tinypkg.__file__)", host))
+	if res.ExitCode != 0 || !strings.Contains(res.Output, "imported tinypkg-magic-4711 /work/.local/") {
+		t.Fatalf("the next program: exit %d: %s", res.ExitCode, res.Output)
 	}
 }
 

@@ -12,6 +12,9 @@ Run it from the repository root in the AgentChat environment:
 It writes internal/pyfunc/testdata/agentchat_schemas.json and
 internal/tool/testdata/agentchat_function_calls.json. The functions run in
 this (network-less) process, as AgentChat runs a FunctionTool it loads.
+The schema cases include every FunctionTool of AutoGen Studio's default
+gallery (internal/component/testdata/gallery, see gallery.sh), named
+gallery_<tool>, with their own source and imports.
 """
 
 import asyncio
@@ -22,6 +25,11 @@ import warnings
 
 from autogen_core import CancellationToken
 from autogen_core.tools import FunctionTool, StaticStreamWorkbench
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stubs  # noqa: E402
+
+stubs.install()
 
 warnings.simplefilter("ignore")
 
@@ -104,12 +112,37 @@ def tool_config(name, source, imports, description="A function."):
     }
 
 
+GALLERY = "internal/component/testdata/gallery/default_gallery.json"
+
+
+def gallery_cases():
+    """Every FunctionTool of the gallery (its tools and its teams' agents'
+    workbenches), once per name."""
+    with open(GALLERY, encoding="utf-8") as f:
+        gallery = json.load(f)
+    found = {}
+
+    def walk(v):
+        if isinstance(v, dict):
+            if v.get("provider") == "autogen_core.tools.FunctionTool":
+                c = v["config"]
+                found.setdefault(c["name"], (c["source_code"], c["global_imports"]))
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    walk(gallery["components"])
+    return [("gallery_" + n, src, imports) for n, (src, imports) in sorted(found.items())]
+
+
 def schemas():
     out = []
-    for name, source, imports in SCHEMA_CASES:
+    for name, source, imports in SCHEMA_CASES + gallery_cases():
         case = {"name": name, "source_code": source, "global_imports": imports}
         try:
-            tool = FunctionTool.load_component(tool_config(name, source, imports))
+            tool = FunctionTool.load_component(tool_config(name.removeprefix("gallery_"), source, imports))
             case["schema"] = json.dumps(tool.schema["parameters"], separators=(",", ":"), ensure_ascii=False)
         except Exception as e:  # AgentChat refuses it at load or schema time
             case["error"] = f"{type(e).__name__}: {e}"

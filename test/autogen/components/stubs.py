@@ -1,7 +1,9 @@
 """Import-only stand-ins for Python packages AgentChat's optional extras need
 at import time and that the AgentChat environment does not install (the
-Docker SDK, the MCP SDK, asyncio_atexit, the Azure SDK, the Anthropic SDK): it holds only what
-AgentChat's core needs, and the MCP SDK and asyncio_atexit are not in Debian.
+Docker SDK, the MCP SDK, asyncio_atexit, the Azure SDK, the Anthropic SDK), and the HTML
+libraries AutoGen Studio's gallery tools import (bs4, html2text: their FunctionTools load, and
+their schemas are read, without being called): it holds only what AgentChat's core needs, and
+the MCP SDK and asyncio_atexit are not in Debian.
 
 dump.py only builds components and dumps them; it never starts a container or
 connects to an MCP server, so these modules only have to exist. Any name taken
@@ -18,7 +20,7 @@ import types
 
 from pydantic import BaseModel, ConfigDict
 
-STUBBED = ("docker", "mcp", "asyncio_atexit", "azure", "anthropic")
+STUBBED = ("docker", "mcp", "asyncio_atexit", "azure", "anthropic", "bs4", "html2text")
 
 
 class _Placeholder(BaseModel):
