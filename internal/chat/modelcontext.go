@@ -28,7 +28,22 @@ func (s *state) modelContext(a *spec.Agent, tokens TokenCounter) ([]ModelMessage
 		out = append(out, ModelMessage{Role: RoleSystem, Content: sys})
 	}
 	msgs, meta := s.magenticView()
-	return appendAgentContext(out, s.spec, a, msgs, meta, tokens)
+	out, err := appendAgentContext(out, s.spec, a, msgs, meta, tokens)
+	if err == nil && !s.spec.ResolveModel(a.Model).SeesImages() {
+		// After the bounded context counted them, as AgentChat's agents
+		// remove images from what their context gave.
+		withoutImages(out)
+	}
+	return out, err
+}
+
+// withoutImages makes each message with images its text (AgentChat's
+// remove_images): the content of a MultiModalMessage is already its
+// to_text, "<image>" for each image and one part per line.
+func withoutImages(out []ModelMessage) {
+	for i := range out {
+		out[i].Parts = nil
+	}
 }
 
 // boundContext keeps what a bounded model context keeps of out[base:],

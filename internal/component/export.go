@@ -329,11 +329,14 @@ func (e *exporter) codeExecutor(path string, a *spec.Agent) Component {
 	return newComponent(provCodeExecutor, "(Experimental) An agent that generates and executes code snippets based on user instructions.", cfg)
 }
 
-// modelInfo is what an exported OpenAI client declares about its model, so
-// that AgentChat loads it for any model name (it refuses names it does not
-// know without model_info).
-var modelInfo = map[string]any{"vision": false, "function_calling": true, "json_output": true,
-	"family": "unknown", "structured_output": true, "multiple_system_messages": true}
+// modelInfo is what an exported client declares about its model, so that
+// AgentChat loads it for any model name (it refuses names it does not know
+// without model_info), with the model's vision: whether AgentChat's agents
+// send it images.
+func modelInfo(m *spec.Model) map[string]any {
+	return map[string]any{"vision": m.SeesImages(), "function_calling": true, "json_output": true,
+		"family": "unknown", "structured_output": true, "multiple_system_messages": true}
+}
 
 func (e *exporter) model(path string, ref *spec.ModelRef) *Component {
 	m := ref.Inline
@@ -352,14 +355,14 @@ func (e *exporter) model(path string, ref *spec.ModelRef) *Component {
 			items[i] = e.replayItem(idx(path+"/responses", i), r)
 		}
 		c := newComponent(provReplay, "A mock chat completion client that replays predefined responses using an index-based approach.",
-			map[string]any{"chat_completions": items, "model_info": modelInfo})
+			map[string]any{"chat_completions": items, "model_info": modelInfo(m)})
 		return &c
 	case "openai", "azure", "anthropic":
 	default:
 		e.r.problem(path+"/provider", "provider %q has no AgentChat model client; only openai, azure, anthropic and replay export", m.Provider)
 		return nil
 	}
-	cfg := map[string]any{"model": m.Model, "model_info": modelInfo}
+	cfg := map[string]any{"model": m.Model, "model_info": modelInfo(m)}
 	put := func(k string, v any, set bool) {
 		if set {
 			cfg[k] = v

@@ -585,7 +585,7 @@ func (tr *translator) model(path string, raw any) *spec.Model {
 			ignored = append(ignored, k)
 		}
 	}
-	cfg.ignore("model_info", "model_capabilities")
+	m.Vision = vision(cfg)
 	if tr.eps == nil {
 		if len(ignored) > 0 {
 			tr.r.warn(path+"/config", "ignored: %s; agentd calls the model through the endpoint, key and retry policy of its own configuration",
@@ -616,12 +616,36 @@ func (tr *translator) model(path string, raw any) *spec.Model {
 	return m
 }
 
+// vision reads a model client's model_info (or the older
+// model_capabilities) for "vision", which decides whether AgentChat's
+// agents send the model images; the rest of it describes what agentd asks
+// its endpoints, and is not used.
+func vision(cfg *object) *bool {
+	var v *bool
+	for _, k := range []string{"model_info", "model_capabilities"} {
+		if info, ok := cfg.raw(k).(map[string]any); ok && v == nil {
+			if b, ok := info["vision"].(bool); ok {
+				v = &b
+			}
+		}
+	}
+	cfg.ignore("model_info", "model_capabilities")
+	if v != nil && *v {
+		return nil // agentd's default
+	}
+	return v
+}
+
 // replay translates ReplayChatCompletionClient's chat_completions: strings,
 // or CreateResults whose content is text or a list of function calls.
 func (tr *translator) replay(c *comp) *spec.Model {
 	cfg := c.cfg
-	cfg.ignore("model_info")
-	m := &spec.Model{Provider: "replay"}
+	// The replay client's own model_info, when the file has none, is
+	// AgentChat's default: no vision.
+	m := &spec.Model{Provider: "replay", Vision: vision(cfg)}
+	if !cfg.has("model_info") && !cfg.has("model_capabilities") {
+		m.Vision = new(false)
+	}
 	items := cfg.list("chat_completions")
 	if !cfg.has("chat_completions") {
 		tr.r.problem(cfg.at("chat_completions"), "is required")

@@ -23,7 +23,16 @@ type Model struct {
 	ParallelToolCalls *bool            `json:"parallel_tool_calls,omitempty"`
 	ResponseFormat    json.RawMessage  `json:"response_format,omitempty"`
 	Responses         []ReplayResponse `json:"responses,omitempty"`
+	// Vision is whether the model takes images (AgentChat's model_info
+	// "vision"); unset, it does. A model that does not is sent each
+	// MultiModalMessage as its text, "<image>" for each image and one part
+	// per line, as AgentChat's agents do for such a client
+	// (remove_images).
+	Vision *bool `json:"vision,omitempty"`
 }
+
+// SeesImages is whether the model is sent images as images.
+func (m Model) SeesImages() bool { return m.Vision == nil || *m.Vision }
 
 // ReplayResponse is one scripted reply of the replay provider. In a spec it is
 // either a string (the content) or an object.

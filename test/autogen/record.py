@@ -322,6 +322,18 @@ def model_context(c: dict[str, Any], client: OpenAIChatCompletionClient) -> Any:
     raise ValueError(f"context {c!r} has no recorder mapping")
 
 
+def agent_client(a: dict[str, Any], client: OpenAIChatCompletionClient) -> OpenAIChatCompletionClient:
+    """The scenario's client, or, for an agent whose model has "vision":
+    false, the same client declaring so in its model_info (AgentChat's
+    agents then send it images as "<image>")."""
+    m = a.get("model")
+    if isinstance(m, dict) and m.get("vision") is False:
+        config = dict(client._raw_config)
+        config["model_info"] = {**client.model_info, "vision": False}
+        return OpenAIChatCompletionClient(**config)
+    return client
+
+
 def build_team(
     spec: dict[str, Any],
     client: OpenAIChatCompletionClient,
@@ -370,7 +382,7 @@ def build_team(
                 kwargs["output_content_type_format"] = a["output_schema"]["format_string"]
         agent: Any = AssistantAgent(
             a["name"],
-            model_client=client,
+            model_client=agent_client(a, client),
             tools=[ScriptedTool(tools[n], tool_results.get(n, f"{n} ok")) for n in a.get("tools", [])] or None,
             handoffs=[Handoff(target=h) for h in a.get("handoffs", [])] or None,
             **kwargs,
