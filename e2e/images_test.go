@@ -118,6 +118,68 @@ func TestImagesThroughTheBinary(t *testing.T) {
 	}
 }
 
+// TestSpecTaskWithImages: a chat's own task may be what a run's task may
+// be (AgentChat's first team.run with a MultiModalMessage or a list): the
+// chat starts with those messages, the model sees the image, the chat's
+// spec keeps the task as given, and a task that is not right is a 422
+// with each problem at its place.
+func TestSpecTaskWithImages(t *testing.T) {
+	t.Parallel()
+	fake := openaitest.New(openaitest.WithAPIKey("sk-test-key"))
+	defer fake.Close()
+	fake.Reply(openaitest.Text("a gradient"))
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none", "AGENTD_MAX_IMAGE_BYTES=20000",
+		"OPENAI_API_KEY=sk-test-key", "OPENAI_BASE_URL="+fake.URL())
+	b64 := base64.StdEncoding.EncodeToString(testPNG(t, 16, 8))
+	task := `[{"type": "MultiModalMessage", "content": ["Describe", {"image": {"data": "` + b64 + `"}}]},
+		{"type": "TextMessage", "source": "ticket_system", "content": "Ticket 42."}]`
+	spec := func(task string) []byte {
+		return []byte(`{"task": ` + task + `, "max_round": 1,
+			"agents": [{"name": "seer", "type": "assistant", "model": {"provider": "openai", "model": "gpt-4o"}}]}`)
+	}
+	c := p.create(spec(task))
+	if final := p.waitTerminal(c.ID, 30*time.Second); final.Status != "completed" {
+		t.Fatalf("chat = %+v", final)
+	}
+	want := `{"role":"user","content":[{"type":"text","text":"Describe"},{"type":"image_url","image_url":{"url":"data:image/png;base64,` +
+		b64 + `","detail":"auto"}}],"name":"user"},{"role":"user","content":"Ticket 42.","name":"ticket_system"}`
+	if reqs := fake.Requests(); len(reqs) != 1 || !strings.Contains(string(reqs[0].Body), want) {
+		t.Fatalf("model requests: %+v", reqs)
+	}
+	var got []string
+	for _, m := range p.typedMessages(c.ID) {
+		got = append(got, m.Type+":"+m.Name+":"+m.Content)
+	}
+	if strings.Join(got, "|") != "MultiModalMessage:user:Describe\n<image>|TextMessage:ticket_system:Ticket 42.|TextMessage:seer:a gradient" {
+		t.Errorf("messages = %q", got)
+	}
+	code, _, raw := p.do("GET", "/v1/chats/"+c.ID+"?include=spec", nil)
+	conforms(t, "Chat", raw)
+	var view struct {
+		Spec struct {
+			Task []struct{ Type, Source string }
+		}
+	}
+	mustUnmarshal(t, raw, &view)
+	if code != http.StatusOK || len(view.Spec.Task) != 2 || view.Spec.Task[1].Source != "ticket_system" {
+		t.Errorf("the chat's spec: %d %s", code, raw)
+	}
+
+	code, _, body := p.do("POST", "/v1/chats", spec(`[{"type": "MultiModalMessage", "content": ["x", {"image": {"data": "bm90IGFuIGltYWdl"}}]},
+		{"type": "TextMessage", "source": "seer", "content": "I am an agent"}, {"type": "Note", "content": "?"}]`))
+	if code != http.StatusUnprocessableEntity ||
+		!problemSays(t, body, "/task/0/content/1/image/data", "") ||
+		!problemSays(t, body, "/task/1/source", "is an agent of the chat") ||
+		!problemSays(t, body, "/task/2/type", "must be TextMessage, MultiModalMessage or HandoffMessage") {
+		t.Errorf("a task with three problems: %d %s", code, body)
+	}
+	for _, bad := range []string{`7`, `true`, `[]`} {
+		if code, _, body := p.do("POST", "/v1/chats", spec(bad)); code != http.StatusUnprocessableEntity || !strings.Contains(string(body), `"/task"`) {
+			t.Errorf("task %s: %d %s", bad, code, body)
+		}
+	}
+}
+
 // TestConsoleShowsImages: the console shows a MultiModalMessage's text and
 // its image, decoded by the browser and bounded in size.
 func TestConsoleShowsImages(t *testing.T) {

@@ -65,7 +65,7 @@ func RunStateProperty(t *testing.T, rt *Runtime, db *FaultyStore, seed uint64, m
 	}
 	id := uuid.NewString()
 	if _, _, err := rt.store.CreateChat(ctx, &CreateChatParams{ID: id, Tenant: "p", Spec: compact, CreatedAt: t0,
-		Events: firstEvents(sp, t0)}); err != nil {
+		Events: firstEvents(sp, mustSpecTask(t, sp), t0)}); err != nil {
 		t.Fatal(err)
 	}
 	w := claimWorker(t, rt, id)
@@ -323,4 +323,15 @@ func termSummary(t *terminator) []string {
 	}
 	walk(t.root)
 	return out
+}
+
+// mustSpecTask is the task of run 1 a spec gives (specTask), which must
+// have no problem.
+func mustSpecTask(t testing.TB, sp *spec.Spec) []TaskMessage {
+	t.Helper()
+	task, probs := specTask(sp, spec.Limits{})
+	if len(probs) > 0 {
+		t.Fatalf("task: %v", probs)
+	}
+	return task
 }

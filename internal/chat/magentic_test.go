@@ -68,7 +68,7 @@ func runMagenticScript(t *testing.T, body string, orchestrator, agents []string,
 		t.Fatal(probs)
 	}
 	maxRound := derefOr(sp.MaxRound, sp.DefaultMaxRound())
-	log := firstEvents(sp, t0)
+	log := firstEvents(sp, mustSpecTask(t, sp), t0)
 	fold := func() *state {
 		s := newState(sp, maxRound)
 		for _, e := range log {

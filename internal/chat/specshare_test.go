@@ -24,11 +24,11 @@ func TestSpecShare(t *testing.T) {
 	if a != b {
 		t.Fatal("the same stored spec was decoded twice")
 	}
-	if a.Task != "t" || len(a.Agents) != 1 || a.Models["m"].Responses[0].Content != "hi" {
+	if a.Task.Text != "t" || len(a.Agents) != 1 || a.Models["m"].Responses[0].Content != "hi" {
 		t.Fatalf("decoded spec = %+v", a)
 	}
 	other, err := s.decode([]byte(`{"task":"u"}`))
-	if err != nil || other == a || other.Task != "u" {
+	if err != nil || other == a || other.Task.Text != "u" {
 		t.Fatalf("another spec: %+v, %v", other, err)
 	}
 
@@ -39,12 +39,12 @@ func TestSpecShare(t *testing.T) {
 	}
 
 	// What Create decoded is what the worker gets.
-	mine := &spec.Spec{Task: "mine"}
+	mine := &spec.Spec{Task: spec.TextTask("mine")}
 	key := [32]byte{1}
 	if got := s.share(key, mine); got != mine {
 		t.Fatal("share did not keep the first spec")
 	}
-	if got := s.share(key, &spec.Spec{Task: "mine"}); got != mine {
+	if got := s.share(key, &spec.Spec{Task: spec.TextTask("mine")}); got != mine {
 		t.Fatal("share replaced a spec still in use")
 	}
 	runtime.KeepAlive(mine)

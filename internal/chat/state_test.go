@@ -17,7 +17,7 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // created returns the first events of a chat, as Runtime.Create writes them.
 func created(sp *spec.Spec) []Event {
 	evs := []Event{{Seq: 1, Type: EventChatCreated, Data: mustJSON(map[string]any{"status": StatusQueued})}}
-	evs = append(evs, Event{Seq: 2, Type: EventMessage, Role: RoleUser, Name: UserName, Content: sp.Task,
+	evs = append(evs, Event{Seq: 2, Type: EventMessage, Role: RoleUser, Name: UserName, Content: sp.Task.Text,
 		Data: mustJSON(messageData{Kind: kindTask})})
 	for i := range evs {
 		evs[i].CreatedAt = t0

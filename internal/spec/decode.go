@@ -88,6 +88,7 @@ var (
 	modelConfigType    = reflect.TypeFor[Model]()
 	specType           = reflect.TypeFor[Spec]()
 	toolApprovalType   = reflect.TypeFor[ToolApproval]()
+	taskType           = reflect.TypeFor[Task]()
 	stringsType        = reflect.TypeFor[[]string]()
 )
 
@@ -129,6 +130,13 @@ func checkShape(probs *[]Problem, path string, v any, t reflect.Type) {
 			}
 		default:
 			add("must be a string, or (of a MultiModalMessage) a list of texts and images")
+		}
+		return
+	case taskType:
+		switch v.(type) {
+		case string, map[string]any, []any:
+		default:
+			add(errTaskShape.Error())
 		}
 		return
 	case toolApprovalType:

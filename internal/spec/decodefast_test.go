@@ -136,7 +136,7 @@ func TestDecodeFastAgreesOnRandomSpecs(t *testing.T) {
 		if len(probs) > 0 {
 			t.Fatal(probs)
 		}
-		spec.Task = "task <&> \u2028 \x7f é " + strconv.Itoa(int(seed))
+		spec.Task = TextTask("task <&> \u2028 \x7f é " + strconv.Itoa(int(seed)))
 		body, err := json.Marshal(spec)
 		if err != nil {
 			t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 // Spec is the request body of POST /v1/chats (DESIGN §2).
 type Spec struct {
 	Name             string           `json:"name,omitempty"`
-	Task             string           `json:"task"`
+	Task             Task             `json:"task"`
 	Agents           []Agent          `json:"agents"`
 	Models           map[string]Model `json:"models,omitempty"`
 	Tools            []Tool           `json:"tools,omitempty"`

@@ -217,12 +217,15 @@ func (v *validator) checkTop() {
 		v.add("/name", "must be at most 200 characters")
 	}
 	switch {
-	case v.team && s.Task != "":
+	case v.team && !s.Task.Empty():
 		v.add("/task", "a saved team has no task: give the task when creating a chat from the team")
 	case v.team:
-	case s.Task == "":
+	case s.Task.Empty():
 		v.add("/task", "is required")
-	case len(s.Task) > v.limits.MaxTaskBytes:
+	case s.Task.Messages != nil:
+		// A message or a list: the engine checks it against the agents
+		// (chat.Runtime.Create), as a run's task.
+	case len(s.Task.Text) > v.limits.MaxTaskBytes:
 		v.add("/task", "must be at most %d bytes", v.limits.MaxTaskBytes)
 	}
 	if s.MaxRound != nil && (*s.MaxRound < 1 || *s.MaxRound > v.limits.MaxRound) {

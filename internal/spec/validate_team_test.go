@@ -128,7 +128,7 @@ func TestValidateInnerTeamLimit(t *testing.T) {
 		"/agents/0/team/agents":    "at most 2 agents",
 		"/agents/0/team/max_round": "must be between 1 and 100",
 	})
-	sp.Task = ""
+	sp.Task = Task{}
 	checkProblems(t, ValidateTeam(sp, Limits{MaxAgents: 2}, Env{}), map[string]string{
 		"/agents/0/team/agents":    "at most 2 agents",
 		"/agents/0/team/max_round": "must be between 1 and 100",
@@ -145,7 +145,7 @@ func TestInnerSpec(t *testing.T) {
 		t.Fatal(probs)
 	}
 	in := sp.InnerSpec(&sp.Agents[0])
-	got := fmt.Sprintln(in.Name, len(in.Agents), in.Agents[1].Name, *in.MaxRound, in.Method(), len(in.Models), *in.Sandbox.TimeoutS, in.Task == "")
+	got := fmt.Sprintln(in.Name, len(in.Agents), in.Agents[1].Name, *in.MaxRound, in.Method(), len(in.Models), *in.Sandbox.TimeoutS, in.Task.Empty())
 	if want := "panel 2 editor 3 auto 1 5 true\n"; got != want {
 		t.Errorf("inner spec = %s, want %s", got, want)
 	}

@@ -617,7 +617,8 @@ async def record(scenario: dict[str, Any]) -> dict[str, Any]:
             if server.script != scenario["script"]:
                 raise RuntimeError("the history run did not use exactly history_script")
             server.clear()
-        result = await team.run(task=spec["task"])
+        # The spec's task: a text, or (as a run's) a message or a list.
+        result = await team.run(task=task_of(spec["task"]))
         runs = [await further_run(team, server, r) for r in scenario.get("runs", [])]
         if server.script:
             raise RuntimeError(f"{len(server.script)} scripted replies left unused; stop: {result.stop_reason}")

@@ -84,7 +84,13 @@ func run() error {
 	if msgs.JSON200 == nil || len(msgs.JSON200.Messages) != ch.MessageCount || msgs.JSON200.LastSeq != ch.LastSeq {
 		return fmt.Errorf("messages: %d %s", msgs.StatusCode(), msgs.Body)
 	}
-	if m := msgs.JSON200.Messages[0]; m.Content != spec.Task || m.Role != agentd.RoleUser {
+	// The task is a string, a message or a list (oneOf): this spec's is a
+	// string.
+	task, err := spec.Task.AsSpecTask0()
+	if err != nil {
+		return fmt.Errorf("the spec's task is not a string: %w", err)
+	}
+	if m := msgs.JSON200.Messages[0]; m.Content != task || m.Role != agentd.RoleUser {
 		return fmt.Errorf("first message %+v", m)
 	}
 

@@ -88,7 +88,7 @@ class AsyncClient:
     async def create_from_team(
         self,
         team: Any,
-        task: str,
+        task: Task,
         *,
         idempotency_key: str | None = None,
         wait_s: float | None = None,

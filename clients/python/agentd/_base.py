@@ -135,7 +135,7 @@ def create_request(
     return req
 
 
-def team_spec(task: str, team: Any, options: Mapping[str, Any]) -> dict[str, Any]:
+def team_spec(task: Task, team: Any, options: Mapping[str, Any]) -> dict[str, Any]:
     """The team form of a create: ``{"task", "team", ...options}``."""
     body: dict[str, Any] = {"task": task, "team": team_component(team)}
     body.update({k: v for k, v in options.items() if v is not None})

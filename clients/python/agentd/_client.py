@@ -93,7 +93,7 @@ class Client:
     def create_from_team(
         self,
         team: Any,
-        task: str,
+        task: Task,
         *,
         idempotency_key: str | None = None,
         wait_s: float | None = None,

@@ -23,17 +23,12 @@ Answer = Callable[[Mapping[str, Any]], Awaitable[None]]
 Step = Callable[[Awaitable[Event]], Awaitable[Event]]
 
 
-def first_task(task: Task | None) -> str:
-    """The task that creates the chat (its first run): a text, or one
-    TextMessage from ``user``, since a chat's spec takes its task as text."""
-    if isinstance(task, str):
-        return task
-    if isinstance(task, Mapping) and task.get("type") == "TextMessage" and task.get("source", "user") == "user":
-        return str(task["content"])
-    raise ValueError(
-        "the first run of a team on agentd needs a task that is a text or a TextMessage from 'user' "
-        "(later runs take any task: other sources, HandoffMessages, lists, or none)"
-    )
+def first_task(task: Task | None) -> Task:
+    """The task that creates the chat (its first run): any task but none,
+    since a chat starts with one."""
+    if task is None:
+        raise ValueError("the first run of a team on agentd needs a task (later runs may go on without one)")
+    return task
 
 
 async def _next(aw: Awaitable[Event]) -> Event:

@@ -160,12 +160,13 @@ class Approval(TypedDict, total=False):
 
 class TaskMessage(TypedDict, total=False):
     """A message of a run's task: a ``TextMessage`` (``source`` defaults to
-    ``user``), or a ``HandoffMessage`` whose ``target`` the Swarm goes on
-    with."""
+    ``user``), a ``HandoffMessage`` whose ``target`` the Swarm goes on
+    with, or a ``MultiModalMessage`` whose ``content`` is a list of texts
+    and images (``{"image": {"data": "<base64>", "media_type"?}}``)."""
 
-    type: Required[Literal["TextMessage", "HandoffMessage"]]
+    type: Required[Literal["TextMessage", "HandoffMessage", "MultiModalMessage"]]
     source: str
-    content: Required[str]
+    content: Required[Union[str, List[Union[str, Dict[str, Any]]]]]
     target: str
 
 

@@ -35,6 +35,7 @@ from autogen_agentchat.messages import (
     BaseAgentEvent,
     BaseChatMessage,
     HandoffMessage,
+    MultiModalMessage,
     StructuredMessage,
     StructuredMessageFactory,
     TextMessage,
@@ -108,7 +109,16 @@ def _task_message(task: BaseChatMessage) -> TaskMessage:
         return {"type": "HandoffMessage", "source": task.source, "target": task.target, "content": task.content}
     if isinstance(task, TextMessage):
         return {"type": "TextMessage", "source": task.source, "content": task.content}
-    raise ValueError(f"a task of type {type(task).__name__} cannot run on agentd (TextMessage or HandoffMessage)")
+    if isinstance(task, MultiModalMessage):
+        # An image as AgentChat's Image dumps itself: base64 PNG.
+        parts: list[str | dict[str, Any]] = [
+            c if isinstance(c, str) else {"image": {"data": c.to_base64(), "media_type": "image/png"}}
+            for c in task.content
+        ]
+        return {"type": "MultiModalMessage", "source": task.source, "content": parts}
+    raise ValueError(
+        f"a task of type {type(task).__name__} cannot run on agentd (TextMessage, MultiModalMessage or HandoffMessage)"
+    )
 
 
 def _task(task: TaskType) -> Task | None:
