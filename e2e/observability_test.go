@@ -32,9 +32,12 @@ var metricsNotYetExported = map[string]bool{}
 // as a metric of its name and kind; one that has samples is reported, so
 // the list cannot go stale unnoticed.
 var unsampledHere = map[string]string{
-	"agentd_tool_calls_total":         "the debate calls no tool, and the counter is labelled by tool type and outcome",
-	"agentd_sandbox_executions_total": "the debate runs no code, and the counter is labelled by backend, language and outcome",
-	"agentd_append_errors_total":      "no append fails in a healthy run, and the counter is labelled by reason",
+	"agentd_tool_calls_total":                 "the debate calls no tool, and the counter is labelled by tool type and outcome",
+	"agentd_sandbox_executions_total":         "the debate runs no code, and the counter is labelled by backend, language and outcome",
+	"agentd_append_errors_total":              "no append fails in a healthy run, and the counter is labelled by reason",
+	"agentd_sandbox_egress_connections_total": "the debate runs no code, so no sandbox connects through the egress proxy, and the counter is labelled by outcome",
+	"agentd_sandbox_egress_refused_total":     "the debate runs no code, so the egress proxy refuses nothing, and the counter is labelled by reason",
+	"agentd_sandbox_egress_bytes_total":       "the debate runs no code, so no bytes pass the egress proxy, and the counter is labelled by direction",
 }
 
 // TestDashboardAndAlertQueriesAgainstRealServer checks deploy/compose's
@@ -52,7 +55,10 @@ func TestDashboardAndAlertQueriesAgainstRealServer(t *testing.T) {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}
 
-	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir())
+	// A permitted host gives the server its sandboxes' egress proxy, whose
+	// metrics the dashboard shows; the debate runs no code, so no sandbox
+	// uses it.
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX_ALLOW_HOSTS=example.com")
 	c := p.create(readExample(t, "debate.json"))
 	p.waitTerminal(c.ID, 60*time.Second)
 
@@ -269,6 +275,51 @@ func TestDefinesMetric(t *testing.T) {
 	} {
 		if got := definesMetric(source, name); got != want {
 			t.Errorf("definesMetric(%s) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// TestDashboardLayout checks that the dashboard's panels have ids of their
+// own and fit Grafana's 24 columns without covering one another.
+func TestDashboardLayout(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "deploy", "compose", "grafana", "dashboards", "agentd.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			ID      int    `json:"id"`
+			Title   string `json:"title"`
+			GridPos struct {
+				H, W, X, Y int
+			} `json:"gridPos"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("dashboard: %v", err)
+	}
+	ids := map[int]string{}
+	type cell struct{ x, y int }
+	cells := map[cell]string{}
+	for _, p := range d.Panels {
+		if other, ok := ids[p.ID]; ok {
+			t.Errorf("panels %q and %q have the same id %d", other, p.Title, p.ID)
+		}
+		ids[p.ID] = p.Title
+		g := p.GridPos
+		if g.W < 1 || g.H < 1 || g.X < 0 || g.Y < 0 || g.X+g.W > 24 {
+			t.Errorf("panel %q: gridPos %+v is not within 24 columns", p.Title, g)
+			continue
+		}
+	cover:
+		for x := g.X; x < g.X+g.W; x++ {
+			for y := g.Y; y < g.Y+g.H; y++ {
+				if other, ok := cells[cell{x, y}]; ok {
+					t.Errorf("panel %q covers panel %q at column %d, row %d", p.Title, other, x, y)
+					break cover
+				}
+				cells[cell{x, y}] = p.Title
+			}
 		}
 	}
 }

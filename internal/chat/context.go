@@ -307,6 +307,25 @@ func sharedText(m Message) string {
 	return m.Content
 }
 
+// modelText is a message's model text (AgentChat's to_model_text): its
+// content, or of a MultiModalMessage its texts with " [image]" for each
+// image. A graph's string conditions are tested on it, and a MagenticOne
+// orchestrator's task is made of it.
+func modelText(m Message) string {
+	if len(m.Parts) == 0 {
+		return m.Content
+	}
+	var b strings.Builder
+	for _, p := range m.Parts {
+		if p.Image != nil {
+			b.WriteString(" [image]")
+		} else {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
 // modelParts are a MultiModalMessage's parts as a model request holds them
 // (nil for any other message): each image with its size in pixels, which
 // its tokens are counted by. An image was checked when it was accepted, so

@@ -215,21 +215,3 @@ func (gs *graphState) originalCount(target, group string) int {
 	}
 	return n
 }
-
-// graphText is what a graph's string conditions are tested on: a message's
-// model text (AgentChat's to_model_text), in which an image stands as
-// " [image]".
-func graphText(m Message) string {
-	if len(m.Parts) == 0 {
-		return m.Content
-	}
-	var b strings.Builder
-	for _, p := range m.Parts {
-		if p.Image != nil {
-			b.WriteString(" [image]")
-		} else {
-			b.WriteString(p.Text)
-		}
-	}
-	return b.String()
-}

@@ -121,7 +121,7 @@ func (s *state) foldMagentic(m Message, d messageData) (bool, error) {
 	g := s.magentic
 	switch d.Kind {
 	case kindTask:
-		g.task = append(g.task, taskModelText(m))
+		g.task = append(g.task, modelText(m))
 		return true, nil
 	case kindOrchestrator:
 	default:
@@ -150,23 +150,6 @@ func (s *state) foldMagentic(m Message, d messageData) (bool, error) {
 		g.facts, g.plan, g.start = md.Facts, md.Plan, len(s.msgs)-1
 	}
 	return true, nil
-}
-
-// taskModelText is a task message's to_model_text: its content, or of a
-// MultiModalMessage its texts with " [image]" for each image.
-func taskModelText(m Message) string {
-	if len(m.Parts) == 0 {
-		return m.Content
-	}
-	var b strings.Builder
-	for _, p := range m.Parts {
-		if p.Image != nil {
-			b.WriteString(" [image]")
-		} else {
-			b.WriteString(p.Text)
-		}
-	}
-	return b.String()
 }
 
 // stallsAfter is the stall count after an unsatisfied progress ledger: up

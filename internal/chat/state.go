@@ -360,12 +360,12 @@ func (s *state) foldMessage(e Event) error {
 	if s.graph != nil {
 		if d.Kind == kindTask {
 			// Applied once it is known to be the run's last (see settle).
-			s.graph.task = &graphTask{source: m.Name, text: graphText(m)}
+			s.graph.task = &graphTask{source: m.Name, text: modelText(m)}
 		} else {
 			s.graph.settle()
 		}
 		if d.Turn > 0 && d.End {
-			s.graph.taken(m.Name, graphText(m))
+			s.graph.taken(m.Name, modelText(m))
 		}
 	}
 	lastBranch := true

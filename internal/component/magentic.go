@@ -31,15 +31,7 @@ func (tr *translator) magentic(c *comp) {
 	cfg := c.cfg
 	sel := &spec.Selection{Method: spec.SelectMagentic}
 	tr.mapPath("/speaker_selection", c.path+"/config")
-	if mc := cfg.raw("model_client"); mc != nil {
-		if m := tr.model(cfg.at("model_client"), mc); m != nil {
-			sel.Model = &spec.ModelRef{Inline: m}
-			tr.mapPath("/speaker_selection/model", cfg.at("model_client")+"/config")
-			tr.mapPath("/speaker_selection/model/provider", cfg.at("model_client")+"/provider")
-		}
-	} else {
-		tr.r.problem(cfg.at("model_client"), "is required: the orchestrator's model client")
-	}
+	sel.Model = tr.modelClient(cfg, "/speaker_selection/model", "is required: the orchestrator's model client")
 	// A dump always writes both (MagenticOneGroupChatConfig requires
 	// them); a hand-written file without them gets AgentChat's defaults.
 	sel.MaxStalls = cfg.integer("max_stalls")

@@ -41,7 +41,7 @@ func (tr *translator) societyOfMind(c *comp) spec.Agent {
 		a.ResponsePrompt = s
 	}
 	tr.mapPath(ap+"/response_prompt", cfg.at("response_prompt"))
-	a.Model = tr.agentModel(cfg, ap, "is required: the model client that answers for the team")
+	a.Model = tr.modelClient(cfg, ap+"/model", "is required: the model client that answers for the team")
 	if mc := cfg.raw("model_context"); mc != nil {
 		if ctx := tr.context(cfg.at("model_context"), mc, cfg.raw("model_client")); ctx != nil {
 			// The context holds the messages given to the agent before,

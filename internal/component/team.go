@@ -204,15 +204,7 @@ func (tr *translator) selector(c *comp) {
 	cfg := c.cfg
 	sel := &spec.Selection{Method: spec.SelectAuto}
 	tr.mapPath("/speaker_selection", c.path+"/config")
-	if mc := cfg.raw("model_client"); mc != nil {
-		if m := tr.model(cfg.at("model_client"), mc); m != nil {
-			sel.Model = &spec.ModelRef{Inline: m}
-			tr.mapPath("/speaker_selection/model", cfg.at("model_client")+"/config")
-			tr.mapPath("/speaker_selection/model/provider", cfg.at("model_client")+"/provider")
-		}
-	} else {
-		tr.r.problem(cfg.at("model_client"), "is required: the selector's model client")
-	}
+	sel.Model = tr.modelClient(cfg, "/speaker_selection/model", "is required: the selector's model client")
 	sel.SelectorPrompt = cfg.str("selector_prompt")
 	tr.mapPath("/speaker_selection/selector_prompt", cfg.at("selector_prompt"))
 	// AgentChat's SelectorGroupChat does not repeat a speaker unless told
@@ -270,10 +262,12 @@ func (tr *translator) agent(path string, raw any) {
 	tr.t.Agents = append(tr.t.Agents, a)
 }
 
-// agentModel reads an agent's model_client as the model of the spec's
-// agent at ap (nil when it is missing, which is the problem missing says,
-// or does not translate).
-func (tr *translator) agentModel(cfg *object, ap, missing string) *spec.ModelRef {
+// modelClient reads the model_client of an agent's, a selector's or an
+// orchestrator's config as a model of the spec, whose JSON pointer is to:
+// the spec's problems there point into the file's model client. It is nil
+// when the model client is missing, which is the problem missing says, or
+// does not translate.
+func (tr *translator) modelClient(cfg *object, to, missing string) *spec.ModelRef {
 	mc := cfg.raw("model_client")
 	if mc == nil {
 		tr.r.problem(cfg.at("model_client"), "%s", missing)
@@ -283,8 +277,8 @@ func (tr *translator) agentModel(cfg *object, ap, missing string) *spec.ModelRef
 	if m == nil {
 		return nil
 	}
-	tr.mapPath(ap+"/model", cfg.at("model_client")+"/config")
-	tr.mapPath(ap+"/model/provider", cfg.at("model_client")+"/provider")
+	tr.mapPath(to, cfg.at("model_client")+"/config")
+	tr.mapPath(to+"/provider", cfg.at("model_client")+"/provider")
 	return &spec.ModelRef{Inline: m}
 }
 
@@ -292,7 +286,7 @@ func (tr *translator) assistant(c *comp) spec.Agent {
 	cfg := c.cfg
 	a := spec.Agent{Type: spec.AgentAssistant, Name: cfg.required("name")}
 	ap := idx("/agents", len(tr.t.Agents))
-	a.Model = tr.agentModel(cfg, ap, "is required")
+	a.Model = tr.modelClient(cfg, ap+"/model", "is required")
 	a.Description = defaultAssistantDescription
 	if d := cfg.str("description"); d != nil {
 		a.Description = *d
