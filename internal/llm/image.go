@@ -29,6 +29,23 @@ func imagePNG(img *chat.Image) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decode %s image: %w", format, err)
 	}
+	dst, converted := (*image.NRGBA)(nil), false
+	if format == "webp" {
+		dst, converted = webpRGB(src) // a lossy WebP's colours as libwebp makes them
+	}
+	if !converted {
+		dst = rgbOf(src)
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, dst); err != nil {
+		return nil, fmt.Errorf("encode image as PNG: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// rgbOf is src's pixels in opaque RGB: the colour kept, the alpha dropped
+// (not blended), as PIL's convert("RGB") does.
+func rgbOf(src image.Image) *image.NRGBA {
 	r := src.Bounds()
 	dst := image.NewNRGBA(image.Rect(0, 0, r.Dx(), r.Dy()))
 	for y := r.Min.Y; y < r.Max.Y; y++ {
@@ -38,11 +55,7 @@ func imagePNG(img *chat.Image) ([]byte, error) {
 			dst.SetNRGBA(x-r.Min.X, y-r.Min.Y, c)
 		}
 	}
-	var b bytes.Buffer
-	if err := png.Encode(&b, dst); err != nil {
-		return nil, fmt.Errorf("encode image as PNG: %w", err)
-	}
-	return b.Bytes(), nil
+	return dst
 }
 
 // imageDataURL is the data: URL AgentChat's Image.data_uri makes of img.

@@ -11,6 +11,8 @@ import (
 	_ "image/png"  // PNG images in messages
 	"strconv"
 	"strings"
+
+	_ "golang.org/x/image/webp" // WebP images in messages (read only: sent as PNG)
 )
 
 // TypeMultiModalMessage is AgentChat's MultiModalMessage: text and images.
@@ -26,7 +28,8 @@ type Part struct {
 }
 
 // ImagePart is an image as a client gave it: its bytes and their media
-// type (image/png, image/jpeg or image/gif, from the bytes themselves).
+// type (image/png, image/jpeg, image/gif or image/webp, from the bytes
+// themselves).
 type ImagePart struct {
 	Data      []byte `json:"data"`
 	MediaType string `json:"media_type,omitempty"`
@@ -98,12 +101,12 @@ const (
 )
 
 // ImageConfig reads an image's format and size from its header, and says
-// why it cannot be sent: a format other than PNG, JPEG or GIF, or too many
-// pixels.
+// why it cannot be sent: a format other than PNG, JPEG, GIF or WebP, or too
+// many pixels.
 func ImageConfig(data []byte) (mediaType string, cfg image.Config, err error) {
 	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
 	if err != nil {
-		return "", cfg, errors.New("is not an image agentd can read (PNG, JPEG or GIF)")
+		return "", cfg, errors.New("is not an image agentd can read (PNG, JPEG, GIF or WebP)")
 	}
 	if cfg.Width < 1 || cfg.Height < 1 || cfg.Width*cfg.Height > maxImagePixels {
 		return "", cfg, fmt.Errorf("is %dx%d pixels: at most %d pixels in all", cfg.Width, cfg.Height, maxImagePixels)
