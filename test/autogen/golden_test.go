@@ -50,6 +50,39 @@ type scenario struct {
 	// Runs are the chat's runs after the first (the spec's task), each
 	// posted once the one before it has ended.
 	Runs []runRequest `json:"runs"`
+	// HTTPEchoPort is the port of 127.0.0.1 the team's HttpTools call,
+	// where the recorder served its echo API; agentd's tools are pointed
+	// at an echo of this test's (see httpEcho).
+	HTTPEchoPort int `json:"http_echo_port"`
+}
+
+// httpEcho answers as record.py's EchoHandler does: a JSON object whose
+// "echo" is the request's method, path, query and JSON body (keys sorted,
+// compact), so that a tool result shows exactly what the tool sent.
+func httpEcho(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	canon := ""
+	if len(b) > 0 {
+		var v any
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber()
+		if err := dec.Decode(&v); err != nil {
+			http.Error(w, "body is not JSON: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		var out bytes.Buffer
+		enc := json.NewEncoder(&out)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(v) // map keys sorted, compact, as json.dumps(sort_keys=True, separators=(",", ":"))
+		canon = strings.TrimSuffix(out.String(), "\n")
+	}
+	var echo bytes.Buffer
+	enc := json.NewEncoder(&echo)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(map[string]string{"echo": r.Method + " " + r.URL.Path + "?" + r.URL.RawQuery + " " + canon})
+	w.Header().Set("Content-Type", "application/json")
+	// json.dumps writes ": " after a member's name; the object has one.
+	_, _ = w.Write(bytes.Replace(bytes.TrimSuffix(echo.Bytes(), []byte("\n")), []byte(`{"echo":`), []byte(`{"echo": `), 1))
 }
 
 // runRequest is one further run: its task as the runs API takes it
@@ -406,6 +439,11 @@ func runAgentd(t *testing.T, sc scenario, fx fixture, sandboxes chat.Sandboxes) 
 		body = req.Spec
 	}
 	body = bytes.ReplaceAll(body, []byte("TOOL_URL"), []byte(tools.URL))
+	if sc.HTTPEchoPort != 0 {
+		echo := httptest.NewServer(http.HandlerFunc(httpEcho))
+		t.Cleanup(echo.Close)
+		body = bytes.ReplaceAll(body, []byte(fmt.Sprintf("http://127.0.0.1:%d/", sc.HTTPEchoPort)), []byte(echo.URL+"/"))
+	}
 	if len(fx.History) > 0 {
 		body = withHistory(t, body, fx.History)
 	}

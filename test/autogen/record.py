@@ -572,11 +572,41 @@ def point_clients(v: Any, url: str) -> Any:
     return v
 
 
+class EchoHandler(BaseHTTPRequestHandler):
+    """The REST API of a team's HttpTools: it answers every request with its
+    method, path, query and JSON body (keys sorted, compact), so the tool
+    results show what the tool sent; golden_test.go's echo answers the
+    same way."""
+
+    protocol_version = "HTTP/1.1"
+
+    def answer(self) -> None:
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n).decode("utf-8") if n else ""
+        canon = json.dumps(json.loads(body), sort_keys=True, separators=(",", ":")) if body else ""
+        path, _, query = self.path.partition("?")
+        out = json.dumps({"echo": f"{self.command} {path}?{query} {canon}"}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = answer
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
 async def record_team(scenario: dict[str, Any]) -> dict[str, Any]:
     """A team-file scenario: the file AgentChat dumped, loaded with
     Team.load_component (its FunctionTools run here, in-process) and run on
-    the task."""
+    the task; "http_echo_port" serves its HttpTools' API there."""
     server = ScriptServer(scenario["script"], {})
+    echo = None
+    if "http_echo_port" in scenario:
+        echo = ThreadingHTTPServer(("127.0.0.1", scenario["http_echo_port"]), EchoHandler)
+        threading.Thread(target=echo.serve_forever, daemon=True).start()
     try:
         team = Team.load_component(point_clients(scenario["team"], server.url))
         result = await team.run(task=scenario["task"])
@@ -586,6 +616,9 @@ async def record_team(scenario: dict[str, Any]) -> dict[str, Any]:
         return {"requests": server.requests, "transcript": transcript(result.messages, inner_agents(team)), "stop_reason": result.stop_reason}
     finally:
         server.close()
+        if echo is not None:
+            echo.shutdown()
+            echo.server_close()
 
 
 def concurrent(scenario: dict[str, Any]) -> bool:

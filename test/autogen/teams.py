@@ -21,6 +21,7 @@ from autogen_agentchat.teams import RoundRobinGroupChat
 from autogen_core.code_executor import ImportFromModule
 from autogen_core.tools import FunctionTool
 from autogen_ext.models.openai import OpenAIChatCompletionClient
+from autogen_ext.tools.http import HttpTool
 
 TYPING = [ImportFromModule("typing", ("Annotated", "Literal", "Optional"))]
 
@@ -114,15 +115,86 @@ def function_tools():
     return team, "Plan a trip to France and Norway.", script
 
 
-SCENARIOS = {"team_function_tools": function_tools}
+# The port of the HTTP API the http_tools scenario's HttpTools call: record.py
+# serves it inside the recorder's own loopback; golden_test.go points the
+# tools at a server of its own that answers the same way (see record.py's
+# echo).
+ECHO_PORT = 18765
+
+ORDER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "customer": {"type": "string", "description": "The customer's id"},
+        "status": {"type": "string", "enum": ["open", "shipped"]},
+        "limit": {"type": "integer", "default": 5},
+    },
+    "required": ["customer"],
+}
+
+NOTE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "order_id": {"type": "integer"},
+        "text": {"type": "string", "description": "The note"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "urgent": {"type": "boolean", "default": False},
+    },
+    "required": ["order_id", "text"],
+}
+
+
+def http_tools():
+    """A support agent whose tools are HttpTools of a REST API (a GET with a
+    path parameter and a query, a POST with a JSON body), with and without
+    reflection, beside a FunctionTool. Each has headers: AgentChat 0.7.5
+    dumps an HttpTool without headers in a form it cannot load again."""
+    orders = HttpTool(name="list_orders", description="List a customer's orders.", scheme="http", host="127.0.0.1",
+                      port=ECHO_PORT, path="/customers/{customer}/orders", method="GET", json_schema=ORDER_SCHEMA,
+                      headers={"X-Team": "support"}, return_type="text")
+    note = HttpTool(name="add_note", description="Add a note to an order.", scheme="http", host="127.0.0.1",
+                    port=ECHO_PORT, path="/notes", method="POST", json_schema=NOTE_SCHEMA, headers={"Content-Language": "en"},
+                    return_type="json")
+    support = AssistantAgent(
+        "support",
+        model_client=client(),
+        description="Answers customers.",
+        system_message="You answer customers with the order API.",
+        tools=[orders, note, tool(check_code, "Check a code.")],
+        reflect_on_tool_use=False,
+    )
+    reviewer = AssistantAgent(
+        "reviewer",
+        model_client=client(),
+        description="Reviews the answer.",
+        system_message="You review answers; you may look orders up.",
+        tools=[orders],
+        reflect_on_tool_use=True,
+    )
+    team = RoundRobinGroupChat([support, reviewer], termination_condition=TextMentionTermination("TERMINATE"), max_turns=4)
+    script = [
+        {"tool_calls": [
+            call("call_o1", "list_orders", {"customer": "c-17", "status": "open"}),
+            call("call_n1", "add_note", {"order_id": 42, "text": "Customer asked about delivery.", "tags": ["delivery", "vip"]}),
+        ]},
+        {"tool_calls": [call("call_o2", "list_orders", {"customer": "c-17", "limit": 2})]},
+        {"content": "The orders are listed and the note is on order 42."},
+        {"tool_calls": [call("call_k1", "check_code", {"code": "a"})]},
+        {"content": "Done. TERMINATE"},
+    ]
+    return team, "Where is my order? I am customer c-17.", script, {"http_echo_port": ECHO_PORT}
+
+
+SCENARIOS = {"team_function_tools": function_tools, "team_http_tools": http_tools}
 
 
 def main():
     warnings.simplefilter("ignore")
     out = sys.argv[1] if len(sys.argv) > 1 else "test/autogen/scenarios"
     for name, build in SCENARIOS.items():
-        team, task, script = build()
+        team, task, script, *extra = build()
         scenario = {"team": team.dump_component().model_dump(mode="json"), "task": task, "script": script}
+        for e in extra:
+            scenario.update(e)
         with open(os.path.join(out, name + ".json"), "w") as f:
             json.dump(scenario, f, indent=1, ensure_ascii=False)
             f.write("\n")
