@@ -2,11 +2,14 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/agentd/agentd/internal/store/pgtest"
 	"github.com/agentd/agentd/internal/store/storetest"
 	"github.com/agentd/agentd/migrations"
+	"github.com/google/uuid"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Wrap(m)) }
@@ -137,4 +141,78 @@ func TestOpenErrors(t *testing.T) {
 			t.Errorf("Open(%q) succeeded", url)
 		}
 	}
+}
+
+// TestOnlyAgentdEraseChatErases: the triggers let a DELETE of the log
+// through only from agentd_erase_chat itself, not from a function whose
+// name merely ends like it, nor from one of its name and arguments in
+// another schema (found first on the search_path or not).
+func TestOnlyAgentdEraseChatErases(t *testing.T) {
+	t.Parallel()
+	s := newStore(t).(*Store)
+	ctx := t.Context()
+	c := createEndedChat(t, s)
+	for _, impostor := range []string{
+		`CREATE FUNCTION not_agentd_erase_chat(chat uuid, for_tenant text, at timestamptz) RETURNS text
+			LANGUAGE plpgsql AS $$ BEGIN DELETE FROM events WHERE chat_id = chat; RETURN 'x'; END; $$`,
+		`CREATE SCHEMA impostor`,
+		`CREATE FUNCTION impostor.agentd_erase_chat(chat uuid, for_tenant text, at timestamptz) RETURNS text
+			LANGUAGE plpgsql AS $$ BEGIN DELETE FROM public.events WHERE chat_id = chat; RETURN 'x'; END; $$`,
+	} {
+		if _, err := s.pool.Exec(ctx, impostor); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, call := range []string{
+		`SELECT not_agentd_erase_chat($1, '', now())`,
+		`SELECT impostor.agentd_erase_chat($1, '', now())`,
+		`SET search_path = impostor, public; SELECT agentd_erase_chat($1, '', now())`,
+	} {
+		conn, err := s.pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts := strings.Split(call, "; ")
+		for _, st := range stmts[:len(stmts)-1] {
+			if _, err := conn.Exec(ctx, st); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err = conn.Exec(ctx, stmts[len(stmts)-1], c)
+		_, _ = conn.Exec(ctx, "RESET search_path")
+		conn.Release()
+		if err == nil || !strings.Contains(err.Error(), "append-only") {
+			t.Errorf("%s: %v, want the append-only refusal", call, err)
+		}
+	}
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE chat_id = $1`, c).Scan(&n); err != nil || n == 0 {
+		t.Fatalf("the chat's events: %d, %v", n, err)
+	}
+	var got string
+	if err := s.pool.QueryRow(ctx, `SELECT public.agentd_erase_chat($1, '', now())`, c).Scan(&got); err != nil || got != "erased" {
+		t.Fatalf("agentd_erase_chat itself: %q, %v", got, err)
+	}
+}
+
+// createEndedChat creates a chat with a task and marks it completed, as
+// a worker that ended it leaves it; it returns its id.
+func createEndedChat(t *testing.T, s *Store) string {
+	t.Helper()
+	now := time.Now()
+	id := uuid.NewString()
+	if _, _, err := s.CreateChat(t.Context(), &chat.CreateChatParams{
+		ID: id, Tenant: "acme", Spec: json.RawMessage(`{"agents": [{"name": "coder", "type": "assistant"}]}`), CreatedAt: now,
+		Events: []chat.Event{
+			{Seq: 1, Type: chat.EventChatCreated, Data: json.RawMessage(`{"status": "queued"}`), CreatedAt: now},
+			{Seq: 2, Type: chat.EventMessage, Role: chat.RoleUser, Name: chat.UserName, Content: "Reverse a string.",
+				Data: json.RawMessage(`{"kind": "task"}`), CreatedAt: now},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(t.Context(), `UPDATE chat_state SET status = 'completed', owner = NULL, completed_at = now() WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
