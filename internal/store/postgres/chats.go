@@ -308,7 +308,7 @@ func (s *Store) ListChats(ctx context.Context, p *chat.ListChatsParams) ([]*chat
 	}
 	// Each metadata filter is a containment (or two, for a value that is
 	// also a JSON number or literal), which the GIN index on metadata
-	// serves; see migration 0004.
+	// serves; see migration 0005.
 	for _, m := range p.Metadata {
 		var alts []string
 		for _, v := range param.MetadataValues(m.Value) {
