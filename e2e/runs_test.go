@@ -86,8 +86,11 @@ func runLog(evs []sseEvent) []string {
 		switch e.Type {
 		case "run.started":
 			out = append(out, fmt.Sprintf("run %d", d.Run))
-		case "chat.completed", "chat.failed", "chat.cancelled":
+		case "chat.completed":
 			out = append(out, fmt.Sprintf("end %d: %s", d.Run, d.StopDetail))
+		case "chat.failed", "chat.cancelled":
+			// How a run ended matters (an interrupted run is cancelled).
+			out = append(out, fmt.Sprintf("%s %d: %s", strings.TrimPrefix(e.Type, "chat."), d.Run, d.StopDetail))
 		case "message":
 			out = append(out, d.Name+":"+d.Content)
 		}
@@ -158,7 +161,7 @@ func TestRunsWhenBusy(t *testing.T) {
 		want := []string{"run 1", "user:go", "a:r1", "end 1: Maximum number of turns 1 reached.",
 			"run 2", "user:second", "a:r2", "end 2: Maximum number of turns 1 reached.",
 			"run 3", "user:third", "a:r3", "end 3: Maximum number of turns 1 reached.",
-			"run 4", "user:fourth", "end 4: External termination requested",
+			"run 4", "user:fourth", "cancelled 4: External termination requested",
 			"run 5", "user:fifth", "a:r4", "end 5: Maximum number of turns 1 reached."}
 		all, stopAll := p.stream(c.ID, 0)
 		defer stopAll()

@@ -64,8 +64,11 @@ func runEvents(t testing.TB, db chat.Store, id string) []string {
 		switch {
 		case e.Type == chat.EventRunStarted:
 			out = append(out, fmt.Sprintf("run %d", d.Run))
-		case e.Type.Terminal():
+		case e.Type == chat.EventChatCompleted:
 			out = append(out, fmt.Sprintf("end %d: %s", d.Run, d.StopDetail))
+		case e.Type.Terminal():
+			// How a run ended matters (an interrupted run is cancelled).
+			out = append(out, fmt.Sprintf("%s %d: %s", strings.TrimPrefix(string(e.Type), "chat."), d.Run, d.StopDetail))
 		case e.Type == chat.EventMessage:
 			out = append(out, e.Name+":"+e.Content)
 		}
@@ -157,7 +160,7 @@ func TestIfBusy(t *testing.T) {
 	want := []string{"run 1", "user:go", "a:r1", "end 1: Maximum number of turns 1 reached.",
 		"run 2", "user:second", "a:r2", "end 2: Maximum number of turns 1 reached.",
 		"run 3", "user:third", "a:r3", "end 3: Maximum number of turns 1 reached.",
-		"run 4", "user:fourth", "end 4: External termination requested",
+		"run 4", "user:fourth", "cancelled 4: External termination requested",
 		// The cut call was never recorded: the replay answers it again.
 		"run 5", "user:fifth", "a:r4", "end 5: Maximum number of turns 1 reached."}
 	ev := runEvents(t, db, c.ID)

@@ -499,8 +499,9 @@ func TestMapProblems(t *testing.T) {
 func TestExportProblems(t *testing.T) {
 	t.Parallel()
 	sp, probs := spec.DecodeSpec([]byte(`{"task": "x",
-		"agents": [{"name": "a", "type": "assistant", "model": "m", "tools": ["t"]},
-		           {"name": "p", "type": "user_proxy", "human_input_mode": "TERMINATE", "functions": ["t"]}],
+		"agents": [{"name": "a", "type": "assistant", "model": "m", "tools": ["t"], "tool_approval": "always"},
+		           {"name": "p", "type": "user_proxy", "human_input_mode": "TERMINATE", "functions": ["t"]},
+		           {"name": "x", "type": "user_proxy", "human_input_mode": "NEVER", "code_execution": {}, "code_approval": true}],
 		"models": {"m": {"provider": "replay", "responses": [{"content": "x", "delay_ms": 5}]}},
 		"tools": [{"name": "t", "parameters": {"type": "object"}, "implementation": {"type": "http", "url": "http://x"}}],
 		"speaker_selection": {"method": "random", "seed": 1},
@@ -513,7 +514,8 @@ func TestExportProblems(t *testing.T) {
 	for _, p := range probs {
 		paths = append(paths, p.Path)
 	}
-	want := []string{"/agents/0/model/responses/0/delay_ms", "/agents/0/tools/0", "/agents/1/functions", "/agents/1/human_input_mode",
+	want := []string{"/agents/0/model/responses/0/delay_ms", "/agents/0/tools/0", "/agents/0/tool_approval", "/agents/1/functions", "/agents/1/human_input_mode",
+		"/agents/2/code_approval",
 		"/termination/text_match", "/speaker_selection/seed", "/speaker_selection/method"}
 	slices.Sort(paths)
 	slices.Sort(want)

@@ -199,6 +199,9 @@ func (e *exporter) agent(path string, a *spec.Agent) Component {
 }
 
 func (e *exporter) assistant(path string, a *spec.Agent) Component {
+	if a.ToolApproval != nil && (a.ToolApproval.Mode == spec.ApprovalAlways || len(a.ToolApproval.Tools) > 0) {
+		e.r.problem(path+"/tool_approval", "AgentChat's AssistantAgent runs its tool calls without asking: its component has no approval")
+	}
 	cfg := map[string]any{"name": a.Name, "model_client_stream": false, "metadata": map[string]string{}}
 	if a.Model != nil {
 		if m := e.model(path+"/model", a.Model); m != nil {
@@ -310,6 +313,9 @@ func (e *exporter) toolWorkbench(path, name string) (c Component, isStatic, ok b
 func (e *exporter) codeExecutor(path string, a *spec.Agent) Component {
 	if a.HumanInputMode != spec.HumanInputNever {
 		e.r.problem(path+"/human_input_mode", "AgentChat's CodeExecutorAgent never asks a human: only NEVER exports")
+	}
+	if a.CodeApproval != nil && *a.CodeApproval {
+		e.r.problem(path+"/code_approval", "AgentChat's CodeExecutorAgent keeps its approval_func out of its component (it refuses to dump one)")
 	}
 	if a.DefaultAutoReply != nil && *a.DefaultAutoReply != noCodeBlocksMessage {
 		e.r.problem(path+"/default_auto_reply", "AgentChat's CodeExecutorAgent answers a turn without code with its own fixed message")
