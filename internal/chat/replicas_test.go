@@ -3,6 +3,7 @@ package chat_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -140,4 +141,56 @@ func replies(name string, n int) string {
 		out[i] = fmt.Sprintf("%q", fmt.Sprintf("%s %d", name, i+1))
 	}
 	return "[" + strings.Join(out, ", ") + "]"
+}
+
+// TestRunsPostedToAnotherReplica: a chat runs on replica 1; the runs, the
+// interrupt and the stop posted to replica 2 reach it through the store:
+// enqueued runs start in order, an interrupt cuts the model call in
+// progress at once (not at the next lease renewal, 10 s away) and the run
+// ends cancelled, and a stop ends the run after the turn in progress.
+func TestRunsPostedToAnotherReplica(t *testing.T) {
+	db := openPostgres(t)
+	long := func(c *chat.RuntimeConfig) { c.LeaseDuration = 30 * time.Second } // renewals every 10 s
+	rt1 := newRuntime(t, db, long)
+	c := create(t, rt1, `{"task": "go", "max_round": 1, "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": [
+		{"content": "r1", "delay_ms": 800}, {"content": "r2", "delay_ms": 100}, {"content": "r3", "delay_ms": 100},
+		{"content": "r4", "delay_ms": 4000}]}}]}`)
+	runningOn(t, rt1, c.ID)
+	rt2 := newRuntime(t, db, long)
+	if n := submitRun(t, rt2, c.ID, `{"task": "second", "if_busy": "enqueue"}`); n != 2 {
+		t.Fatalf("enqueued run %d", n)
+	}
+	if n := submitRun(t, rt2, c.ID, `{"task": "third", "if_busy": "enqueue"}`); n != 3 {
+		t.Fatalf("enqueued run %d", n)
+	}
+	waitRun(t, rt2, c.ID, 3)
+	submitRun(t, rt2, c.ID, `{"task": "fourth"}`)
+	waitFor(t, rt2, c.ID, 5*time.Second, chat.StatusRunning)
+	start := time.Now()
+	submitRun(t, rt2, c.ID, `{"task": "fifth", "if_busy": "interrupt"}`)
+	waitRun(t, rt2, c.ID, 5)
+	want := []string{"run 1", "user:go", "a:r1", "end 1: Maximum number of turns 1 reached.",
+		"run 2", "user:second", "a:r2", "end 2: Maximum number of turns 1 reached.",
+		"run 3", "user:third", "a:r3", "end 3: Maximum number of turns 1 reached.",
+		"run 4", "user:fourth", "cancelled 4: External termination requested",
+		// The cut call was never recorded: the replay answers it again.
+		"run 5", "user:fifth", "a:r4", "end 5: Maximum number of turns 1 reached."}
+	if ev := runEvents(t, db, c.ID); !slices.Equal(ev, want) {
+		t.Fatalf("log =\n%s\nwant\n%s", strings.Join(ev, "\n"), strings.Join(want, "\n"))
+	}
+	// Run 5 waited 4 s for its reply: the interrupt took less than that.
+	if d := time.Since(start); d > 4*time.Second+3*time.Second {
+		t.Errorf("the interrupt and run 5 took %v: run 4's call was not cut at once", d)
+	}
+
+	slow := create(t, rt1, `{"task": "go", "max_round": 5, "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": [
+		{"content": "x1", "delay_ms": 1500}, {"content": "x2", "delay_ms": 1500}]}}]}`)
+	runningOn(t, rt1, slow.ID)
+	if _, stopped, err := rt2.StopRun(context.Background(), "", slow.ID); err != nil || !stopped {
+		t.Fatalf("stop through replica 2: %v, %v", stopped, err)
+	}
+	waitTerminal(t, rt2, slow.ID, 10*time.Second)
+	if ev, want := runEvents(t, db, slow.ID), []string{"run 1", "user:go", "a:x1", "end 1: External termination requested"}; !slices.Equal(ev, want) {
+		t.Fatalf("log = %v, want %v", ev, want)
+	}
 }
