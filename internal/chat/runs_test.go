@@ -352,6 +352,33 @@ func TestForkCopiesTheLog(t *testing.T) {
 	if got := runEvents(t, db, src.ID); !slices.Equal(got, before) {
 		t.Fatalf("the source changed: %v", got)
 	}
+	// At a turn's end inside a run, with a run: the copied run ends
+	// cancelled in the copy itself, before any worker could take a turn
+	// of it, and the new run starts after it.
+	var turn1 int64
+	for _, e := range evs {
+		if e.Type == chat.EventMessage && e.Name == "a" {
+			turn1 = e.Seq
+			break
+		}
+	}
+	for range 5 {
+		mid, err := rt.Fork(context.Background(), "", src.ID, fmt.Appendf(nil, `{"at_seq": %d, "run": {"task": "instead"}}`, turn1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Written with the fork, not by a worker afterwards.
+		made, err := db.ListEvents(context.Background(), &chat.ListEventsParams{ChatID: mid.ID, After: turn1, Limit: 1})
+		if err != nil || len(made) != 1 || made[0].Type != chat.EventChatCancelled {
+			t.Fatalf("the event after the fork point, as the fork returns: %+v, %v", made, err)
+		}
+		waitRun(t, rt, mid.ID, 2)
+		want := []string{"run 1", "user:count", "a:a1", "cancelled 1: External termination requested",
+			"run 2", "user:instead", "b:b1", "c:c1", "end 2: Maximum number of turns 2 reached."}
+		if got := runEvents(t, db, mid.ID); !slices.Equal(got, want) {
+			t.Fatalf("fork in a run's middle: log =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
 	// Inside a turn (at speaker.selected) is no place to fork.
 	var sel int64
 	for _, e := range evs {

@@ -149,6 +149,19 @@ func (r *Runtime) Fork(ctx context.Context, tenant, id string, body []byte) (*Ch
 		return nil, fmt.Errorf("new chat id: %w", err)
 	}
 	now := r.now()
+	if run != nil && !st.status.Terminal() {
+		// The request's run interrupts the run the copy leaves in
+		// progress (or waiting for a human). It ends in the copy itself,
+		// cancelled as an interrupt ends a run: created unowned and
+		// running, the fork could otherwise be claimed, and a turn of the
+		// copied run taken, before the new run is queued.
+		e := withRun(cancelledEvent(), st.run)
+		e.Seq, e.CreatedAt = st.lastSeq+1, now
+		if err := st.apply(e); err != nil {
+			return nil, fmt.Errorf("%w: end the copied run: %v", ErrLogBroken, err)
+		}
+		evs = append(evs, e)
+	}
 	upd := st.update(now)
 	for i := range evs {
 		evs[i].ChatID = ""
