@@ -277,6 +277,15 @@ func TestSwarmHandsOffToUserAndBack(t *testing.T) {
 	if back == nil || back.Type != chat.TypeHandoffMessage || back.Handoff != "triage" || back.Name != "user" {
 		t.Fatalf("the task of run 2 = %+v", back)
 	}
+	// Without a condition that ends the run on the hand-off to user, the
+	// run ends there, saying what is missing.
+	c = create(t, rt, `{"task": "x", "max_round": 5, "speaker_selection": {"method": "swarm"},
+		"agents": [{"name": "triage", "type": "assistant", "handoffs": ["user"], "model": {"provider": "replay", "responses": [
+			{"tool_calls": [{"name": "transfer_to_user", "arguments": {}}]}]}}]}`)
+	got = waitRun(t, rt, c.ID, 1)
+	if got.StopReason != chat.StopNoEligibleSpeaker || !strings.Contains(got.StopDetail, "'triage' handed the swarm to 'user', who is not one of its agents") {
+		t.Fatalf("a hand-off to user without a condition: %s %q", got.StopReason, got.StopDetail)
+	}
 	// A Swarm whose last handoff went to user cannot go on without one back.
 	c = create(t, rt, `{"task": "x", "max_round": 5, "speaker_selection": {"method": "swarm"},
 		"termination": {"handoff": {"target": "user"}},

@@ -286,6 +286,13 @@ func (s *state) selectStep(env stepEnv) step {
 			Reason: fmt.Sprintf("Select the speaker of turn %d.", turn)}))
 	case spec.SelectSwarm:
 		sel.Agent = swarmTarget(s.spec, s.msgs, s.lastSpeaker)
+		if s.spec.Agent(sel.Agent) == nil {
+			// A hand-off to user that no condition ended the run on.
+			detail := fmt.Sprintf("No eligible speaker: '%s' handed the swarm to '%s', who is not one of its agents; "+
+				"end the run on that hand-off with a handoff termination condition for '%s' (AgentChat's HandoffTermination).",
+				s.lastSpeaker, sel.Agent, sel.Agent)
+			return appendStep(terminalEvent(StatusCompleted, StopNoEligibleSpeaker, detail, ""))
+		}
 		if !containsName(cands, sel.Agent) {
 			detail := fmt.Sprintf("No eligible speaker: the swarm hands over to '%s', which the transitions do not allow after '%s'.", sel.Agent, s.lastSpeaker)
 			return appendStep(terminalEvent(StatusCompleted, StopNoEligibleSpeaker, detail, ""))
