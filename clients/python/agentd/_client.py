@@ -102,7 +102,8 @@ class Client:
         wait_s: float | None = None,
         include_spec: bool = False,
     ) -> Chat:
-        """Creates a chat from a spec (or the team form ``{"task", "team"}``).
+        """Creates a chat from a spec (or the team form ``{"task", "team"}``,
+        or the saved-team form ``{"team_ref", "task", ...}``).
         With ``idempotency_key`` a retry returns the same chat; with
         ``wait_s`` the answer waits until the chat ends or waits for input."""
         return cast(Chat, self._send(b.create_request(spec, idempotency_key, wait_s, include_spec)))
