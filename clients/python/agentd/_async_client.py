@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from types import TracebackType
 from typing import Any, AsyncGenerator, AsyncIterator, Mapping, Sequence, cast
 
@@ -11,7 +12,23 @@ import httpx
 from . import _base as b
 from ._errors import APIConnectionError, error_from_response
 from ._sse import Event, ResumeState, SSEDecoder
-from ._types import Approval, Chat, ChatList, IfBusy, Message, MessageList, RunPosted, RunRequest, Task
+from ._types import (
+    Approval,
+    Chat,
+    ChatList,
+    Content,
+    DeliveryList,
+    IfBusy,
+    Message,
+    MessageList,
+    MetadataValue,
+    RunPosted,
+    RunRequest,
+    Task,
+    Team,
+    TeamList,
+    Webhook,
+)
 
 
 class AsyncClient:
@@ -103,6 +120,29 @@ class AsyncClient:
             include_spec=include_spec,
         )
 
+    async def create_from_saved_team(
+        self,
+        team_ref: str,
+        task: Task,
+        *,
+        version: int | None = None,
+        name: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        max_round: int | None = None,
+        webhook: Webhook | None = None,
+        idempotency_key: str | None = None,
+        wait_s: float | None = None,
+        include_spec: bool = False,
+    ) -> Chat:
+        """See :meth:`agentd.Client.create_from_saved_team`."""
+        options = {"name": name, "metadata": metadata, "max_round": max_round, "webhook": webhook}
+        return await self.create(
+            b.team_ref_spec(team_ref, version, task, options),
+            idempotency_key=idempotency_key,
+            wait_s=wait_s,
+            include_spec=include_spec,
+        )
+
     async def get(self, chat_id: str, *, include_spec: bool = False) -> Chat:
         """See :meth:`agentd.Client.get`."""
         return cast(Chat, await self._send(b.get_request(chat_id, include_spec)))
@@ -111,18 +151,37 @@ class AsyncClient:
         self,
         *,
         status: str | None = None,
+        metadata: Mapping[str, MetadataValue] | None = None,
+        name: str | None = None,
+        team: str | None = None,
+        created_after: str | datetime | None = None,
+        created_before: str | datetime | None = None,
         limit: int | None = None,
         cursor: str | None = None,
         include_spec: bool = False,
     ) -> ChatList:
         """See :meth:`agentd.Client.list`."""
-        return cast(ChatList, await self._send(b.list_request(status, limit, cursor, include_spec)))
+        flt = b.ChatFilter(status, metadata, name, team, created_after, created_before)
+        return cast(ChatList, await self._send(b.list_request(flt, limit, cursor, include_spec)))
 
-    async def iter_chats(self, *, status: str | None = None, page_size: int | None = None) -> AsyncIterator[Chat]:
+    async def iter_chats(
+        self,
+        *,
+        status: str | None = None,
+        metadata: Mapping[str, MetadataValue] | None = None,
+        name: str | None = None,
+        team: str | None = None,
+        created_after: str | datetime | None = None,
+        created_before: str | datetime | None = None,
+        page_size: int | None = None,
+    ) -> AsyncIterator[Chat]:
         """See :meth:`agentd.Client.iter_chats`."""
         cursor: str | None = None
         while True:
-            page = await self.list(status=status, limit=page_size, cursor=cursor)
+            page = await self.list(
+                status=status, metadata=metadata, name=name, team=team, created_after=created_after,
+                created_before=created_before, limit=page_size, cursor=cursor,
+            )
             for c in page["chats"]:
                 yield c
             cursor = page["next_cursor"]
@@ -156,7 +215,7 @@ class AsyncClient:
         chat_id: str,
         request_id: str,
         *,
-        content: str | None = None,
+        content: Content | None = None,
         speaker: str | None = None,
         approvals: Sequence[Approval] | None = None,
     ) -> Chat:
@@ -170,6 +229,47 @@ class AsyncClient:
     async def export_team(self, chat_id: str) -> dict[str, Any]:
         """See :meth:`agentd.Client.export_team`."""
         return cast("dict[str, Any]", await self._send(b.team_request(chat_id)))
+
+    async def update_metadata(
+        self, chat_id: str, metadata: Mapping[str, Any], *, include_spec: bool = False
+    ) -> Chat:
+        """See :meth:`agentd.Client.update_metadata`."""
+        return cast(Chat, await self._send(b.patch_request(chat_id, metadata, include_spec)))
+
+    async def erase(self, chat_id: str) -> None:
+        """See :meth:`agentd.Client.erase`."""
+        await self._send(b.erase_request(chat_id))
+
+    async def deliveries(self, chat_id: str, *, after: int = 0, limit: int | None = None) -> DeliveryList:
+        """See :meth:`agentd.Client.deliveries`."""
+        return cast(DeliveryList, await self._send(b.deliveries_request(chat_id, after, limit)))
+
+    async def save_team(self, name: str, team: Any) -> Team:
+        """See :meth:`agentd.Client.save_team`."""
+        return cast(Team, await self._send(b.save_team_request(name, team)))
+
+    async def get_team(self, name: str, version: int | None = None) -> Team:
+        """See :meth:`agentd.Client.get_team`."""
+        return cast(Team, await self._send(b.get_team_request(name, version)))
+
+    async def list_teams(
+        self, *, limit: int | None = None, cursor: str | None = None, include_spec: bool = False
+    ) -> TeamList:
+        """See :meth:`agentd.Client.list_teams`."""
+        return cast(TeamList, await self._send(b.list_teams_request(limit, cursor, include_spec)))
+
+    async def iter_teams(
+        self, *, page_size: int | None = None, include_spec: bool = False
+    ) -> AsyncIterator[Team]:
+        """See :meth:`agentd.Client.iter_teams`."""
+        cursor: str | None = None
+        while True:
+            page = await self.list_teams(limit=page_size, cursor=cursor, include_spec=include_spec)
+            for t in page["teams"]:
+                yield t
+            cursor = page["next_cursor"]
+            if not cursor:
+                return
 
     async def start_run(
         self,

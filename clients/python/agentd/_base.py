@@ -4,15 +4,17 @@ the two clients."""
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Mapping, Sequence
 from urllib.parse import quote
 
 import httpx
 
 from ._errors import error_from_response
-from ._types import Approval, RunRequest, Task
+from ._types import Approval, Content, MetadataValue, RunRequest, Task
 from ._version import __version__
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -43,6 +45,14 @@ def chat_path(chat_id: str, tail: str = "") -> str:
     if not chat_id:
         raise ValueError("chat_id is empty")
     return f"/v1/chats/{quote(chat_id, safe='')}{tail}"
+
+
+def team_path(name: str, tail: str = "") -> str:
+    """The path of a saved team (or of a resource below it). The server
+    judges the name (a 422 on a save, a 404 otherwise)."""
+    if not name:
+        raise ValueError("the team name is empty")
+    return f"/v1/teams/{quote(name, safe='')}{tail}"
 
 
 def team_component(team: Any) -> dict[str, Any]:
@@ -142,10 +152,56 @@ def team_spec(task: Task, team: Any, options: Mapping[str, Any]) -> dict[str, An
     return body
 
 
-def list_request(status: str | None, limit: int | None, cursor: str | None, include_spec: bool) -> Request:
-    req = Request("GET", "/v1/chats")
-    if status:
-        req.params["status"] = status
+def _metadata_value(value: MetadataValue) -> str:
+    """A metadata filter's value as the query writes it: a string as it is,
+    anything else as its JSON (``true``, ``null``, ``3``)."""
+    if isinstance(value, str):
+        return value
+    if value is None or isinstance(value, (bool, int, float)):
+        return json.dumps(value)
+    raise TypeError(f"a metadata filter's value must be a str, number, bool or None, not {type(value).__name__}")
+
+
+def _time(name: str, value: str | datetime) -> str:
+    """An RFC 3339 time for a query parameter."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError(f"{name}: give a datetime with a time zone (RFC 3339 needs one)")
+        return value.isoformat()
+    return value
+
+
+@dataclass
+class ChatFilter:
+    """The filters of ``GET /v1/chats``, which every page of one listing
+    repeats."""
+
+    status: str | None = None
+    metadata: Mapping[str, MetadataValue] | None = None
+    name: str | None = None
+    team: str | None = None
+    created_after: str | datetime | None = None
+    created_before: str | datetime | None = None
+
+    def params(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        if self.status:
+            out["status"] = self.status
+        for key, value in (self.metadata or {}).items():
+            out["metadata." + key] = _metadata_value(value)
+        if self.name is not None:
+            out["name"] = self.name
+        if self.team is not None:
+            out["team"] = self.team
+        if self.created_after is not None:
+            out["created_after"] = _time("created_after", self.created_after)
+        if self.created_before is not None:
+            out["created_before"] = _time("created_before", self.created_before)
+        return out
+
+
+def list_request(flt: ChatFilter, limit: int | None, cursor: str | None, include_spec: bool) -> Request:
+    req = Request("GET", "/v1/chats", params=flt.params())
     if limit is not None:
         req.params["limit"] = str(limit)
     if cursor:
@@ -171,7 +227,7 @@ def messages_request(chat_id: str, after: int, limit: int | None, wait_s: float 
 def input_request(
     chat_id: str,
     request_id: str,
-    content: str | None,
+    content: Content | None,
     speaker: str | None,
     approvals: Sequence[Approval] | None,
 ) -> Request:
@@ -180,7 +236,8 @@ def input_request(
     if len(given) != 1:
         raise ValueError("give exactly one of content, speaker and approvals")
     if content is not None:
-        body["content"] = content
+        body["content"] = content if isinstance(content, str) else [
+            p if isinstance(p, str) else dict(p) for p in content]
     if speaker is not None:
         body["speaker"] = speaker
     if approvals is not None:
@@ -218,6 +275,60 @@ def fork_request(chat_id: str, at_seq: int | None, run: RunRequest | None) -> Re
     if run is not None:
         body["run"] = dict(run)
     return Request("POST", chat_path(chat_id, "/fork"), json=body)
+
+
+def patch_request(chat_id: str, metadata: Mapping[str, Any], include_spec: bool) -> Request:
+    return Request("PATCH", chat_path(chat_id), params=_include({}, include_spec), json={"metadata": dict(metadata)})
+
+
+def erase_request(chat_id: str) -> Request:
+    return Request("DELETE", chat_path(chat_id))
+
+
+def deliveries_request(chat_id: str, after: int, limit: int | None) -> Request:
+    req = Request("GET", chat_path(chat_id, "/deliveries"))
+    if after:
+        req.params["after"] = str(after)
+    if limit is not None:
+        req.params["limit"] = str(limit)
+    return req
+
+
+def save_team_request(name: str, team: Any) -> Request:
+    """``PUT /v1/teams/{name}``: a spec without a task or an AgentChat
+    component (a dict as it is), or an AgentChat team object (or its
+    ComponentModel) as its component JSON."""
+    return Request("PUT", team_path(name), json=team_component(team))
+
+
+def get_team_request(name: str, version: int | None) -> Request:
+    if version is None:
+        return Request("GET", team_path(name))
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValueError("version must be a positive int")
+    return Request("GET", team_path(name, f"/versions/{version}"))
+
+
+def list_teams_request(limit: int | None, cursor: str | None, include_spec: bool) -> Request:
+    req = Request("GET", "/v1/teams")
+    if limit is not None:
+        req.params["limit"] = str(limit)
+    if cursor:
+        req.params["cursor"] = cursor
+    _include(req.params, include_spec)
+    return req
+
+
+def team_ref_spec(team_ref: str, version: int | None, task: Task, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The saved-team form of a create: ``{"team_ref": "name" | "name@N",
+    "task", ...overrides}``."""
+    if version is not None:
+        if "@" in team_ref:
+            raise ValueError("give the version in team_ref (name@N) or as version, not both")
+        team_ref = f"{team_ref}@{version}"
+    body: dict[str, Any] = {"team_ref": team_ref, "task": task}
+    body.update({k: v for k, v in options.items() if v is not None})
+    return body
 
 
 def events_params(follow: bool) -> dict[str, str]:

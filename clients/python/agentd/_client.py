@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Generator, Iterator, Mapping, Sequence, cast
 
@@ -11,7 +12,23 @@ import httpx
 from . import _base as b
 from ._errors import APIConnectionError, error_from_response
 from ._sse import Event, ResumeState, SSEDecoder
-from ._types import Approval, Chat, ChatList, IfBusy, Message, MessageList, RunPosted, RunRequest, Task
+from ._types import (
+    Approval,
+    Chat,
+    ChatList,
+    Content,
+    DeliveryList,
+    IfBusy,
+    Message,
+    MessageList,
+    MetadataValue,
+    RunPosted,
+    RunRequest,
+    Task,
+    Team,
+    TeamList,
+    Webhook,
+)
 
 
 class Client:
@@ -85,7 +102,8 @@ class Client:
         wait_s: float | None = None,
         include_spec: bool = False,
     ) -> Chat:
-        """Creates a chat from a spec (or the team form ``{"task", "team"}``).
+        """Creates a chat from a spec (or the team form ``{"task", "team"}``,
+        or the saved-team form ``{"team_ref", "task", ...}``).
         With ``idempotency_key`` a retry returns the same chat; with
         ``wait_s`` the answer waits until the chat ends or waits for input."""
         return cast(Chat, self._send(b.create_request(spec, idempotency_key, wait_s, include_spec)))
@@ -111,6 +129,35 @@ class Client:
             include_spec=include_spec,
         )
 
+    def create_from_saved_team(
+        self,
+        team_ref: str,
+        task: Task,
+        *,
+        version: int | None = None,
+        name: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        max_round: int | None = None,
+        webhook: Webhook | None = None,
+        idempotency_key: str | None = None,
+        wait_s: float | None = None,
+        include_spec: bool = False,
+    ) -> Chat:
+        """Creates a chat from a saved team (see :meth:`save_team`) with
+        ``task``: its latest version, or ``version`` (also written
+        ``team_ref="name@N"``). ``name``, ``metadata``, ``max_round`` and
+        ``webhook`` replace the team's. The chat's ``team`` records the
+        version it ran; an unknown team or version raises
+        :class:`ValidationError` at ``/team_ref``. The same as :meth:`create`
+        with ``{"team_ref", "task", ...}``."""
+        options = {"name": name, "metadata": metadata, "max_round": max_round, "webhook": webhook}
+        return self.create(
+            b.team_ref_spec(team_ref, version, task, options),
+            idempotency_key=idempotency_key,
+            wait_s=wait_s,
+            include_spec=include_spec,
+        )
+
     def get(self, chat_id: str, *, include_spec: bool = False) -> Chat:
         """The chat."""
         return cast(Chat, self._send(b.get_request(chat_id, include_spec)))
@@ -119,19 +166,47 @@ class Client:
         self,
         *,
         status: str | None = None,
+        metadata: Mapping[str, MetadataValue] | None = None,
+        name: str | None = None,
+        team: str | None = None,
+        created_after: str | datetime | None = None,
+        created_before: str | datetime | None = None,
         limit: int | None = None,
         cursor: str | None = None,
         include_spec: bool = False,
     ) -> ChatList:
         """One page of chats, newest first; pass ``next_cursor`` as ``cursor``
-        for the next."""
-        return cast(ChatList, self._send(b.list_request(status, limit, cursor, include_spec)))
+        (with the same filters) for the next.
 
-    def iter_chats(self, *, status: str | None = None, page_size: int | None = None) -> Iterator[Chat]:
-        """Every chat (filtered by status), newest first, page after page."""
+        Every filter given must hold: ``status``; ``metadata``, a key and
+        value per filter (``metadata.KEY=VALUE``: exact, top-level keys; a
+        string matches as it is, a number, ``True``, ``False`` or ``None``
+        as JSON writes it); ``name`` (exact); ``team``, the saved team a chat
+        was created from (any version); ``created_after`` and
+        ``created_before`` (exclusive; an RFC 3339 string or a datetime with
+        a time zone)."""
+        flt = b.ChatFilter(status, metadata, name, team, created_after, created_before)
+        return cast(ChatList, self._send(b.list_request(flt, limit, cursor, include_spec)))
+
+    def iter_chats(
+        self,
+        *,
+        status: str | None = None,
+        metadata: Mapping[str, MetadataValue] | None = None,
+        name: str | None = None,
+        team: str | None = None,
+        created_after: str | datetime | None = None,
+        created_before: str | datetime | None = None,
+        page_size: int | None = None,
+    ) -> Iterator[Chat]:
+        """Every chat that the filters (as :meth:`list` takes them) let
+        through, newest first, page after page."""
         cursor: str | None = None
         while True:
-            page = self.list(status=status, limit=page_size, cursor=cursor)
+            page = self.list(
+                status=status, metadata=metadata, name=name, team=team, created_after=created_after,
+                created_before=created_before, limit=page_size, cursor=cursor,
+            )
             yield from page["chats"]
             cursor = page["next_cursor"]
             if not cursor:
@@ -173,13 +248,15 @@ class Client:
         chat_id: str,
         request_id: str,
         *,
-        content: str | None = None,
+        content: Content | None = None,
         speaker: str | None = None,
         approvals: Sequence[Approval] | None = None,
     ) -> Chat:
         """Answers the pending input ``request_id``: a human message
-        (``content``), the next speaker (``speaker``) or the approvals of
-        tool calls or code (``approvals``)."""
+        (``content``: a text, or a list of texts and images
+        ``{"image": {"data": "<base64>", "media_type"?}}``, which makes it a
+        MultiModalMessage), the next speaker (``speaker``) or the approvals
+        of tool calls or code (``approvals``)."""
         return cast(Chat, self._send(b.input_request(chat_id, request_id, content, speaker, approvals)))
 
     def cancel(self, chat_id: str) -> Chat:
@@ -190,6 +267,60 @@ class Client:
     def export_team(self, chat_id: str) -> dict[str, Any]:
         """The chat's team as AgentChat component JSON."""
         return cast("dict[str, Any]", self._send(b.team_request(chat_id)))
+
+    def update_metadata(self, chat_id: str, metadata: Mapping[str, Any], *, include_spec: bool = False) -> Chat:
+        """Merges ``metadata`` into the chat's: each key is set to its value,
+        a key whose value is ``None`` is removed, the other keys are kept.
+        Any chat, running or ended. Returns the chat with its new
+        metadata."""
+        return cast(Chat, self._send(b.patch_request(chat_id, metadata, include_spec)))
+
+    def erase(self, chat_id: str) -> None:
+        """Erases a chat that has ended (completed, failed or cancelled):
+        its log, spec, metadata, runs and webhook deliveries are removed
+        for good, and the id answers :class:`NotFoundError` from then on. A
+        chat that has not ended raises :class:`ChatNotEndedError` (a
+        :class:`ConflictError`): cancel it first."""
+        self._send(b.erase_request(chat_id))
+
+    def deliveries(self, chat_id: str, *, after: int = 0, limit: int | None = None) -> DeliveryList:
+        """The webhook deliveries of the chat's events after seq ``after``
+        (one per event and endpoint: the spec's ``webhook`` and the
+        tenant's), by seq and URL, each with where it stands."""
+        return cast(DeliveryList, self._send(b.deliveries_request(chat_id, after, limit)))
+
+    # Saved teams (README, "Saved teams").
+
+    def save_team(self, name: str, team: Any) -> Team:
+        """Saves ``team`` as the next version (1, 2, …) of the saved team
+        ``name``: a chat spec without ``task``, an AgentChat team component
+        (alone or as ``{"team": …}`` with spec options beside it) or an
+        AgentChat team object. Versions are immutable; a spec equal to the
+        latest version's saves nothing and returns that version. The answer
+        has the version's ``spec`` and, for a component, ``warnings``."""
+        return cast(Team, self._send(b.save_team_request(name, team)))
+
+    def get_team(self, name: str, version: int | None = None) -> Team:
+        """A saved team's latest version, or ``version``, with its spec; an
+        unknown team or version raises :class:`NotFoundError`."""
+        return cast(Team, self._send(b.get_team_request(name, version)))
+
+    def list_teams(
+        self, *, limit: int | None = None, cursor: str | None = None, include_spec: bool = False
+    ) -> TeamList:
+        """One page of saved teams (the latest version of each) by name;
+        pass ``next_cursor`` as ``cursor`` for the next."""
+        return cast(TeamList, self._send(b.list_teams_request(limit, cursor, include_spec)))
+
+    def iter_teams(self, *, page_size: int | None = None, include_spec: bool = False) -> Iterator[Team]:
+        """Every saved team (its latest version) by name, page after page."""
+        cursor: str | None = None
+        while True:
+            page = self.list_teams(limit=page_size, cursor=cursor, include_spec=include_spec)
+            yield from page["teams"]
+            cursor = page["next_cursor"]
+            if not cursor:
+                return
 
     # Runs: a chat goes on (README, "Runs: a chat goes on").
 

@@ -90,13 +90,15 @@ class PermissionDeniedError(APIError):
 
 
 class NotFoundError(APIError):
-    """404: no such chat for this tenant (or no such route)."""
+    """404: no such chat for this tenant (or no such route), or no such
+    saved team or version (type ``urn:agentd:problem:team-not-found``)."""
 
 
 class ConflictError(APIError):
     """409: an Idempotency-Key reused with another body, no pending input (or
     a stale request_id), a chat busy with a run (:class:`RunActiveError`),
-    or a chat whose log cannot be run again."""
+    a chat whose log cannot be run again, or the erasure of a chat that has
+    not ended (:class:`ChatNotEndedError`)."""
 
 
 #: The problem type of a run posted while another is active or queued.
@@ -117,6 +119,16 @@ class RunActiveError(ConflictError):
         super().__init__(status, **kwargs)
         m = _RUN_IN_DETAIL.search(self.detail)
         self.run: int | None = int(m.group(1)) if m else None
+
+
+#: The problem type of the erasure of a chat that has not ended.
+CHAT_NOT_ENDED = "urn:agentd:problem:chat-not-ended"
+
+
+class ChatNotEndedError(ConflictError):
+    """409 ``urn:agentd:problem:chat-not-ended``: a chat was to be erased
+    while it runs, waits for input or has a run waiting to start. Cancel
+    it, then erase it."""
 
 
 class ContentTooLargeError(APIError):
@@ -193,6 +205,8 @@ def error_from_response(status: int, headers: Mapping[str, str], content: bytes)
         fields["detail"] = body[:500]
     if status == 409 and fields.get("type") == RUN_ACTIVE:
         cls = RunActiveError
+    elif status == 409 and fields.get("type") == CHAT_NOT_ENDED:
+        cls = ChatNotEndedError
     return cls(
         status,
         request_id=headers.get("x-request-id"),

@@ -38,10 +38,18 @@ class ForkedFrom(TypedDict):
     seq: int
 
 
+class TeamRef(TypedDict):
+    """A version of a saved team: the ``team`` of a chat created from one."""
+
+    name: str
+    version: int
+
+
 class Chat(TypedDict):
     """A chat object. ``status``, ``stop_reason`` and ``stop_detail`` are
     those of its latest run, ``run`` that run's number, ``queued_runs`` the
-    runs posted after it that have not started."""
+    runs posted after it that have not started, ``team`` the saved team
+    version it was created from (``None`` for other chats)."""
 
     id: str
     name: Optional[str]
@@ -61,6 +69,7 @@ class Chat(TypedDict):
     run: int
     queued_runs: int
     forked_from: Optional[ForkedFrom]
+    team: Optional[TeamRef]
     spec: NotRequired[Dict[str, Any]]
     warnings: NotRequired[List[Dict[str, str]]]
 
@@ -77,6 +86,15 @@ class ChatList(TypedDict):
 
     chats: List[Chat]
     next_cursor: Optional[str]
+
+
+#: A MultiModalMessage's content: texts and images in order, each image
+#: ``{"image": {"data": "<base64>", "media_type"?}}``.
+MultiModalContent = List[Union[str, Dict[str, Any]]]
+
+#: The content of a human message or a task message: a text, or texts and
+#: images (a MultiModalMessage).
+Content = Union[str, MultiModalContent]
 
 
 class ToolCallFunction(TypedDict):
@@ -108,7 +126,9 @@ class Message(TypedDict):
     ``StructuredMessage`` (the reply of an assistant with an
     ``output_schema``) has its object in ``structured`` and its text
     (the schema's ``format_string`` filled in, else the object's JSON) in
-    ``content``."""
+    ``content``. A ``MultiModalMessage`` has its texts and images in
+    ``parts`` and their text (``<image>`` for each image) in ``content``; a
+    message of a team agent's inner team names the team agent in ``team``."""
 
     seq: int
     type: str
@@ -123,6 +143,8 @@ class Message(TypedDict):
     usage: NotRequired[Usage]
     thought: NotRequired[str]
     structured: NotRequired[Dict[str, Any]]
+    parts: NotRequired[MultiModalContent]
+    team: NotRequired[str]
 
 
 class OutputSchema(TypedDict, total=False):
@@ -166,7 +188,7 @@ class TaskMessage(TypedDict, total=False):
 
     type: Required[Literal["TextMessage", "HandoffMessage", "MultiModalMessage"]]
     source: str
-    content: Required[Union[str, List[Union[str, Dict[str, Any]]]]]
+    content: Required[Content]
     target: str
 
 
@@ -183,3 +205,63 @@ class RunRequest(TypedDict, total=False):
     task: Optional[Task]
     if_busy: IfBusy
     max_round: int
+
+
+class Webhook(TypedDict, total=False):
+    """A chat's own webhook: the ``url`` its events are POSTed to, and the
+    event types to send (default: the terminal ones, ``input.requested``
+    and ``run.started``)."""
+
+    url: Required[str]
+    events: List[str]
+
+
+class Team(TypedDict):
+    """One immutable version of a saved team. ``spec`` is the chat spec
+    without a task (left out of a list without ``include_spec``);
+    ``warnings`` (the answer to saving an AgentChat component only) lists
+    what of the component agentd ignores."""
+
+    name: str
+    version: int
+    created_at: str
+    spec: NotRequired[Dict[str, Any]]
+    warnings: NotRequired[List[Dict[str, str]]]
+
+
+class TeamList(TypedDict):
+    """A page of saved teams (the latest version of each), by name."""
+
+    teams: List[Team]
+    next_cursor: Optional[str]
+
+
+class Delivery(TypedDict):
+    """One webhook delivery of one event to one URL. ``status`` is
+    ``pending`` (until a 2xx answer, a 410 Gone or the end of the retry
+    window), ``delivered`` or ``failed``; ``webhook_id`` is the
+    ``webhook-id`` header of every attempt, ``<chat_id>.<seq>``."""
+
+    webhook_id: str
+    seq: int
+    url: str
+    event: str
+    status: Literal["pending", "delivered", "failed"]
+    attempts: int
+    last_status_code: Optional[int]
+    last_error: Optional[str]
+    created_at: str
+    updated_at: str
+    next_attempt_at: Optional[str]
+    delivered_at: Optional[str]
+
+
+class DeliveryList(TypedDict):
+    """The webhook deliveries of a chat's events, by seq and URL."""
+
+    deliveries: List[Delivery]
+
+
+#: A value a metadata filter matches: a string as it is, a number, ``True``,
+#: ``False`` or ``None`` as JSON writes them.
+MetadataValue = Union[str, int, float, bool, None]
