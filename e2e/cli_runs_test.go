@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,8 +44,7 @@ func TestChatCommandRuns(t *testing.T) {
 	if code != 0 || !strings.Contains(lines[0], `"run.started"`) || !strings.Contains(lines[len(lines)-1], `"run":3`) {
 		t.Fatalf("again --json: exit %d\n%s", code, out)
 	}
-	// A busy chat without --enqueue is refused with the run's number.
-	// (Nothing runs now: stop has nothing to stop.)
+	// Nothing runs now: stop has nothing to stop.
 	if out, _, code = p.cli(nil, "stop", id); code != 0 || !strings.Contains(out, "completed") {
 		t.Fatalf("stop of an ended chat: exit %d\n%s", code, out)
 	}
@@ -60,6 +60,49 @@ func TestChatCommandRuns(t *testing.T) {
 		t.Fatalf("fork: exit %d\n%s%s", code, out, errOut)
 	}
 	p.waitRun(fork.ID, 4, 30*time.Second)
+
+	// A busy chat: again is refused with the active run's number, then
+	// --enqueue waits its turn, and --interrupt cuts the run in progress.
+	busy := p.create([]byte(`{"task": "go", "max_round": 1, "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": [
+		{"content": "slow one", "delay_ms": 3000}, "two", {"content": "slow three", "delay_ms": 4000}, "four"]}}]}`))
+	for p.getRun(busy.ID).Status != "running" {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if out, errOut, code = p.cli(nil, "again", busy.ID, "now"); code == 0 || !strings.Contains(errOut, "run 1") {
+		t.Fatalf("again on a busy chat: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code = p.cli(nil, "again", "--enqueue", busy.ID, "second"); code != 0 || !strings.Contains(out, "run 2 of chat") || !strings.Contains(out, "two") {
+		t.Fatalf("again --enqueue: exit %d\n%s%s", code, out, errOut)
+	}
+	p.mustPostRun(busy.ID, `{"task": "third"}`, 3)
+	for p.getRun(busy.ID).Status != "running" {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if out, errOut, code = p.cli(nil, "again", "--interrupt", busy.ID, "fourth"); code != 0 || !strings.Contains(out, "run 4 of chat") {
+		t.Fatalf("again --interrupt: exit %d\n%s%s", code, out, errOut)
+	}
+	all, stopAll := p.stream(busy.ID, 0)
+	defer stopAll()
+	want := []string{"run 1", "user:go", "a:slow one", "end 1: Maximum number of turns 1 reached.",
+		"run 2", "user:second", "a:two", "end 2: Maximum number of turns 1 reached.",
+		"run 3", "user:third", "cancelled 3: External termination requested",
+		// The cut call was never recorded: the replay answers it again.
+		"run 4", "user:fourth", "a:slow three", "end 4: Maximum number of turns 1 reached."}
+	if got := runLog(collect(t, all, 30*time.Second)); !slices.Equal(got, want) {
+		t.Fatalf("the busy chat's log =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// --to: the task hands a Swarm back to an agent (after a hand-off to
+	// the user ended the run).
+	swarm := p.create([]byte(`{"task": "refund please", "max_round": 5, "speaker_selection": {"method": "swarm"},
+		"termination": {"any": [{"handoff": {"target": "user"}}, {"text_mention": {"text": "TERMINATE"}}]},
+		"agents": [{"name": "triage", "type": "assistant", "handoffs": ["user", "billing"], "model": {"provider": "replay", "responses": [
+			{"tool_calls": [{"name": "transfer_to_user", "arguments": {}}]}]}},
+		           {"name": "billing", "type": "assistant", "model": {"provider": "replay", "responses": ["Refunded. TERMINATE"]}}]}`))
+	p.waitRun(swarm.ID, 1, 30*time.Second)
+	if out, errOut, code = p.cli(nil, "again", "--to", "billing", swarm.ID, "order 7"); code != 0 || !strings.Contains(out, "Refunded. TERMINATE") {
+		t.Fatalf("again --to: exit %d\n%s%s", code, out, errOut)
+	}
 
 	// approve: one call approved with an edit, one rejected.
 	held := fmt.Sprintf(`{"task": "pay", "max_round": 1, "tools": [{"name": "pay",
