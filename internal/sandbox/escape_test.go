@@ -195,8 +195,9 @@ func testEnvironment(t *testing.T, m Manager) {
 	// or shell adds, and what an engine always adds to a container.
 	allowed := map[string]bool{"PWD": true, "LC_CTYPE": true, "SHLVL": true, "_": true,
 		"HOSTNAME": true, "TERM": true, "container": true,
-		// From the image (deploy/sandbox).
-		"PYTHONDONTWRITEBYTECODE": true}
+		// From the image (deploy/sandbox): Python's and pip's settings.
+		"PYTHONDONTWRITEBYTECODE": true, "PIP_BREAK_SYSTEM_PACKAGES": true, "PIP_NO_CACHE_DIR": true,
+		"PIP_DISABLE_PIP_VERSION_CHECK": true}
 	for _, kv := range sandboxEnv {
 		k, _, _ := strings.Cut(kv, "=")
 		allowed[k] = true
