@@ -12,11 +12,12 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // defaultAnthropicMaxTokens is max_tokens when the spec sets none: the
 // Messages API requires it, and AgentChat's Anthropic client sends 4096.
-const defaultAnthropicMaxTokens = 4096
+const defaultAnthropicMaxTokens = spec.DefaultAnthropicMaxTokens
 
 // anthropicWire calls Anthropic's Messages API through Anthropic's Go SDK.
 // The SDK's own retries are off (ours honour the endpoint's limits and
