@@ -122,11 +122,12 @@ func TestAnthropicToolUseRoundTrip(t *testing.T) {
 }
 
 // TestAnthropicStreaming: the event stream is put together into the same
-// response; only the reply's text is streamed as deltas.
+// response, signed thinking and redacted thinking blocks included; only the
+// reply's text is streamed as deltas.
 func TestAnthropicStreaming(t *testing.T) {
 	t.Parallel()
 	srv, c, _ := anthropicFixture(t)
-	srv.Reply(anthropictest.Reply{Thinking: "Consider the weather in Paris.", Text: "Checking the weather now.",
+	srv.Reply(anthropictest.Reply{Thinking: "Consider the weather in Paris.", Redacted: true, Text: "Checking the weather now.",
 		ToolUses: []anthropictest.ToolUse{{Name: "weather", Input: json.RawMessage(`{"city":"Paris","units":"metric"}`)}}})
 	req := thinkingOn(anthropicReq(chat.ModelMessage{Role: chat.RoleUser, Name: "user", Content: "Weather in Paris?"}))
 	req.Tools = []chat.ToolDef{{Name: "weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)}}
@@ -138,7 +139,8 @@ func TestAnthropicStreaming(t *testing.T) {
 	}
 	if resp.Content != "Checking the weather now." || resp.Thought != "Consider the weather in Paris." || len(resp.ToolCalls) != 1 ||
 		resp.ToolCalls[0].Function.Arguments != `{"city":"Paris","units":"metric"}` || resp.Usage.CompletionTokens == 0 ||
-		len(resp.Thinking) != 1 || resp.Thinking[0].Thinking != resp.Thought || resp.Thinking[0].Signature == "" {
+		len(resp.Thinking) != 2 || resp.Thinking[0].Thinking != resp.Thought || resp.Thinking[0].Signature == "" ||
+		resp.Thinking[1].Type != "redacted_thinking" || resp.Thinking[1].Data == "" {
 		t.Errorf("response = %+v", resp)
 	}
 	if deltas.String() != resp.Content {
@@ -208,15 +210,17 @@ func TestAnthropicThinkingToolLoop(t *testing.T) {
 		t.Errorf("an earlier turn's thinking was sent: %s", reqs[2].Body)
 	}
 
-	// Without thinking enabled, no blocks go out; the loop still works.
+	// With thinking disabled, no blocks go out; the loop still works.
 	srv.Reply(anthropictest.Reply{Text: "Found it again."})
 	plain := anthropicReq(loop...)
 	plain.Tools = tools
+	plain.Config.Thinking = &spec.Thinking{Type: spec.ThinkingDisabled}
 	if _, err := c.Complete(t.Context(), plain); err != nil {
 		t.Fatal(err)
 	}
-	if body := string(srv.Requests()[3].Body); strings.Contains(body, `"thinking"`) || strings.Contains(body, "redacted_thinking") {
-		t.Errorf("blocks sent without thinking enabled: %s", body)
+	if r := srv.Requests()[3]; string(r.Messages.Thinking) != `{"type":"disabled"}` || strings.Contains(string(r.Body), `"type":"thinking"`) ||
+		strings.Contains(string(r.Body), "redacted_thinking") {
+		t.Errorf("blocks sent with thinking disabled: %s", r.Body)
 	}
 
 	// And what the API says when they are dropped.
