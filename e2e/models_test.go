@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,29 +130,44 @@ func (p *proc) thoughtMessages(id string) []thoughtMessage {
 	return page.Messages
 }
 
-// TestModelEndpointsOfThreeKindsInOneTeam: four agents on four endpoints of
-// three kinds. Each endpoint receives only its agent's call and only its own
-// key; the Azure and Anthropic fakes, which refuse what those APIs refuse,
-// answer 200; reasoning from both wire formats (reasoning_content, a <think>
-// block, thinking blocks) is the messages' thought, never their content; an
-// unknown endpoint and a model no endpoint serves are 422s listing the
-// endpoints; no key appears in any response or log line.
+// TestModelEndpointsOfThreeKindsInOneTeam: five agents on four endpoints of
+// three kinds. Each endpoint receives only its agents' calls and only its
+// own key; the Azure and Anthropic fakes, which refuse what those APIs
+// refuse, answer 200; reasoning from both wire formats (reasoning_content, a
+// <think> block, thinking blocks) is the messages' thought, never their
+// content; an unknown endpoint and a model no endpoint serves are 422s
+// listing the endpoints; no key appears in any response or log line.
+//
+// The analyst thinks (Anthropic's extended thinking) and runs a tool loop
+// of two calls: its second call sends back the first reply's signed
+// thinking block as the Messages API requires (the fake refuses the call,
+// and the chat fails, without it); the block reaches no other agent and
+// no client.
 func TestModelEndpointsOfThreeKindsInOneTeam(t *testing.T) {
 	t.Parallel()
 	f := startFourEndpoints(t)
 	f.gpt.Reply(openaitest.Reply{Content: "Plan: reverse it.", Reasoning: "The task is small."})
 	f.local.Reply(openaitest.Text("<think>Slicing reverses.</think>\n\ns[::-1]"))
 	f.azure.Reply(openaitest.Text("Reviewed: fine."))
-	f.claude.Reply(anthropictest.Reply{Thinking: "Check the edge cases.", Text: "Approved."})
-	p := startAgentd(t, append(f.env, "AGENTD_DATA_DIR="+t.TempDir())...)
+	f.claude.Reply(anthropictest.Reply{Thinking: "Measure it first.", ToolUses: []anthropictest.ToolUse{{Name: "measure", Input: json.RawMessage(`{"s":"abc"}`)}}},
+		anthropictest.Reply{Text: "It has 3 characters."},
+		anthropictest.Reply{Thinking: "Check the edge cases.", Text: "Approved."})
+	tools := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"length": 3}`) }))
+	defer tools.Close()
+	p := startAgentd(t, append(f.env, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_TOOL_ALLOW_PRIVATE=true")...)
 
-	spec := `{"task": "Reverse a string.", "max_round": 4,
+	thinking := `"thinking": {"type": "enabled", "budget_tokens": 1024}`
+	spec := fmt.Sprintf(`{"task": "Reverse a string.", "max_round": 5,
+	  "tools": [{"name": "measure", "description": "Measures a string.", "parameters": {"type": "object", "properties": {"s": {"type": "string"}}},
+	             "implementation": {"type": "http", "url": %q}}],
 	  "agents": [
 	    {"name": "planner", "type": "assistant", "system_message": "You plan.", "model": {"provider": "openai", "endpoint": "gpt", "model": "gpt-4o"}},
 	    {"name": "worker", "type": "assistant", "system_message": "You code.", "model": {"provider": "openai", "model": "deepseek-r1:8b"}},
 	    {"name": "reviewer", "type": "assistant", "system_message": "You review.", "model": {"provider": "azure", "model": "gpt-4o"}},
-	    {"name": "critic", "type": "assistant", "system_message": "You criticise.", "model": {"provider": "anthropic", "model": "claude-sonnet-4-5"}}
-	  ]}`
+	    {"name": "analyst", "type": "assistant", "system_message": "You measure.", "tools": ["measure"], "max_tool_iterations": 2,
+	     "model": {"provider": "anthropic", "model": "claude-sonnet-4-5", "max_tokens": 2048, %s}},
+	    {"name": "critic", "type": "assistant", "system_message": "You criticise.", "model": {"provider": "anthropic", "model": "claude-sonnet-4-5", %s}}
+	  ]}`, tools.URL, thinking, thinking)
 	code, _, body := p.do("POST", "/v1/chats", []byte(spec))
 	if code != http.StatusCreated {
 		t.Fatalf("create: %d %s", code, body)
@@ -185,16 +201,38 @@ func TestModelEndpointsOfThreeKindsInOneTeam(t *testing.T) {
 		t.Errorf("azure request: %s?%s", r[0].Path, r[0].Query)
 	}
 	creqs := f.claude.Requests()
-	if len(creqs) != 1 || creqs[0].Status != http.StatusOK || creqs[0].Messages.SystemText() != "You criticise." {
+	if len(creqs) != 3 || creqs[0].Messages.SystemText() != "You measure." || creqs[1].Messages.SystemText() != "You measure." ||
+		creqs[2].Messages.SystemText() != "You criticise." {
 		t.Fatalf("anthropic requests: %+v", creqs)
 	}
-	if got := creqs[0].Header.Get("Authorization") + creqs[0].Header.Get("X-Api-Key"); !strings.Contains(got, keyClaude) {
-		t.Errorf("anthropic request carries %q, not its key", got)
+	for i, r := range creqs {
+		if r.Status != http.StatusOK || string(r.Messages.Thinking) != `{"budget_tokens":1024,"type":"enabled"}` {
+			t.Errorf("anthropic request %d: %d %s: %s", i, r.Status, r.Error, r.Body)
+		}
+		if got := r.Header.Get("Authorization") + r.Header.Get("X-Api-Key"); !strings.Contains(got, keyClaude) {
+			t.Errorf("anthropic request %d carries %q, not its key", i, got)
+		}
 	}
-	// The Messages API wants alternating turns: the three earlier speakers'
+	// The Messages API wants alternating turns: the earlier speakers'
 	// messages and the task are one user turn.
 	if m := creqs[0].Messages.Messages; len(m) != 1 || m[0].Role != "user" || len(m[0].Blocks) != 4 {
 		t.Errorf("anthropic messages: %s", creqs[0].Body)
+	}
+	// The tool loop's second call: the assistant message that asked for the
+	// tool starts with the signed thinking block of its reply.
+	if m := creqs[1].Messages.Messages; len(m) != 3 || m[1].Role != "assistant" || len(m[1].Blocks) != 2 ||
+		m[1].Blocks[0].Type != "thinking" || m[1].Blocks[0].Thinking != "Measure it first." || !strings.HasPrefix(m[1].Blocks[0].Signature, "sig_anthropictest") ||
+		m[1].Blocks[1].Type != "tool_use" || m[2].Blocks[0].Type != "tool_result" || m[2].Blocks[0].ResultText() != `{"length": 3}` {
+		t.Errorf("the tool loop's second call: %s", creqs[1].Body)
+	}
+	// Another agent sees the analyst's reply, never its thinking.
+	if b := string(creqs[2].Body); strings.Contains(b, "sig_anthropictest") || strings.Contains(b, "Measure it first.") || !strings.Contains(b, "It has 3 characters.") {
+		t.Errorf("the critic's call: %s", b)
+	}
+	for _, path := range []string{"/v1/chats/" + c.ID + "/messages?limit=1000", "/v1/chats/" + c.ID + "/events", "/v1/chats/" + c.ID + "/team"} {
+		if _, _, b := p.do("GET", path, nil); strings.Contains(string(b), "sig_anthropictest") {
+			t.Errorf("GET %s shows a thinking block's signature: %s", path, b)
+		}
 	}
 
 	msgs := p.thoughtMessages(c.ID)
@@ -203,6 +241,9 @@ func TestModelEndpointsOfThreeKindsInOneTeam(t *testing.T) {
 		{Name: "planner", Content: "Plan: reverse it.", Thought: "The task is small."},
 		{Name: "worker", Content: "s[::-1]", Thought: "Slicing reverses."},
 		{Name: "reviewer", Content: "Reviewed: fine."},
+		{Name: "analyst", Content: "", Thought: "Measure it first."},
+		{Name: "analyst", Content: ""},
+		{Name: "analyst", Content: "It has 3 characters."},
 		{Name: "critic", Content: "Approved.", Thought: "Check the edge cases."},
 	}
 	if len(msgs) != len(want) {
@@ -323,8 +364,9 @@ func TestModelEndpointLimits(t *testing.T) {
 }
 
 // TestTeamFileWithAzureAndAnthropicClients: an AgentChat team whose agents
-// use AzureOpenAIChatCompletionClient and AnthropicChatCompletionClient runs
-// on the configured endpoints with their keys, not the file's; a client no
+// use AzureOpenAIChatCompletionClient and AnthropicChatCompletionClient (with
+// extended thinking) runs on the configured endpoints with their keys, not
+// the file's, the Anthropic client's thinking asked for; a client no
 // endpoint serves is a 422 that lists the endpoints; the export writes the
 // clients back without any key.
 func TestTeamFileWithAzureAndAnthropicClients(t *testing.T) {
@@ -349,7 +391,8 @@ func TestTeamFileWithAzureAndAnthropicClients(t *testing.T) {
 		ccfg["system_message"] = "You criticise."
 		ccfg["model_client"] = map[string]any{
 			"provider": "autogen_ext.models.anthropic.AnthropicChatCompletionClient", "component_type": "model", "version": 1, "component_version": 1,
-			"config": map[string]any{"model": "claude-sonnet-4-5", "api_key": keyInFile, "max_tokens": 1024},
+			"config": map[string]any{"model": "claude-sonnet-4-5", "api_key": keyInFile, "max_tokens": 2048,
+				"thinking": map[string]any{"type": "enabled", "budget_tokens": 1024}},
 		}
 		cfg["participants"] = []any{reviewer, critic}
 		out, _ := json.Marshal(tm)
@@ -372,6 +415,9 @@ func TestTeamFileWithAzureAndAnthropicClients(t *testing.T) {
 		!strings.Contains(cl[0].Header.Get("Authorization")+cl[0].Header.Get("X-Api-Key"), keyClaude) {
 		t.Fatalf("azure %+v\nanthropic %+v", az, cl)
 	}
+	if string(cl[0].Messages.Thinking) != `{"budget_tokens":1024,"type":"enabled"}` {
+		t.Errorf("the team file's thinking was not asked for: %s", cl[0].Body)
+	}
 	if len(f.gpt.Requests())+len(f.local.Requests()) != 0 {
 		t.Error("the OpenAI endpoints were called")
 	}
@@ -381,7 +427,7 @@ func TestTeamFileWithAzureAndAnthropicClients(t *testing.T) {
 	}
 	code, _, b = p.do("GET", "/v1/chats/"+c.ID+"/team", nil)
 	if code != http.StatusOK || !strings.Contains(string(b), "AzureOpenAIChatCompletionClient") || !strings.Contains(string(b), "AnthropicChatCompletionClient") ||
-		!strings.Contains(string(b), `"azure_deployment":"gpt4o-prod"`) {
+		!strings.Contains(string(b), `"azure_deployment":"gpt4o-prod"`) || !strings.Contains(string(b), `"thinking":{"budget_tokens":1024,"type":"enabled"}`) {
 		t.Errorf("export: %d %s", code, b)
 	}
 	noKeys(t, "the export", b)

@@ -41,8 +41,8 @@ func handoffDef(target string) ToolDef {
 //     their results, or else the text that came with the handoff, as the
 //     sender's assistant message, before the handoff message itself.
 //   - The agent's own turns are as it added them to its context: each model
-//     reply (text, or tool calls with the text that came with them) as an
-//     assistant message, each tool call answered by a tool message right
+//     reply (text, or tool calls with the text that came with them and the
+//     signed thinking blocks of the reply) as an assistant message, each tool call answered by a tool message right
 //     after it (a call with no recorded answer, cut by a crash, gets an
 //     error), and not its own tool-call summaries or handoff messages.
 //   - A StructuredMessage is its object's JSON (to_model_message) to the
@@ -120,7 +120,7 @@ func appendAgentContext(out []ModelMessage, sp *spec.Spec, a *spec.Agent, msgs [
 				add(ModelMessage{Role: RoleUser, Name: m.Name, Content: strings.Join(parts, "\n")})
 			}
 		case own && m.Type == TypeToolCallRequestEvent:
-			add(ModelMessage{Role: RoleAssistant, Content: m.Content, ToolCalls: m.ToolCalls})
+			add(ModelMessage{Role: RoleAssistant, Content: m.Content, ToolCalls: m.ToolCalls, Thinking: meta[i].Thinking})
 			add(toolResults(m.ToolCalls, responses)...)
 		case own && m.Type == TypeTextMessage:
 			add(ModelMessage{Role: RoleAssistant, Content: m.Content})

@@ -1,7 +1,9 @@
 package chat
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -146,4 +148,89 @@ func (byteCounter) CountTokens(_ spec.Model, msgs []ModelMessage) (int, error) {
 		n += len(m.Content)
 	}
 	return n, nil
+}
+
+// TestContextThinkingBlocksStayWithTheirAgent: the signed thinking blocks of
+// a reply that asks for tools are kept in its event's data, come back on
+// that assistant message in the agent's own context, and nowhere else: not
+// in another agent's view of the turn (a handoff's context), not in the
+// message clients see, not on a text reply.
+func TestContextThinkingBlocksStayWithTheirAgent(t *testing.T) {
+	sp := &spec.Spec{Agents: []spec.Agent{
+		{Name: "a", Type: spec.AgentAssistant, Tools: []string{"f"}, Handoffs: []string{"B"}},
+		{Name: "B", Type: spec.AgentAssistant},
+	}}
+	blocks := []ThinkingBlock{{Type: "thinking", Thinking: "Use f, then hand off.", Signature: "sig-secret"}, {Type: "redacted_thinking", Data: "data-secret"}}
+	var (
+		msgs []Message
+		meta []messageData
+	)
+	add := func(e Event) {
+		t.Helper()
+		e.typed = nil // as read back from a store
+		var d messageData
+		if err := decodeData(e, &d); err != nil {
+			t.Fatal(err)
+		}
+		m, _ := MessageFromEvent(e)
+		if b, _ := json.Marshal(m); strings.Contains(string(b), "secret") {
+			t.Errorf("a client sees the blocks: %s", b)
+		}
+		msgs, meta = append(msgs, m), append(meta, d)
+	}
+	add(withData(Event{Type: EventMessage, Role: RoleUser, Name: "user", Content: "task"}, messageData{Kind: kindTask}))
+	calls := []ToolCall{{ID: "c1", Type: "function", Function: FunctionCall{Name: "f", Arguments: "{}"}},
+		{ID: "c2", Type: "function", Function: FunctionCall{Name: "transfer_to_b", Arguments: "{}"}}}
+	ev, err := modelReply(&sp.Agents[0], 1, &ModelResponse{Content: "passing", ToolCalls: calls, Thought: "Use f, then hand off.", Thinking: blocks}, &toolbox{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.Seq = 2
+	add(ev)
+	if got := msgs[1].Thought; got != "Use f, then hand off." {
+		t.Errorf("thought = %q", got)
+	}
+	add(withData(Event{Type: EventMessage, Role: RoleTool, Name: "a", ToolResponses: []ToolResponse{{ToolCallID: "c1", Content: "r1"}, {ToolCallID: "c2", Content: handoffContent("B")}}}, messageData{Kind: kindTool, Turn: 1}))
+	add(withData(Event{Type: EventMessage, Role: RoleAssistant, Name: "a", Content: handoffContent("B")}, messageData{Kind: kindHandoff, Handoff: "B", Turn: 1, End: true}))
+	text, err := modelReply(&sp.Agents[1], 2, &ModelResponse{Content: "done", Thought: "x", Thinking: blocks}, &toolbox{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(text.Data), "secret") {
+		t.Errorf("a text reply keeps its blocks: %s", text.Data)
+	}
+	for i := range msgs {
+		msgs[i].Type = messageType(Event{Role: msgs[i].Role, ToolCalls: msgs[i].ToolCalls, ToolResponses: msgs[i].ToolResponses}, meta[i])
+	}
+
+	own, err := agentContext(sp, &sp.Agents[0], msgs, meta, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var carried int
+	for _, m := range own {
+		if len(m.Thinking) > 0 {
+			carried++
+			if m.Role != RoleAssistant || len(m.ToolCalls) != 2 || !slices.Equal(m.Thinking, blocks) {
+				t.Errorf("blocks on %+v", m)
+			}
+		}
+	}
+	if carried != 1 {
+		t.Errorf("the agent's own context carries the blocks on %d messages, want 1: %+v", carried, own)
+	}
+	other, err := agentContext(sp, &sp.Agents[1], msgs, meta, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sawCalls := false
+	for _, m := range other {
+		sawCalls = sawCalls || len(m.ToolCalls) > 0
+		if len(m.Thinking) > 0 {
+			t.Errorf("another agent is sent the blocks: %+v", m)
+		}
+	}
+	if !sawCalls {
+		t.Errorf("the handoff context shows no calls, so the test shows nothing: %+v", other)
+	}
 }

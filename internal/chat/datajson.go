@@ -13,7 +13,7 @@ func encodeData(v any) json.RawMessage {
 	o := jsonObject{ok: true}
 	switch d := v.(type) {
 	case messageData:
-		if d.CodeResult != nil || d.Structured != "" || d.Reply != "" || d.Parts != nil || d.Magentic != nil {
+		if d.CodeResult != nil || d.Structured != "" || d.Reply != "" || d.Parts != nil || d.Magentic != nil || d.Thinking != nil {
 			return mustJSON(v)
 		}
 		o.open()

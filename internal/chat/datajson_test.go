@@ -64,6 +64,10 @@ func TestEncodeDataIsJSONMarshal(t *testing.T) {
 				if rng.IntN(10) == 0 {
 					f.Set(reflect.ValueOf(&magenticData{Step: str(), Ledger: str()}))
 				}
+			case []ThinkingBlock:
+				if rng.IntN(10) == 0 {
+					f.Set(reflect.ValueOf([]ThinkingBlock{{Type: "thinking", Thinking: str(), Signature: str()}, {Type: "redacted_thinking", Data: str()}}))
+				}
 			case []spec.Part:
 				if rng.IntN(10) == 0 {
 					f.Set(reflect.ValueOf([]spec.Part{{Text: str()}, {Image: &spec.ImagePart{Data: []byte(str()), MediaType: "image/png"}}}))

@@ -232,6 +232,9 @@ func modelReply(a *spec.Agent, turn int, resp *ModelResponse, box *toolbox, refl
 	if reflect {
 		return withData(Event{Type: EventMessage, Role: RoleAssistant, Name: a.Name, Content: content}, d), nil
 	}
+	if len(resp.ToolCalls) > 0 {
+		d.Thinking = resp.Thinking
+	}
 	routed := len(resp.ToolCalls) > 0 && slices.ContainsFunc(resp.ToolCalls, func(c ToolCall) bool { return box.byName[c.Function.Name].executor != "" })
 	d.End = len(resp.ToolCalls) == 0 || routed
 	return withData(Event{Type: EventMessage, Role: RoleAssistant, Name: a.Name, Content: content, ToolCalls: resp.ToolCalls}, d), nil

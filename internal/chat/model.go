@@ -50,6 +50,23 @@ type ModelMessage struct {
 	// Parts, on a user message, are its text and images in order (a
 	// MultiModalMessage): sent as content parts instead of Content.
 	Parts []ContentPart
+	// Thinking, on an agent's own assistant message with tool calls, are
+	// the signed thinking blocks of the reply it was made of (see
+	// ModelResponse.Thinking): an anthropic endpoint sends them back in
+	// the tool loop they belong to; no other wire sends them.
+	Thinking []ThinkingBlock
+}
+
+// ThinkingBlock is a thinking or redacted_thinking block of an Anthropic
+// reply, exactly as received: the Messages API wants the blocks of the
+// assistant message of a tool loop sent back unmodified, signature and
+// all, while thinking is enabled.
+type ThinkingBlock struct {
+	Type      string `json:"type"`
+	Thinking  string `json:"thinking,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	// Data is a redacted_thinking block's encrypted thinking.
+	Data string `json:"data,omitempty"`
 }
 
 // ContentPart is one part of a multimodal message: text, or an image.
@@ -97,6 +114,11 @@ type ModelResponse struct {
 	// CreateResult.thought. It is kept on the message, and models are not
 	// shown it again.
 	Thought string
+	// Thinking are the reply's signed thinking blocks (Anthropic's
+	// extended thinking), in order: kept with its message when it asks for
+	// tools, to be sent back in the same tool loop, and never shown to
+	// clients (Thought is what they see of them).
+	Thinking []ThinkingBlock
 }
 
 // ErrReplayExhausted is returned by the replay provider when a caller asks for

@@ -158,6 +158,10 @@ type messageData struct {
 	Usage      *Usage      `json:"usage,omitempty"`
 	// Thought is the model's reasoning (Message.Thought).
 	Thought string `json:"thought,omitempty"`
+	// Thinking are the signed thinking blocks of a reply that asked for
+	// tools (ModelResponse.Thinking): what the agent's own next calls of
+	// the tool loop send back. Never part of Message.
+	Thinking []ThinkingBlock `json:"thinking_blocks,omitempty"`
 	// Structured is a StructuredMessage's object as pydantic's
 	// model_dump_json writes it: kept as text, since a stored JSON object
 	// (jsonb) keeps no member order, and this text is what other agents

@@ -417,6 +417,8 @@ func TestModelClients(t *testing.T) {
 	}{
 		{"anthropic by model", provAnthropic, `{"model": "claude-sonnet-4-5", "api_key": "sk-ant-file", "max_tokens": 300, "temperature": 0.5}`,
 			`{"provider":"anthropic","endpoint":"claude","model":"claude-sonnet-4-5","max_tokens":300}`},
+		{"anthropic with thinking off", provAnthropic, `{"model": "claude-sonnet-4-5", "thinking": {"type": "disabled"}}`,
+			`{"provider":"anthropic","endpoint":"claude","model":"claude-sonnet-4-5","thinking":{"type":"disabled"}}`},
 		{"ollama on an openai endpoint", provOllama, `{"model": "llama3.1", "host": "http://localhost:11434"}`,
 			`{"provider":"openai","endpoint":"openai","model":"llama3.1"}`},
 		{"azure by endpoint and deployment", provAzure, `{"model": "gpt-4o", "azure_endpoint": "https://example.openai.azure.com/", "azure_deployment": "review-prod", "api_version": "2024-06-01", "api_key": "k"}`,
@@ -429,6 +431,12 @@ func TestModelClients(t *testing.T) {
 		if bytes.Contains(req.Spec, []byte("file")) || bytes.Contains(req.Spec, []byte("localhost")) {
 			t.Errorf("%s: a key or URL of the file reached the spec: %s", tc.name, req.Spec)
 		}
+	}
+	// A thinking setting that is not an object is a problem where it is.
+	_, err := ParseRequest(client(provAnthropic, `{"model": "claude-sonnet-4-5", "thinking": "on"}`), testEPs)
+	if ve, ok := errors.AsType[*spec.ValidationError](err); !ok || len(ve.Problems) != 1 ||
+		ve.Problems[0].Path != "/team/config/participants/0/config/model_client/config/thinking" {
+		t.Errorf("thinking \"on\": err = %v, want one problem at its path", err)
 	}
 	for _, tc := range []struct{ name, provider, cfg string }{
 		{"azure resource nobody serves", provAzure, `{"model": "gpt-4o", "azure_endpoint": "https://other.openai.azure.com", "azure_deployment": "x", "api_version": "2024-06-01"}`},

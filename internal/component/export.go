@@ -412,6 +412,13 @@ func (e *exporter) model(path string, ref *spec.ModelRef) *Component {
 		// As AgentChat's dump always writes it (its default; the API agentd
 		// speaks has no temperature).
 		cfg["temperature"] = 1.0
+		if t := m.Thinking; t != nil {
+			th := map[string]any{"type": t.Type}
+			if t.BudgetTokens != nil {
+				th["budget_tokens"] = *t.BudgetTokens
+			}
+			cfg["thinking"] = th
+		}
 		if known && info.BaseURL != "" && info.BaseURL != defaultAnthropicURL {
 			cfg["base_url"] = info.BaseURL
 		}

@@ -542,7 +542,8 @@ func (tr *translator) model(path string, raw any) *spec.Model {
 			tr.r.warn(cfg.at("temperature"), "ignored: the Messages API version agentd speaks (2026-10-21) has no sampling parameters")
 		}
 		cfg.ignoreWarn("the Messages API version agentd speaks (2026-10-21) has no sampling parameters", "top_p", "top_k")
-		cfg.ignoreWarn("agentd does not pass this option to the model", "stop_sequences", "metadata", "thinking", "tools", "tool_choice", "response_format")
+		cfg.ignoreWarn("agentd does not pass this option to the model", "stop_sequences", "metadata", "tools", "tool_choice", "response_format")
+		m.Thinking = thinking(&tr.r, cfg)
 	case provOllama:
 		cfg.ignoreWarn("agentd does not pass this option to the model", "options", "response_format", "think", "keep_alive", "format")
 	default:
@@ -608,6 +609,23 @@ func (tr *translator) model(path string, raw any) *spec.Model {
 			strings.Join(ignored, ", "), name)
 	}
 	return m
+}
+
+// thinking reads an Anthropic client's thinking create argument, which
+// AgentChat passes to the Messages API as it is: {"type": "enabled",
+// "budget_tokens": N} or {"type": "disabled"}. The spec's validation checks
+// its values as the API would.
+func thinking(r *report, cfg *object) *spec.Thinking {
+	if !cfg.has("thinking") {
+		cfg.ignore("thinking")
+		return nil
+	}
+	t := newObject(r, cfg.at("thinking"), cfg.raw("thinking"))
+	if t == nil {
+		return nil
+	}
+	defer t.done()
+	return &spec.Thinking{Type: t.required("type"), BudgetTokens: t.integer("budget_tokens")}
 }
 
 // vision reads a model client's model_info (or the older

@@ -12,11 +12,12 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // defaultAnthropicMaxTokens is max_tokens when the spec sets none: the
 // Messages API requires it, and AgentChat's Anthropic client sends 4096.
-const defaultAnthropicMaxTokens = 4096
+const defaultAnthropicMaxTokens = spec.DefaultAnthropicMaxTokens
 
 // anthropicWire calls Anthropic's Messages API through Anthropic's Go SDK.
 // The SDK's own retries are off (ours honour the endpoint's limits and
@@ -89,6 +90,14 @@ func anthropicRequest(req *chat.ModelRequest) (anthropic.MessageNewParams, error
 	if mc.MaxTokens != nil {
 		p.MaxTokens = int64(*mc.MaxTokens)
 	}
+	thinking := mc.ThinkingEnabled()
+	switch {
+	case thinking:
+		p.Thinking = anthropic.ThinkingConfigParamOfEnabled(int64(*mc.Thinking.BudgetTokens))
+	case mc.Thinking != nil && mc.Thinking.Type == spec.ThinkingDisabled:
+		p.Thinking = anthropic.ThinkingConfigParamUnion{OfDisabled: &anthropic.ThinkingConfigDisabledParam{}}
+	}
+	loop := toolLoopStart(req.Messages)
 	var (
 		system   []string
 		msgs     []anthropic.MessageParam
@@ -105,7 +114,7 @@ func anthropicRequest(req *chat.ModelRequest) (anthropic.MessageNewParams, error
 			if r == chat.RoleUser {
 				last.OfUser.Content = append(last.OfUser.Content, blocks...)
 			} else {
-				last.OfAssistant.Content = append(last.OfAssistant.Content, blocks...)
+				last.OfAssistant.Content = mergeAssistant(last.OfAssistant.Content, blocks)
 			}
 			return
 		}
@@ -150,6 +159,9 @@ func anthropicRequest(req *chat.ModelRequest) (anthropic.MessageNewParams, error
 			}
 		case chat.RoleAssistant:
 			var blocks []anthropic.ContentBlockParamUnion
+			if thinking && i >= loop {
+				blocks = thinkingBlocks(m.Thinking)
+			}
 			if strings.TrimSpace(m.Content) != "" {
 				blocks = append(blocks, anthropic.NewTextBlock(m.Content))
 			}
@@ -217,6 +229,62 @@ func anthropicRequest(req *chat.ModelRequest) (anthropic.MessageNewParams, error
 		p.ToolChoice = anthropic.ToolChoiceUnionParam{OfNone: &anthropic.ToolChoiceNoneParam{}}
 	}
 	return p, errors.Join(errs...)
+}
+
+// toolLoopStart is the index of the first message of the tool loop a
+// request ends in: the trailing run of assistant messages with tool calls
+// and their tool messages (len(msgs) when it ends in none). With thinking
+// enabled, the Messages API wants the assistant messages of that loop sent
+// back starting with their thinking blocks, exactly as received; those of
+// earlier turns it strips, so they are left out (which also keeps them off
+// a context whose earlier part a bounded context has cut).
+func toolLoopStart(msgs []chat.ModelMessage) int {
+	i := len(msgs)
+	for i > 0 {
+		m := msgs[i-1]
+		if m.Role != chat.RoleTool && (m.Role != chat.RoleAssistant || len(m.ToolCalls) == 0) {
+			break
+		}
+		i--
+	}
+	return i
+}
+
+// thinkingBlocks are kept thinking blocks as the request's blocks.
+func thinkingBlocks(kept []chat.ThinkingBlock) []anthropic.ContentBlockParamUnion {
+	var out []anthropic.ContentBlockParamUnion
+	for _, b := range kept {
+		switch b.Type {
+		case "thinking":
+			out = append(out, anthropic.NewThinkingBlock(b.Signature, b.Thinking))
+		case "redacted_thinking":
+			out = append(out, anthropic.NewRedactedThinkingBlock(b.Data))
+		}
+	}
+	return out
+}
+
+// mergeAssistant appends the blocks of an assistant message to the one
+// before it (the API wants roles to alternate). Thinking blocks go first:
+// an assistant message must start with its thinking, and the two messages
+// are one to the API.
+func mergeAssistant(content, blocks []anthropic.ContentBlockParamUnion) []anthropic.ContentBlockParamUnion {
+	n := 0
+	for n < len(blocks) && (blocks[n].OfThinking != nil || blocks[n].OfRedactedThinking != nil) {
+		n++
+	}
+	if n == 0 {
+		return append(content, blocks...)
+	}
+	out := make([]anthropic.ContentBlockParamUnion, 0, len(content)+len(blocks))
+	lead := 0
+	for lead < len(content) && (content[lead].OfThinking != nil || content[lead].OfRedactedThinking != nil) {
+		lead++
+	}
+	out = append(out, content[:lead]...)
+	out = append(out, blocks[:n]...)
+	out = append(out, content[lead:]...)
+	return append(out, blocks[n:]...)
 }
 
 // anthropicTool is a tool definition: the JSON Schema of its parameters
@@ -291,7 +359,9 @@ func toolUseID(id string) string {
 }
 
 // anthropicResponse maps a Message back into chat's terms: text blocks are
-// the content, thinking blocks the thought, tool_use blocks the tool calls.
+// the content, thinking blocks the thought, tool_use blocks the tool calls;
+// the thinking and redacted_thinking blocks are also kept as received, to
+// be sent back within the tool loop.
 func anthropicResponse(req *chat.ModelRequest, msg *anthropic.Message) *chat.ModelResponse {
 	var text, thinking strings.Builder
 	out := &chat.ModelResponse{Usage: chat.Usage{PromptTokens: msg.Usage.InputTokens, CompletionTokens: msg.Usage.OutputTokens}}
@@ -301,6 +371,9 @@ func anthropicResponse(req *chat.ModelRequest, msg *anthropic.Message) *chat.Mod
 			text.WriteString(b.Text)
 		case "thinking":
 			thinking.WriteString(b.Thinking)
+			out.Thinking = append(out.Thinking, chat.ThinkingBlock{Type: b.Type, Thinking: b.Thinking, Signature: b.Signature})
+		case "redacted_thinking":
+			out.Thinking = append(out.Thinking, chat.ThinkingBlock{Type: b.Type, Data: b.Data})
 		case "tool_use":
 			id := b.ID
 			if id == "" {

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,28 +34,38 @@ func anthropicReq(msgs ...chat.ModelMessage) *chat.ModelRequest {
 	return &chat.ModelRequest{ChatID: "chat-1", Caller: "reviewer", Config: spec.Model{Provider: KindAnthropic, Model: "claude-sonnet-4-5"}, Messages: msgs}
 }
 
+// thinkingOn enables extended thinking with the least budget on a request.
+func thinkingOn(r *chat.ModelRequest) *chat.ModelRequest {
+	budget := spec.MinThinkingBudget
+	r.Config.Thinking = &spec.Thinking{Type: spec.ThinkingEnabled, BudgetTokens: &budget}
+	return r
+}
+
 // TestAnthropicTextAndThinking: system messages become the top-level system
 // prompt, group-chat messages of one role one turn, max_tokens is always
-// sent, the key goes with the SDK's auth; thinking comes back as the thought.
+// sent, the key goes with the SDK's auth; the model's thinking is asked for
+// and comes back as the thought, its signed block kept.
 func TestAnthropicTextAndThinking(t *testing.T) {
 	t.Parallel()
 	srv, c, _ := anthropicFixture(t)
 	srv.Reply(anthropictest.Reply{Thinking: "They want a greeting.", Text: "Hello!", Usage: &anthropictest.Usage{InputTokens: 21, OutputTokens: 4}})
-	resp, err := c.Complete(t.Context(), anthropicReq(
+	resp, err := c.Complete(t.Context(), thinkingOn(anthropicReq(
 		chat.ModelMessage{Role: chat.RoleSystem, Content: "Be brief."},
 		chat.ModelMessage{Role: chat.RoleUser, Name: "user", Content: "Greet us."},
 		chat.ModelMessage{Role: chat.RoleUser, Name: "writer", Content: "I greet too."},
 		chat.ModelMessage{Role: chat.RoleUser, Name: "critic", Content: ""},
-	))
+	)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.Content != "Hello!" || resp.Thought != "They want a greeting." || resp.Usage != (chat.Usage{PromptTokens: 21, CompletionTokens: 4}) {
+	if resp.Content != "Hello!" || resp.Thought != "They want a greeting." || resp.Usage != (chat.Usage{PromptTokens: 21, CompletionTokens: 4}) ||
+		len(resp.Thinking) != 1 || resp.Thinking[0].Thinking != resp.Thought || resp.Thinking[0].Signature == "" {
 		t.Errorf("response = %+v", resp)
 	}
 	r := srv.Requests()[0]
 	m := r.Messages
 	if r.Status != 200 || m.SystemText() != "Be brief." || *m.MaxTokens != defaultAnthropicMaxTokens || len(m.Messages) != 1 ||
+		string(m.Thinking) != `{"budget_tokens":1024,"type":"enabled"}` ||
 		len(m.Messages[0].Blocks) != 2 || m.Temperature != nil || r.Header.Get("Anthropic-Version") == "" {
 		t.Errorf("request %d %s: %s", r.Status, r.Error, r.Body)
 	}
@@ -111,13 +122,14 @@ func TestAnthropicToolUseRoundTrip(t *testing.T) {
 }
 
 // TestAnthropicStreaming: the event stream is put together into the same
-// response; only the reply's text is streamed as deltas.
+// response, signed thinking and redacted thinking blocks included; only the
+// reply's text is streamed as deltas.
 func TestAnthropicStreaming(t *testing.T) {
 	t.Parallel()
 	srv, c, _ := anthropicFixture(t)
-	srv.Reply(anthropictest.Reply{Thinking: "Consider the weather in Paris.", Text: "Checking the weather now.",
+	srv.Reply(anthropictest.Reply{Thinking: "Consider the weather in Paris.", Redacted: true, Text: "Checking the weather now.",
 		ToolUses: []anthropictest.ToolUse{{Name: "weather", Input: json.RawMessage(`{"city":"Paris","units":"metric"}`)}}})
-	req := anthropicReq(chat.ModelMessage{Role: chat.RoleUser, Name: "user", Content: "Weather in Paris?"})
+	req := thinkingOn(anthropicReq(chat.ModelMessage{Role: chat.RoleUser, Name: "user", Content: "Weather in Paris?"}))
 	req.Tools = []chat.ToolDef{{Name: "weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)}}
 	var deltas strings.Builder
 	req.OnDelta = func(d string) { deltas.WriteString(d) }
@@ -126,7 +138,9 @@ func TestAnthropicStreaming(t *testing.T) {
 		t.Fatal(err)
 	}
 	if resp.Content != "Checking the weather now." || resp.Thought != "Consider the weather in Paris." || len(resp.ToolCalls) != 1 ||
-		resp.ToolCalls[0].Function.Arguments != `{"city":"Paris","units":"metric"}` || resp.Usage.CompletionTokens == 0 {
+		resp.ToolCalls[0].Function.Arguments != `{"city":"Paris","units":"metric"}` || resp.Usage.CompletionTokens == 0 ||
+		len(resp.Thinking) != 2 || resp.Thinking[0].Thinking != resp.Thought || resp.Thinking[0].Signature == "" ||
+		resp.Thinking[1].Type != "redacted_thinking" || resp.Thinking[1].Data == "" {
 		t.Errorf("response = %+v", resp)
 	}
 	if deltas.String() != resp.Content {
@@ -134,6 +148,85 @@ func TestAnthropicStreaming(t *testing.T) {
 	}
 	if r := srv.Requests()[0]; !r.Messages.Stream {
 		t.Errorf("request was not streamed: %s", r.Body)
+	}
+}
+
+// TestAnthropicThinkingToolLoop: with thinking enabled, the assistant
+// message of the tool loop a request ends in is sent back starting with its
+// thinking and redacted_thinking blocks exactly as they came (the API
+// refuses the request otherwise); those of an earlier turn, and any on a
+// request without thinking enabled, are not sent.
+func TestAnthropicThinkingToolLoop(t *testing.T) {
+	t.Parallel()
+	srv, c, _ := anthropicFixture(t)
+	tools := []chat.ToolDef{{Name: "lookup", Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)}}
+	ask := func(msgs ...chat.ModelMessage) *chat.ModelRequest {
+		r := thinkingOn(anthropicReq(msgs...))
+		r.Tools = tools
+		return r
+	}
+	user := chat.ModelMessage{Role: chat.RoleUser, Name: "user", Content: "Find go."}
+
+	// An earlier turn of the agent, with thinking blocks of its own.
+	srv.Reply(anthropictest.Reply{Thinking: "An earlier thought.", ToolUses: []anthropictest.ToolUse{{ID: "toolu_old", Name: "lookup"}}})
+	old, err := c.Complete(t.Context(), ask(user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	earlier := []chat.ModelMessage{user,
+		{Role: chat.RoleAssistant, ToolCalls: old.ToolCalls, Thinking: old.Thinking},
+		{Role: chat.RoleTool, ToolCallID: "toolu_old", Content: "old result"},
+		{Role: chat.RoleAssistant, Content: "That was it."},
+		{Role: chat.RoleUser, Name: "user", Content: "Now find rust."}}
+
+	srv.Reply(anthropictest.Reply{Thinking: "Look it up.", Redacted: true, Text: "Looking.", ToolUses: []anthropictest.ToolUse{{ID: "toolu_1", Name: "lookup", Input: json.RawMessage(`{"q":"rust"}`)}}},
+		anthropictest.Reply{Text: "Found it."})
+	first, err := c.Complete(t.Context(), ask(earlier...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Thinking) != 2 || first.Thinking[0].Type != "thinking" || first.Thinking[0].Thinking != "Look it up." || first.Thinking[0].Signature == "" ||
+		first.Thinking[1].Type != "redacted_thinking" || first.Thinking[1].Data == "" || first.Thought != "Look it up." {
+		t.Fatalf("first reply = %+v", first)
+	}
+	loop := append(slices.Clone(earlier),
+		chat.ModelMessage{Role: chat.RoleAssistant, Content: first.Content, ToolCalls: first.ToolCalls, Thinking: first.Thinking},
+		chat.ModelMessage{Role: chat.RoleTool, ToolCallID: "toolu_1", Content: "rust is a language"})
+	resp, err := c.Complete(t.Context(), ask(loop...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Content != "Found it." {
+		t.Errorf("second reply = %+v", resp)
+	}
+	reqs := srv.Requests()
+	sent := reqs[2].Messages.Messages
+	a := sent[len(sent)-2].Blocks
+	if len(a) != 4 || a[0].Type != "thinking" || a[0].Thinking != "Look it up." || a[0].Signature != first.Thinking[0].Signature ||
+		a[1].Type != "redacted_thinking" || a[1].Data != first.Thinking[1].Data || a[2].Type != "text" || a[3].Type != "tool_use" {
+		t.Errorf("the loop's assistant message: %s", reqs[2].Body)
+	}
+	if strings.Contains(string(reqs[2].Body), "An earlier thought.") {
+		t.Errorf("an earlier turn's thinking was sent: %s", reqs[2].Body)
+	}
+
+	// With thinking disabled, no blocks go out; the loop still works.
+	srv.Reply(anthropictest.Reply{Text: "Found it again."})
+	plain := anthropicReq(loop...)
+	plain.Tools = tools
+	plain.Config.Thinking = &spec.Thinking{Type: spec.ThinkingDisabled}
+	if _, err := c.Complete(t.Context(), plain); err != nil {
+		t.Fatal(err)
+	}
+	if r := srv.Requests()[3]; string(r.Messages.Thinking) != `{"type":"disabled"}` || strings.Contains(string(r.Body), `"type":"thinking"`) ||
+		strings.Contains(string(r.Body), "redacted_thinking") {
+		t.Errorf("blocks sent with thinking disabled: %s", r.Body)
+	}
+
+	// And what the API says when they are dropped.
+	loop[len(loop)-2].Thinking = nil
+	if _, err := c.Complete(t.Context(), ask(loop...)); err == nil || !strings.Contains(err.Error(), "Expected `thinking` or `redacted_thinking`") {
+		t.Errorf("the loop without its blocks: err = %v", err)
 	}
 }
 

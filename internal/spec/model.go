@@ -29,6 +29,34 @@ type Model struct {
 	// per line, as AgentChat's agents do for such a client
 	// (remove_images).
 	Vision *bool `json:"vision,omitempty"`
+	// Thinking is Anthropic's extended thinking, as the Messages API and
+	// AgentChat's AnthropicChatCompletionClient take it:
+	// {"type": "enabled", "budget_tokens": N} or {"type": "disabled"}.
+	// Only a model of provider anthropic takes it.
+	Thinking *Thinking `json:"thinking,omitempty"`
+}
+
+// Thinking is a model's extended thinking setting.
+type Thinking struct {
+	Type         string `json:"type"`
+	BudgetTokens *int   `json:"budget_tokens,omitempty"`
+}
+
+// The thinking types, and the least budget the Messages API takes.
+const (
+	ThinkingEnabled   = "enabled"
+	ThinkingDisabled  = "disabled"
+	MinThinkingBudget = 1024
+)
+
+// DefaultAnthropicMaxTokens is an anthropic model's max_tokens when the
+// spec sets none: the Messages API requires one, and AgentChat's Anthropic
+// client sends 4096.
+const DefaultAnthropicMaxTokens = 4096
+
+// ThinkingEnabled is whether the model is asked to think.
+func (m Model) ThinkingEnabled() bool {
+	return m.Thinking != nil && m.Thinking.Type == ThinkingEnabled
 }
 
 // SeesImages is whether the model is sent images as images.

@@ -274,3 +274,48 @@ func TestSandboxNetwork(t *testing.T) {
 		t.Error("an unknown field of sandbox.network is accepted")
 	}
 }
+
+// TestThinkingIsCheckedAsTheMessagesAPIChecksIt: a budget below 1024 or not
+// below max_tokens (set, or the default 4096), a missing budget, an
+// unknown type, a budget on disabled thinking and thinking on a model no
+// anthropic endpoint serves are problems at their paths; valid settings
+// pass.
+func TestThinkingIsCheckedAsTheMessagesAPIChecksIt(t *testing.T) {
+	env := Env{Providers: []string{"openai", "anthropic"}}
+	check := func(model string) []Problem {
+		t.Helper()
+		sp, probs := DecodeSpec([]byte(`{"task": "t", "agents": [{"name": "a", "type": "assistant", "model": ` + model + `}]}`))
+		if len(probs) > 0 {
+			t.Fatalf("%s: %v", model, probs)
+		}
+		return Validate(sp, Limits{}, env)
+	}
+	for _, model := range []string{
+		`{"provider": "anthropic", "model": "claude", "thinking": {"type": "enabled", "budget_tokens": 1024}}`,
+		`{"provider": "anthropic", "model": "claude", "thinking": {"type": "enabled", "budget_tokens": 4095}}`,
+		`{"provider": "anthropic", "model": "claude", "max_tokens": 20000, "thinking": {"type": "enabled", "budget_tokens": 16000}}`,
+		`{"provider": "anthropic", "model": "claude", "thinking": {"type": "disabled"}}`,
+	} {
+		if probs := check(model); len(probs) > 0 {
+			t.Errorf("%s: problems %v", model, probs)
+		}
+	}
+	for _, tt := range []struct{ model, path, msg string }{
+		{`{"provider": "anthropic", "model": "claude", "thinking": {"type": "enabled", "budget_tokens": 1023}}`, "/agents/0/model/thinking/budget_tokens", "at least 1024"},
+		{`{"provider": "anthropic", "model": "claude", "thinking": {"type": "enabled", "budget_tokens": 4096}}`, "/agents/0/model/thinking/budget_tokens", "less than max_tokens (4096, the default)"},
+		{`{"provider": "anthropic", "model": "claude", "max_tokens": 2000, "thinking": {"type": "enabled", "budget_tokens": 2000}}`, "/agents/0/model/thinking/budget_tokens", "less than max_tokens (2000)"},
+		{`{"provider": "anthropic", "model": "claude", "thinking": {"type": "enabled"}}`, "/agents/0/model/thinking/budget_tokens", "is required"},
+		{`{"provider": "anthropic", "model": "claude", "thinking": {"type": "disabled", "budget_tokens": 2000}}`, "/agents/0/model/thinking/budget_tokens", "only enabled thinking"},
+		{`{"provider": "anthropic", "model": "claude", "thinking": {"type": "adaptive"}}`, "/agents/0/model/thinking/type", `must be "enabled" or "disabled"`},
+		{`{"provider": "openai", "model": "gpt-4o", "thinking": {"type": "enabled", "budget_tokens": 2000}}`, "/agents/0/model/thinking", `only a model of provider anthropic`},
+		{`{"provider": "replay", "responses": ["x"], "thinking": {"type": "disabled"}}`, "/agents/0/model/thinking", `only a model of provider anthropic`},
+	} {
+		probs := check(tt.model)
+		if len(probs) != 1 || probs[0].Path != tt.path || !strings.Contains(probs[0].Message, tt.msg) {
+			t.Errorf("%s: problems %v, want one at %s saying %q", tt.model, probs, tt.path, tt.msg)
+		}
+	}
+	if _, probs := DecodeSpec([]byte(`{"task": "t", "agents": [{"name": "a", "type": "assistant", "model": {"provider": "anthropic", "model": "c", "thinking": {"type": "enabled", "budget": 2000}}}]}`)); len(probs) != 1 || probs[0].Path != "/agents/0/model/thinking/budget" {
+		t.Errorf("an unknown field of thinking: problems %v", probs)
+	}
+}

@@ -337,6 +337,41 @@ func (v *validator) checkModel(path string, m *Model) {
 	if m.MaxTokens != nil && (*m.MaxTokens < 1 || *m.MaxTokens > maxModelTokens) {
 		v.add(path+"/max_tokens", "must be between 1 and %d", maxModelTokens)
 	}
+	if m.Thinking != nil {
+		v.checkThinking(path, m)
+	}
+}
+
+// checkThinking checks a model's extended thinking as the Messages API
+// does: a budget of at least 1024 tokens and below max_tokens (the
+// thinking counts towards it), and only for a model an anthropic endpoint
+// serves (a model's provider is the kind of its endpoint).
+func (v *validator) checkThinking(path string, m *Model) {
+	t, p := m.Thinking, path+"/thinking"
+	if m.Provider != "anthropic" {
+		v.add(p, "only a model of provider anthropic takes thinking (Anthropic's extended thinking), not one of provider %q", m.Provider)
+	}
+	switch t.Type {
+	case ThinkingEnabled:
+		maxTokens, of := DefaultAnthropicMaxTokens, "max_tokens (%d, the default)"
+		if m.MaxTokens != nil {
+			maxTokens, of = *m.MaxTokens, "max_tokens (%d)"
+		}
+		switch b := t.BudgetTokens; {
+		case b == nil:
+			v.add(p+"/budget_tokens", "is required when thinking is enabled")
+		case *b < MinThinkingBudget:
+			v.add(p+"/budget_tokens", "must be at least %d", MinThinkingBudget)
+		case *b >= maxTokens:
+			v.add(p+"/budget_tokens", "must be less than "+of+": the thinking counts towards it", maxTokens)
+		}
+	case ThinkingDisabled:
+		if t.BudgetTokens != nil {
+			v.add(p+"/budget_tokens", "only enabled thinking takes a budget")
+		}
+	default:
+		v.add(p+"/type", "must be %q or %q, not %q", ThinkingEnabled, ThinkingDisabled, t.Type)
+	}
 }
 
 // checkModelRef checks an agent's or the selector's model reference.

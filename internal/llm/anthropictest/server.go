@@ -11,8 +11,17 @@
 // a system message inside messages, roles that do not alternate, empty text
 // blocks, a tool_result that answers no tool_use of the message before it or
 // a tool_use left unanswered, tool blocks without tool definitions,
-// sampling parameters on API version 2026-10-21, unknown fields. A client
-// that passes against this server sends requests the API accepts.
+// sampling parameters on API version 2026-10-21, unknown fields.
+//
+// Extended thinking is served as the API serves it: a reply thinks (a
+// thinking block with a signature this server issued) only when the
+// request enables thinking, and then always at the start of an assistant
+// turn. With thinking enabled the server refuses a budget below 1024 or not
+// below max_tokens, a temperature other than 1, top_k, a top_p below 0.95,
+// a tool_choice that forces tool use, and a request in a tool loop whose
+// assistant turn does not start with a thinking block; and it refuses any
+// thinking or redacted_thinking block that is not exactly one it issued.
+// A client that passes against this server sends requests the API accepts.
 //
 // The wire types are written from the API reference, not borrowed from the
 // SDK, so that the fake does not share the client's blind spots.
@@ -50,6 +59,10 @@ type Server struct {
 	failures  []Failure
 	responder func(Request) Reply
 	requests  []*Request
+	// issued are the signatures of the thinking blocks the server sent,
+	// with their text, and the data of its redacted_thinking blocks.
+	issued    map[string]string
+	redacted  map[string]bool
 	served    int
 	inFlight  int
 	maxFlight int
@@ -64,7 +77,7 @@ func WithAPIKey(key string) Option { return func(s *Server) { s.apiKey = key } }
 
 // New starts a Server. Close it when done.
 func New(opts ...Option) *Server {
-	s := &Server{done: make(chan struct{})}
+	s := &Server{done: make(chan struct{}), issued: map[string]string{}, redacted: map[string]bool{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -85,9 +98,14 @@ func (s *Server) Close() {
 }
 
 // Reply is one scripted answer. Its blocks are sent in the order thinking,
-// text, tool uses.
+// redacted thinking, text, tool uses.
 type Reply struct {
+	// Thinking is sent only when the request enables thinking; then a
+	// reply that starts an assistant turn thinks even without it (the
+	// text is DefaultThinking).
 	Thinking string
+	// Redacted adds a redacted_thinking block (when thinking is enabled).
+	Redacted bool
 	Text     string
 	ToolUses []ToolUse
 	// Usage defaults to an estimate of a token per four characters.
@@ -105,6 +123,10 @@ type ToolUse struct {
 	Name  string
 	Input json.RawMessage // a JSON object; default {}
 }
+
+// DefaultThinking is the thinking of a reply that starts an assistant
+// turn while thinking is enabled and whose script says none.
+const DefaultThinking = "Let me think about this."
 
 // Usage is a reply's token usage.
 type Usage struct {
@@ -229,6 +251,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	rec.Messages = req
 	s.mu.Unlock()
+	if e == nil {
+		e = s.checkSigned(req)
+	}
 	if e != nil {
 		s.writeError(w, rec, e)
 		return
@@ -348,8 +373,20 @@ func (s *Server) writeError(w http.ResponseWriter, rec *Request, e *apiError) {
 func (s *Server) message(req *MessagesRequest, r Reply, n int) *message {
 	m := &message{ID: fmt.Sprintf("msg_anthropictest%06d", n), Type: "message", Role: "assistant", Model: req.Model,
 		Content: []block{}}
-	if r.Thinking != "" {
-		m.Content = append(m.Content, block{Type: "thinking", Thinking: &r.Thinking, Signature: ptr(fmt.Sprintf("sig_anthropictest%06d", n))})
+	if req.thinking {
+		if r.Thinking == "" && !req.inToolLoop() {
+			r.Thinking = DefaultThinking
+		}
+		if r.Thinking != "" {
+			sig := s.issue(&r.Thinking, n)
+			m.Content = append(m.Content, block{Type: "thinking", Thinking: &r.Thinking, Signature: &sig})
+		}
+		if r.Redacted {
+			data := s.issue(nil, n)
+			m.Content = append(m.Content, block{Type: "redacted_thinking", Data: &data})
+		}
+	} else {
+		r.Thinking = "" // counted in no usage either
 	}
 	if r.Text != "" {
 		m.Content = append(m.Content, block{Type: "text", Text: &r.Text})
@@ -383,6 +420,45 @@ func (s *Server) message(req *MessagesRequest, r Reply, n int) *message {
 
 func ptr[T any](v T) *T { return &v }
 
+// issue makes the signature of a thinking block of reply n (or, with a nil
+// thinking, the data of a redacted_thinking block) and records it: the
+// API's are opaque, and only the server that made one takes it back.
+func (s *Server) issue(thinking *string, n int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if thinking == nil {
+		data := fmt.Sprintf("redacted_anthropictest%06d_%d", n, len(s.redacted))
+		s.redacted[data] = true
+		return data
+	}
+	sig := fmt.Sprintf("sig_anthropictest%06d_%d", n, len(s.issued))
+	s.issued[sig] = *thinking
+	return sig
+}
+
+// checkSigned refuses thinking blocks the server did not issue, or whose
+// text changed since.
+func (s *Server) checkSigned(req *MessagesRequest) *apiError {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, m := range req.Messages {
+		for j, b := range m.Blocks {
+			switch {
+			case b.Type == "thinking" && (b.Signature == "" || s.issued[b.Signature] != b.Thinking || !hasKey(s.issued, b.Signature)):
+				return invalid("messages.%d.content.%d: Invalid `signature` in `thinking` block", i, j)
+			case b.Type == "redacted_thinking" && !s.redacted[b.Data]:
+				return invalid("messages.%d.content.%d: Invalid `data` in `redacted_thinking` block", i, j)
+			}
+		}
+	}
+	return nil
+}
+
+func hasKey[V any](m map[string]V, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
 // stream writes the message as the API's event stream.
 func (s *Server) stream(w http.ResponseWriter, m *message) {
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -406,6 +482,8 @@ func (s *Server) stream(w http.ResponseWriter, m *message) {
 		switch b.Type {
 		case "thinking":
 			open.Thinking, open.Signature = ptr(""), ptr("")
+		case "redacted_thinking":
+			// Sent whole in its start event: it has no deltas.
 		case "text":
 			open.Text = ptr("")
 		case "tool_use":

@@ -29,7 +29,27 @@ type MessagesRequest struct {
 	OutputConfig  json.RawMessage `json:"output_config,omitempty"`
 	ServiceTier   string          `json:"service_tier,omitempty"`
 
-	chars int // of the prompt's texts, for the usage estimate
+	chars    int  // of the prompt's texts, for the usage estimate
+	thinking bool // thinking is enabled (or adaptive)
+}
+
+// inToolLoop is whether the request continues an assistant turn: its last
+// message is a user message of tool results only.
+func (r *MessagesRequest) inToolLoop() bool {
+	if len(r.Messages) == 0 {
+		return false
+	}
+	last := r.Messages[len(r.Messages)-1]
+	return last.Role == "user" && toolResultsOnly(last)
+}
+
+func toolResultsOnly(m Message) bool {
+	for _, b := range m.Blocks {
+		if b.Type != "tool_result" {
+			return false
+		}
+	}
+	return len(m.Blocks) > 0
 }
 
 // SystemText is the system prompt as text: the string, or the text blocks
@@ -211,6 +231,9 @@ func parseRequest(body []byte, version string) (*MessagesRequest, *apiError) {
 	if e := checkMessages(&req, len(req.Tools) > 0); e != nil {
 		return &req, e
 	}
+	if e := checkTurnThinking(&req); e != nil {
+		return &req, e
+	}
 	return &req, nil
 }
 
@@ -227,7 +250,12 @@ func checkThinking(req *MessagesRequest) *apiError {
 		return e
 	}
 	switch t.Type {
-	case "adaptive", "disabled":
+	case "disabled":
+		if t.BudgetTokens != nil {
+			return invalid("thinking.disabled.budget_tokens: Extra inputs are not permitted")
+		}
+		return nil
+	case "adaptive":
 	case "enabled":
 		switch {
 		case t.BudgetTokens == nil:
@@ -235,10 +263,52 @@ func checkThinking(req *MessagesRequest) *apiError {
 		case *t.BudgetTokens < 1024:
 			return invalid("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024")
 		case *t.BudgetTokens >= *req.MaxTokens:
-			return invalid("`max_tokens` must be greater than `thinking.budget_tokens`.")
+			return invalid("`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size")
 		}
 	default:
 		return invalid("thinking.type: Input tag '%s' found using 'type' does not match any of the expected tags", t.Type)
+	}
+	req.thinking = true
+	// What thinking is not compatible with (the extended thinking guide's
+	// feature compatibility).
+	const compat = " Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility"
+	switch {
+	case req.Temperature != nil && *req.Temperature != 1:
+		return invalid("`temperature` may only be set to 1 when thinking is enabled." + compat)
+	case req.TopK != nil:
+		return invalid("`top_k` must be unset when thinking is enabled." + compat)
+	case req.TopP != nil && *req.TopP < 0.95:
+		return invalid("`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled." + compat)
+	case req.ToolChoice != nil && (req.ToolChoice.Type == "any" || req.ToolChoice.Type == "tool"):
+		return invalid("Thinking may not be enabled when tool_choice forces tool use.")
+	}
+	return nil
+}
+
+// checkTurnThinking is what the API asks of a request in a tool loop while
+// thinking is enabled: the assistant turn the loop belongs to (the
+// assistant messages since the last user message that is not tool results
+// only) starts with a thinking or redacted_thinking block, as the model
+// thinks once at the start of a turn.
+func checkTurnThinking(req *MessagesRequest) *apiError {
+	if !req.thinking || !req.inToolLoop() {
+		return nil
+	}
+	first := -1
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		m := req.Messages[i]
+		if m.Role == "user" && !toolResultsOnly(m) {
+			break
+		}
+		if m.Role == "assistant" {
+			first = i
+		}
+	}
+	if first < 0 {
+		return nil
+	}
+	if b := req.Messages[first].Blocks[0]; b.Type != "thinking" && b.Type != "redacted_thinking" {
+		return invalid("messages.%d.content.0.type: Expected `thinking` or `redacted_thinking`, but found `%s`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking", first, b.Type)
 	}
 	return nil
 }
@@ -373,6 +443,7 @@ type block struct {
 	Text      *string         `json:"text,omitempty"`
 	Thinking  *string         `json:"thinking,omitempty"`
 	Signature *string         `json:"signature,omitempty"`
+	Data      *string         `json:"data,omitempty"`
 	ID        string          `json:"id,omitempty"`
 	Name      string          `json:"name,omitempty"`
 	Input     json.RawMessage `json:"input,omitempty"`

@@ -261,13 +261,18 @@ def azure_client():
 
 
 def anthropic_client():
-    """An Anthropic client with a key in the file: agentd maps it onto its
-    own anthropic endpoint and never uses the file's key."""
+    """An Anthropic client with a key in the file and extended thinking:
+    agentd maps it onto its own anthropic endpoint, never uses the file's
+    key, and keeps the thinking setting."""
     info = {"vision": False, "function_calling": True, "json_output": False, "family": "unknown", "structured_output": False}
     reviewer = AssistantAgent(
         "reviewer",
         model_client=AnthropicChatCompletionClient(
-            model="claude-sonnet-4-5", api_key="sk-ant-in-the-file", max_tokens=1024, model_info=info
+            model="claude-sonnet-4-5",
+            api_key="sk-ant-in-the-file",
+            max_tokens=2048,
+            thinking={"type": "enabled", "budget_tokens": 1024},
+            model_info=info,
         ),
         system_message="You review code. Say APPROVED when it is right.",
     )
