@@ -42,9 +42,10 @@ func handoffDef(target string) ToolDef {
 //     sender's assistant message, before the handoff message itself.
 //   - The agent's own turns are as it added them to its context: each model
 //     reply (text, or tool calls with the text that came with them and the
-//     signed thinking blocks of the reply) as an assistant message, each tool call answered by a tool message right
-//     after it (a call with no recorded answer, cut by a crash, gets an
-//     error), and not its own tool-call summaries or handoff messages.
+//     signed thinking blocks of the reply) as an assistant message, each
+//     tool call answered by a tool message right after it (a call with no
+//     recorded answer, cut by a crash, gets an error), and not its own
+//     tool-call summaries or handoff messages.
 //   - A StructuredMessage is its object's JSON (to_model_message) to the
 //     others, and the model's own text to the agent that wrote it.
 //   - Calls routed to a user_proxy's functions follow AutoGen 0.2, where
