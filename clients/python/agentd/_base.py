@@ -200,14 +200,19 @@ class ChatFilter:
         return out
 
 
-def list_request(flt: ChatFilter, limit: int | None, cursor: str | None, include_spec: bool) -> Request:
-    req = Request("GET", "/v1/chats", params=flt.params())
+def _page(req: Request, limit: int | None, cursor: str | None, include_spec: bool) -> Request:
+    """req asking for one page of a list: its size, where it starts, and
+    whether each item carries its spec."""
     if limit is not None:
         req.params["limit"] = str(limit)
     if cursor:
         req.params["cursor"] = cursor
     _include(req.params, include_spec)
     return req
+
+
+def list_request(flt: ChatFilter, limit: int | None, cursor: str | None, include_spec: bool) -> Request:
+    return _page(Request("GET", "/v1/chats", params=flt.params()), limit, cursor, include_spec)
 
 
 def get_request(chat_id: str, include_spec: bool) -> Request:
@@ -310,13 +315,7 @@ def get_team_request(name: str, version: int | None) -> Request:
 
 
 def list_teams_request(limit: int | None, cursor: str | None, include_spec: bool) -> Request:
-    req = Request("GET", "/v1/teams")
-    if limit is not None:
-        req.params["limit"] = str(limit)
-    if cursor:
-        req.params["cursor"] = cursor
-    _include(req.params, include_spec)
-    return req
+    return _page(Request("GET", "/v1/teams"), limit, cursor, include_spec)
 
 
 def team_ref_spec(team_ref: str, version: int | None, task: Task, options: Mapping[str, Any]) -> dict[str, Any]:
