@@ -385,7 +385,7 @@ func TestConditions(t *testing.T) {
 func TestModelClients(t *testing.T) {
 	t.Parallel()
 	sp, req := specOf(t, request(t, readFixture(t, "assistant_options"), ""))
-	for i, want := range []string{`{"provider":"openai","endpoint":"openai","model":"gpt-4o-mini","temperature":0.2,"top_p":0.9,"max_tokens":256,"seed":7,"parallel_tool_calls":false}`,
+	for i, want := range []string{`{"provider":"openai","endpoint":"openai","model":"gpt-4o-mini","temperature":0.2,"top_p":0.9,"max_tokens":256,"seed":7,"parallel_tool_calls":false,"stop":["END"],"frequency_penalty":0.5,"presence_penalty":-0.25,"reasoning_effort":"low"}`,
 		`{"provider":"azure","endpoint":"azure-gpt4o","model":"gpt-4o"}`} {
 		got, _ := json.Marshal(sp.Agents[i].Model)
 		if string(got) != want {

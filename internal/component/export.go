@@ -379,6 +379,16 @@ func (e *exporter) model(path string, ref *spec.ModelRef) *Component {
 	put("max_tokens", deref(m.MaxTokens), m.MaxTokens != nil)
 	put("seed", deref(m.Seed), m.Seed != nil)
 	put("parallel_tool_calls", deref(m.ParallelToolCalls), m.ParallelToolCalls != nil)
+	put("frequency_penalty", deref(m.FrequencyPenalty), m.FrequencyPenalty != nil)
+	put("presence_penalty", deref(m.PresencePenalty), m.PresencePenalty != nil)
+	put("reasoning_effort", m.ReasoningEffort, m.ReasoningEffort != "")
+	if len(m.Stop) > 0 {
+		if m.Provider == "anthropic" {
+			cfg["stop_sequences"] = m.Stop
+		} else {
+			cfg["stop"] = m.Stop
+		}
+	}
 	put("response_format", m.ResponseFormat, len(m.ResponseFormat) > 0)
 	var info EndpointInfo
 	known := false

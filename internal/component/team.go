@@ -542,7 +542,8 @@ func (tr *translator) model(path string, raw any) *spec.Model {
 			tr.r.warn(cfg.at("temperature"), "ignored: the Messages API version agentd speaks (2026-10-21) has no sampling parameters")
 		}
 		cfg.ignoreWarn("the Messages API version agentd speaks (2026-10-21) has no sampling parameters", "top_p", "top_k")
-		cfg.ignoreWarn("agentd does not pass this option to the model", "stop_sequences", "metadata", "tools", "tool_choice", "response_format")
+		cfg.ignoreWarn("agentd does not pass this option to the model", "metadata", "tools", "tool_choice", "response_format")
+		m.Stop = stopOf(cfg, "stop_sequences")
 		m.Thinking = thinking(&tr.r, cfg)
 	case provOllama:
 		cfg.ignoreWarn("agentd does not pass this option to the model", "options", "response_format", "think", "keep_alive", "format")
@@ -552,8 +553,14 @@ func (tr *translator) model(path string, raw any) *spec.Model {
 		m.Seed = cfg.integer("seed")
 		m.ParallelToolCalls = cfg.boolean("parallel_tool_calls")
 		m.ResponseFormat = cfg.rawJSON("response_format")
-		cfg.ignoreWarn("agentd does not pass this option to the model", "frequency_penalty", "presence_penalty", "logit_bias", "n", "stop",
-			"user", "stream_options", "reasoning_effort", "add_name_prefixes", "include_name_in_message")
+		m.Stop = stopOf(cfg, "stop")
+		m.FrequencyPenalty = cfg.number("frequency_penalty")
+		m.PresencePenalty = cfg.number("presence_penalty")
+		if s := cfg.str("reasoning_effort"); s != nil {
+			m.ReasoningEffort = *s
+		}
+		cfg.ignoreWarn("agentd does not pass this option to the model", "logit_bias", "n",
+			"user", "stream_options", "add_name_prefixes", "include_name_in_message")
 	}
 	ref := ModelClient{Kind: kind, Model: m.Model}
 	if s := cfg.str("base_url"); s != nil {
@@ -626,6 +633,16 @@ func thinking(r *report, cfg *object) *spec.Thinking {
 	}
 	defer t.done()
 	return &spec.Thinking{Type: t.required("type"), BudgetTokens: t.integer("budget_tokens")}
+}
+
+// stopOf reads a client's stop sequences: a string (OpenAI's client takes
+// one as its stop) or a list of them.
+func stopOf(cfg *object, key string) []string {
+	if s, ok := cfg.m[key].(string); ok {
+		cfg.used[key] = true
+		return []string{s}
+	}
+	return cfg.strings(key)
 }
 
 // vision reads a model client's model_info (or the older

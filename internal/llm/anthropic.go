@@ -79,8 +79,9 @@ func (w *anthropicWire) prepare(req *chat.ModelRequest) (tryFunc, error) {
 // becomes a user message of tool_result blocks; consecutive messages of one
 // role are merged into one message (the API wants turns to alternate), and
 // empty texts are left out (the API rejects empty text blocks). Options the
-// API does not have (temperature, top_p, seed, response_format) are refused
-// at create time (Client.CheckModel), so none reach here.
+// API does not have (temperature, top_p, seed, response_format, penalties,
+// reasoning_effort) are refused at create time (Client.CheckModel), so none
+// reach here; stop goes as stop_sequences.
 func anthropicRequest(req *chat.ModelRequest) (anthropic.MessageNewParams, error) {
 	mc := req.Config
 	p := anthropic.MessageNewParams{Model: anthropic.Model(mc.Model), MaxTokens: defaultAnthropicMaxTokens}
@@ -90,6 +91,7 @@ func anthropicRequest(req *chat.ModelRequest) (anthropic.MessageNewParams, error
 	if mc.MaxTokens != nil {
 		p.MaxTokens = int64(*mc.MaxTokens)
 	}
+	p.StopSequences = mc.Stop
 	thinking := mc.ThinkingEnabled()
 	switch {
 	case thinking:

@@ -71,6 +71,21 @@ func TestAnthropicTextAndThinking(t *testing.T) {
 	}
 }
 
+// TestAnthropicStopGoesAsStopSequences: a model's stop is the Messages
+// API's stop_sequences.
+func TestAnthropicStopGoesAsStopSequences(t *testing.T) {
+	srv, c, _ := anthropicFixture(t)
+	srv.Reply(anthropictest.Reply{Text: "Hello"})
+	req := anthropicReq(chat.ModelMessage{Role: chat.RoleUser, Name: "user", Content: "Greet us."})
+	req.Config.Stop = []string{"DONE", "END"}
+	if _, err := c.Complete(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if r := srv.Requests()[0]; r.Status != 200 || strings.Join(r.Messages.StopSequences, ",") != "DONE,END" {
+		t.Errorf("request %d %s: %s", r.Status, r.Error, r.Body)
+	}
+}
+
 // TestAnthropicToolUseRoundTrip: tool definitions, a tool_use turn answered
 // by tool_result blocks, a reflection without tools (the history's tools are
 // still defined, tool_choice none), parallel_tool_calls false as

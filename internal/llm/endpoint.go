@@ -288,12 +288,14 @@ func (c *Client) CheckModel(m *spec.Model) []spec.Problem {
 	var probs []spec.Problem
 	if ep.cfg.Kind == KindAnthropic {
 		// The Messages API (version 2026-10-21, which Anthropic's SDK
-		// speaks) has no sampling parameters, seed or response_format:
-		// refused here rather than silently dropped.
+		// speaks) has no sampling parameters, seed, response_format,
+		// penalties or reasoning_effort: refused here rather than silently
+		// dropped. (stop goes as stop_sequences.)
 		for _, f := range []struct {
 			name string
 			set  bool
-		}{{"temperature", m.Temperature != nil}, {"top_p", m.TopP != nil}, {"seed", m.Seed != nil}, {"response_format", len(m.ResponseFormat) > 0 && string(m.ResponseFormat) != "null"}} {
+		}{{"temperature", m.Temperature != nil}, {"top_p", m.TopP != nil}, {"seed", m.Seed != nil}, {"response_format", len(m.ResponseFormat) > 0 && string(m.ResponseFormat) != "null"},
+			{"frequency_penalty", m.FrequencyPenalty != nil}, {"presence_penalty", m.PresencePenalty != nil}, {"reasoning_effort", m.ReasoningEffort != ""}} {
 			if f.set {
 				probs = append(probs, spec.Problem{Path: "/" + f.name, Message: fmt.Sprintf("endpoint %q is of kind anthropic, whose Messages API has no %s", ep.cfg.Name, f.name)})
 			}

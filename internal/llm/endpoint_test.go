@@ -70,18 +70,20 @@ func TestRouting(t *testing.T) {
 	}
 }
 
-// TestCheckModelRefusesWhatAnthropicHasNot: sampling parameters, seed and
-// response_format on an anthropic endpoint are 422s, not dropped.
+// TestCheckModelRefusesWhatAnthropicHasNot: sampling parameters, seed,
+// response_format, penalties and reasoning_effort on an anthropic endpoint
+// are 422s, not dropped (stop is not: it goes as stop_sequences).
 func TestCheckModelRefusesWhatAnthropicHasNot(t *testing.T) {
 	t.Parallel()
 	c := routingClient(t)
 	zero, seed := 0.0, 1
-	probs := c.CheckModel(&spec.Model{Provider: "anthropic", Model: "claude-x", Temperature: &zero, TopP: &zero, Seed: &seed, ResponseFormat: []byte(`{"type":"json_object"}`)})
+	probs := c.CheckModel(&spec.Model{Provider: "anthropic", Model: "claude-x", Temperature: &zero, TopP: &zero, Seed: &seed, ResponseFormat: []byte(`{"type":"json_object"}`),
+		FrequencyPenalty: &zero, PresencePenalty: &zero, ReasoningEffort: "low", Stop: []string{"END"}})
 	var paths []string
 	for _, p := range probs {
 		paths = append(paths, p.Path)
 	}
-	if strings.Join(paths, " ") != "/temperature /top_p /seed /response_format" {
+	if strings.Join(paths, " ") != "/temperature /top_p /seed /response_format /frequency_penalty /presence_penalty /reasoning_effort" {
 		t.Errorf("problems = %v", probs)
 	}
 }

@@ -190,6 +190,15 @@ func buildRequest(req *chat.ModelRequest) (openai.ChatCompletionRequest, error) 
 		// deprecated max_tokens, and reasoning models reject it.
 		creq.MaxCompletionTokens = *mc.MaxTokens
 	}
+	creq.Stop, creq.ReasoningEffort = mc.Stop, mc.ReasoningEffort
+	// A zero penalty is the API's default, which go-openai's omitempty
+	// leaves out: the same request.
+	if mc.FrequencyPenalty != nil {
+		creq.FrequencyPenalty = float32(*mc.FrequencyPenalty)
+	}
+	if mc.PresencePenalty != nil {
+		creq.PresencePenalty = float32(*mc.PresencePenalty)
+	}
 	if len(mc.ResponseFormat) > 0 && string(mc.ResponseFormat) != "null" {
 		rf, err := responseFormat(mc.ResponseFormat)
 		if err != nil {

@@ -432,6 +432,28 @@ func TestOpenAIMaxTokensGoOutAsMaxCompletionTokens(t *testing.T) {
 	}
 }
 
+// TestOpenAISendsStopPenaltiesAndReasoningEffort: the model's stop,
+// frequency and presence penalties and reasoning_effort reach the API as
+// its own fields; a zero penalty (the API's default) may be left out.
+func TestOpenAISendsStopPenaltiesAndReasoningEffort(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.srv.Reply(openaitest.Text("a"))
+	req := openaiRequest()
+	fp, pp := 0.5, -0.25
+	req.Config.Stop, req.Config.FrequencyPenalty, req.Config.PresencePenalty, req.Config.ReasoningEffort = []string{"END", "STOP"}, &fp, &pp, "low"
+	if _, err := f.c.Complete(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]any
+	if err := json.Unmarshal(f.srv.Requests()[0].Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := json.Marshal([]any{body["stop"], body["frequency_penalty"], body["presence_penalty"], body["reasoning_effort"]}); string(got) != `[["END","STOP"],0.5,-0.25,"low"]` {
+		t.Errorf("stop, penalties, effort = %s", got)
+	}
+}
+
 func TestOpenAIRefusalBecomesContent(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)

@@ -13,16 +13,24 @@ import (
 // the model's name. URLs and keys are never part of it: they are server
 // configuration.
 type Model struct {
-	Provider          string           `json:"provider"`
-	Endpoint          string           `json:"endpoint,omitempty"`
-	Model             string           `json:"model,omitempty"`
-	Temperature       *float64         `json:"temperature,omitempty"`
-	TopP              *float64         `json:"top_p,omitempty"`
-	MaxTokens         *int             `json:"max_tokens,omitempty"`
-	Seed              *int             `json:"seed,omitempty"`
-	ParallelToolCalls *bool            `json:"parallel_tool_calls,omitempty"`
-	ResponseFormat    json.RawMessage  `json:"response_format,omitempty"`
-	Responses         []ReplayResponse `json:"responses,omitempty"`
+	Provider          string          `json:"provider"`
+	Endpoint          string          `json:"endpoint,omitempty"`
+	Model             string          `json:"model,omitempty"`
+	Temperature       *float64        `json:"temperature,omitempty"`
+	TopP              *float64        `json:"top_p,omitempty"`
+	MaxTokens         *int            `json:"max_tokens,omitempty"`
+	Seed              *int            `json:"seed,omitempty"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
+	ResponseFormat    json.RawMessage `json:"response_format,omitempty"`
+	// Stop is where the model stops: OpenAI's stop, the Messages API's
+	// stop_sequences.
+	Stop []string `json:"stop,omitempty"`
+	// FrequencyPenalty, PresencePenalty and ReasoningEffort are OpenAI's
+	// (openai and azure endpoints); the Messages API has none of them.
+	FrequencyPenalty *float64         `json:"frequency_penalty,omitempty"`
+	PresencePenalty  *float64         `json:"presence_penalty,omitempty"`
+	ReasoningEffort  string           `json:"reasoning_effort,omitempty"`
+	Responses        []ReplayResponse `json:"responses,omitempty"`
 	// Vision is whether the model takes images (AgentChat's model_info
 	// "vision"); unset, it does. A model that does not is sent each
 	// MultiModalMessage as its text, "<image>" for each image and one part

@@ -319,3 +319,25 @@ func TestThinkingIsCheckedAsTheMessagesAPIChecksIt(t *testing.T) {
 		t.Errorf("an unknown field of thinking: problems %v", probs)
 	}
 }
+
+// TestModelOptionsAreChecked: stop sequences, penalties and
+// reasoning_effort within the API's limits; every problem at its place.
+func TestModelOptionsAreChecked(t *testing.T) {
+	env := Env{Providers: []string{"openai"}}
+	sp, probs := DecodeSpec([]byte(`{"task": "t", "agents": [
+		{"name": "a", "type": "assistant", "model": {"provider": "openai", "model": "gpt-4o", "stop": ["END"], "frequency_penalty": 2, "presence_penalty": -2, "reasoning_effort": "minimal"}},
+		{"name": "b", "type": "assistant", "model": {"provider": "openai", "model": "gpt-4o", "stop": ["1", "", "3", "4", "5"], "frequency_penalty": 2.5, "presence_penalty": -3, "reasoning_effort": "extreme"}}]}`))
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	var got []string
+	for _, p := range Validate(sp, Limits{}, env) {
+		got = append(got, p.Path)
+	}
+	slices.Sort(got)
+	want := []string{"/agents/1/model/frequency_penalty", "/agents/1/model/presence_penalty", "/agents/1/model/reasoning_effort",
+		"/agents/1/model/stop", "/agents/1/model/stop/1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("problems at %v, want %v", got, want)
+	}
+}

@@ -334,6 +334,25 @@ func (v *validator) checkModel(path string, m *Model) {
 	if m.TopP != nil && (*m.TopP < 0 || *m.TopP > 1) {
 		v.add(path+"/top_p", "must be between 0 and 1")
 	}
+	if len(m.Stop) > maxStopSequences {
+		v.add(path+"/stop", "at most %d stop sequences (the API's limit)", maxStopSequences)
+	}
+	for i, st := range m.Stop {
+		if st == "" || len(st) > maxStopBytes {
+			v.add(path+"/stop/"+strconv.Itoa(i), "must be between 1 and %d bytes", maxStopBytes)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		p    *float64
+	}{{"frequency_penalty", m.FrequencyPenalty}, {"presence_penalty", m.PresencePenalty}} {
+		if f.p != nil && (*f.p < -2 || *f.p > 2) {
+			v.add(path+"/"+f.name, "must be between -2 and 2")
+		}
+	}
+	if m.ReasoningEffort != "" && !slices.Contains(reasoningEfforts, m.ReasoningEffort) {
+		v.add(path+"/reasoning_effort", "must be one of %s", quoteList(reasoningEfforts))
+	}
 	if m.MaxTokens != nil && (*m.MaxTokens < 1 || *m.MaxTokens > maxModelTokens) {
 		v.add(path+"/max_tokens", "must be between 1 and %d", maxModelTokens)
 	}
@@ -341,6 +360,15 @@ func (v *validator) checkModel(path string, m *Model) {
 		v.checkThinking(path, m)
 	}
 }
+
+// Limits of a model's options, as OpenAI's API sets them.
+const (
+	maxStopSequences = 4
+	maxStopBytes     = 256
+)
+
+// reasoningEfforts are the values of OpenAI's reasoning_effort.
+var reasoningEfforts = []string{"minimal", "low", "medium", "high"}
 
 // checkThinking checks a model's extended thinking as the Messages API
 // does: a budget of at least 1024 tokens and below max_tokens (the
