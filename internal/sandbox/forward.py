@@ -67,7 +67,14 @@ def serve(ls, path, parent):
                 try:
                     peer[s].sendall(data)
                 except OSError:
-                    drop(s)
+                    # The other end takes no more (the proxy refused and
+                    # closed): read no more from this one, but pass on
+                    # what the other end still sends (its refusal, then
+                    # its EOF) before both are closed.
+                    sel.unregister(s)
+                    eof.add(s)
+                    if peer[s] in eof:
+                        drop(s)
                 continue
             # EOF one way: pass it on, keep the other way open.
             sel.unregister(s)
