@@ -323,7 +323,7 @@ func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) err
 			return err
 		}
 	}
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := s.writers.Acquire(ctx)
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,7 @@ import (
 // appends: a reply's deltas are queued before its message commits, so a
 // listener gets them before the notification that the message is there.
 type notifier struct {
+	// pool has a connection for the notifier alone (Store.writers).
 	pool *pgxpool.Pool
 	log  *slog.Logger
 	// send sends a flush (sendFlush; a test counts).

@@ -46,12 +46,15 @@ type Config struct {
 // Store is a chat.Store on Postgres. Create it with Open; it is safe for
 // concurrent use.
 type Store struct {
-	log    *slog.Logger
-	now    func() time.Time
-	pool   *pgxpool.Pool
-	commit *groupcommit.Committer[*op]
-	notify *notifier
-	young  *analyzer
+	log  *slog.Logger
+	now  func() time.Time
+	pool *pgxpool.Pool
+	// writers are the connections of the group committer's batches and
+	// of the notifier's flushes, apart from pool (see Open).
+	writers *pgxpool.Pool
+	commit  *groupcommit.Committer[*op]
+	notify  *notifier
+	young   *analyzer
 
 	closeOnce sync.Once
 	closeErr  error
@@ -101,7 +104,23 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
 	s.pool = pool
-	s.notify = newNotifier(pool, cfg.Logger.With("store", "postgres"))
+	// The group committer's batches and the notifier's flushes have
+	// connections of their own, one per batch in flight and one for the
+	// notifier, so that neither ever waits for a connection. From the
+	// pool they waited behind bursts of reads (200 streams opening at
+	// once): every append of the server then waited for the batch (up to
+	// 300 ms measured), and every delta relayed to other replicas for the
+	// flush.
+	wc := pc.Copy()
+	wc.MaxConns = commitsInFlight + 1
+	wc.MinConns = wc.MaxConns
+	writers, err := pgxpool.NewWithConfig(ctx, wc)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	s.writers = writers
+	s.notify = newNotifier(writers, cfg.Logger.With("store", "postgres"))
 	s.commit = groupcommit.New(groupcommit.Config[*op]{
 		Commit:   s.commitBatch,
 		Key:      opChat,
@@ -111,6 +130,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	})
 	if err := s.commit.Start(ctx); err != nil {
 		s.notify.close()
+		writers.Close()
 		pool.Close()
 		return nil, err
 	}
@@ -178,6 +198,7 @@ func (s *Store) Close() error {
 		s.young.close()
 		s.closeErr = s.commit.Stop(context.Background())
 		s.notify.close()
+		s.writers.Close()
 		s.pool.Close()
 	})
 	return s.closeErr
