@@ -239,7 +239,8 @@ type Guard struct {
 	MetricsToken string
 	// StreamWriteTimeout bounds each write of an event stream: a client
 	// that stops reading is cut off when a write cannot complete within
-	// it. Default 30 s.
+	// it (at least nine tenths of it: the deadline is moved on in steps).
+	// Default 30 s.
 	StreamWriteTimeout time.Duration
 }
 

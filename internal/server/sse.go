@@ -80,8 +80,18 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 	// that stops reading is cut off once its buffers are full.
 	// Writers without deadlines have nothing to set.
 	_ = rc.SetReadDeadline(time.Time{})
+	// The deadline is moved on once a tenth of it has passed, not before
+	// every write: a stream that writes a token at a time would otherwise
+	// reset a runtime timer per token. A write then has between nine
+	// tenths of the timeout and all of it.
 	writeTimeout := c.cfg.StreamWriteTimeout
-	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(writeTimeout)) }
+	var deadlineSet time.Time
+	deadline := func() {
+		if now := time.Now(); now.Sub(deadlineSet) >= writeTimeout/10 {
+			deadlineSet = now
+			_ = rc.SetWriteDeadline(now.Add(writeTimeout))
+		}
+	}
 	deadline()
 	setStreamHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
