@@ -45,7 +45,8 @@ FUZZ_TARGETS = \
 	./internal/pyfunc:FuzzParse \
 	./internal/store/internal/param:FuzzDecodeCursor \
 	./internal/server:FuzzResumePoint \
-	./internal/server:FuzzWriteSSE
+	./internal/server:FuzzWriteSSE \
+	./internal/server:FuzzDeltaEvent
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t#*:}; echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentd/agentd/internal/chat"
 )
@@ -115,6 +116,7 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 	// dropped; a newer one waits until the events before it are sent.
 	var pending []chat.Delta
 	var taken []chat.Delta
+	var dw deltaWriter
 	take := func() {
 		taken = deltas.Take(taken[:0])
 		for _, d := range taken {
@@ -136,11 +138,11 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 			// message is committed.
 			take()
 			var err error
-			if pending, err = writeDeltas(w, pending, after); err != nil {
+			if pending, err = dw.write(w, pending, after); err != nil {
 				return
 			}
 			before := after
-			done, err := c.sendEvents(ctx, w, tenant, id, &after, follow, &pending)
+			done, err := c.sendEvents(ctx, w, &dw, tenant, id, &after, follow, &pending)
 			progressed := after > before
 			if errors.Is(err, chat.ErrNotFound) {
 				// The chat was erased while it streamed: it ends here,
@@ -174,7 +176,7 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 		}
 		deadline()
 		var err error
-		if pending, err = writeDeltas(w, pending, after); err != nil {
+		if pending, err = dw.write(w, pending, after); err != nil {
 			return
 		}
 		if err := rc.Flush(); err != nil {
@@ -230,31 +232,120 @@ func setStreamHeaders(h http.Header) {
 	h.Set("X-Accel-Buffering", "no")
 }
 
-// writeDeltas writes the pending deltas that follow the last event sent as
-// message.delta events — ephemeral: no id, so a reconnecting client resumes
-// after the last persisted event — drops those of replies already sent, and
-// returns those that must wait for more events (in pending's array).
-func writeDeltas(w io.Writer, pending []chat.Delta, after int64) ([]chat.Delta, error) {
+// deltaWriter writes message.delta events — ephemeral: no id, so a
+// reconnecting client resumes after the last persisted event. A stream
+// writes one per token, so it encodes them itself into a buffer it keeps,
+// and the deltas of one wake-up go out in one write.
+type deltaWriter struct{ buf []byte }
+
+// write writes the pending deltas that follow the last event sent, drops
+// those of replies already sent, and returns those that must wait for more
+// events (in pending's array).
+func (dw *deltaWriter) write(w io.Writer, pending []chat.Delta, after int64) ([]chat.Delta, error) {
 	if len(pending) == 0 {
 		return pending, nil
 	}
+	b := dw.buf[:0]
 	wait := pending[:0]
 	for _, d := range pending {
 		switch {
 		case d.AfterSeq > after:
 			wait = append(wait, d)
 		case d.AfterSeq == after:
-			data, err := json.Marshal(d)
-			if err != nil {
-				return nil, err
-			}
-			if err := writeSSE(w, 0, string(chat.EventMessageDelta), data); err != nil {
-				return nil, err
-			}
+			b = appendDeltaEvent(b, d)
 		}
 	}
 	clear(pending[len(wait):])
+	var err error
+	if len(b) > 0 {
+		_, err = w.Write(b)
+	}
+	if cap(b) <= maxKeptDeltaBuffer {
+		dw.buf = b
+	} else {
+		dw.buf = nil // a burst (a reply replayed whole) does not keep its room
+	}
+	if err != nil {
+		return nil, err
+	}
 	return wait, nil
+}
+
+// maxKeptDeltaBuffer is the most a stream's delta buffer keeps between
+// writes.
+const maxKeptDeltaBuffer = 16 << 10
+
+// appendDeltaEvent appends d as writeSSE writes a message.delta event with
+// d's JSON encoding as its data: one data line, since encoded JSON holds no
+// raw line break.
+func appendDeltaEvent(b []byte, d chat.Delta) []byte {
+	b = append(b, "event: "+string(chat.EventMessageDelta)+"\ndata: {\"name\":"...)
+	b = appendJSONString(b, d.Name)
+	b = append(b, `,"content":`...)
+	b = appendJSONString(b, d.Content)
+	if d.Reset {
+		b = append(b, `,"reset":true`...)
+	}
+	return append(b, "}\n\n"...)
+}
+
+// appendJSONString appends s as a JSON string, byte for byte as
+// encoding/json writes it: '<', '>' and '&' escaped as \u00XX, U+2028 and
+// U+2029 escaped, invalid UTF-8 as U+FFFD. A delta then reads the same
+// whichever way it was encoded (FuzzDeltaEvent holds the two together).
+func appendJSONString(b []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	b = append(b, '"')
+	from := 0 // s[from:i] is plain text not yet appended
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			switch {
+			case r == utf8.RuneError && size == 1:
+				b = append(append(b, s[from:i]...), `\ufffd`...)
+			case r == '\u2028' || r == '\u2029':
+				b = append(append(b, s[from:i]...), '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			default:
+				i += size
+				continue
+			}
+			i += size
+			from = i
+			continue
+		}
+		var short byte // the letter of a two-character escape
+		switch c {
+		case '"', '\\':
+			short = c
+		case '\n':
+			short = 'n'
+		case '\r':
+			short = 'r'
+		case '\t':
+			short = 't'
+		case '\b':
+			short = 'b'
+		case '\f':
+			short = 'f'
+		case '<', '>', '&':
+		default:
+			if c >= 0x20 {
+				i++
+				continue
+			}
+		}
+		b = append(b, s[from:i]...)
+		if short != 0 {
+			b = append(b, '\\', short)
+		} else {
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		i++
+		from = i
+	}
+	b = append(b, s[from:]...)
+	return append(b, '"')
 }
 
 // sendEvents writes every committed event after *after, advancing *after as
@@ -263,7 +354,7 @@ func writeDeltas(w io.Writer, pending []chat.Delta, after int64) ([]chat.Delta, 
 // nothing follows it yet (a chat's earlier runs, replayed, do not end it).
 // A stream that follows the chat (follow) is never over: it waits for the
 // next run.
-func (c *chatsResource) sendEvents(ctx context.Context, w io.Writer, tenant, id string, after *int64, follow bool, pending *[]chat.Delta) (done bool, err error) {
+func (c *chatsResource) sendEvents(ctx context.Context, w io.Writer, dw *deltaWriter, tenant, id string, after *int64, follow bool, pending *[]chat.Delta) (done bool, err error) {
 	encode := func(e chat.Event) []byte {
 		data, err := json.Marshal(chat.EventPayload(e))
 		if err != nil {
@@ -289,7 +380,7 @@ func (c *chatsResource) sendEvents(ctx context.Context, w io.Writer, tenant, id 
 			if e.Type.Terminal() && !follow && i == len(events)-1 && !more {
 				return true, nil
 			}
-			if *pending, err = writeDeltas(w, *pending, e.Seq); err != nil {
+			if *pending, err = dw.write(w, *pending, e.Seq); err != nil {
 				return false, err
 			}
 		}
@@ -320,8 +411,11 @@ func appendSSE(b []byte, seq int64, event string, data []byte) []byte {
 		b = strconv.AppendInt(b, seq, 10)
 		b = append(b, '\n')
 	}
+	if strings.ContainsAny(event, "\r\n") {
+		event = lineBreaks.Replace(event)
+	}
 	b = append(b, "event: "...)
-	b = append(b, lineBreaks.Replace(event)...)
+	b = append(b, event...)
 	b = append(b, '\n')
 	if !bytes.ContainsAny(data, "\r\n") {
 		// Encoded JSON: one line, kept as it is.

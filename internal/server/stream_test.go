@@ -591,3 +591,51 @@ func TestSSEDeltasGoBeforeTheirMessage(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDeltaEvent checks that a stream's own encoding of a delta event is
+// byte for byte what writeSSE makes of the delta's encoding/json encoding.
+func FuzzDeltaEvent(f *testing.F) {
+	f.Add("writer", "Hello <b>&</b> \"quoted\" \\ \n\r\t\b\f\x00\x1f\x7f", false)
+	f.Add("", "\u2028\u2029 é 😀 \xff\xfe broken \xe2\x82", true)
+	f.Add("a\nb", "", true)
+	f.Fuzz(func(t *testing.T, name, content string, reset bool) {
+		d := chat.Delta{Name: name, Content: content, Reset: reset, AfterSeq: 4}
+		data, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		if err := writeSSE(&want, 0, string(chat.EventMessageDelta), data); err != nil {
+			t.Fatal(err)
+		}
+		if got := appendDeltaEvent(nil, d); string(got) != want.String() {
+			t.Fatalf("delta event\n got %q\nwant %q", got, want.String())
+		}
+	})
+}
+
+// A stream writes the deltas that follow the last event sent, in one write,
+// keeps those that follow later events, and drops those of replies sent.
+func TestDeltaWriterWritesWhatFollows(t *testing.T) {
+	t.Parallel()
+	var dw deltaWriter
+	var b bytes.Buffer
+	pending := []chat.Delta{
+		{Name: "a", Content: "old", AfterSeq: 2},
+		{Name: "a", Content: "now", AfterSeq: 3},
+		{Name: "b", Content: "later", AfterSeq: 5},
+		{Name: "a", Reset: true, AfterSeq: 3},
+	}
+	wait, err := dw.write(&b, pending, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "event: message.delta\ndata: {\"name\":\"a\",\"content\":\"now\"}\n\n" +
+		"event: message.delta\ndata: {\"name\":\"a\",\"content\":\"\",\"reset\":true}\n\n"
+	if b.String() != want {
+		t.Errorf("written %q, want %q", b.String(), want)
+	}
+	if len(wait) != 1 || wait[0].Content != "later" {
+		t.Errorf("waiting %+v, want the delta after seq 5", wait)
+	}
+}
