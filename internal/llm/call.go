@@ -42,12 +42,24 @@ type endpoint struct {
 	now     func() time.Time
 }
 
+// maxIdleConnsPerEndpoint is how many idle connections an endpoint
+// without max_concurrency keeps (each a few tens of kB).
+const maxIdleConnsPerEndpoint = 256
+
 func newEndpoint(cfg Endpoint, policy OpenAIConfig, log *slog.Logger, m *metrics, now func() time.Time) (*endpoint, error) {
 	hc := policy.HTTPClient
 	if hc == nil {
 		// A transport of our own, not http.DefaultTransport, so Close can
 		// drop its idle connections without touching anyone else's.
-		hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		// It keeps as many idle connections to the endpoint as calls may be
+		// in flight (net/http keeps two): against a server on HTTP/1.1 (a
+		// local vLLM, Ollama), 200 chats calling at once would otherwise
+		// open a connection for nearly every call. Idle ones close after
+		// the transport's 90 s.
+		tr.MaxIdleConnsPerHost = cmp.Or(cfg.MaxConcurrency, maxIdleConnsPerEndpoint)
+		tr.MaxIdleConns = tr.MaxIdleConnsPerHost
+		hc = &http.Client{Transport: tr}
 	}
 	ep := &endpoint{cfg: cfg, policy: policy, timeout: cmp.Or(cfg.Timeout, policy.Timeout), http: hc,
 		limit: newLimiter(&cfg, m.limiterMetrics(cfg.Name), now), log: log, metrics: m, now: now}

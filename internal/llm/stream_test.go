@@ -1,11 +1,15 @@
 package llm
 
 import (
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/llm/openaitest"
@@ -82,5 +86,52 @@ func TestOpenAIStreamRetriesAfterAMidStreamReset(t *testing.T) {
 	i := slices.Index(got, "<reset>")
 	if i != 2 || strings.Join(got[i+1:], "") != "the whole reply" {
 		t.Fatalf("deltas %q: want two pieces, a reset, then the whole reply", got)
+	}
+}
+
+// Calls made at once reuse the connections of earlier ones: an endpoint
+// keeps as many idle connections as calls were in flight, not net/http's
+// two, so a round of 20 concurrent streaming calls after another opens no
+// new connection.
+func TestConcurrentCallsReuseTheirConnections(t *testing.T) {
+	t.Parallel()
+	fake := openaitest.New()
+	defer fake.Close()
+	var opened atomic.Int64
+	srv := httptest.NewUnstartedServer(fake.Handler())
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c, err := New(Config{OpenAI: OpenAIConfig{APIKey: "k", BaseURL: srv.URL + "/v1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const calls = 20
+	fake.Respond(func(openaitest.Request) openaitest.Reply {
+		return openaitest.Reply{Pieces: []string{"a", "b"}, Delay: 50 * time.Millisecond}
+	})
+	round := func() {
+		var wg sync.WaitGroup
+		for range calls {
+			wg.Go(func() {
+				req := openaiRequest()
+				req.OnDelta = func(string) {}
+				if _, err := c.Complete(t.Context(), req); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	round()
+	first := opened.Load()
+	round()
+	if again := opened.Load() - first; again != 0 || first > calls {
+		t.Fatalf("%d connections for the first %d calls at once, %d more for the next %d", first, calls, again, calls)
 	}
 }
