@@ -113,7 +113,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	// flush.
 	wc := pc.Copy()
 	wc.MaxConns = commitsInFlight + 1
-	wc.MinConns = wc.MaxConns
+	// Opened when first used, whatever the URL asks of the main pool.
+	wc.MinConns, wc.MinIdleConns = 0, 0
 	writers, err := pgxpool.NewWithConfig(ctx, wc)
 	if err != nil {
 		pool.Close()
