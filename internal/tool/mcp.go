@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -301,7 +302,9 @@ func (p *mcpPool) connect(tg mcpTarget, timeout time.Duration) (*mcp.ClientSessi
 	ctx, cancel := context.WithCancel(p.r.ctx)
 	timer := time.AfterFunc(timeout, cancel)
 	client := *p.r.mcpClient
-	client.Transport = sessionTransport{next: client.Transport, scheme: u.Scheme, host: u.Host, headers: tg.headers}
+	st := sessionTransport{next: client.Transport, scheme: u.Scheme, host: u.Host, headers: tg.headers,
+		refused: new(atomic.Pointer[originError])}
+	client.Transport = st
 	var t mcp.Transport
 	if key.transport == MCPSSE {
 		t = &mcp.SSEClientTransport{Endpoint: key.url, HTTPClient: &client, MaxEventSize: int(mcpMaxBody(p.r.cfg.MaxResponseBytes))}
@@ -322,6 +325,11 @@ func (p *mcpPool) connect(tg mcpTarget, timeout time.Duration) (*mcp.ClientSessi
 	}
 	if err != nil {
 		cancel()
+		if o := st.refused.Load(); o != nil && !errors.As(err, new(*originError)) {
+			// The SDK may report the session's end (the stream closing)
+			// rather than the refused request that ended it.
+			return nil, fmt.Errorf("connect: %w (%v)", o, err)
+		}
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	if key.transport != MCPSSE {
@@ -348,6 +356,8 @@ type sessionTransport struct {
 	next         http.RoundTripper
 	scheme, host string
 	headers      http.Header
+	// refused holds the last request refused for its origin.
+	refused *atomic.Pointer[originError]
 }
 
 // originError is a request of an MCP session to another origin, refused.
@@ -364,7 +374,9 @@ func (e *originError) Error() string {
 func (s sessionTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	sameOrigin := strings.EqualFold(req.URL.Scheme, s.scheme) && strings.EqualFold(req.URL.Host, s.host)
 	if !sameOrigin && req.Response == nil {
-		return nil, &originError{to: req.URL, origin: s.scheme + "://" + s.host}
+		err := &originError{to: req.URL, origin: s.scheme + "://" + s.host}
+		s.refused.Store(err)
+		return nil, err
 	}
 	if len(s.headers) == 0 || !sameOrigin {
 		return s.next.RoundTrip(req)
