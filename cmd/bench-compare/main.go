@@ -162,7 +162,19 @@ func run(ctx context.Context, cfg config) error {
 		}
 	}
 	if cfg.phases["idle"] && cfg.idle > 0 {
-		m, err := idlePhase(ctx, ag, cfg.idle)
+		// On an agentd and a database of their own: run on the main
+		// agentd, the memory the closed streams leave behind (freed, but
+		// not yet given back) was counted against the memory phase's
+		// chats, whose figures came out below zero.
+		if _, err := pg.query(ctx, "postgres", `CREATE DATABASE agentd_idle`); err != nil {
+			return err
+		}
+		idle, err := startAgentd(ctx, bin, tmp, pg.url("agentd_idle"), cfg, "agentd-idle")
+		if err != nil {
+			return err
+		}
+		m, err := idlePhase(ctx, idle, cfg.idle)
+		idle.stop()
 		if err != nil {
 			return fmt.Errorf("idle phase: %w", err)
 		}
