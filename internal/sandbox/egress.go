@@ -79,15 +79,38 @@ func (c *Config) prepareEgress(chatID string) (string, error) {
 	}
 	fw := filepath.Join(dir, forwarderName)
 	if old, err := os.ReadFile(fw); err != nil || !bytes.Equal(old, forwarder) {
-		tmp := fw + ".new"
-		if err := os.WriteFile(tmp, forwarder, 0o644); err != nil {
-			return "", fmt.Errorf("egress forwarder: %w", err)
-		}
-		if err := os.Rename(tmp, fw); err != nil {
+		// A file of its own for each writer: runs of one chat start at
+		// once (a team's tools called in parallel), and one's rename took
+		// the other's shared temporary file away.
+		if err := writeFileAtomic(fw, forwarder, 0o644); err != nil {
 			return "", fmt.Errorf("egress forwarder: %w", err)
 		}
 	}
 	return dir, nil
+}
+
+// writeFileAtomic replaces path with data through a temporary file of its
+// own in the same directory.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.new")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
 }
 
 // startEgress opens this run's socket in the chat's egress dir and serves

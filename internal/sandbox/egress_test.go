@@ -459,3 +459,38 @@ print("started")
 		}
 	}
 }
+
+// Runs of one chat that start at once each get the forwarder: a team's
+// tools called in parallel prepared the chat's egress dir together, and
+// one's rename took the other's temporary file away.
+func TestEgressDirPreparedByRunsAtOnce(t *testing.T) {
+	t.Parallel()
+	c := &Config{Egress: nopEgress{}, EgressDir: filepath.Join(t.TempDir(), "egress")}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Go(func() {
+			if _, err := c.prepareEgress("chat-1"); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	got, err := os.ReadFile(filepath.Join(c.egressDir("chat-1"), forwarderName))
+	if err != nil || !bytes.Equal(got, forwarder) {
+		t.Fatalf("forwarder: %v, equal %v", err, bytes.Equal(got, forwarder))
+	}
+	left, _ := filepath.Glob(filepath.Join(c.egressDir("chat-1"), "*.new"))
+	if len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+type nopEgress struct{}
+
+func (nopEgress) Serve(string, []string, net.Listener) (io.Closer, error) { return nil, nil }
+func (nopEgress) Forget(string)                                           {}
