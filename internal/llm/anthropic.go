@@ -67,6 +67,7 @@ func (w *anthropicWire) prepare(req *chat.ModelRequest) (tryFunc, error) {
 		if err := stream.Err(); err != nil {
 			return nil, err
 		}
+		a.drainBody()
 		if msg.ID == "" {
 			return nil, errors.New("the event stream ended without a message")
 		}

@@ -89,6 +89,7 @@ func (o *openAIWire) tryStream(ctx context.Context, a *attempt, creq openai.Chat
 	for {
 		chunk, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
+			a.drainBody() // the connection goes back to the pool
 			break
 		}
 		if err != nil {

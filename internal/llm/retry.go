@@ -94,6 +94,35 @@ type attempt struct {
 	retryAfterMS string // retry-after-ms (OpenAI's millisecond variant)
 	requestID    string // x-request-id, for support tickets
 	transportErr error  // the HTTP client's error, if any
+	// body is the response's body, for a stream to read to its end (see
+	// drainBody).
+	body io.ReadCloser
+}
+
+// Reading a stream's body to its end once its last event came: net/http
+// reuses a connection only when its response body was read to EOF, and the
+// chunked encoding's terminator often arrives just after the event a
+// stream ends at ([DONE], message_stop). Closed a moment too early, the
+// body costs its connection and the next call a new one (a TLS handshake,
+// against a hosted API). The wait is bounded: a server that keeps the
+// response open after its last event loses the connection, as before.
+const (
+	drainWait  = 100 * time.Millisecond
+	drainBytes = 4 << 10
+)
+
+// drainBody reads what is left of a streamed response whose last event
+// the caller has seen, within drainWait and drainBytes.
+func (a *attempt) drainBody() {
+	body := a.body
+	if body == nil {
+		return
+	}
+	// Closing the body ends a read that waits (net/http's response bodies
+	// allow it).
+	t := time.AfterFunc(drainWait, func() { _ = body.Close() })
+	defer t.Stop()
+	_, _ = io.CopyN(io.Discard, body, drainBytes)
 }
 
 type attemptKey struct{}
@@ -115,6 +144,7 @@ func (d headerDoer) Do(r *http.Request) (*http.Response, error) {
 			a.retryAfter = resp.Header.Get("Retry-After")
 			a.retryAfterMS = resp.Header.Get("Retry-After-Ms")
 			a.requestID = resp.Header.Get("X-Request-Id")
+			a.body = resp.Body
 		}
 	}
 	return resp, err

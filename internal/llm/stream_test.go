@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -112,8 +113,23 @@ func TestConcurrentCallsReuseTheirConnections(t *testing.T) {
 	}
 	defer c.Close()
 	const calls = 20
+	// The model answers a round's calls once all of them have come, so
+	// that they are in flight at once however slowly the machine starts
+	// them.
+	var (
+		mu      sync.Mutex
+		arrived int
+		all     = make(chan struct{})
+	)
 	fake.Respond(func(openaitest.Request) openaitest.Reply {
-		return openaitest.Reply{Pieces: []string{"a", "b"}, Delay: 50 * time.Millisecond}
+		mu.Lock()
+		defer mu.Unlock()
+		hold := all
+		if arrived++; arrived == calls {
+			close(all)
+			arrived, all = 0, make(chan struct{})
+		}
+		return openaitest.Reply{Pieces: []string{"a", "b"}, Hold: hold}
 	})
 	round := func() {
 		var wg sync.WaitGroup
@@ -131,7 +147,49 @@ func TestConcurrentCallsReuseTheirConnections(t *testing.T) {
 	round()
 	first := opened.Load()
 	round()
-	if again := opened.Load() - first; again != 0 || first > calls {
+	if again := opened.Load() - first; again != 0 || first != calls {
 		t.Fatalf("%d connections for the first %d calls at once, %d more for the next %d", first, calls, again, calls)
+	}
+}
+
+// A streamed reply's connection goes back to the pool even when the
+// chunked encoding's terminator comes a moment after the stream's last
+// event: five calls one after another use one connection.
+func TestStreamKeepsItsConnectionWhenItsEndComesLate(t *testing.T) {
+	t.Parallel()
+	var opened atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}`+"\n\n")
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+		w.(http.Flusher).Flush()
+		time.Sleep(20 * time.Millisecond) // then the handler returns: the terminator
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c, err := New(Config{OpenAI: OpenAIConfig{APIKey: "k", BaseURL: srv.URL + "/v1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 5 {
+		req := openaiRequest()
+		var got strings.Builder
+		req.OnDelta = func(s string) { got.WriteString(s) }
+		resp, err := c.Complete(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Content != "hi" || got.String() != "hi" {
+			t.Fatalf("reply %q, deltas %q: want hi", resp.Content, got.String())
+		}
+	}
+	if n := opened.Load(); n != 1 {
+		t.Fatalf("5 streamed calls one after another opened %d connections, want 1", n)
 	}
 }
