@@ -49,6 +49,8 @@ type config struct {
 	// the first token after streamFirst, then one every streamEvery.
 	streamChats, streamReplies, streamTokens int
 	streamFirst, streamEvery                 time.Duration
+	// streamRounds is how many measured rounds each system serves.
+	streamRounds int
 	// idle is how many idle event streams the idle phase opens.
 	idle int
 	out  io.Writer
@@ -74,6 +76,7 @@ func main() {
 	phases := flag.String("phases", "table,stream,idle,memory", "the parts to run: table (agentd next to pgbench), stream, idle, memory")
 	flag.IntVar(&cfg.streamChats, "stream-chats", 200, "streaming phase: chats at once, each with one follower")
 	flag.IntVar(&cfg.streamReplies, "stream-replies", 3, "streaming phase: replies of each chat")
+	flag.IntVar(&cfg.streamRounds, "stream-rounds", 3, "streaming phase: measured rounds of each system (after a first round apart)")
 	flag.IntVar(&cfg.streamTokens, "stream-tokens", 50, "streaming phase: tokens of each reply")
 	flag.DurationVar(&cfg.streamFirst, "stream-first", 200*time.Millisecond, "streaming phase: the model's wait before a reply's first token")
 	flag.DurationVar(&cfg.streamEvery, "stream-every", 20*time.Millisecond, "streaming phase: the model's pause between tokens")
@@ -88,6 +91,10 @@ func main() {
 			fmt.Fprintf(os.Stderr, "bench-compare: unknown phase %q in -phases\n", p)
 			os.Exit(2)
 		}
+	}
+	if cfg.streamRounds < 1 {
+		fmt.Fprintf(os.Stderr, "bench-compare: -stream-rounds must be at least 1\n")
+		os.Exit(2)
 	}
 	for _, f := range strings.Split(conc, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))

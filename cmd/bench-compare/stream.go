@@ -239,9 +239,16 @@ func (g *gates) of(r openaitest.Request) <-chan struct{} {
 	return ch.(chan struct{})
 }
 
-// streamPhase runs the bare relay, then agentd on one replica, then on two
-// with each follower on the replica that does not run its chat, and prints
-// the table.
+// streamPhase measures the bare relay, agentd on one replica, and agentd on
+// two with each follower on the replica that does not run its chat, and
+// prints the table.
+//
+// Each system serves one round first that is printed apart and left out of
+// the medians: its process has just started (connections to open,
+// statements to prepare, a heap to grow), a cost paid once, not per token.
+// Then -stream-rounds rounds each; the relay's alternate with agentd's, and
+// each agentd round is compared with the relay round just before it, so
+// that a machine that runs slower for a while slows both.
 func streamPhase(ctx context.Context, pg *pgServer, bin, tmp string, cfg config) error {
 	clock := newTokenClock()
 	fake := openaitest.New()
@@ -252,20 +259,22 @@ func streamPhase(ctx context.Context, pg *pgServer, bin, tmp string, cfg config)
 		reply.Hold = held.of(r)
 		return reply
 	})
-	var results []streamResult
 
 	relay, err := startRelay(ctx, tmp, fake.URL())
 	if err != nil {
 		return err
 	}
-	r, err := runStream(ctx, clock, "bare relay (go-openai → SSE)", []int{relay.pid()}, 0, cfg, func(ctx context.Context, l *tokenLog) (int, error) {
-		return follow(ctx, relay.client, relay.base+"/relay?replies="+strconv.Itoa(cfg.streamReplies), l, nil)
-	})
-	relay.stop()
-	if err != nil {
-		return fmt.Errorf("bare relay: %w", err)
+	defer relay.stop()
+	const relayName = "bare relay (go-openai → SSE)"
+	relayRound := func() (streamResult, error) {
+		r, err := runStream(ctx, clock, relayName, []int{relay.pid()}, 0, cfg, func(ctx context.Context, l *tokenLog) (int, error) {
+			return follow(ctx, relay.client, relay.base+"/relay?replies="+strconv.Itoa(cfg.streamReplies), l, nil)
+		})
+		if err != nil {
+			return r, fmt.Errorf("bare relay: %w", err)
+		}
+		return r, nil
 	}
-	results = append(results, r)
 
 	if _, err := pg.query(ctx, "postgres", `CREATE DATABASE agentd_stream`); err != nil {
 		return err
@@ -277,7 +286,7 @@ func streamPhase(ctx context.Context, pg *pgServer, bin, tmp string, cfg config)
 	}
 	defer a.stop()
 	var followers atomic.Int64
-	agentdRun := func(name string, owner, follower *agentdProc, pids []int) error {
+	agentdRound := func(name string, owner, follower *agentdProc, pids []int) (streamResult, error) {
 		r, err := runStream(ctx, clock, name, pids, pg.srv.PID(), cfg, func(ctx context.Context, l *tokenLog) (int, error) {
 			who := strconv.FormatInt(followers.Add(1), 10)
 			gate := held.open(who)
@@ -288,12 +297,43 @@ func streamPhase(ctx context.Context, pg *pgServer, bin, tmp string, cfg config)
 			return follow(ctx, follower.client, follower.base+"/v1/chats/"+id+"/events", l, sync.OnceFunc(func() { close(gate) }))
 		})
 		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return r, fmt.Errorf("%s: %w", name, err)
 		}
-		results = append(results, r)
+		return r, nil
+	}
+
+	var first []streamResult
+	var relays, one, two []streamRound
+	// rounds runs the first round of a system, then its measured rounds,
+	// each after a relay round.
+	rounds := func(into *[]streamRound, round func() (streamResult, error)) error {
+		r, err := round()
+		if err != nil {
+			return err
+		}
+		first = append(first, r)
+		for range cfg.streamRounds {
+			rr, err := relayRound()
+			if err != nil {
+				return err
+			}
+			relays = append(relays, streamRound{streamResult: rr, relay: rr})
+			r, err := round()
+			if err != nil {
+				return err
+			}
+			*into = append(*into, streamRound{streamResult: r, relay: rr})
+		}
 		return nil
 	}
-	if err := agentdRun("agentd, one replica", a, a, []int{a.pid()}); err != nil {
+	r, err := relayRound()
+	if err != nil {
+		return err
+	}
+	first = append(first, r)
+	if err := rounds(&one, func() (streamResult, error) {
+		return agentdRound("agentd, one replica", a, a, []int{a.pid()})
+	}); err != nil {
 		return err
 	}
 	b, err := startAgentd(ctx, bin, tmp, pg.url("agentd_stream"), cfg, "agentd-stream-b", env...)
@@ -301,11 +341,20 @@ func streamPhase(ctx context.Context, pg *pgServer, bin, tmp string, cfg config)
 		return err
 	}
 	defer b.stop()
-	if err := agentdRun("agentd, two replicas", a, b, []int{a.pid(), b.pid()}); err != nil {
+	if err := rounds(&two, func() (streamResult, error) {
+		return agentdRound("agentd, two replicas", a, b, []int{a.pid(), b.pid()})
+	}); err != nil {
 		return err
 	}
-	printStream(cfg, results)
+	printStream(cfg, [][]streamRound{relays, one, two}, first)
 	return nil
+}
+
+// streamRound is one measured round of a system, with the relay round
+// before it.
+type streamRound struct {
+	streamResult
+	relay streamResult
 }
 
 // runStream starts c followers at once, each driving one chat (or one
@@ -370,24 +419,65 @@ func runStream(ctx context.Context, clock *tokenClock, name string, pids []int, 
 	return r, nil
 }
 
-func printStream(cfg config, rs []streamResult) {
-	fmt.Fprintf(cfg.out, "\nstreaming: %d chats at once, each %d replies of %d tokens (the first after %v, then one every %v) from an OpenAI-wire model, one SSE follower per chat\n",
-		cfg.streamChats, cfg.streamReplies, cfg.streamTokens, cfg.streamFirst, cfg.streamEvery)
-	w := tabwriter.NewWriter(cfg.out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "system\ttokens\treceived\tp50 ms\tp99 ms\tCPU ms/1k tokens\t×relay\tof which PG\tmessages\tresets\t")
-	relay := rs[0]
+func printStream(cfg config, systems [][]streamRound, first []streamResult) {
+	fmt.Fprintf(cfg.out, "\nstreaming: %d chats at once, each %d replies of %d tokens (the first after %v, then one every %v) from an OpenAI-wire model, one SSE follower per chat; %d rounds of each system, after a first round apart (below)\n",
+		cfg.streamChats, cfg.streamReplies, cfg.streamTokens, cfg.streamFirst, cfg.streamEvery, cfg.streamRounds)
 	per1k := func(d time.Duration, n int) float64 { return ms(d) * 1000 / float64(max(n, 1)) }
-	for _, r := range rs {
+	w := tabwriter.NewWriter(cfg.out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "system\ttokens\treceived (least)\tp50 ms\tp99 ms\tp99 range\tCPU ms/1k tokens\t×relay\t×relay range\tof which PG\tmessages\tresets\t")
+	for _, rounds := range systems {
+		if len(rounds) == 0 {
+			continue
+		}
+		var (
+			tokens, messages, want, resets int
+			received                       = 1.0
+			p50, p99, cpu, ratio, pgCPU    []float64
+		)
+		for _, r := range rounds {
+			tokens += r.emitted
+			messages, want, resets = messages+r.messages, want+r.want, resets+r.resets
+			received = min(received, float64(r.received)/float64(max(r.emitted, 1)))
+			p50, p99 = append(p50, ms(r.p50)), append(p99, ms(r.p99))
+			cpu = append(cpu, per1k(r.cpu, r.emitted))
+			ratio = append(ratio, per1k(r.cpu, r.emitted)/per1k(r.relay.cpu, r.relay.emitted))
+			pgCPU = append(pgCPU, per1k(r.cpuPG, r.emitted))
+		}
+		pgCol := "-"
+		if rounds[0].hasPG {
+			pgCol = fmt.Sprintf("%.1f", median(pgCPU))
+		}
+		fmt.Fprintf(w, "%s\t%d\t%.2f%%\t%.1f\t%.1f\t%.1f–%.1f\t%.1f\t%.2f×\t%.2f–%.2f\t%s\t%d/%d\t%d\t\n", rounds[0].name, tokens,
+			100*received, median(p50), median(p99), slices.Min(p99), slices.Max(p99), median(cpu),
+			median(ratio), slices.Min(ratio), slices.Max(ratio), pgCol, messages, want, resets)
+	}
+	w.Flush()
+	fmt.Fprintln(cfg.out, "  (medians of the rounds; ×relay: each round against the relay round just before it; two replicas: chats run on one, each follower streams from the other, CPU is both replicas')")
+	fmt.Fprintln(cfg.out, "first round of each system, its process just started (not in the medians above):")
+	w = tabwriter.NewWriter(cfg.out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "system\ttokens\treceived\tp50 ms\tp99 ms\tCPU ms/1k tokens\tof which PG\tmessages\tresets\t")
+	for _, r := range first {
 		pgCol := "-"
 		if r.hasPG {
 			pgCol = fmt.Sprintf("%.1f", per1k(r.cpuPG, r.emitted))
 		}
-		fmt.Fprintf(w, "%s\t%d\t%.2f%%\t%.1f\t%.1f\t%.1f\t%.2f×\t%s\t%d/%d\t%d\t\n", r.name, r.emitted,
-			100*float64(r.received)/float64(max(r.emitted, 1)), ms(r.p50), ms(r.p99),
-			per1k(r.cpu, r.emitted), per1k(r.cpu, r.emitted)/per1k(relay.cpu, relay.emitted), pgCol, r.messages, r.want, r.resets)
+		fmt.Fprintf(w, "%s\t%d\t%.2f%%\t%.1f\t%.1f\t%.1f\t%s\t%d/%d\t%d\t\n", r.name, r.emitted,
+			100*float64(r.received)/float64(max(r.emitted, 1)), ms(r.p50), ms(r.p99), per1k(r.cpu, r.emitted), pgCol, r.messages, r.want, r.resets)
 	}
 	w.Flush()
-	fmt.Fprintln(cfg.out, "  (two replicas: chats run on one, each follower streams from the other; CPU is both replicas')")
+}
+
+// median is the middle value of xs (the mean of the middle two for an
+// even count).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 // relayEnv, set to "ADDR MODEL_URL", makes this program (or its test) the
