@@ -98,20 +98,7 @@ func TestConcurrentCallsReuseTheirConnections(t *testing.T) {
 	t.Parallel()
 	fake := openaitest.New()
 	defer fake.Close()
-	var opened atomic.Int64
-	srv := httptest.NewUnstartedServer(fake.Handler())
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			opened.Add(1)
-		}
-	}
-	srv.Start()
-	defer srv.Close()
-	c, err := New(Config{OpenAI: OpenAIConfig{APIKey: "k", BaseURL: srv.URL + "/v1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, opened := countingServer(t, fake.Handler())
 	const calls = 20
 	// The model answers a round's calls once all of them have come, so
 	// that they are in flight at once however slowly the machine starts
@@ -157,26 +144,13 @@ func TestConcurrentCallsReuseTheirConnections(t *testing.T) {
 // event: five calls one after another use one connection.
 func TestStreamKeepsItsConnectionWhenItsEndComesLate(t *testing.T) {
 	t.Parallel()
-	var opened atomic.Int64
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c, opened := countingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}`+"\n\n")
 		_, _ = io.WriteString(w, "data: [DONE]\n\n")
 		w.(http.Flusher).Flush()
 		time.Sleep(20 * time.Millisecond) // then the handler returns: the terminator
 	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			opened.Add(1)
-		}
-	}
-	srv.Start()
-	defer srv.Close()
-	c, err := New(Config{OpenAI: OpenAIConfig{APIKey: "k", BaseURL: srv.URL + "/v1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	for range 5 {
 		req := openaiRequest()
 		var got strings.Builder
@@ -192,4 +166,25 @@ func TestStreamKeepsItsConnectionWhenItsEndComesLate(t *testing.T) {
 	if n := opened.Load(); n != 1 {
 		t.Fatalf("5 streamed calls one after another opened %d connections, want 1", n)
 	}
+}
+
+// countingServer serves h and returns a client of it, with the count of
+// the connections the server accepted.
+func countingServer(t *testing.T, h http.Handler) (*Client, *atomic.Int64) {
+	t.Helper()
+	var opened atomic.Int64
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c, err := New(Config{OpenAI: OpenAIConfig{APIKey: "k", BaseURL: srv.URL + "/v1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, &opened
 }
