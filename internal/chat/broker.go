@@ -433,8 +433,10 @@ func (b *broker) notifiedAll() {
 
 // signalLocked wakes every subscriber of t. A wake-up still pending is
 // replaced: the latest says where the chat stands (an unknown progress
-// after a known one makes the reader ask the store, as it should). The
-// topic's lock serialises the signals, so the latest is the one left.
+// after a known one makes the reader ask the store, as it should), but a
+// known progress after an unknown one leaves it unknown, for the reader
+// to ask the store what the unknown one announced. The topic's lock
+// serialises the signals, so the latest is the one left.
 func (t *topic) signalLocked(wk Wake) {
 	for s := range t.subs {
 		ch := s.wake
@@ -443,12 +445,19 @@ func (t *topic) signalLocked(wk Wake) {
 			continue
 		default:
 		}
+		next := wk
 		select {
-		case <-ch:
+		case pending := <-ch:
+			if !pending.Known {
+				// An unknown progress stays unknown: it may announce
+				// what a known one does not (an erasure, another
+				// replica's append), which only the store can tell.
+				next = Wake{}
+			}
 		default:
 		}
 		select {
-		case ch <- wk:
+		case ch <- next:
 		default:
 		}
 	}

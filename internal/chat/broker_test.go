@@ -34,3 +34,28 @@ func TestTheTailIsKeptOnlyForReaders(t *testing.T) {
 		t.Fatal("the tail answered a read from seq 0, which it does not hold")
 	}
 }
+
+// A wake-up with an unknown progress (an erasure, another replica's
+// append) still pending is not replaced by a known one: the subscriber
+// must still ask the store, which alone can tell it what the unknown one
+// announced. A known wake-up pending is replaced by the latest.
+func TestAnUnknownWakeUpIsNotReplacedByAKnownOne(t *testing.T) {
+	b := newBroker(nil)
+	const id = "c"
+	b.workerStarted(id, Progress{Status: StatusRunning, LastSeq: 2})
+	at := func(seq int64) Wake {
+		return Wake{Progress: Progress{Status: StatusRunning, LastSeq: seq}, Known: true}
+	}
+	wake, stop := b.subscribe(id)
+	defer stop()
+	b.committed(id, []Event{{Seq: 3}}, at(3))
+	b.committed(id, []Event{{Seq: 4}}, at(4))
+	if wk := <-wake; !wk.Known || wk.Progress.LastSeq != 4 {
+		t.Fatalf("woken with %+v, want the latest known progress (seq 4)", wk)
+	}
+	b.erased(id)
+	b.committed(id, []Event{{Seq: 5}}, at(5))
+	if wk := <-wake; wk.Known {
+		t.Fatalf("woken with %+v after an erasure, want an unknown progress", wk)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,6 +41,11 @@ func (s *countingStore) ListEvents(ctx context.Context, p *chat.ListEventsParams
 	return s.Store.ListEvents(ctx, p)
 }
 
+func (s *countingStore) GetProgress(ctx context.Context, tenant, id string) (chat.Progress, error) {
+	s.reads.Add(1)
+	return s.Store.GetProgress(ctx, tenant, id)
+}
+
 func (s *countingStore) GetChat(ctx context.Context, tenant, id string) (*chat.Chat, error) {
 	s.reads.Add(1)
 	return s.Store.GetChat(ctx, tenant, id)
@@ -63,11 +70,20 @@ func (s *countingStore) Append(ctx context.Context, p *chat.AppendParams) error 
 
 // BenchmarkSSEFanOut: 1,000 SSE streams (the real HTTP handler) follow one
 // chat on Postgres. It reports how long after its append was confirmed an
-// event reached the streams (p50, p99), how many store reads each append
-// cost, all streams together (committed events go to local subscribers
-// from memory, so that is about one, not one per stream), and the chat's
-// own pace: the median time between its messages, each a 20 ms model call
-// and an append.
+// event reached the streams' reader (p50, p99), how many store reads each
+// append cost, all streams together (committed events go to local
+// subscribers from memory, so that is none, not one per stream), and the
+// chat's own pace: the median time between its messages, each a 20 ms
+// model call and an append.
+//
+// The streams are read by another process (fanOutReader, this test binary
+// run again), as clients are: on the same two cores, so that their reads
+// are in the latencies measured, but scheduled by the kernel beside the
+// server rather than by the server's own Go runtime. In one process, the
+// runtime runs the server's 1,000 runnable stream goroutines before it
+// polls the network for the readers', so each event reached its reader a
+// whole fan-out after it was written — a cost of the benchmark, not of
+// serving streams.
 func BenchmarkSSEFanOut(b *testing.B) {
 	const viewers = 1000
 	pg := openBackend(b, "postgres")
@@ -81,8 +97,6 @@ func BenchmarkSSEFanOut(b *testing.B) {
 	}
 	ts := httptest.NewServer(srv.Handler())
 	b.Cleanup(ts.Close)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: viewers, MaxConnsPerHost: 0}}
-	b.Cleanup(client.CloseIdleConnections)
 
 	for range b.N {
 		// The first reply comes after the streams had time to open; then
@@ -98,63 +112,10 @@ func BenchmarkSSEFanOut(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		type got struct {
-			seq int64
-			at  time.Time
-		}
-		results := make([][]got, viewers)
-		var ready, wg sync.WaitGroup
-		ready.Add(viewers)
-		for v := range viewers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				first := true
-				defer func() {
-					if first {
-						ready.Done()
-					}
-				}()
-				resp, err := client.Get(ts.URL + "/v1/chats/" + c.ID + "/events")
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				defer resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					b.Errorf("stream: %s", resp.Status)
-					return
-				}
-				// The client reads lines in place: its own cost is in the
-				// latencies measured, on the same two cores.
-				r := bufio.NewReaderSize(resp.Body, 64<<10)
-				for {
-					line, err := r.ReadSlice('\n')
-					if err == bufio.ErrBufferFull {
-						continue // the rest of a long data line
-					}
-					if err == io.EOF {
-						return
-					}
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					if seq, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("id: ")); ok {
-						n, _ := strconv.ParseInt(string(seq), 10, 64)
-						results[v] = append(results[v], got{n, time.Now()})
-						if first {
-							first = false
-							ready.Done()
-						}
-					}
-				}
-			}()
-		}
-		ready.Wait()
+		reader := startFanOutReader(b, ts.URL+"/v1/chats/"+c.ID+"/events", viewers)
 		readsBefore, appendsBefore := cs.reads.Load(), cs.appends.Load()
 		start := time.Now()
-		wg.Wait() // every stream ends after the chat's terminal event
+		received := reader.wait(b) // every stream ends after the chat's terminal event
 		reads, appends := cs.reads.Load()-readsBefore, cs.appends.Load()-appendsBefore
 		var lat, turns []time.Duration
 		cs.mu.Lock()
@@ -163,11 +124,9 @@ func BenchmarkSSEFanOut(b *testing.B) {
 				turns = append(turns, cs.messages[i].Sub(cs.messages[i-1]))
 			}
 		}
-		for _, rs := range results {
-			for _, g := range rs {
-				if at, ok := cs.committed[g.seq]; ok && at.After(start) {
-					lat = append(lat, max(g.at.Sub(at), 0))
-				}
+		for _, g := range received {
+			if at, ok := cs.committed[g.seq]; ok && at.After(start) {
+				lat = append(lat, max(time.Duration(g.at-at.UnixNano()), 0))
 			}
 		}
 		cs.mu.Unlock()
@@ -186,6 +145,170 @@ func BenchmarkSSEFanOut(b *testing.B) {
 		b.Logf("%d streams, %d appends, %d deliveries: p50 %v, p99 %v; %d store reads (%.2f per append); a turn took %v (median; its model call 20ms)",
 			viewers, appends, len(lat), p(0.5), p(0.99), reads, float64(reads)/float64(appends), turn)
 	}
+}
+
+// fanOutReaderEnv, set to a stream's URL, makes this test binary the
+// reader of BenchmarkSSEFanOut's streams (see TestMain).
+const fanOutReaderEnv = "AGENTD_FANOUT_READER_URL"
+
+// receipt is one event reaching one stream's reader: its seq, and when
+// (Unix nanoseconds: the two processes share the system's clock).
+type receipt struct {
+	seq int64
+	at  int64
+}
+
+// fanOutReaderProc is the reader process of one benchmark iteration.
+type fanOutReaderProc struct {
+	cmd    *exec.Cmd
+	out    *bufio.Reader
+	stderr bytes.Buffer
+}
+
+// startFanOutReader starts the reader process on viewers streams of url
+// and returns once every stream has its first event.
+func startFanOutReader(b *testing.B, url string, viewers int) *fanOutReaderProc {
+	b.Helper()
+	r := &fanOutReaderProc{cmd: exec.Command(os.Args[0], "-test.run=^$")}
+	r.cmd.Env = append(os.Environ(), fanOutReaderEnv+"="+url, "AGENTD_FANOUT_READER_STREAMS="+strconv.Itoa(viewers))
+	r.cmd.Stderr = &r.stderr
+	stdout, err := r.cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := r.cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	r.out = bufio.NewReader(stdout)
+	if line, err := r.out.ReadString('\n'); err != nil || line != "ready\n" {
+		_ = r.cmd.Wait()
+		b.Fatalf("fan-out reader: %q, %v; its stderr: %s", line, err, r.stderr.String())
+	}
+	return r
+}
+
+// wait returns every receipt once the reader process ended.
+func (r *fanOutReaderProc) wait(b *testing.B) []receipt {
+	b.Helper()
+	var got []receipt
+	for {
+		var g receipt
+		_, err := fmt.Fscan(r.out, &g.seq, &g.at)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			b.Fatalf("fan-out reader output: %v", err)
+		}
+		got = append(got, g)
+	}
+	if err := r.cmd.Wait(); err != nil {
+		b.Fatalf("fan-out reader: %v; its stderr: %s", err, r.stderr.String())
+	}
+	return got
+}
+
+// fanOutReader is the reader process: it opens the streams, says "ready"
+// once each has its first event, reads every stream to its end, then
+// writes one line per event received ("seq unix-nanoseconds"). Its exit
+// code says whether every stream ended cleanly.
+func fanOutReader(url string) int {
+	streams, err := strconv.Atoi(os.Getenv("AGENTD_FANOUT_READER_STREAMS"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "streams:", err)
+		return 2
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: streams}}
+	results := make([][]receipt, streams)
+	// ready: every stream has its first event; ended: its terminal one.
+	var ready, ended, wg sync.WaitGroup
+	var failed atomic.Bool
+	// A stream reads past its terminal event (its clean end) once every
+	// stream has that event: as a chat ends for all its streams at once,
+	// the reader's work of closing them is not in the latencies of the
+	// last events.
+	release := make(chan struct{})
+	ready.Add(streams)
+	ended.Add(streams)
+	for v := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			first, last := true, false
+			defer func() {
+				if first {
+					ready.Done()
+				}
+				if !last {
+					ended.Done()
+				}
+			}()
+			fail := func(err any) {
+				fmt.Fprintln(os.Stderr, "stream:", err)
+				failed.Store(true)
+			}
+			resp, err := client.Get(url)
+			if err != nil {
+				fail(err)
+				return
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				fail(resp.Status)
+				return
+			}
+			// Lines are read in place: the reader's own cost is in the
+			// latencies measured, on the same two cores.
+			r := bufio.NewReaderSize(resp.Body, 64<<10)
+			for {
+				line, err := r.ReadSlice('\n')
+				if err == bufio.ErrBufferFull {
+					continue // the rest of a long data line
+				}
+				if err == io.EOF {
+					if !last {
+						fail("the stream ended before the chat's terminal event")
+					}
+					return
+				}
+				if err != nil {
+					fail(err)
+					return
+				}
+				line = bytes.TrimSpace(line)
+				if seq, ok := bytes.CutPrefix(line, []byte("id: ")); ok {
+					n, _ := strconv.ParseInt(string(seq), 10, 64)
+					results[v] = append(results[v], receipt{n, time.Now().UnixNano()})
+					if first {
+						first = false
+						ready.Done()
+					}
+				} else if name, ok := bytes.CutPrefix(line, []byte("event: ")); ok && !last && chat.EventType(name).Terminal() {
+					last = true
+					ended.Done()
+					<-release
+				}
+			}
+		}()
+	}
+	ready.Wait()
+	out := bufio.NewWriter(os.Stdout)
+	fmt.Fprintln(out, "ready")
+	if err := out.Flush(); err != nil {
+		return 2
+	}
+	ended.Wait()
+	close(release)
+	wg.Wait()
+	for _, rs := range results {
+		for _, g := range rs {
+			fmt.Fprintln(out, g.seq, g.at)
+		}
+	}
+	if err := out.Flush(); err != nil || failed.Load() {
+		return 1
+	}
+	return 0
 }
 
 // TestSubscribersAreServedFromMemory: 200 subscribers following one chat,
@@ -261,4 +384,109 @@ func TestSubscribersAreServedFromMemory(t *testing.T) {
 			t.Logf("%d store reads for %d appends and %d subscribers", reads, appends, subscribers)
 		})
 	}
+}
+
+// TestStreamsAreServedFromMemory: SSE streams (the real handler) following
+// a chat whose turns are appended in two commits close together (the
+// selection alone, then the reply) get every event once, in order, and
+// the store is not read for them: the events come from memory. A stream
+// often reads both commits on the first wake-up; the second then
+// finds nothing new, and must not ask the store whether the chat was
+// erased (a wake-up from this replica's own append says it was not).
+func TestStreamsAreServedFromMemory(t *testing.T) {
+	for name, db := range map[string]chat.Store{"sqlite": openStore(t), "postgres": openPostgres(t)} {
+		t.Run(name, func(t *testing.T) {
+			cs := &countingStore{Store: db, committed: map[int64]time.Time{}}
+			// No selection is held: every turn is two appends.
+			rt := newRuntime(t, cs, func(c *chat.RuntimeConfig) { c.HoldSelection = -1 })
+			srv, err := server.New(server.Config{Guard: server.Guard{RateLimit: -1, MaxStreams: -1, MaxStreamsPerKey: -1}}, rt, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), prometheus.NewRegistry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts := httptest.NewServer(srv.Handler())
+			t.Cleanup(ts.Close)
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
+			t.Cleanup(client.CloseIdleConnections)
+			responses := []string{`{"content": "turn 1", "delay_ms": 2500}`} // time for the streams to open on a busy machine
+			for i := 2; i <= 10; i++ {
+				responses = append(responses, fmt.Sprintf(`{"content": "turn %d"}`, i))
+			}
+			sp := fmt.Sprintf(`{"task": "go", "max_round": 10, "agents": [{"name": "a", "type": "assistant",
+				"model": {"provider": "replay", "responses": [%s]}}]}`, strings.Join(responses, ","))
+			c, _, err := rt.Create(t.Context(), &chat.CreateParams{Tenant: server.DefaultTenant, Body: []byte(sp)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const streams = 100
+			var wg, ready sync.WaitGroup
+			ready.Add(streams)
+			seen := make([][]int64, streams)
+			for i := range streams {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					first := true
+					defer func() {
+						if first {
+							ready.Done()
+						}
+					}()
+					resp, err := client.Get(ts.URL + "/v1/chats/" + c.ID + "/events")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					defer resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						t.Errorf("stream: %s", resp.Status)
+						return
+					}
+					sc := bufio.NewScanner(resp.Body)
+					for sc.Scan() {
+						if seq, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+							n, _ := strconv.ParseInt(seq, 10, 64)
+							seen[i] = append(seen[i], n)
+							if first {
+								first = false
+								ready.Done()
+							}
+						}
+					}
+					if err := sc.Err(); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			ready.Wait()
+			reads, appends := cs.reads.Load(), cs.appends.Load()
+			wg.Wait()
+			reads, appends = cs.reads.Load()-reads, cs.appends.Load()-appends
+			for i, s := range seen {
+				for j := range s {
+					if s[j] != int64(j+1) {
+						t.Fatalf("stream %d saw seqs %v", i, s)
+					}
+				}
+				if len(s) == 0 || s[len(s)-1] != rtLastSeq(t, rt, c.ID) {
+					t.Fatalf("stream %d saw seqs %v: not to the end", i, s)
+				}
+			}
+			// Every wake-up comes from this replica's own appends, whose
+			// events the streams take from memory: none needs the store.
+			if appends < 10 || reads > 2 {
+				t.Fatalf("%d store reads for %d appends and %d streams: not served from memory", reads, appends, streams)
+			}
+			t.Logf("%d store reads for %d appends and %d streams", reads, appends, streams)
+		})
+	}
+}
+
+// rtLastSeq is the seq of the chat's last event.
+func rtLastSeq(t *testing.T, rt *chat.Runtime, id string) int64 {
+	t.Helper()
+	c, err := rt.Get(t.Context(), server.DefaultTenant, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.LastSeq
 }

@@ -1,6 +1,7 @@
 package chat_test
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -9,5 +10,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if url := os.Getenv(fanOutReaderEnv); url != "" {
+		// This process reads BenchmarkSSEFanOut's streams.
+		os.Exit(fanOutReader(url))
+	}
 	goleak.VerifyTestMain(pgtest.Wrap(m))
 }

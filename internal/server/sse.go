@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -129,6 +130,15 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 	// outage instead of reconnecting into 503s.
 	var retryRead <-chan time.Time
 	read := true
+	// known: the last wake-up came from an append by this replica, so the
+	// chat was there (an erasure wakes with an unknown progress). Only a
+	// read after an unknown wake-up that finds nothing new asks the store
+	// whether the chat was erased; after a known one it is a wake-up whose
+	// events an earlier read already sent, common when commits come close
+	// together, and a store query per stream each time would load the
+	// database with one query per follower. The chat was just read, so the
+	// first read needs no check either.
+	known := true
 	for {
 		if read {
 			read = false
@@ -165,9 +175,16 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 			if done {
 				finished = true
 				_ = rc.Flush()
+				// A chat ends for all its streams at once. The last events
+				// are out; what is left (the response's end, the
+				// connection's return to reading requests) yields first,
+				// so that on a replica with many streams of the chat it
+				// comes after every stream's last events, not before
+				// those of the streams served after this one.
+				runtime.Gosched()
 				return
 			}
-			if err == nil && !progressed && c.streamGone(ctx, tenant, id) {
+			if err == nil && !progressed && !known && c.streamGone(ctx, tenant, id) {
 				// The chat was erased: there is nothing more to stream.
 				// The stream ends cleanly; a client that comes back gets 404.
 				finished = true
@@ -183,15 +200,15 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		select {
-		case _, ok := <-signal:
+		case wk, ok := <-signal:
 			if !ok {
 				// The runtime ended the subscription (shutting down): abort
 				// so that the client reconnects, maybe to another replica.
 				return
 			}
-			read = true
+			read, known = true, wk.Known
 		case <-retryRead:
-			retryRead, read = nil, true
+			retryRead, read, known = nil, true, false
 		case <-deltas.Ready():
 			take()
 		case <-heartbeat.C:
