@@ -2,6 +2,12 @@ package chat
 
 import "testing"
 
+// at is the wake-up of an append by a worker of this replica that left the
+// chat running at seq.
+func at(seq int64) Wake {
+	return Wake{Progress: Progress{Status: StatusRunning, LastSeq: seq}, Known: true}
+}
+
 // A chat followed only for its progress (a wait for its end) keeps no tail
 // of events; a reader that subscribes after that reads the store first,
 // and the appends after it join the tail.
@@ -9,9 +15,6 @@ func TestTheTailIsKeptOnlyForReaders(t *testing.T) {
 	b := newBroker(nil)
 	const id = "c"
 	b.workerStarted(id, Progress{Status: StatusQueued, LastSeq: 2})
-	at := func(seq int64) Wake {
-		return Wake{Progress: Progress{Status: StatusRunning, LastSeq: seq}, Known: true}
-	}
 	now, _, stopFollow := b.follow(id)
 	defer stopFollow()
 	if !now.Known || now.Progress.LastSeq != 2 {
@@ -43,9 +46,6 @@ func TestAnUnknownWakeUpIsNotReplacedByAKnownOne(t *testing.T) {
 	b := newBroker(nil)
 	const id = "c"
 	b.workerStarted(id, Progress{Status: StatusRunning, LastSeq: 2})
-	at := func(seq int64) Wake {
-		return Wake{Progress: Progress{Status: StatusRunning, LastSeq: seq}, Known: true}
-	}
 	wake, stop := b.subscribe(id)
 	defer stop()
 	b.committed(id, []Event{{Seq: 3}}, at(3))

@@ -89,25 +89,13 @@ func BenchmarkSSEFanOut(b *testing.B) {
 	pg := openBackend(b, "postgres")
 	cs := &countingStore{Store: pg, committed: map[int64]time.Time{}}
 	rt := newRuntime(b, cs, func(c *chat.RuntimeConfig) { c.LeaseDuration = 30 * time.Second })
-	// One address opens every stream: the per-key and total caps on
-	// streams, and the rate limit, are lifted for the benchmark.
-	srv, err := server.New(server.Config{Guard: server.Guard{RateLimit: -1, MaxStreams: -1, MaxStreamsPerKey: -1}}, rt, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), prometheus.NewRegistry())
-	if err != nil {
-		b.Fatal(err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	b.Cleanup(ts.Close)
+	ts := streamServer(b, rt)
 
 	for range b.N {
 		// The first reply comes after the streams had time to open; then
 		// 30 turns follow 20 ms apart. Only events confirmed after every
 		// stream was open are measured.
-		responses := []string{`{"content": "turn 1", "delay_ms": 4000}`}
-		for i := 2; i <= 30; i++ {
-			responses = append(responses, fmt.Sprintf(`{"content": "turn %d", "delay_ms": 20}`, i))
-		}
-		sp := fmt.Sprintf(`{"task": "go", "max_round": 30, "agents": [{"name": "a", "type": "assistant",
-			"model": {"provider": "replay", "responses": [%s]}}]}`, strings.Join(responses, ","))
+		sp := turnsSpec(30, 4000, 20)
 		c, _, err := rt.Create(context.Background(), &chat.CreateParams{Tenant: server.DefaultTenant, Body: []byte(sp)})
 		if err != nil {
 			b.Fatal(err)
@@ -144,6 +132,47 @@ func BenchmarkSSEFanOut(b *testing.B) {
 		b.ReportMetric(float64(turn.Microseconds())/1000, "turn-ms")
 		b.Logf("%d streams, %d appends, %d deliveries: p50 %v, p99 %v; %d store reads (%.2f per append); a turn took %v (median; its model call 20ms)",
 			viewers, appends, len(lat), p(0.5), p(0.99), reads, float64(reads)/float64(appends), turn)
+	}
+}
+
+// turnsSpec is a chat of one replay agent with turns replies: the first
+// after firstMS (time for the readers to subscribe), the others after
+// delayMS each.
+func turnsSpec(turns, firstMS, delayMS int) string {
+	responses := []string{fmt.Sprintf(`{"content": "turn 1", "delay_ms": %d}`, firstMS)}
+	for i := 2; i <= turns; i++ {
+		responses = append(responses, fmt.Sprintf(`{"content": "turn %d", "delay_ms": %d}`, i, delayMS))
+	}
+	return fmt.Sprintf(`{"task": "go", "max_round": %d, "agents": [{"name": "a", "type": "assistant",
+		"model": {"provider": "replay", "responses": [%s]}}]}`, turns, strings.Join(responses, ","))
+}
+
+// streamServer serves rt's HTTP API with the caps on streams and the rate
+// limit lifted: one address opens every stream.
+func streamServer(t testing.TB, rt *chat.Runtime) *httptest.Server {
+	t.Helper()
+	srv, err := server.New(server.Config{Guard: server.Guard{RateLimit: -1, MaxStreams: -1, MaxStreamsPerKey: -1}}, rt, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// checkSeqs fails unless every reader saw seqs 1, 2, … in order, and, when
+// last > 0, up to last.
+func checkSeqs(t *testing.T, seen [][]int64, last int64) {
+	t.Helper()
+	for i, s := range seen {
+		for j := range s {
+			if s[j] != int64(j+1) {
+				t.Fatalf("reader %d saw seqs %v", i, s)
+			}
+		}
+		if last > 0 && (len(s) == 0 || s[len(s)-1] != last) {
+			t.Fatalf("reader %d saw seqs %v: not to seq %d", i, s, last)
+		}
 	}
 }
 
@@ -320,12 +349,7 @@ func TestSubscribersAreServedFromMemory(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cs := &countingStore{Store: db, committed: map[int64]time.Time{}}
 			rt := newRuntime(t, cs)
-			responses := []string{`{"content": "turn 1", "delay_ms": 2500}`} // time for 200 first reads on a busy machine
-			for i := 2; i <= 10; i++ {
-				responses = append(responses, fmt.Sprintf(`{"content": "turn %d", "delay_ms": 10}`, i))
-			}
-			c := create(t, rt, fmt.Sprintf(`{"task": "go", "max_round": 10, "agents": [{"name": "a", "type": "assistant",
-				"model": {"provider": "replay", "responses": [%s]}}]}`, strings.Join(responses, ",")))
+			c := create(t, rt, turnsSpec(10, 2500, 10)) // 2.5 s: time for 200 first reads on a busy machine
 			const subscribers = 200
 			var wg, ready sync.WaitGroup
 			ready.Add(subscribers)
@@ -369,13 +393,7 @@ func TestSubscribersAreServedFromMemory(t *testing.T) {
 			reads, appends := cs.reads.Load(), cs.appends.Load()
 			wg.Wait()
 			reads, appends = cs.reads.Load()-reads, cs.appends.Load()-appends
-			for i, s := range seen {
-				for j := range s {
-					if s[j] != int64(j+1) {
-						t.Fatalf("subscriber %d saw seqs %v", i, s)
-					}
-				}
-			}
+			checkSeqs(t, seen, 0)
 			// Some appends may come before every subscriber is ready on a
 			// loaded machine; what is measured must still be a few.
 			if appends < 5 || float64(reads)/float64(appends) > 3 {
@@ -399,21 +417,11 @@ func TestStreamsAreServedFromMemory(t *testing.T) {
 			cs := &countingStore{Store: db, committed: map[int64]time.Time{}}
 			// No selection is held: every turn is two appends.
 			rt := newRuntime(t, cs, func(c *chat.RuntimeConfig) { c.HoldSelection = -1 })
-			srv, err := server.New(server.Config{Guard: server.Guard{RateLimit: -1, MaxStreams: -1, MaxStreamsPerKey: -1}}, rt, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), prometheus.NewRegistry())
-			if err != nil {
-				t.Fatal(err)
-			}
-			ts := httptest.NewServer(srv.Handler())
-			t.Cleanup(ts.Close)
+			ts := streamServer(t, rt)
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
 			t.Cleanup(client.CloseIdleConnections)
-			responses := []string{`{"content": "turn 1", "delay_ms": 2500}`} // time for the streams to open on a busy machine
-			for i := 2; i <= 10; i++ {
-				responses = append(responses, fmt.Sprintf(`{"content": "turn %d"}`, i))
-			}
-			sp := fmt.Sprintf(`{"task": "go", "max_round": 10, "agents": [{"name": "a", "type": "assistant",
-				"model": {"provider": "replay", "responses": [%s]}}]}`, strings.Join(responses, ","))
-			c, _, err := rt.Create(t.Context(), &chat.CreateParams{Tenant: server.DefaultTenant, Body: []byte(sp)})
+			// 2.5 s: time for the streams to open on a busy machine.
+			c, _, err := rt.Create(t.Context(), &chat.CreateParams{Tenant: server.DefaultTenant, Body: []byte(turnsSpec(10, 2500, 0))})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -461,16 +469,11 @@ func TestStreamsAreServedFromMemory(t *testing.T) {
 			reads, appends := cs.reads.Load(), cs.appends.Load()
 			wg.Wait()
 			reads, appends = cs.reads.Load()-reads, cs.appends.Load()-appends
-			for i, s := range seen {
-				for j := range s {
-					if s[j] != int64(j+1) {
-						t.Fatalf("stream %d saw seqs %v", i, s)
-					}
-				}
-				if len(s) == 0 || s[len(s)-1] != rtLastSeq(t, rt, c.ID) {
-					t.Fatalf("stream %d saw seqs %v: not to the end", i, s)
-				}
+			end, err := rt.Get(t.Context(), server.DefaultTenant, c.ID)
+			if err != nil {
+				t.Fatal(err)
 			}
+			checkSeqs(t, seen, end.LastSeq)
 			// Every wake-up comes from this replica's own appends, whose
 			// events the streams take from memory: none needs the store.
 			if appends < 10 || reads > 2 {
@@ -479,14 +482,4 @@ func TestStreamsAreServedFromMemory(t *testing.T) {
 			t.Logf("%d store reads for %d appends and %d streams", reads, appends, streams)
 		})
 	}
-}
-
-// rtLastSeq is the seq of the chat's last event.
-func rtLastSeq(t *testing.T, rt *chat.Runtime, id string) int64 {
-	t.Helper()
-	c, err := rt.Get(t.Context(), server.DefaultTenant, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c.LastSeq
 }
