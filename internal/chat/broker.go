@@ -3,6 +3,7 @@ package chat
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -211,6 +212,9 @@ func (b *broker) add(id string, kind subKind) (Wake, *sub, func()) {
 	if kind == subStream {
 		t.streams++
 		first = t.streams == 1
+		if first && t.local == 0 && b.relay.on() {
+			t.reply.awaitReplay = true // see relay.follow, below
+		}
 		t.reply.replayTo(s.deltas)
 	}
 	now := t.known
@@ -280,8 +284,9 @@ func (b *broker) publishDelta(id string, epoch int64, d Delta) {
 // epoch than one seen is dropped (a worker that lost the chat and has not
 // stopped yet); the first of a newer epoch voids the text its predecessor
 // streamed (a takeover: the reply starts again). A replay is a reply's
-// whole text so far (see relay.go): text of it already sent is voided
-// first. It reports whether the delta was taken.
+// whole text so far (see relay.go): the streams get what they lack of it,
+// after a reset when the text they have is not its start. It reports
+// whether the delta was taken.
 func (t *topic) deltaLocked(epoch int64, d Delta, replay bool) bool {
 	r := &t.reply
 	switch {
@@ -297,10 +302,17 @@ func (t *topic) deltaLocked(epoch int64, d Delta, replay bool) bool {
 	}
 	switch {
 	case replay:
-		if r.has(d.Name) {
-			t.pushLocked(Delta{Name: d.Name, Reset: true, AfterSeq: d.AfterSeq})
+		whole := d.Content
+		if x := r.find(d.Name); x != nil && len(x.text) > 0 {
+			if rest, ok := strings.CutPrefix(whole, string(x.text)); ok {
+				// The replay repeats what the streams have had (the
+				// deltas relayed before it): only the rest is news.
+				d.Content = rest
+			} else {
+				t.pushLocked(Delta{Name: d.Name, Reset: true, AfterSeq: d.AfterSeq})
+			}
 		}
-		r.set(d.Name, d.Content)
+		r.set(d.Name, whole)
 	case d.Reset:
 		r.drop(d.Name)
 	default:

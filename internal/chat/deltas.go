@@ -92,6 +92,11 @@ type replyLog struct {
 	// relayed says that the replicas that follow the chat have had the
 	// replies from their start (see relay.send).
 	relayed bool
+	// awaitReplay: this replica began to follow the chat's replies, which
+	// another replica runs, and has not had their text from the start yet
+	// (a replay). The fragments relayed until then are dropped: they
+	// continue a text it does not have, and the replay holds them.
+	awaitReplay bool
 }
 
 type replyText struct {

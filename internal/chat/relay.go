@@ -16,11 +16,22 @@ import (
 // again every followEvery while one is open; the replica that runs the
 // chat relays its deltas while the last word is younger than followTTL.
 // Every replica keeps what it heard, so one that takes a chat over knows
-// at once who follows it.
+// at once who follows it; one that just started has heard nothing yet, and
+// relays every chat's deltas until the others had time to tell it
+// (followGrace).
 const (
 	followEvery = 5 * time.Second
 	followTTL   = 3 * followEvery
 )
+
+// followGrace is how long after its listener listens a replica relays the
+// deltas of every chat it runs, followed or not: the time for the other
+// replicas to answer its question of what they follow. A replica that
+// takes a chat over as soon as it starts (a rolling restart, a replica
+// that replaces one that died) would otherwise stream the reply before it
+// heard that a stream elsewhere waits for it, and that stream would see
+// the reply only as its message.
+const followGrace = 2 * time.Second
 
 // relayLogEvery bounds the log lines about deltas that could not be
 // relayed: one per interval, with the count since the last.
@@ -55,7 +66,10 @@ type relay struct {
 
 	mu       sync.Mutex
 	interest map[string]time.Time // chat → until when another replica follows it
-	lost     int                  // deltas not relayed since the last log line
+	// listened is when the listener last started to listen; until
+	// followGrace after it (and before it) every chat counts as followed.
+	listened time.Time
+	lost     int // deltas not relayed since the last log line
 	loggedAt time.Time
 }
 
@@ -66,12 +80,15 @@ func newRelay(out DeltaRelay, self string, b *broker, now func() time.Time, log 
 
 func (r *relay) on() bool { return r != nil && r.out != nil }
 
-// followed reports whether another replica follows the chat's deltas.
+// followed reports whether another replica follows the chat's deltas, or
+// may, as far as this replica can tell yet (see followGrace).
 func (r *relay) followed(id string) bool {
+	now := r.now()
 	r.mu.Lock()
 	until, ok := r.interest[id]
+	unsure := r.listened.IsZero() || now.Before(r.listened.Add(followGrace))
 	r.mu.Unlock()
-	return ok && r.now().Before(until)
+	return unsure || ok && now.Before(until)
 }
 
 // send relays a delta that this replica's worker streamed (t is locked,
@@ -116,7 +133,10 @@ func (r *relay) received(from string, ds []RelayedDelta) {
 		if t == nil {
 			continue
 		}
-		if t.streams > 0 && t.local == 0 && t.deltaLocked(d.Epoch, d.Delta, d.Replay) {
+		if t.streams > 0 && t.local == 0 && (d.Replay || !t.reply.awaitReplay) && t.deltaLocked(d.Epoch, d.Delta, d.Replay) {
+			if d.Replay {
+				t.reply.awaitReplay = false
+			}
 			r.got.Inc()
 		}
 		t.mu.Unlock()
@@ -168,12 +188,16 @@ func (r *relay) follow(id string) {
 // starts to listen, at start and after it lost its connection: what was
 // relayed before is lost. It asks the other replicas what they follow
 // (this replica may take over a chat whose reply a stream elsewhere waits
-// for), and asks again for the replies in progress of the chats its own
-// streams follow, from their start.
+// for; until followGrace has passed it relays every chat's deltas), and
+// asks again for the replies in progress of the chats its own streams
+// follow, from their start.
 func (r *relay) listening() {
 	if !r.on() {
 		return
 	}
+	r.mu.Lock()
+	r.listened = r.now()
+	r.mu.Unlock()
 	r.out.RelayFollows(r.self, nil, false)
 	if ids := r.b.streamed(); len(ids) > 0 {
 		r.out.RelayFollows(r.self, ids, true)
