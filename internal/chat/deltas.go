@@ -113,11 +113,6 @@ func (r *replyLog) find(name string) *replyText {
 	return nil
 }
 
-func (r *replyLog) has(name string) bool {
-	x := r.find(name)
-	return x != nil && len(x.text) > 0
-}
-
 func (r *replyLog) add(name, content string) {
 	if x := r.find(name); x != nil {
 		x.text = append(x.text, content...)
