@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -74,7 +75,11 @@ func (s *countingStore) Append(ctx context.Context, p *chat.AppendParams) error 
 // append cost, all streams together (committed events go to local
 // subscribers from memory, so that is none, not one per stream), and the
 // chat's own pace: the median time between its messages, each a 20 ms
-// model call and an append.
+// model call and an append. Beside them, bare-p50 and bare-p99 are the
+// same figures for a bare SSE server that serves the same commits, made
+// as far apart, to the same reader: the most a server with a goroutine per
+// stream gets from this machine at that moment, as the machine's speed
+// varies from run to run.
 //
 // The streams are read by another process (fanOutReader, this test binary
 // run again), as clients are: on the same two cores, so that their reads
@@ -121,18 +126,152 @@ func BenchmarkSSEFanOut(b *testing.B) {
 		if len(lat) == 0 || appends == 0 || len(turns) == 0 {
 			b.Fatalf("no events measured (%d appends)", appends)
 		}
-		slices.Sort(lat)
+		commits := commitsOf(b, rt, cs, c.ID, start)
 		slices.Sort(turns)
-		p := func(q float64) time.Duration { return lat[int(q*float64(len(lat)-1))] }
-		b.ReportMetric(float64(p(0.50).Microseconds())/1000, "p50-ms")
-		b.ReportMetric(float64(p(0.99).Microseconds())/1000, "p99-ms")
+		p50, p99 := percentiles(lat)
+		b.ReportMetric(float64(p50.Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
 		b.ReportMetric(float64(reads)/float64(appends), "reads/append")
 		// The chat's own pace: a turn is a 20 ms model call and its append.
 		turn := turns[len(turns)/2]
 		b.ReportMetric(float64(turn.Microseconds())/1000, "turn-ms")
-		b.Logf("%d streams, %d appends, %d deliveries: p50 %v, p99 %v; %d store reads (%.2f per append); a turn took %v (median; its model call 20ms)",
-			viewers, appends, len(lat), p(0.5), p(0.99), reads, float64(reads)/float64(appends), turn)
+		// The same commits (frames, sizes and times apart) served by a bare
+		// SSE server to the same reader: what the machine gives any server
+		// with a goroutine per stream, in the same run.
+		bare50, bare99 := bareFanOut(b, commits, viewers)
+		b.ReportMetric(float64(bare50.Microseconds())/1000, "bare-p50-ms")
+		b.ReportMetric(float64(bare99.Microseconds())/1000, "bare-p99-ms")
+		b.Logf("%d streams, %d appends, %d deliveries: p50 %v, p99 %v; %d store reads (%.2f per append); a turn took %v (median; its model call 20ms); the same commits from a bare SSE server: p50 %v, p99 %v",
+			viewers, appends, len(lat), p50, p99, reads, float64(reads)/float64(appends), turn, bare50, bare99)
 	}
+}
+
+// percentiles returns the median and the 99th percentile of lat, sorting it.
+func percentiles(lat []time.Duration) (p50, p99 time.Duration) {
+	slices.Sort(lat)
+	p := func(q float64) time.Duration { return lat[int(q*float64(len(lat)-1))] }
+	return p(0.50), p(0.99)
+}
+
+// commit is one append of the chat, as SSE frames; at is how long after
+// the measurement's start it was confirmed (zero: before it).
+type commit struct {
+	at     time.Duration
+	seqs   []int64
+	frames [][]byte
+}
+
+// commitsOf returns the chat's log as the commits that appended it.
+func commitsOf(b *testing.B, rt *chat.Runtime, cs *countingStore, id string, start time.Time) []commit {
+	evs, err := rt.Events(context.Background(), server.DefaultTenant, id, 0, 10000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	var commits []commit
+	var last time.Time
+	for _, e := range evs {
+		data, err := json.Marshal(chat.EventPayload(e))
+		if err != nil {
+			b.Fatal(err)
+		}
+		frame := fmt.Appendf(nil, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, data)
+		at := cs.committed[e.Seq]
+		if len(commits) == 0 || !at.Equal(last) {
+			commits = append(commits, commit{at: max(at.Sub(start), 0)})
+			last = at
+		}
+		c := &commits[len(commits)-1]
+		c.seqs, c.frames = append(c.seqs, e.Seq), append(c.frames, frame)
+	}
+	return commits
+}
+
+// bareFanOut serves commits to viewers streams of a bare SSE server — a
+// goroutine per stream, woken on each commit to write its frames and
+// flush, as agentd's streams are, and nothing else — and returns the p50
+// and p99 of the delivery of the commits made after every stream was
+// open, made as far apart as they were.
+func bareFanOut(b *testing.B, commits []commit, viewers int) (p50, p99 time.Duration) {
+	var (
+		mu   sync.Mutex
+		log  [][]byte // the frames committed so far
+		subs []chan struct{}
+		// at is when each seq was committed, for those after the start.
+		at    = map[int64]time.Time{}
+		total int
+	)
+	for _, c := range commits {
+		total += len(c.frames)
+	}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		wake := make(chan struct{}, 1)
+		mu.Lock()
+		subs = append(subs, wake)
+		mu.Unlock()
+		rc := http.NewResponseController(w)
+		for sent := 0; ; {
+			mu.Lock()
+			frames := log[sent:]
+			mu.Unlock()
+			for _, f := range frames {
+				if _, err := w.Write(f); err != nil {
+					return
+				}
+			}
+			sent += len(frames)
+			if err := rc.Flush(); err != nil || sent == total {
+				return
+			}
+			select {
+			case <-wake:
+			case <-r.Context().Done():
+				return
+			}
+		}
+	}))
+	defer ts.Close()
+	publish := func(c commit, measured bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		now := time.Now()
+		for k, f := range c.frames {
+			log = append(log, f)
+			if measured {
+				at[c.seqs[k]] = now
+			}
+		}
+		for _, wake := range subs {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+	// The commits before the start are the log the streams open on.
+	i := 0
+	for ; i < len(commits) && commits[i].at == 0; i++ {
+		publish(commits[i], false)
+	}
+	reader := startFanOutReader(b, ts.URL, viewers)
+	start := time.Now()
+	for _, c := range commits[i:] {
+		time.Sleep(time.Until(start.Add(c.at)))
+		publish(c, true)
+	}
+	var lat []time.Duration
+	for _, g := range reader.wait(b) {
+		if t, ok := at[g.seq]; ok {
+			lat = append(lat, max(time.Duration(g.at-t.UnixNano()), 0))
+		}
+	}
+	if len(lat) == 0 {
+		b.Fatal("bare fan-out: no events measured")
+	}
+	return percentiles(lat)
 }
 
 // turnsSpec is a chat of one replay agent with turns replies: the first
