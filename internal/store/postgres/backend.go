@@ -108,35 +108,30 @@ func (s *Store) EraseEnded(ctx context.Context, p *chat.EraseEndedParams) ([]str
 	return ids, nil
 }
 
-// PutTeam implements chat.AppStore. The latest version's row lock orders
-// concurrent puts of one team; two first versions of a new team can still
-// race, and the loser's unique violation sends it round again.
+// PutTeam implements chat.AppStore. Concurrent puts of one team are
+// serialized by a transaction-scoped advisory lock on the team's tenant and
+// name, taken before the latest version is read: a row lock on the latest
+// version cannot order the puts of a team that has none yet, and a put that
+// waited on it would still number its version from what it read before
+// the wait (two puts that both read version n both write n+1, and the
+// loser could lose again at every retry). The two-key form of the lock
+// does not share keys with the one-key locks of migrations and retention.
 func (s *Store) PutTeam(ctx context.Context, p *chat.PutTeamParams) (*chat.Team, bool, error) {
 	now := param.Time(p.Now, s.now).Truncate(time.Microsecond)
-	for attempt := 1; ; attempt++ {
-		t, created, err := s.putTeamOnce(ctx, p, now)
-		if errors.Is(err, chat.ErrConflict) && attempt < 5 {
-			continue
-		}
-		if err != nil {
-			return nil, false, fmt.Errorf("put team %q: %w", p.Name, err)
-		}
-		return t, created, nil
-	}
-}
-
-func (s *Store) putTeamOnce(ctx context.Context, p *chat.PutTeamParams, now time.Time) (*chat.Team, bool, error) {
 	var (
 		t       *chat.Team
 		created bool
 	)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))`, p.Tenant, p.Name); err != nil {
+			return err
+		}
 		var (
 			version int32
 			same    bool
 		)
 		err := tx.QueryRow(ctx, `SELECT version, spec = $3::jsonb FROM teams WHERE tenant = $1 AND name = $2
-			ORDER BY version DESC LIMIT 1 FOR UPDATE`, p.Tenant, p.Name, []byte(p.Spec)).Scan(&version, &same)
+			ORDER BY version DESC LIMIT 1`, p.Tenant, p.Name, []byte(p.Spec)).Scan(&version, &same)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
@@ -151,7 +146,7 @@ func (s *Store) putTeamOnce(ctx context.Context, p *chat.PutTeamParams, now time
 		return err
 	})
 	if err != nil {
-		return nil, false, translate(err)
+		return nil, false, fmt.Errorf("put team %q: %w", p.Name, translate(err))
 	}
 	return t, created, nil
 }

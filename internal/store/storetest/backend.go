@@ -391,9 +391,18 @@ func testTeams(t *testing.T, s chat.Store) {
 }
 
 // testTeamsConcurrentPut checks that concurrent puts of different specs get
-// distinct, dense versions.
+// distinct, dense versions: first of a new team, then of one that has
+// versions already.
 func testTeamsConcurrentPut(t *testing.T, s chat.Store) {
-	const n = 8
+	putConcurrently(t, s, "race", 0)
+	putConcurrently(t, s, "race", 16)
+}
+
+// putConcurrently puts 16 different specs of team name at once, which has
+// versions 1..had, and checks that they got versions had+1..had+16.
+func putConcurrently(t *testing.T, s chat.Store, name string, had int) {
+	t.Helper()
+	const n = 16
 	var wg sync.WaitGroup
 	versions := make([]int, n)
 	errs := make([]error, n)
@@ -401,8 +410,8 @@ func testTeamsConcurrentPut(t *testing.T, s chat.Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tm, _, err := s.PutTeam(t.Context(), &chat.PutTeamParams{Tenant: "acme", Name: "race",
-				Spec: json.RawMessage(fmt.Sprintf(`{"agents": [{"name": "a%d", "type": "assistant"}]}`, i))})
+			tm, _, err := s.PutTeam(t.Context(), &chat.PutTeamParams{Tenant: "acme", Name: name,
+				Spec: json.RawMessage(fmt.Sprintf(`{"agents": [{"name": "a%d_%d", "type": "assistant"}]}`, had, i))})
 			errs[i] = err
 			if err == nil {
 				versions[i] = tm.Version
@@ -415,8 +424,8 @@ func testTeamsConcurrentPut(t *testing.T, s chat.Store) {
 	}
 	slices.Sort(versions)
 	for i, v := range versions {
-		if v != i+1 {
-			t.Fatalf("versions %v, want 1..%d", versions, n)
+		if v != had+i+1 {
+			t.Fatalf("versions %v, want %d..%d", versions, had+1, had+n)
 		}
 	}
 }
