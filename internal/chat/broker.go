@@ -46,6 +46,38 @@ type Wake struct {
 	// ended is the record the append that ended the chat wrote, when this
 	// wake comes from that append: see Ended.
 	ended *ChatUpdate
+	// tail is the chat's latest events as the append left them in memory,
+	// when the wake comes from an append and they are all there is: see
+	// Events.
+	tail []Event
+}
+
+// Events returns up to limit of the chat's events after seq from those the
+// wake-up brought, if it brought them all: after an append by a worker of
+// this replica, the latest events kept in memory, up to where the append
+// left the chat. A stream woken by an append then reads them without the
+// chat's lock, which every stream of the chat would otherwise take at the
+// same moment, a thousand of them for a thousand streams. ok is false when
+// the wake-up brought none, or none back to seq: read them from the
+// runtime (Runtime.Events). The events are shared and must not be changed.
+// There is no tenant check: only a subscriber already allowed to read the
+// chat has the wake-up.
+func (wk Wake) Events(after int64, limit int) ([]Event, bool) {
+	if len(wk.tail) == 0 {
+		return nil, false
+	}
+	first, last := wk.tail[0].Seq, wk.tail[len(wk.tail)-1].Seq
+	switch {
+	case after < first-1:
+		return nil, false
+	case after >= last:
+		return []Event{}, true
+	}
+	evs := wk.tail[after+1-first:]
+	if len(evs) > limit {
+		evs = evs[:limit]
+	}
+	return evs[:len(evs):len(evs)], true
 }
 
 // Ended returns chat c, as read before, as the append that ended it left
@@ -399,6 +431,12 @@ func (b *broker) committed(id string, evs []Event, wk Wake) {
 	}
 	if t.readers > 0 {
 		t.extend(evs)
+		if !t.stale {
+			// The tail holds every event to the append's: the readers
+			// take them from the wake-up (Wake.Events). A slice capped at
+			// its length never changes (see read).
+			wk.tail = t.tail[:len(t.tail):len(t.tail)]
+		}
 	} else {
 		t.tail = nil // a reader that comes fills it from the store
 		t.markStale()

@@ -1,6 +1,9 @@
 package chat
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // at is the wake-up of an append by a worker of this replica that left the
 // chat running at seq.
@@ -57,5 +60,62 @@ func TestAnUnknownWakeUpIsNotReplacedByAKnownOne(t *testing.T) {
 	b.committed(id, []Event{{Seq: 5}}, at(5))
 	if wk := <-wake; wk.Known {
 		t.Fatalf("woken with %+v after an erasure, want an unknown progress", wk)
+	}
+}
+
+// A wake-up from an append brings the chat's latest events when the tail
+// holds every one of them, so that a stream sends them without taking the
+// chat's lock; one that may lack some (a tail still to be filled from the
+// store, a notification from another replica) brings none, and a reader
+// behind the tail is told to read.
+func TestAWakeUpBringsTheEventsWhenTheTailIsCurrent(t *testing.T) {
+	b := newBroker(nil)
+	const id = "c"
+	b.workerStarted(id, Progress{Status: StatusRunning, LastSeq: 2})
+	wake, stop := b.subscribe(id)
+	defer stop()
+	b.committed(id, []Event{{Seq: 3}, {Seq: 4}}, at(4))
+	if evs, ok := (<-wake).Events(2, 10); ok {
+		t.Fatalf("a wake-up brought %v from a tail still to be filled", evs)
+	}
+	b.topics[id].stale = false // as a read of the store leaves it
+	b.committed(id, []Event{{Seq: 5}}, at(5))
+	wk := <-wake
+	seqs := func(after int64, limit int) ([]int64, bool) {
+		evs, ok := wk.Events(after, limit)
+		var out []int64
+		for _, e := range evs {
+			out = append(out, e.Seq)
+		}
+		return out, ok
+	}
+	for _, c := range []struct {
+		after, limit int64
+		want         []int64
+		ok           bool
+	}{
+		{2, 10, []int64{3, 4, 5}, true},
+		{3, 10, []int64{4, 5}, true},
+		{2, 2, []int64{3, 4}, true},
+		{5, 10, nil, true},  // nothing new
+		{1, 10, nil, false}, // seq 2 is not in the tail
+	} {
+		got, ok := seqs(c.after, int(c.limit))
+		if ok != c.ok || !slices.Equal(got, c.want) {
+			t.Errorf("Events(%d, %d) = %v, %v; want %v, %v", c.after, c.limit, got, ok, c.want, c.ok)
+		}
+	}
+	// Later appends do not change what a wake-up brought.
+	b.committed(id, []Event{{Seq: 6}}, at(6))
+	if got, _ := seqs(2, 10); !slices.Equal(got, []int64{3, 4, 5}) {
+		t.Errorf("after another append the wake-up brings %v, want [3 4 5]", got)
+	}
+	if evs, ok := (<-wake).Events(5, 10); !ok || len(evs) != 1 || evs[0].Seq != 6 {
+		t.Errorf("the next wake-up brings %v, %v; want [6]", evs, ok)
+	}
+	b.notified(id) // ignored while a worker here runs the chat
+	b.workerEnded(id, false)
+	if evs, ok := (<-wake).Events(6, 10); ok {
+		t.Fatalf("an unknown wake-up brought %v", evs)
 	}
 }

@@ -195,8 +195,11 @@ func commitsOf(b *testing.B, rt *chat.Runtime, cs *countingStore, id string, sta
 // open, made as far apart as they were.
 func bareFanOut(b *testing.B, commits []commit, viewers int) (p50, p99 time.Duration) {
 	var (
-		mu   sync.Mutex
-		log  [][]byte // the frames committed so far
+		mu sync.Mutex // publish's, and subs'
+		// log is the frames committed so far, in a slice capped at its
+		// length: the streams read it without a lock, as agentd's read
+		// the events a wake-up brings.
+		log  atomic.Pointer[[][]byte]
 		subs []chan struct{}
 		// at is when each seq was committed, for those after the start.
 		at    = map[int64]time.Time{}
@@ -214,9 +217,7 @@ func bareFanOut(b *testing.B, commits []commit, viewers int) (p50, p99 time.Dura
 		mu.Unlock()
 		rc := http.NewResponseController(w)
 		for sent := 0; ; {
-			mu.Lock()
-			frames := log[sent:]
-			mu.Unlock()
+			frames := (*log.Load())[sent:]
 			for _, f := range frames {
 				if _, err := w.Write(f); err != nil {
 					return
@@ -238,12 +239,15 @@ func bareFanOut(b *testing.B, commits []commit, viewers int) (p50, p99 time.Dura
 		mu.Lock()
 		defer mu.Unlock()
 		now := time.Now()
+		frames := *log.Load()
 		for k, f := range c.frames {
-			log = append(log, f)
+			frames = append(frames, f)
 			if measured {
 				at[c.seqs[k]] = now
 			}
 		}
+		frames = frames[:len(frames):len(frames)]
+		log.Store(&frames)
 		for _, wake := range subs {
 			select {
 			case wake <- struct{}{}:
@@ -251,6 +255,7 @@ func bareFanOut(b *testing.B, commits []commit, viewers int) (p50, p99 time.Dura
 			}
 		}
 	}
+	log.Store(&[][]byte{})
 	// The commits before the start are the log the streams open on.
 	i := 0
 	for ; i < len(commits) && commits[i].at == 0; i++ {

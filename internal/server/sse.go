@@ -139,6 +139,9 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 	// database with one query per follower. The chat was just read, so the
 	// first read needs no check either.
 	known := true
+	// woke is the wake-up being served: it may bring the events to send
+	// (Wake.Events).
+	var woke chat.Wake
 	for {
 		if read {
 			read = false
@@ -152,7 +155,8 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			before := after
-			done, err := c.sendEvents(ctx, w, &dw, tenant, id, &after, follow, &pending)
+			done, err := c.sendEvents(ctx, w, &dw, tenant, id, &after, follow, &pending, woke)
+			woke = chat.Wake{}
 			progressed := after > before
 			if errors.Is(err, chat.ErrNotFound) {
 				// The chat was erased while it streamed: it ends here,
@@ -206,7 +210,7 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 				// so that the client reconnects, maybe to another replica.
 				return
 			}
-			read, known = true, wk.Known
+			read, known, woke = true, wk.Known, wk
 		case <-retryRead:
 			retryRead, read, known = nil, true, false
 		case <-deltas.Ready():
@@ -370,8 +374,9 @@ func appendJSONString(b []byte, s string) []byte {
 // reports that the stream is over: the last event written ends a run and
 // nothing follows it yet (a chat's earlier runs, replayed, do not end it).
 // A stream that follows the chat (follow) is never over: it waits for the
-// next run.
-func (c *chatsResource) sendEvents(ctx context.Context, w io.Writer, dw *deltaWriter, tenant, id string, after *int64, follow bool, pending *[]chat.Delta) (done bool, err error) {
+// next run. The first page comes from woke, the wake-up being served, when
+// it brought the events (Wake.Events), else from a read.
+func (c *chatsResource) sendEvents(ctx context.Context, w io.Writer, dw *deltaWriter, tenant, id string, after *int64, follow bool, pending *[]chat.Delta, woke chat.Wake) (done bool, err error) {
 	encode := func(e chat.Event) []byte {
 		data, err := json.Marshal(chat.EventPayload(e))
 		if err != nil {
@@ -384,8 +389,13 @@ func (c *chatsResource) sendEvents(ctx context.Context, w io.Writer, dw *deltaWr
 		return appendSSE(nil, e.Seq, string(e.Type), data)
 	}
 	for {
-		events, more, err := c.eventPage(ctx, tenant, id, *after)
-		if err != nil {
+		var events []chat.Event
+		var more bool
+		if page, ok := woke.Events(*after, eventPageSize); ok {
+			// The first page from the wake-up, without a read.
+			events, more = page, len(page) == eventPageSize
+			woke = chat.Wake{}
+		} else if events, more, err = c.eventPage(ctx, tenant, id, *after); err != nil {
 			return false, fmt.Errorf("read events: %w", err)
 		}
 		for i, e := range events {
