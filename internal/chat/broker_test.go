@@ -41,16 +41,23 @@ func TestTheTailIsKeptOnlyForReaders(t *testing.T) {
 	}
 }
 
+// running is a broker where a worker of this replica runs chat id, at seq
+// 2, with one reader subscribed.
+func running(t *testing.T, id string) (*broker, <-chan Wake) {
+	b := newBroker(nil)
+	b.workerStarted(id, Progress{Status: StatusRunning, LastSeq: 2})
+	wake, stop := b.subscribe(id)
+	t.Cleanup(stop)
+	return b, wake
+}
+
 // A wake-up with an unknown progress (an erasure, another replica's
 // append) still pending is not replaced by a known one: the subscriber
 // must still ask the store, which alone can tell it what the unknown one
 // announced. A known wake-up pending is replaced by the latest.
 func TestAnUnknownWakeUpIsNotReplacedByAKnownOne(t *testing.T) {
-	b := newBroker(nil)
 	const id = "c"
-	b.workerStarted(id, Progress{Status: StatusRunning, LastSeq: 2})
-	wake, stop := b.subscribe(id)
-	defer stop()
+	b, wake := running(t, id)
 	b.committed(id, []Event{{Seq: 3}}, at(3))
 	b.committed(id, []Event{{Seq: 4}}, at(4))
 	if wk := <-wake; !wk.Known || wk.Progress.LastSeq != 4 {
@@ -69,11 +76,8 @@ func TestAnUnknownWakeUpIsNotReplacedByAKnownOne(t *testing.T) {
 // store, a notification from another replica) brings none, and a reader
 // behind the tail is told to read.
 func TestAWakeUpBringsTheEventsWhenTheTailIsCurrent(t *testing.T) {
-	b := newBroker(nil)
 	const id = "c"
-	b.workerStarted(id, Progress{Status: StatusRunning, LastSeq: 2})
-	wake, stop := b.subscribe(id)
-	defer stop()
+	b, wake := running(t, id)
 	b.committed(id, []Event{{Seq: 3}, {Seq: 4}}, at(4))
 	if evs, ok := (<-wake).Events(2, 10); ok {
 		t.Fatalf("a wake-up brought %v from a tail still to be filled", evs)
