@@ -147,7 +147,7 @@ func TestConsoleBackendFeatures(t *testing.T) {
 	b.waitJS("the filter's error", `!document.querySelector('#meta-error').hidden`)
 
 	// Delete, with the confirmation click.
-	b.run(chromedp.Navigate(p.base + "/#/chats/" + debate.ID))
+	b.openChat(p.base, debate.ID)
 	b.waitJS("the delete button", `document.querySelector('#erase') && !document.querySelector('#erase').hidden`)
 	b.run(chromedp.Click(chromedp.CSS("#erase")))
 	b.waitJS("the confirmation", `document.querySelector('#erase').dataset.confirm === 'yes'`)
@@ -171,7 +171,7 @@ func TestConsoleBackendFeatures(t *testing.T) {
 
 	// A chat that has not ended cannot be deleted from its page.
 	waiting := p.create(readExample(t, "manual-selection.json"))
-	b.run(chromedp.Navigate(p.base + "/#/chats/" + waiting.ID))
+	b.openChat(p.base, waiting.ID)
 	b.waitJS("the waiting chat", `document.querySelector('#chat-status') && document.querySelector('#chat-status').textContent === 'awaiting_input'`)
 	if !eval[bool](b, `document.querySelector('#erase').hidden`) {
 		t.Error("a chat that has not ended offers Delete")

@@ -77,7 +77,7 @@ func TestConsoleGraph(t *testing.T) {
 	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none",
 		"OPENAI_API_KEY=sk-console-test", "OPENAI_BASE_URL="+model.URL())
 	c := p.create([]byte(graphConsoleSpec))
-	b.run(chromedp.Navigate(p.base + "/#/chats/" + c.ID))
+	b.openChat(p.base, c.ID)
 
 	// The drawing: every node, the start, the edges with their conditions
 	// as labels, and d's join of b and c.
@@ -201,7 +201,7 @@ func TestConsoleGraph(t *testing.T) {
 			"y": {"name": "y", "edges": [{"target": "w", "activation_group": "first", "activation_condition": "any"}]},
 			"z": {"name": "z", "edges": [{"target": "w", "activation_group": "first", "activation_condition": "any"}]},
 			"w": {"name": "w", "activation": "any"}}}}}`))
-	b.run(chromedp.Navigate(p.base + "/#/chats/" + anyJoin.ID))
+	b.openChat(p.base, anyJoin.ID)
 	b.waitJS("the any join's end", `document.querySelector('#chat-end [data-stop-reason="graph_complete"]') && document.querySelector('#graph-view[data-complete="yes"]')`)
 	joins = eval[[]string](b, `[...document.querySelectorAll('#graph-view .gjoin')].map(g => g.dataset.node + ' ' + g.dataset.group + ' ' + g.dataset.join + ': ' + g.querySelector('text').textContent)`)
 	if want := []string{"w first any: join: any"}; !slices.Equal(joins, want) {
@@ -216,7 +216,7 @@ func TestConsoleGraph(t *testing.T) {
 	// A chat of another method has no drawing; a team agent's inner turns
 	// and messages are marked with its team and set apart.
 	other := p.create([]byte(strings.Replace(somSpec, `"delay_ms": 4000`, `"delay_ms": 0`, 1)))
-	b.run(chromedp.Navigate(p.base + "/#/chats/" + other.ID))
+	b.openChat(p.base, other.ID)
 	b.waitJS("the team agent's chat", `document.querySelector('#chat-end:not([hidden])')`)
 	if eval[bool](b, `!!document.querySelector('#graph-view')`) {
 		t.Error("a chat that is not a graph shows a graph")

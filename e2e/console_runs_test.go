@@ -80,7 +80,7 @@ func TestConsoleRuns(t *testing.T) {
 	c := p.create([]byte(`{"name": "runs", "task": "Say hello.", "max_round": 1,
 		"agents": [{"name": "a", "type": "assistant", "model": {"provider": "openai", "model": "gpt-test"}}]}`))
 
-	b.run(chromedp.Navigate(p.base + "/#/chats/" + c.ID))
+	b.openChat(p.base, c.ID)
 	b.waitJS("the end of run 1", `document.querySelector('#chat-end [data-stop-reason="max_round"]') && document.querySelector('li.run-end[data-run="1"]')`)
 	b.offers("a chat whose run has ended", "#fork", "#erase")
 	b.shows("run 1", []string{"run 1: Say hello.", "user:Say hello.", "a:Hello.", "end 1: max_round"})
@@ -213,7 +213,7 @@ func TestConsoleApprovals(t *testing.T) {
 				{"name": "pay", "arguments": {"n": 100, "memo": "<img src=/nothing onerror=\"window.agentdMarkupRan = true\">"}},
 				{"name": "refund", "arguments": {"n": 5}}]}]}}]}`, tool("pay"), tool("refund")))
 
-	b.run(chromedp.Navigate(p.base + "/#/chats/" + c.ID))
+	b.openChat(p.base, c.ID)
 	b.waitJS("the held calls", `document.querySelectorAll('#input-panel[data-kind="approval"] .approval[data-call-id]').length === 2`)
 	b.offers("a chat waiting for approvals", "#stop", "#cancel")
 	shown := eval[[]string](b, `[...document.querySelectorAll('#input-panel .approval')].map(a => a.querySelector('.call-name').textContent + ' ' + a.querySelector('textarea.args').value)`)
@@ -281,7 +281,7 @@ func TestConsoleCodeApproval(t *testing.T) {
 		"{\"name\": \"coder\", \"type\": \"assistant\", \"model\": {\"provider\": \"replay\", \"responses\": [" +
 		"\"```python\\nprint(6*7)\\n```\", \"```sh\\nrm -rf /tmp/x\\n```\"]}}," +
 		"{\"name\": \"runner\", \"type\": \"user_proxy\", \"human_input_mode\": \"NEVER\", \"code_execution\": {}, \"code_approval\": true}]}"))
-	b.run(chromedp.Navigate(p.base + "/#/chats/" + c.ID))
+	b.openChat(p.base, c.ID)
 	block := func(code string) string {
 		return fmt.Sprintf(`[...document.querySelectorAll('#input-panel[data-kind="approval"] .approval[data-code] pre.code code')].map(e => e.textContent.trimEnd()).join() === %q`, code)
 	}

@@ -126,6 +126,17 @@ func eval[T any](b *browser, js string) T {
 	return v
 }
 
+// openChat shows chat id in the console and waits until its view is the
+// page's: from one chat to another only the URL's fragment changes, and
+// the console swaps its views on the hashchange event that follows, so
+// until then the page still shows the previous chat (its end, its
+// transcript), which a check right after the navigation would read.
+func (b *browser) openChat(base, id string) {
+	b.t.Helper()
+	b.run(chromedp.Navigate(base + "/#/chats/" + id))
+	b.waitJS("the chat's view", fmt.Sprintf(`document.querySelector('#main > [data-chat=%q]')`, id))
+}
+
 // waitJS waits until a JavaScript expression is true.
 func (b *browser) waitJS(what, js string) {
 	b.t.Helper()
@@ -282,7 +293,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// A human answers the review in place, then ends the chat.
 	human := p.create(readExample(t, "human-review.json"))
-	b.run(chromedp.Navigate(p.base + "/#/chats/" + human.ID))
+	b.openChat(p.base, human.ID)
 	b.waitJS("the input panel", `document.querySelector('#input-panel:not([hidden]) textarea')`)
 	b.offers("a chat waiting for a human", "#stop", "#cancel")
 	b.screenshot("human-input")
@@ -297,7 +308,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// Cancel stops a running chat, and is gone once the chat has ended.
 	doomed := p.create([]byte(slowed(t, readExample(t, "debate.json"), 5000)))
-	b.run(chromedp.Navigate(p.base + "/#/chats/" + doomed.ID))
+	b.openChat(p.base, doomed.ID)
 	b.waitJS("the Cancel button", `document.querySelector('#cancel:not([hidden]):not(:disabled)')`)
 	b.run(chromedp.Click(chromedp.CSS("#cancel")))
 	b.waitJS("the cancelled end", `document.querySelector('#chat-end [data-stop-reason="cancelled"]')`)
@@ -308,7 +319,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// Manual selection: the speaker of every turn is picked in place.
 	manual := p.create(readExample(t, "manual-selection.json"))
-	b.run(chromedp.Navigate(p.base + "/#/chats/" + manual.ID))
+	b.openChat(p.base, manual.ID)
 	for i, speaker := range []string{"colours", "fruits", "colours", "fruits"} {
 		sel := fmt.Sprintf(`#input-panel button[data-speaker="%s"]`, speaker)
 		b.waitJS("the candidates", fmt.Sprintf(`document.querySelector('%s') && document.querySelectorAll('#transcript li.msg').length === %d`, sel, i+1))
@@ -332,7 +343,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		"agents": [{"name": "writer", "type": "assistant", "model": {"provider": "replay", "responses": [
 			"<img src=\"/nothing\" onerror=\"window.agentdMarkupRan = true\"> <script>window.agentdMarkupRan = true</script>&amp; done",
 			"Use this:\n` + "```html\\n<b onclick=\\\"x()\\\">hi</b>\\n```" + `\nthen <em>stop</em>."]}}]}`))
-	b.run(chromedp.Navigate(p.base + "/#/chats/" + markup.ID))
+	b.openChat(p.base, markup.ID)
 	b.waitJS("the chat with markup to end", `document.querySelector('#chat-end [data-stop-reason="max_round"]')`)
 	if got := b.checkTranscript(p, markup.ID); len(got) != 3 {
 		t.Errorf("chat with markup: %d messages, want the task and 2 replies", len(got))
@@ -365,7 +376,8 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// For the README: the debate, whole. AGENTD_CONSOLE_SCREENSHOT names the file.
 	if out := os.Getenv("AGENTD_CONSOLE_SCREENSHOT"); out != "" {
-		b.run(chromedp.EmulateViewport(1200, 760), chromedp.Navigate(p.base+"/#/chats/"+debateID))
+		b.run(chromedp.EmulateViewport(1200, 760))
+		b.openChat(p.base, debateID)
 		b.waitJS("the debate", `document.querySelector('#chat-end:not([hidden])')`)
 		time.Sleep(500 * time.Millisecond) // the view's last refresh
 		eval[any](b, `window.scrollTo(0, 0)`)
@@ -495,7 +507,7 @@ func TestConsoleWithAPIKeys(t *testing.T) {
 	// The right one opens the console.
 	b.run(chromedp.SetValue(chromedp.CSS("#key-input"), key), chromedp.Click(chromedp.CSS("#key-submit")))
 	b.waitJS("the chat list", fmt.Sprintf(`document.querySelector('#chat-list li[data-id="%s"]')`, c.ID))
-	b.run(chromedp.Navigate(p.base + "/#/chats/" + c.ID))
+	b.openChat(p.base, c.ID)
 	b.waitJS("the streamed chat", `document.querySelector('#chat-end:not([hidden])')`)
 	b.checkTranscript(p, c.ID)
 	session := eval[string](b, `sessionStorage.getItem('agentd.apiKey') || ''`)
@@ -525,7 +537,7 @@ func TestConsoleShowsStructuredMessages(t *testing.T) {
 	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none")
 	c := p.createTeam(teamBody(t, "Plan the release.", teamFixture(t, "structured"), ""))
 	p.waitTerminal(c.ID, 30*time.Second)
-	b.run(chromedp.Navigate(p.base + "/#/chats/" + c.ID))
+	b.openChat(p.base, c.ID)
 	b.waitJS("the structured reply", `document.querySelector('#transcript li.msg[data-name="planner"] table.structured')`)
 	text := eval[string](b, `document.querySelector('#transcript li.msg[data-name="planner"]').innerText`)
 	for _, want := range []string{"structured", "Ship (priority 1): ['build']", "title", "steps", `["build"]`, "confidence", "0.5", "note", "null"} {

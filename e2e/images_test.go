@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
-
 	"github.com/agentd/agentd/internal/llm/openaitest"
 )
 
@@ -192,7 +190,7 @@ func TestConsoleShowsImages(t *testing.T) {
 	b64 := base64.StdEncoding.EncodeToString(testPNG(t, 900, 700))
 	p.mustPostRun(c.ID, `{"task": {"type": "MultiModalMessage", "content": ["What is this?", {"image": {"data": "`+b64+`"}}]}}`, 2)
 	p.waitRun(c.ID, 2, 30*time.Second)
-	b.run(chromedp.Navigate(p.base + "/#/chats/" + c.ID))
+	b.openChat(p.base, c.ID)
 	sel := `#transcript li.msg[data-name="user"] img.part-image`
 	b.waitJS("the image", `(() => { const i = document.querySelector('`+sel+`'); return i && i.complete && i.naturalWidth > 0 })()`)
 	if w := eval[int](b, `document.querySelector('`+sel+`').naturalWidth`); w != 900 {

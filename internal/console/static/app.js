@@ -425,6 +425,7 @@ class ChatView {
   constructor(id) {
     this.id = id;
     this.root = template('tpl-chat').firstElementChild;
+    this.root.dataset.chat = id; // which chat the view shows: a check of the page can wait for it
     this.transcript = $('#transcript', this.root);
     this.last = 0; // the seq of the last event shown
     this.drafts = new Map(); // agent → draft message element
