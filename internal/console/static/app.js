@@ -435,6 +435,7 @@ class ChatView {
     this.spec = null;
     this.issued = 0; // requests for the chat issued …
     this.applied = 0; // … and the latest one whose answer is shown
+    this.writing = 0; // requests that change the chat, under way
     // What the events shown so far say, for when they are newer than the
     // chat object: the status and run, and the last run's end.
     this.stream = { status: 'queued', run: 1, end: null };
@@ -492,7 +493,17 @@ class ChatView {
    */
   async chatRequest(method, path, body) {
     const n = ++this.issued;
-    const c = await request(method, path, body);
+    const write = method !== 'GET';
+    // A read issued while a write is under way may be answered from
+    // before the write took effect, whichever answer comes back first.
+    const stale = !write && this.writing > 0;
+    if (write) this.writing++;
+    let c;
+    try {
+      c = await request(method, path, body);
+    } finally {
+      if (write) this.writing--;
+    }
     if (n > this.applied && c?.id === this.id) {
       this.applied = n;
       this.chat = c;
@@ -500,7 +511,10 @@ class ChatView {
       list.items.set(c.id, c);
       list.render();
       this.render();
-    } else if (method !== 'GET' && c?.id === this.id) {
+      // It is shown for now, over the write's answer if that came first:
+      // read again, now that the write has taken effect.
+      if (stale) this.scheduleRefresh();
+    } else if (write && c?.id === this.id) {
       // A read issued while this write was under way came back first and
       // may predate the write: read again, now that it has taken effect.
       this.scheduleRefresh();
