@@ -149,6 +149,22 @@ func TestAReaderWaitsForACatchUpInProgress(t *testing.T) {
 			t.Fatal("no wake-up for the other replica's append")
 		}
 	}
+	// A wake-up may still be the late notification of an append read
+	// above (a notification can come after a read that already saw its
+	// append): wait until the store holds the next append, so that the
+	// reads below find it whichever notification woke them.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		next, err := db.ListEvents(context.Background(), &chat.ListEventsParams{ChatID: c.ID, After: last, Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(next) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no append after seq %d", last)
+		}
+	}
 	// A catches up from the store; its read is held back.
 	gotA := make(chan []chat.Event, 1)
 	go func() { gotA <- read(last) }()
