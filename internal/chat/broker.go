@@ -63,21 +63,7 @@ type Wake struct {
 // There is no tenant check: only a subscriber already allowed to read the
 // chat has the wake-up.
 func (wk Wake) Events(after int64, limit int) ([]Event, bool) {
-	if len(wk.tail) == 0 {
-		return nil, false
-	}
-	first, last := wk.tail[0].Seq, wk.tail[len(wk.tail)-1].Seq
-	switch {
-	case after < first-1:
-		return nil, false
-	case after >= last:
-		return []Event{}, true
-	}
-	evs := wk.tail[after+1-first:]
-	if len(evs) > limit {
-		evs = evs[:limit]
-	}
-	return evs[:len(evs):len(evs)], true
+	return tailAfter(wk.tail, after, limit)
 }
 
 // Ended returns chat c, as read before, as the append that ended it left
@@ -560,17 +546,27 @@ func (t *topic) extend(evs []Event) {
 // are the tail's own, in a slice capped at its length: the tail only
 // grows past it or is replaced, so they never change under the caller.
 func (t *topic) read(after int64, limit int, current bool) ([]Event, bool) {
-	if (t.stale && !current) || len(t.tail) == 0 {
+	if t.stale && !current {
 		return nil, false
 	}
-	first, last := t.tail[0].Seq, t.tail[len(t.tail)-1].Seq
-	if after < first-1 {
+	return tailAfter(t.tail, after, limit)
+}
+
+// tailAfter returns up to limit events after seq from tail (consecutive
+// seqs), in a slice capped at its length, if tail holds every event after
+// seq that it can: ok is false when tail is empty or begins after seq+1.
+func tailAfter(tail []Event, after int64, limit int) ([]Event, bool) {
+	if len(tail) == 0 {
 		return nil, false
 	}
-	if after >= last {
+	first, last := tail[0].Seq, tail[len(tail)-1].Seq
+	switch {
+	case after < first-1:
+		return nil, false
+	case after >= last:
 		return []Event{}, true
 	}
-	evs := t.tail[after+1-first:]
+	evs := tail[after+1-first:]
 	if len(evs) > limit {
 		evs = evs[:limit]
 	}
