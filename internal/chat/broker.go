@@ -526,15 +526,7 @@ func (t *topic) extend(evs []Event) {
 	}
 	from := len(t.tail)
 	t.tail = append(t.tail, evs...)
-	var memos []wireMemo
-	for i := from; i < len(t.tail); i++ {
-		if t.tail[i].wire == nil {
-			if len(memos) == 0 {
-				memos = make([]wireMemo, len(t.tail)-i)
-			}
-			t.tail[i].wire, memos = &memos[0], memos[1:]
-		}
-	}
+	memoizeWire(t.tail[from:])
 	if over := len(t.tail) - tailSize; over > 0 {
 		t.tail = slices.Clone(t.tail[over:])
 	}

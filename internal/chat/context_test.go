@@ -167,7 +167,7 @@ func TestContextThinkingBlocksStayWithTheirAgent(t *testing.T) {
 	)
 	add := func(e Event) {
 		t.Helper()
-		e.typed = nil // as read back from a store
+		e = untyped([]Event{e})[0] // as read back from a store
 		var d messageData
 		if err := decodeData(e, &d); err != nil {
 			t.Fatal(err)

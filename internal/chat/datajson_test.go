@@ -97,3 +97,29 @@ func TestEncodeDataIsJSONMarshal(t *testing.T) {
 		}
 	}
 }
+
+// A worker folds its own events from the values they were encoded from,
+// unless the encoding changed them: then it decodes, as a worker that reads
+// the log does.
+func TestWithDataKeepsOnlyWhatDecodesTheSame(t *testing.T) {
+	for _, c := range []struct {
+		out  string
+		kept bool
+	}{{"fine <ok> & done", true}, {"bad \xff byte", false}, {"nul \x00 char", false}} {
+		e := storable(withData(Event{Type: EventMessage}, messageData{Kind: kindAuto, CodeResult: &CodeResult{Output: c.out}}))
+		if (e.typed != nil) != c.kept {
+			t.Errorf("%q: typed kept = %v, want %v", c.out, e.typed != nil, c.kept)
+		}
+		var typed, decoded messageData
+		if err := decodeData(e, &typed); err != nil {
+			t.Fatal(err)
+		}
+		e.typed = nil
+		if err := decodeData(e, &decoded); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(typed, decoded) {
+			t.Errorf("%q: folded %+v, the log gives %+v", c.out, typed.CodeResult, decoded.CodeResult)
+		}
+	}
+}

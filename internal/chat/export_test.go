@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"reflect"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -63,9 +61,13 @@ func RunStateProperty(t *testing.T, rt *Runtime, db *FaultyStore, seed uint64, m
 	if len(probs) > 0 {
 		t.Fatalf("decode %s: %v", body, probs)
 	}
+	task, probs := specTask(sp, spec.Limits{})
+	if len(probs) > 0 {
+		t.Fatalf("task: %v", probs)
+	}
 	id := uuid.NewString()
 	if _, _, err := rt.store.CreateChat(ctx, &CreateChatParams{ID: id, Tenant: "p", Spec: compact, CreatedAt: t0,
-		Events: firstEvents(sp, mustSpecTask(t, sp), t0)}); err != nil {
+		Events: firstEvents(sp, task, t0)}); err != nil {
 		t.Fatal(err)
 	}
 	w := claimWorker(t, rt, id)
@@ -270,68 +272,11 @@ func checkLogShape(t *testing.T, log []Event) {
 	}
 }
 
-// compareAllFields compares two states field by field, but for the spec
-// (shared) and the termination tree, compared by what each node holds.
+// compareAllFields fails the test where the live state and the rebuilt
+// one differ (state.diff).
 func compareAllFields(t *testing.T, live, rebuilt *state) {
 	t.Helper()
-	a, b := *live, *rebuilt
-	if !reflect.DeepEqual(termSummary(&a.term), termSummary(&b.term)) {
-		t.Fatalf("termination tree differs:\n live    %v\n rebuilt %v", termSummary(&a.term), termSummary(&b.term))
+	if d := live.diff(rebuilt); d != nil {
+		t.Fatalf("the worker's state differs from the fold of the stored log:\n%s", strings.Join(d, "\n"))
 	}
-	if fmt.Sprint(a.broken) != fmt.Sprint(b.broken) {
-		t.Fatalf("broken differs: live %v, rebuilt %v", a.broken, b.broken)
-	}
-	// The inner runs of team agents are states of their own: compared the
-	// same way, each with its own spec.
-	if len(a.inners) != len(b.inners) {
-		t.Fatalf("inner runs differ: live %v, rebuilt %v", slices.Sorted(maps.Keys(a.inners)), slices.Sorted(maps.Keys(b.inners)))
-	}
-	for k, in := range a.inners {
-		other, ok := b.inners[k]
-		if !ok {
-			t.Fatalf("the rebuilt state has no inner run of %s", k)
-		}
-		compareAllFields(t, in.st, other.st)
-	}
-	a.inners, b.inners = nil, nil
-	a.spec, b.spec, a.term, b.term, a.broken, b.broken = nil, nil, terminator{}, terminator{}, nil, nil
-	if reflect.DeepEqual(a, b) {
-		return
-	}
-	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
-	var diffs []string
-	for i := range va.NumField() {
-		fa, fb := fmt.Sprintf("%+v", va.Field(i)), fmt.Sprintf("%+v", vb.Field(i))
-		if fa != fb {
-			diffs = append(diffs, fmt.Sprintf("%s:\n live    %s\n rebuilt %s", va.Type().Field(i).Name, fa, fb))
-		}
-	}
-	t.Fatalf("the worker's state differs from the fold of the stored log:\n%s", strings.Join(diffs, "\n"))
-}
-
-func termSummary(t *terminator) []string {
-	out := []string{fmt.Sprint("clock ", t.clock)}
-	var walk func(n *termNode)
-	walk = func(n *termNode) {
-		if n == nil {
-			return
-		}
-		out = append(out, fmt.Sprintf("%v %s %q %d", n.fired, n.reason, n.detail, n.order))
-		for _, c := range n.children {
-			walk(c)
-		}
-	}
-	walk(t.root)
-	return out
-}
-
-// mustSpecTask is the task of run 1 a spec gives (specTask), which must
-// have no problem.
-func mustSpecTask(t testing.TB, sp *spec.Spec) []TaskMessage {
-	t.Helper()
-	task, probs := specTask(sp, spec.Limits{})
-	if len(probs) > 0 {
-		t.Fatalf("task: %v", probs)
-	}
-	return task
 }

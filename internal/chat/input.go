@@ -6,11 +6,7 @@ import (
 	"strings"
 
 	"github.com/agentd/agentd/internal/spec"
-
-	"github.com/google/uuid"
 )
-
-func newRequestID() string { return uuid.NewString() }
 
 // resume decides for a chat that waited for input and was claimed again:
 // with the client's answer (stored by Input), because the request expired,

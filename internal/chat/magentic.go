@@ -34,10 +34,6 @@ import (
 // kindOrchestrator marks the orchestrator's messages.
 const kindOrchestrator = "orchestrator"
 
-// StopRequestSatisfied ends a magentic_one run whose progress ledger said
-// the request is satisfied; the stop text is the ledger's reason.
-const StopRequestSatisfied StopReason = "request_satisfied"
-
 // maxRoundsText is the stop text of a magentic_one run that used up its
 // rounds, AgentChat's.
 const maxRoundsText = "Max rounds reached."
@@ -56,19 +52,6 @@ const (
 	// or once the rounds are used up).
 	magenticFinal = "final"
 )
-
-// magenticData is the orchestrator's record in a message's data.
-type magenticData struct {
-	Step  string `json:"step"`
-	Facts string `json:"facts,omitempty"`
-	Plan  string `json:"plan,omitempty"`
-	// Ledger is the progress ledger the message follows from, as the
-	// model wrote it.
-	Ledger string `json:"ledger,omitempty"`
-	// Calls and Usage are the model calls that made the message.
-	Calls int   `json:"calls"`
-	Usage Usage `json:"usage"`
-}
 
 // magenticState is the orchestrator's state, folded from the log.
 type magenticState struct {

@@ -1,9 +1,6 @@
 package chat
 
 import (
-	"encoding/json"
-	"errors"
-	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -11,40 +8,6 @@ import (
 
 	"github.com/agentd/agentd/internal/spec"
 )
-
-// magenticEffect does a stepMagentic with random orchestrator replies: a
-// progress ledger that is satisfied now and then, stalls (no progress, a
-// loop) and names an agent or, rarely, no agent (which fails the run).
-func magenticEffect(rng *rand.Rand, s *state, st step) []Event {
-	names := agentNames(s.spec)
-	evs, err := s.magenticEvents(st, func(msgs []ModelMessage, ledger bool, index int) (*ModelResponse, error) {
-		if rng.IntN(40) == 0 {
-			return nil, errors.New("the model is down")
-		}
-		resp := &ModelResponse{Content: []string{"facts", "a plan", "done. STOP"}[rng.IntN(3)],
-			Usage: Usage{PromptTokens: int64(rng.IntN(20)), CompletionTokens: int64(rng.IntN(20))}}
-		if ledger {
-			next := names[rng.IntN(len(names))]
-			if rng.IntN(25) == 0 {
-				next = "nobody"
-			}
-			resp.Content = randomLedger(rng.IntN(6) == 0, rng.IntN(4) == 0, rng.IntN(4) > 0, next, "go on")
-		}
-		return resp, nil
-	})
-	if err != nil {
-		return []Event{failedEvent(err)}
-	}
-	return evs
-}
-
-// randomLedger is a progress ledger reply.
-func randomLedger(satisfied, loop, progress bool, next, instruction string) string {
-	entry := func(answer any) map[string]any { return map[string]any{"reason": "because", "answer": answer} }
-	b, _ := json.Marshal(map[string]any{"is_request_satisfied": entry(satisfied), "is_in_loop": entry(loop),
-		"is_progress_being_made": entry(progress), "next_speaker": entry(next), "instruction_or_question": entry(instruction)})
-	return string(b)
-}
 
 // magenticExtraRound: a magentic_one run may have one turn more than its
 // max_round, as AgentChat's orchestrator ends a run when its rounds
@@ -234,4 +197,15 @@ func TestReadLedgerAsAgentChat(t *testing.T) {
 			t.Errorf("%s: read %+v, want %+v", c.name, got, c.want)
 		}
 	}
+}
+
+// mustSpecTask is the task of run 1 a spec gives (specTask), which must
+// have no problem.
+func mustSpecTask(t testing.TB, sp *spec.Spec) []TaskMessage {
+	t.Helper()
+	task, probs := specTask(sp, spec.Limits{})
+	if len(probs) > 0 {
+		t.Fatalf("task: %v", probs)
+	}
+	return task
 }

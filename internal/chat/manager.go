@@ -435,3 +435,6 @@ func pendingCode(blocks []codeBlock) []PendingCode {
 	}
 	return out
 }
+
+// defaultMaxConsecutiveAutoReply is AutoGen's MAX_CONSECUTIVE_AUTO_REPLY.
+const defaultMaxConsecutiveAutoReply = 100

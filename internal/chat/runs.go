@@ -2,11 +2,13 @@ package chat
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentd/agentd/internal/spec"
 )
@@ -14,34 +16,6 @@ import (
 // This file is what a run is in the log (DESIGN §3.12): the run.started
 // event that opens it, the task messages posted with it, and how a request
 // for the next run (POST /runs) is read and checked.
-
-// runData is the data of a run.started event.
-type runData struct {
-	Run int `json:"run"`
-	// MaxRound is the run's own max_round, when its request set one.
-	MaxRound int `json:"max_round,omitempty"`
-}
-
-// runningData is the data of a chat.running event. The one that resumes a
-// chat after an approval request records the decisions (the log keeps the
-// original calls in their message and the edits here).
-type runningData struct {
-	Status    Status     `json:"status"`
-	RequestID string     `json:"request_id,omitempty"`
-	Approvals []Approval `json:"approvals,omitempty"`
-}
-
-// Approval is a client's decision on one tool call (ToolCallID set) or on
-// the code a user_proxy is about to run (ToolCallID empty), as POST /input
-// gives it for a pending input of kind approval.
-type Approval struct {
-	ToolCallID string `json:"tool_call_id,omitempty"`
-	Approve    bool   `json:"approve"`
-	// Arguments, on an approved call, replace the model's arguments (a
-	// JSON object valid against the tool's schema).
-	Arguments json.RawMessage `json:"arguments,omitempty"`
-	Reason    string          `json:"reason,omitempty"`
-}
 
 // TaskMessage is one message of a run's task: AgentChat's TextMessage, or
 // a HandoffMessage that resumes a Swarm at its target.
@@ -337,4 +311,39 @@ func decodeParts(path string, raw json.RawMessage, dst *[]spec.Part, add func(pa
 	}
 	*dst = parts
 	return ok
+}
+
+// firstEvents are a new chat's first events, written with it: chat.created,
+// the resumed history, and run 1 with its task (see specTask).
+func firstEvents(sp *spec.Spec, task []TaskMessage, now time.Time) []Event {
+	evs := []Event{{Seq: 1, Type: EventChatCreated, Data: mustJSON(map[string]any{"status": StatusQueued, "name": sp.Name}), CreatedAt: now}}
+	for _, m := range sp.Messages {
+		// Tool calls and responses are kept: the agent that made them sees
+		// them in its model context as AgentChat keeps them.
+		evs = append(evs, withData(Event{Type: EventMessage, Role: m.Role, Name: cmp.Or(m.Name, UserName), Content: m.Content.String(),
+			ToolCalls: m.ToolCalls, ToolResponses: m.ToolResponses, CreatedAt: now}, messageData{Kind: kindHistory, Type: m.Type, Parts: m.Content.Parts}))
+	}
+	// Run 1 opens with the task, as every later run does with its own.
+	evs = append(evs, withData(Event{Type: EventRunStarted, CreatedAt: now}, runData{Run: 1}))
+	evs = append(evs, taskEvents(task)...)
+	for i := range evs {
+		evs[i].Seq = int64(i + 1)
+		evs[i].CreatedAt = now
+	}
+	return evs
+}
+
+// specTask is the task of run 1, read from the spec (checked) as a run's
+// task is read: a text is a TextMessage from user; a message or a list of
+// messages is checked against the chat's agents, its problems at /task.
+func specTask(sp *spec.Spec, limits spec.Limits) ([]TaskMessage, []spec.Problem) {
+	if sp.Task.Messages == nil {
+		return []TaskMessage{{Type: TypeTextMessage, Source: UserName, Content: sp.Task.Text}}, nil
+	}
+	var probs []spec.Problem
+	add := func(path, format string, args ...any) {
+		probs = append(probs, spec.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+	task := decodeTask(sp.Task.Messages, sp, limits.WithDefaults(), add)
+	return task, probs
 }

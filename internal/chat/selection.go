@@ -11,31 +11,6 @@ import (
 	"github.com/agentd/agentd/internal/spec"
 )
 
-// selection is the outcome of choosing the next speaker; it becomes the data
-// of a speaker.selected event.
-type selection struct {
-	Agent string `json:"agent"`
-	// Agents are the agents of a parallel step (the graph method's ready
-	// nodes, which run at once); Agent is the first of them.
-	Agents     []string `json:"agents,omitempty"`
-	Method     string   `json:"method"`
-	Candidates []string `json:"candidates"`
-	Turn       int      `json:"turn"`
-	// Attempts and Replies record an auto selection's model calls (the
-	// selector's replay position is the sum of Attempts in the log).
-	Attempts int      `json:"attempts,omitempty"`
-	Replies  []string `json:"replies,omitempty"`
-	Fallback bool     `json:"fallback,omitempty"`
-	Usage    *Usage   `json:"usage,omitempty"`
-	// RequestID links a manual selection to the input request it answers.
-	RequestID string `json:"request_id,omitempty"`
-	// Routed marks a user_proxy chosen because it executes the tool calls
-	// of the last message.
-	Routed bool `json:"routed,omitempty"`
-	// Team names the team agent whose inner team the selection is of.
-	Team string `json:"team,omitempty"`
-}
-
 // successors applies `transitions` (AutoGen's allowed_or_disallowed_speaker_
 // transitions) to the agents that may follow last. Before the first agent
 // turn (last is no agent) every agent may speak. With type "allowed", an

@@ -1,7 +1,6 @@
 package chat
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,7 +9,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/agentd/agentd/internal/spec"
 
@@ -97,41 +95,6 @@ func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, err
 		r.sched.kick()
 	}
 	return c, created, nil
-}
-
-// specTask is the task of run 1, read from the spec (checked) as a run's
-// task is read: a text is a TextMessage from user; a message or a list of
-// messages is checked against the chat's agents, its problems at /task.
-func specTask(sp *spec.Spec, limits spec.Limits) ([]TaskMessage, []spec.Problem) {
-	if sp.Task.Messages == nil {
-		return []TaskMessage{{Type: TypeTextMessage, Source: UserName, Content: sp.Task.Text}}, nil
-	}
-	var probs []spec.Problem
-	add := func(path, format string, args ...any) {
-		probs = append(probs, spec.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
-	}
-	task := decodeTask(sp.Task.Messages, sp, limits.WithDefaults(), add)
-	return task, probs
-}
-
-// firstEvents are a new chat's first events, written with it: chat.created,
-// the resumed history, and run 1 with its task (see specTask).
-func firstEvents(sp *spec.Spec, task []TaskMessage, now time.Time) []Event {
-	evs := []Event{{Seq: 1, Type: EventChatCreated, Data: mustJSON(map[string]any{"status": StatusQueued, "name": sp.Name}), CreatedAt: now}}
-	for _, m := range sp.Messages {
-		// Tool calls and responses are kept: the agent that made them sees
-		// them in its model context as AgentChat keeps them.
-		evs = append(evs, withData(Event{Type: EventMessage, Role: m.Role, Name: cmp.Or(m.Name, UserName), Content: m.Content.String(),
-			ToolCalls: m.ToolCalls, ToolResponses: m.ToolResponses, CreatedAt: now}, messageData{Kind: kindHistory, Type: m.Type, Parts: m.Content.Parts}))
-	}
-	// Run 1 opens with the task, as every later run does with its own.
-	evs = append(evs, withData(Event{Type: EventRunStarted, CreatedAt: now}, runData{Run: 1}))
-	evs = append(evs, taskEvents(task)...)
-	for i := range evs {
-		evs[i].Seq = int64(i + 1)
-		evs[i].CreatedAt = now
-	}
-	return evs
 }
 
 // Get returns a chat of the tenant.

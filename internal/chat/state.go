@@ -1,7 +1,6 @@
 package chat
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -183,43 +182,6 @@ func terminalStatus(t EventType) Status {
 		return StatusFailed
 	default:
 		return StatusCancelled
-	}
-}
-
-// decodeData decodes an event's data into v; no data is the zero value.
-// An event that still carries the value its data was encoded from gives
-// that value.
-func decodeData[T any](e Event, v *T) error {
-	if t, ok := e.typed.(T); ok {
-		*v = t
-		return nil
-	}
-	if len(e.Data) == 0 {
-		return nil
-	}
-	if err := json.Unmarshal(e.Data, v); err != nil {
-		return fmt.Errorf("decode data: %w", err)
-	}
-	return nil
-}
-
-// withData is e with data v: encoded for the log, and kept as it is for the
-// worker's fold when decoding the encoding gives v back. That is so for the
-// values folded from typed events (plain fields, strings and ints, no
-// times), except for text the encoding mended: invalid UTF-8 (written as
-// \ufffd) and NUL (\u0000, which storable mends once more).
-func withData(e Event, v any) Event {
-	e.Data = encodeData(v)
-	if !bytes.Contains(e.Data, []byte(`\ufffd`)) && !bytes.Contains(e.Data, []byte(`\u0000`)) {
-		e.typed = v
-	}
-	return e
-}
-
-// untyped drops the values withData kept, before events leave the worker.
-func untyped(evs []Event) {
-	for i := range evs {
-		evs[i].typed = nil
 	}
 }
 
@@ -527,4 +489,11 @@ func (s *state) unseenBranch(agent string) {
 		}
 	}
 	s.delta = keep
+}
+
+func derefOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
 }

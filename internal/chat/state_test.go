@@ -3,8 +3,7 @@ package chat
 import (
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
-	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,8 +30,7 @@ func created(sp *spec.Spec) []Event {
 func fold(t *testing.T, sp *spec.Spec, evs []Event) *state {
 	t.Helper()
 	s := newState(sp, min(derefOr(sp.MaxRound, spec.DefaultMaxRound), spec.DefaultLimits.MaxRound))
-	for _, e := range evs {
-		e.typed = nil
+	for _, e := range untyped(slices.Clone(evs)) {
 		if err := s.apply(e); err != nil {
 			t.Fatal(err)
 		}
@@ -228,132 +226,5 @@ func TestApplyErrorsNameTheSeq(t *testing.T) {
 	gap := newState(sp, 10)
 	if err := gap.apply(Event{Seq: 2, Type: EventChatCreated}); err == nil || !strings.Contains(err.Error(), "seq 2") {
 		t.Fatalf("a gap: %v", err)
-	}
-}
-
-// effect plays the world for one step: what a model, a tool, a sandbox
-// would have produced, and returns the events the worker would append.
-func effect(rng *rand.Rand, s *state, st step) []Event {
-	if st.st != nil {
-		// A step of a team agent's inner run: planned on the inner state,
-		// its events marked as the team's, as worker.produce does.
-		team := st.team
-		st.st, st.team = nil, ""
-		return tagTeam(effect(rng, s.inners[team].st, st), team)
-	}
-	switch st.kind {
-	case stepAppend:
-		return st.events
-	case stepSelect:
-		var replies []string
-		for range 1 + rng.IntN(2) {
-			replies = append(replies, st.sel.Candidates[rng.IntN(len(st.sel.Candidates))]+[]string{"", " and a0"}[rng.IntN(2)])
-		}
-		return []Event{selectedEvent(s.autoSelection(st.sel, replies, Usage{PromptTokens: 5}))}
-	case stepModel:
-		resp := &ModelResponse{Content: []string{"ok", "STOP", "```python\nprint(1)\n```", "x\x00y"}[rng.IntN(4)],
-			Usage: Usage{PromptTokens: int64(rng.IntN(50)), CompletionTokens: int64(rng.IntN(50))}}
-		box := &toolbox{byName: map[string]offered{
-			"t":             {def: ToolDef{Name: "t"}},
-			"f":             {def: ToolDef{Name: "f"}, executor: "p"},
-			"transfer_to_p": {def: ToolDef{Name: "transfer_to_p"}, handoff: "p"},
-		}}
-		if !st.reflect && rng.IntN(2) == 0 {
-			for i := range 1 + rng.IntN(2) {
-				name := []string{"t", "f", "transfer_to_p", "nope"}[rng.IntN(4)]
-				resp.ToolCalls = append(resp.ToolCalls, ToolCall{ID: fmt.Sprintf("call_%d_%d", s.lastSeq, i), Type: "function",
-					Function: FunctionCall{Name: name, Arguments: "{}"}})
-			}
-		}
-		ev, err := modelReply(st.agent, st.turn, resp, box, st.reflect)
-		if err != nil {
-			panic(err)
-		}
-		return []Event{ev}
-	case stepTools:
-		box := &toolbox{byName: map[string]offered{"t": {def: ToolDef{Name: "t"}}, "transfer_to_p": {def: ToolDef{Name: "transfer_to_p"}, handoff: "p"}}}
-		calls, decided := s.approvedCalls(st.open.ToolCalls)
-		results := make([]ToolResponse, len(st.open.ToolCalls))
-		for i, c := range calls {
-			results[i] = ToolResponse{ToolCallID: c.ID, Role: RoleTool, Content: "r " + c.Function.Arguments}
-			if decided[i] != nil {
-				results[i] = *decided[i]
-			}
-		}
-		return toolTurnEvents(st.agent, st.turn, st.open, results, box)
-	case stepRouted:
-		results := make([]ToolResponse, len(st.open.ToolCalls))
-		for i, c := range st.open.ToolCalls {
-			results[i] = ToolResponse{ToolCallID: c.ID, Role: RoleTool, Content: "r"}
-		}
-		return []Event{routedReply(st.agent, st.turn, st.open, results, map[string]offered{"f": {}})}
-	case stepCode:
-		return []Event{codeReply(st.agent, st.turn, &CodeResult{ExitCode: rng.IntN(2), Output: "1\n"})}
-	case stepMagentic:
-		return magenticEffect(rng, s, st)
-	}
-	return nil
-}
-
-func randomInput(rng *rand.Rand, s *state) json.RawMessage {
-	p := s.pendingInput
-	switch rng.IntN(5) {
-	case 0:
-		return nil // nobody answered yet
-	case 1:
-		return mustJSON(Input{RequestID: p.RequestID, Content: new(string)})
-	}
-	if p.Kind == "speaker" {
-		sp := p.Candidates[rng.IntN(len(p.Candidates))]
-		return mustJSON(Input{RequestID: p.RequestID, Speaker: &sp})
-	}
-	if p.Kind == InputApproval {
-		var as []Approval
-		decide := func(id string) Approval {
-			switch rng.IntN(3) {
-			case 0:
-				return Approval{ToolCallID: id, Approve: false, Reason: "no"}
-			case 1:
-				return Approval{ToolCallID: id, Approve: true, Arguments: json.RawMessage(`{"edited":1}`)}
-			}
-			return Approval{ToolCallID: id, Approve: true}
-		}
-		for _, c := range p.ToolCalls {
-			as = append(as, decide(c.ID))
-		}
-		if len(p.CodeBlocks) > 0 {
-			a := decide("")
-			a.Arguments = nil
-			as = append(as, a)
-		}
-		return mustJSON(Input{RequestID: p.RequestID, Approvals: as})
-	}
-	c := []string{"go on", "exit", "STOP"}[rng.IntN(3)]
-	return mustJSON(Input{RequestID: p.RequestID, Content: &c})
-}
-
-// A worker folds its own events from the values they were encoded from,
-// unless the encoding changed them: then it decodes, as a worker that reads
-// the log does.
-func TestWithDataKeepsOnlyWhatDecodesTheSame(t *testing.T) {
-	for _, c := range []struct {
-		out  string
-		kept bool
-	}{{"fine <ok> & done", true}, {"bad \xff byte", false}, {"nul \x00 char", false}} {
-		e := storable(withData(Event{Type: EventMessage}, messageData{Kind: kindAuto, CodeResult: &CodeResult{Output: c.out}}))
-		if (e.typed != nil) != c.kept {
-			t.Errorf("%q: typed kept = %v, want %v", c.out, e.typed != nil, c.kept)
-		}
-		var typed, decoded messageData
-		if err := decodeData(e, &typed); err != nil {
-			t.Fatal(err)
-		}
-		e.typed = nil
-		if err := decodeData(e, &decoded); err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(typed, decoded) {
-			t.Errorf("%q: folded %+v, the log gives %+v", c.out, typed.CodeResult, decoded.CodeResult)
-		}
 	}
 }

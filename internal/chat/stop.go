@@ -11,16 +11,6 @@ import (
 // conditions themselves are in termination.go). The worker appends them;
 // worker.stop maps an error that interrupted a step to one of them.
 
-// terminalData is the data of chat.completed, chat.failed and chat.cancelled.
-type terminalData struct {
-	Status     Status     `json:"status"`
-	StopReason StopReason `json:"stop_reason"`
-	StopDetail string     `json:"stop_detail"`
-	Error      string     `json:"error,omitempty"`
-	// Run is the run the event ends (set by state.plan).
-	Run int `json:"run,omitempty"`
-}
-
 // withRun is a terminal event that names the run it ends.
 func withRun(e Event, run int) Event {
 	var d terminalData

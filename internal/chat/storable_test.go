@@ -23,11 +23,3 @@ func TestStorableRepairsText(t *testing.T) {
 		t.Fatalf("an escaped backslash before u0000 is text, not a NUL: %s", got)
 	}
 }
-
-// TestSecondsDoesNotOverflow: the largest timeout a spec may set is a
-// duration, not an overflow.
-func TestSecondsDoesNotOverflow(t *testing.T) {
-	if d := seconds(1e10); d <= 0 {
-		t.Fatalf("seconds(1e10) = %v: overflowed", d)
-	}
-}

@@ -110,3 +110,11 @@ func TestTerminatorDeadline(t *testing.T) {
 		t.Fatal("no conditions, but a deadline")
 	}
 }
+
+// TestSecondsDoesNotOverflow: the largest timeout a spec may set is a
+// duration, not an overflow.
+func TestSecondsDoesNotOverflow(t *testing.T) {
+	if d := seconds(1e10); d <= 0 {
+		t.Fatalf("seconds(1e10) = %v: overflowed", d)
+	}
+}

@@ -2,15 +2,9 @@ package chat
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/agentd/agentd/internal/spec"
-)
-
-// More message kinds of the tool loop.
-const (
-	kindTool    = "tool"    // a tool message with tool_responses
-	kindHandoff = "handoff" // an assistant's handoff to another agent
-	kindSummary = "summary" // the tool-call summary that ends a turn without reflection
 )
 
 // offered is one function a model may call in a turn, and who runs it.
@@ -106,4 +100,23 @@ func routedReply(p *spec.Agent, turn int, open *Message, results []ToolResponse,
 		}
 	}
 	return toolMessage(p.Name, turn, open.ToolCalls, results, true)
+}
+
+// approvedCalls applies the approvals of the open turn to its calls: an
+// approved call with edited arguments runs with them; a rejected one does
+// not run, and is answered with an error naming the reason (decided[i]).
+func (s *state) approvedCalls(open []ToolCall) (calls []ToolCall, decided []*ToolResponse) {
+	calls, decided = slices.Clone(open), make([]*ToolResponse, len(open))
+	for i, c := range open {
+		d, ok := s.approvals[c.ID]
+		switch {
+		case !ok:
+		case !d.Approve:
+			r := errorResponse(c.ID, "Tool call was not approved. Reason: "+d.Reason)
+			decided[i] = &r
+		case len(d.Arguments) > 0:
+			calls[i].Function.Arguments = string(d.Arguments)
+		}
+	}
+	return calls, decided
 }

@@ -242,6 +242,21 @@ type wireMemo struct {
 	b    []byte
 }
 
+// memoizeWire gives each event of evs that has none a place to keep its
+// wire form (see Encoded), all of them in one allocation: a chat's kept
+// tail does this for the events it takes in.
+func memoizeWire(evs []Event) {
+	var memos []wireMemo
+	for i := range evs {
+		if evs[i].wire == nil {
+			if len(memos) == 0 {
+				memos = make([]wireMemo, len(evs)-i)
+			}
+			evs[i].wire, memos = &memos[0], memos[1:]
+		}
+	}
+}
+
 // Encoded returns enc(e), made once for all the callers that get e from the
 // same kept tail: the streams of one chat on this replica send the bytes
 // of each committed event made by its first stream, instead of encoding it

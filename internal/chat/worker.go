@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/spec"
+	"github.com/google/uuid"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -25,25 +26,10 @@ var (
 	errTermDeadline    = errors.New("termination deadline")
 )
 
-// Message kinds recorded in a message event's data.
-const (
-	kindTask    = "task"
-	kindHistory = "history"
-	kindModel   = "model"
-	kindAuto    = "auto"
-	kindHuman   = "human"
-	// kindTeam: a team agent's answer made without a model call (its inner
-	// team said nothing).
-	kindTeam = "team"
-)
-
 // defaultAppendTimeout bounds one durable append. Appends do not use the
 // turn's context: a cancel arriving mid-append must not leave the worker
 // unsure whether its events were written.
 const defaultAppendTimeout = 30 * time.Second
-
-// defaultMaxConsecutiveAutoReply is AutoGen's MAX_CONSECUTIVE_AUTO_REPLY.
-const defaultMaxConsecutiveAutoReply = 100
 
 // worker is the effects runner of one chat: it asks the chat's state what
 // to do next (state.next), does it (model calls, tools, code, appends), and
@@ -419,21 +405,6 @@ func (w *worker) finish(ctx context.Context, ev Event) {
 	}
 }
 
-func derefOr[T any](p *T, def T) T {
-	if p == nil {
-		return def
-	}
-	return *p
-}
-
-func mustJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("marshal %T: %v", v, err)) // only our own plain structs are marshalled
-	}
-	return b
-}
-
 // append writes one append durably. While the store is unreachable it
 // waits and tries again (0.25 s doubling up to 5 s) until the worker's
 // context ends: a database outage pauses running chats, it does not fail
@@ -570,3 +541,5 @@ func (w *worker) startQueuedRun(ctx context.Context) error {
 		w.log.Info("queued run was dropped before it started", "run", q.Run)
 	}
 }
+
+func newRequestID() string { return uuid.NewString() }

@@ -3,7 +3,6 @@ package chat
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/agentd/agentd/internal/spec"
@@ -35,25 +34,6 @@ func (w *worker) toolEvents(ctx context.Context, st *state, s step) ([]Event, er
 		return nil, ctx.Err() // cut mid-call: redo the calls, do not record half of them
 	}
 	return toolTurnEvents(s.agent, s.turn, s.open, results, box), nil
-}
-
-// approvedCalls applies the approvals of the open turn to its calls: an
-// approved call with edited arguments runs with them; a rejected one does
-// not run, and is answered with an error naming the reason (decided[i]).
-func (s *state) approvedCalls(open []ToolCall) (calls []ToolCall, decided []*ToolResponse) {
-	calls, decided = slices.Clone(open), make([]*ToolResponse, len(open))
-	for i, c := range open {
-		d, ok := s.approvals[c.ID]
-		switch {
-		case !ok:
-		case !d.Approve:
-			r := errorResponse(c.ID, "Tool call was not approved. Reason: "+d.Reason)
-			decided[i] = &r
-		case len(d.Arguments) > 0:
-			calls[i].Function.Arguments = string(d.Arguments)
-		}
-	}
-	return calls, decided
 }
 
 // routedStep is a user_proxy's turn after calls routed to it: run the
