@@ -9,16 +9,6 @@ import (
 	"github.com/agentd/agentd/internal/spec"
 )
 
-// magenticExtraRound: a magentic_one run may have one turn more than its
-// max_round, as AgentChat's orchestrator ends a run when its rounds
-// exceed max_turns.
-func magenticExtraRound(s *state) int {
-	if s.magentic != nil {
-		return 1
-	}
-	return 0
-}
-
 // runMagenticScript runs a magentic_one chat in memory with scripted
 // orchestrator and agent replies. With crash, every step is taken by a
 // state folded afresh from the log so far (a worker rebuilt after a crash)

@@ -147,3 +147,13 @@ func randomInput(rng *rand.Rand, s *state) json.RawMessage {
 	c := []string{"go on", "exit", "STOP"}[rng.IntN(3)]
 	return mustJSON(Input{RequestID: p.RequestID, Content: &c})
 }
+
+// magenticExtraRound: a magentic_one run may have one turn more than its
+// max_round, as AgentChat's orchestrator ends a run when its rounds
+// exceed max_turns.
+func magenticExtraRound(s *state) int {
+	if s.magentic != nil {
+		return 1
+	}
+	return 0
+}
