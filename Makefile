@@ -27,7 +27,7 @@ test: lint
 
 ## bench: throughput and memory figures (messages appended per second, memory per running chat, SSE fan-out to 1,000 streams of one chat: delivery p50/p99 next to a bare SSE server, and store reads per append), warm sandbox exec latency, worst-case text_match cost per message
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/chat/ ./internal/spec/
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/runtime/ ./internal/chat/engine/ ./internal/spec/
 	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 30m ./internal/store/...
 	$(GO) test -run '^$$' -bench WarmExec -benchtime 1x -timeout 10m ./internal/sandbox/
 
@@ -38,9 +38,9 @@ FUZZTIME ?= 5000x
 FUZZ_TARGETS = \
 	./internal/spec:FuzzDecodeSpec \
 	./internal/spec:FuzzDecodeFast \
-	./internal/chat:FuzzTermination \
-	./internal/chat:FuzzTextMatchPattern \
-	./internal/chat:FuzzExtractCodeBlocks \
+	./internal/chat/engine:FuzzTermination \
+	./internal/chat/engine:FuzzTextMatchPattern \
+	./internal/chat/engine:FuzzExtractCodeBlocks \
 	./internal/tool:FuzzArguments \
 	./internal/pyfunc:FuzzParse \
 	./internal/store/internal/param:FuzzDecodeCursor \

@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentd/agentd/internal/runtime"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -46,7 +48,7 @@ type Main struct {
 	sandbox  sandbox.Manager
 	egress   *egress.Proxy
 	reaper   *reaper
-	runtime  *chat.Runtime
+	runtime  *runtime.Runtime
 	server   *server.Server
 	http     *http.Server
 	listener net.Listener
@@ -163,11 +165,11 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.runtime, err = chat.NewRuntime(chat.RuntimeConfig{
+	m.runtime, err = runtime.NewRuntime(runtime.RuntimeConfig{
 		Store: db, Models: m.models, Providers: providers, Tools: m.tools, Sandboxes: sandboxes, SandboxHosts: m.sandboxHosts(), Logger: m.Logger, Registerer: reg,
 		MaxActiveChats: cfg.MaxActiveChats, LeaseDuration: cfg.LeaseTTL, AppendTimeout: cfg.AppendTimeout,
 		Limits: spec.Limits{MaxRound: cfg.MaxRoundLimit, MaxSandboxDiskMB: cfg.SandboxMaxDiskMB, MaxImageBytes: cfg.MaxImageBytes}, TracerProvider: tp,
-		Webhooks: router, Retention: chat.RetentionConfig{After: cfg.Retention},
+		Webhooks: router, Retention: runtime.RetentionConfig{After: cfg.Retention},
 	})
 	if err != nil {
 		return err
@@ -373,7 +375,7 @@ func buildInfo() prometheus.Collector {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "agentd_build_info",
 		Help:        "The agentd build that runs: always 1, labelled with its version and Go version.",
-		ConstLabels: prometheus.Labels{"version": buildVersion(), "goversion": runtime.Version()},
+		ConstLabels: prometheus.Labels{"version": buildVersion(), "goversion": goruntime.Version()},
 	})
 	g.Set(1)
 	return g

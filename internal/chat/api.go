@@ -84,7 +84,7 @@ func MessageFromEvent(e Event) (Message, bool) {
 	}
 	m := Message{Seq: e.Seq, Role: e.Role, Name: e.Name, Content: e.Content,
 		ToolCalls: e.ToolCalls, ToolResponses: e.ToolResponses, CreatedAt: e.CreatedAt}
-	var d messageData
+	var d MessageData
 	if len(e.Data) > 0 {
 		if err := json.Unmarshal(e.Data, &d); err == nil {
 			m.CodeResult, m.Handoff, m.Usage, m.Thought = d.CodeResult, d.Handoff, d.Usage, d.Thought
@@ -94,7 +94,7 @@ func MessageFromEvent(e Event) (Message, bool) {
 			m.Parts, m.Team = d.Parts, d.Team
 		}
 	}
-	m.Type = messageType(e, d)
+	m.Type = MessageType(e, d)
 	return m, true
 }
 

@@ -14,9 +14,9 @@ import (
 func encodeData(v any) json.RawMessage {
 	o := jsonObject{ok: true}
 	switch d := v.(type) {
-	case messageData:
+	case MessageData:
 		if d.CodeResult != nil || d.Structured != "" || d.Reply != "" || d.Parts != nil || d.Magentic != nil || d.Thinking != nil {
-			return mustJSON(v)
+			return MustJSON(v)
 		}
 		o.open()
 		if d.Handoff != "" {
@@ -55,7 +55,7 @@ func encodeData(v any) json.RawMessage {
 		if d.Team != "" {
 			o.str("team", d.Team)
 		}
-	case selection:
+	case Selection:
 		o.open()
 		o.str("agent", d.Agent)
 		if len(d.Agents) > 0 {
@@ -86,10 +86,10 @@ func encodeData(v any) json.RawMessage {
 			o.str("team", d.Team)
 		}
 	default:
-		return mustJSON(v)
+		return MustJSON(v)
 	}
 	if !o.ok {
-		return mustJSON(v)
+		return MustJSON(v)
 	}
 	return append(o.b, '}')
 }
@@ -170,7 +170,7 @@ func (o *jsonObject) usage(k string, u *Usage) {
 	o.b = append(o.b, '}')
 }
 
-func mustJSON(v any) json.RawMessage {
+func MustJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	if err != nil {
 		panic(fmt.Sprintf("marshal %T: %v", v, err)) // only our own plain structs are marshalled
@@ -178,10 +178,10 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-// decodeData decodes an event's data into v; no data is the zero value.
+// DecodeData decodes an event's data into v; no data is the zero value.
 // An event that still carries the value its data was encoded from gives
 // that value.
-func decodeData[T any](e Event, v *T) error {
+func DecodeData[T any](e Event, v *T) error {
 	if t, ok := e.typed.(T); ok {
 		*v = t
 		return nil
@@ -195,12 +195,12 @@ func decodeData[T any](e Event, v *T) error {
 	return nil
 }
 
-// withData is e with data v: encoded for the log, and kept as it is for the
+// WithData is e with data v: encoded for the log, and kept as it is for the
 // worker's fold when decoding the encoding gives v back. That is so for the
 // values folded from typed events (plain fields, strings and ints, no
 // times), except for text the encoding mended: invalid UTF-8 (written as
 // \ufffd) and NUL (\u0000, which storable mends once more).
-func withData(e Event, v any) Event {
+func WithData(e Event, v any) Event {
 	e.Data = encodeData(v)
 	if !bytes.Contains(e.Data, []byte(`\ufffd`)) && !bytes.Contains(e.Data, []byte(`\u0000`)) {
 		e.typed = v
@@ -208,9 +208,9 @@ func withData(e Event, v any) Event {
 	return e
 }
 
-// untyped drops the values withData kept, before events leave the worker,
+// Untyped drops the values withData kept, before events leave the worker,
 // and returns evs.
-func untyped(evs []Event) []Event {
+func Untyped(evs []Event) []Event {
 	for i := range evs {
 		evs[i].typed = nil
 	}

@@ -42,7 +42,7 @@ func TestEncodeDataIsJSONMarshal(t *testing.T) {
 	fill := func(v reflect.Value) {
 		for i := range v.NumField() {
 			f := v.Field(i)
-			if !v.Type().Field(i).IsExported() {
+			if !v.Type().Field(i).IsExported() || v.Type().Field(i).Tag.Get("json") == "-" {
 				continue // derived by the fold, never encoded
 			}
 			switch f.Interface().(type) {
@@ -60,9 +60,9 @@ func TestEncodeDataIsJSONMarshal(t *testing.T) {
 				if rng.IntN(10) == 0 {
 					f.Set(reflect.ValueOf(&CodeResult{}))
 				}
-			case *magenticData:
+			case *MagenticData:
 				if rng.IntN(10) == 0 {
-					f.Set(reflect.ValueOf(&magenticData{Step: str(), Ledger: str()}))
+					f.Set(reflect.ValueOf(&MagenticData{Step: str(), Ledger: str()}))
 				}
 			case []ThinkingBlock:
 				if rng.IntN(10) == 0 {
@@ -80,11 +80,11 @@ func TestEncodeDataIsJSONMarshal(t *testing.T) {
 	for range 5000 {
 		var v any
 		if flag() {
-			var d messageData
+			var d MessageData
 			fill(reflect.ValueOf(&d).Elem())
 			v = d
 		} else {
-			var sel selection
+			var sel Selection
 			fill(reflect.ValueOf(&sel).Elem())
 			v = sel
 		}
@@ -106,16 +106,16 @@ func TestWithDataKeepsOnlyWhatDecodesTheSame(t *testing.T) {
 		out  string
 		kept bool
 	}{{"fine <ok> & done", true}, {"bad \xff byte", false}, {"nul \x00 char", false}} {
-		e := storable(withData(Event{Type: EventMessage}, messageData{Kind: kindAuto, CodeResult: &CodeResult{Output: c.out}}))
+		e := Storable(WithData(Event{Type: EventMessage}, MessageData{Kind: KindAuto, CodeResult: &CodeResult{Output: c.out}}))
 		if (e.typed != nil) != c.kept {
 			t.Errorf("%q: typed kept = %v, want %v", c.out, e.typed != nil, c.kept)
 		}
-		var typed, decoded messageData
-		if err := decodeData(e, &typed); err != nil {
+		var typed, decoded MessageData
+		if err := DecodeData(e, &typed); err != nil {
 			t.Fatal(err)
 		}
 		e.typed = nil
-		if err := decodeData(e, &decoded); err != nil {
+		if err := DecodeData(e, &decoded); err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(typed, decoded) {

@@ -10,26 +10,26 @@ import "encoding/json"
 
 // Message kinds recorded in a message event's data.
 const (
-	kindTask    = "task"
-	kindHistory = "history"
-	kindModel   = "model"
-	kindAuto    = "auto"
-	kindHuman   = "human"
-	// kindTeam: a team agent's answer made without a model call (its inner
+	KindTask    = "task"
+	KindHistory = "history"
+	KindModel   = "model"
+	KindAuto    = "auto"
+	KindHuman   = "human"
+	// KindTeam: a team agent's answer made without a model call (its inner
 	// team said nothing).
-	kindTeam = "team"
+	KindTeam = "team"
 )
 
 // More message kinds of the tool loop.
 const (
-	kindTool    = "tool"    // a tool message with tool_responses
-	kindHandoff = "handoff" // an assistant's handoff to another agent
-	kindSummary = "summary" // the tool-call summary that ends a turn without reflection
+	KindTool    = "tool"    // a tool message with tool_responses
+	KindHandoff = "handoff" // an assistant's handoff to another agent
+	KindSummary = "summary" // the tool-call summary that ends a turn without reflection
 )
 
-// selection is the outcome of choosing the next speaker; it becomes the data
+// Selection is the outcome of choosing the next speaker; it becomes the data
 // of a speaker.selected event.
-type selection struct {
+type Selection struct {
 	Agent string `json:"agent"`
 	// Agents are the agents of a parallel step (the graph method's ready
 	// nodes, which run at once); Agent is the first of them.
@@ -52,17 +52,17 @@ type selection struct {
 	Team string `json:"team,omitempty"`
 }
 
-// runData is the data of a run.started event.
-type runData struct {
+// RunData is the data of a run.started event.
+type RunData struct {
 	Run int `json:"run"`
 	// MaxRound is the run's own max_round, when its request set one.
 	MaxRound int `json:"max_round,omitempty"`
 }
 
-// runningData is the data of a chat.running event. The one that resumes a
+// RunningData is the data of a chat.running event. The one that resumes a
 // chat after an approval request records the decisions (the log keeps the
 // original calls in their message and the edits here).
-type runningData struct {
+type RunningData struct {
 	Status    Status     `json:"status"`
 	RequestID string     `json:"request_id,omitempty"`
 	Approvals []Approval `json:"approvals,omitempty"`
@@ -84,8 +84,8 @@ type Approval struct {
 // the request is satisfied; the stop text is the ledger's reason.
 const StopRequestSatisfied StopReason = "request_satisfied"
 
-// magenticData is the orchestrator's record in a message's data.
-type magenticData struct {
+// MagenticData is the orchestrator's record in a message's data.
+type MagenticData struct {
 	Step  string `json:"step"`
 	Facts string `json:"facts,omitempty"`
 	Plan  string `json:"plan,omitempty"`
@@ -97,8 +97,8 @@ type magenticData struct {
 	Usage Usage `json:"usage"`
 }
 
-// terminalData is the data of chat.completed, chat.failed and chat.cancelled.
-type terminalData struct {
+// TerminalData is the data of chat.completed, chat.failed and chat.cancelled.
+type TerminalData struct {
 	Status     Status     `json:"status"`
 	StopReason StopReason `json:"stop_reason"`
 	StopDetail string     `json:"stop_detail"`

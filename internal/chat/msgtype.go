@@ -13,7 +13,7 @@ const (
 	TypeMultiModalMessage      = spec.TypeMultiModalMessage
 )
 
-// messageType is AgentChat's type for a message event. It is derived from the
+// MessageType is AgentChat's type for a message event. It is derived from the
 // message's shape and kind, so logs written before types were shown get them
 // too.
 //   - an assistant message with tool_calls is AgentChat's
@@ -26,16 +26,16 @@ const (
 //     user_proxy's code-execution and auto replies, which AgentChat's
 //     CodeExecutorAgent and UserProxyAgent also send as text) is a
 //     TextMessage.
-func messageType(e Event, d messageData) string {
+func MessageType(e Event, d MessageData) string {
 	kind := d.Kind
 	switch {
 	case d.Type != "":
 		return d.Type
 	case len(e.ToolCalls) > 0 || e.Role == RoleTool || len(e.ToolResponses) > 0:
 		return spec.ShapeType(e.Role, e.ToolCalls, e.ToolResponses)
-	case kind == kindSummary:
+	case kind == KindSummary:
 		return TypeToolCallSummaryMessage
-	case kind == kindHandoff:
+	case kind == KindHandoff:
 		return TypeHandoffMessage
 	}
 	return TypeTextMessage

@@ -6,14 +6,14 @@ import (
 	"unicode/utf8"
 )
 
-// storable returns e with every text made storable by both stores: valid
+// Storable returns e with every text made storable by both stores: valid
 // UTF-8 without NUL, each invalid byte sequence and each NUL replaced by
 // U+FFFD. Model replies, tool results and code output may hold either, and
 // Postgres can hold neither (text and jsonb); the worker repairs them before
 // the append, so both stores, and the worker's own state, keep the same
 // text. Clients lose nothing they could see: a JSON encoder turns invalid
 // UTF-8 into U+FFFD anyway.
-func storable(e Event) Event {
+func Storable(e Event) Event {
 	e.Role, e.Name, e.Content = storableText(e.Role), storableText(e.Name), storableText(e.Content)
 	if len(e.ToolCalls) > 0 {
 		calls := make([]ToolCall, len(e.ToolCalls))

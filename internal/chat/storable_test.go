@@ -9,10 +9,10 @@ import (
 // invalid UTF-8 become U+FFFD, in columns and in JSON data alike — and
 // anything already storable is left as it is.
 func TestStorableRepairsText(t *testing.T) {
-	e := storable(Event{Type: EventMessage, Content: "a\x00b\xffc",
+	e := Storable(Event{Type: EventMessage, Content: "a\x00b\xffc",
 		ToolCalls:     []ToolCall{{ID: "c1", Function: FunctionCall{Name: "f", Arguments: "{\"x\":\"\x00\"}"}}},
 		ToolResponses: []ToolResponse{{ToolCallID: "c1", Content: "\x00"}},
-		Data:          mustJSON(messageData{CodeResult: &CodeResult{Output: "out\x00put"}})})
+		Data:          MustJSON(MessageData{CodeResult: &CodeResult{Output: "out\x00put"}})})
 	if e.Content != "a\uFFFDb\uFFFDc" || e.ToolCalls[0].Function.Arguments != "{\"x\":\"\uFFFD\"}" || e.ToolResponses[0].Content != "\uFFFD" {
 		t.Fatalf("repaired event %+v", e)
 	}

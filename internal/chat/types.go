@@ -149,10 +149,10 @@ type Message struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// messageData is what a message event keeps in the log's data column: the
+// MessageData is what a message event keeps in the log's data column: the
 // fields of Message that have no column of their own, plus bookkeeping the
 // worker derives its state from.
-type messageData struct {
+type MessageData struct {
 	CodeResult *CodeResult `json:"code_result,omitempty"`
 	Handoff    string      `json:"handoff,omitempty"`
 	Usage      *Usage      `json:"usage,omitempty"`
@@ -197,18 +197,18 @@ type messageData struct {
 	// run to end: an external condition fires on it.
 	Stop bool `json:"stop,omitempty"`
 	// Magentic is the magentic_one orchestrator's record of its message.
-	Magentic *magenticData `json:"magentic,omitempty"`
+	Magentic *MagenticData `json:"magentic,omitempty"`
 	// Team names the team agent whose inner team said the message.
 	Team string `json:"team,omitempty"`
-	// context is what a message made for a team's inner run carries as
+	// Context is what a message made for a team's inner run carries as
 	// AgentChat's HandoffMessage context (see innerTask); derived, never
 	// stored.
-	context []ModelMessage
-	// hiddenFrom are the agents that see the message only after their own
+	Context []ModelMessage `json:"-"`
+	// HiddenFrom are the agents that see the message only after their own
 	// turn: the siblings of a parallel step still running when it ended
 	// (see state.fold and viewOrder). It is derived from the log, not
 	// stored.
-	hiddenFrom []string
+	HiddenFrom []string `json:"-"`
 }
 
 // Event is one entry of a chat's append-only log. Seq is dense per chat
@@ -242,10 +242,10 @@ type wireMemo struct {
 	b    []byte
 }
 
-// memoizeWire gives each event of evs that has none a place to keep its
+// MemoizeWire gives each event of evs that has none a place to keep its
 // wire form (see Encoded), all of them in one allocation: a chat's kept
 // tail does this for the events it takes in.
-func memoizeWire(evs []Event) {
+func MemoizeWire(evs []Event) {
 	var memos []wireMemo
 	for i := range evs {
 		if evs[i].wire == nil {

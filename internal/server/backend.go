@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentd/agentd/internal/runtime"
+
 	"github.com/go-chi/chi/v5"
 
 	"github.com/agentd/agentd/internal/chat"
@@ -62,8 +64,8 @@ func listFilters(q *queryParser, p *chat.ListChatsParams) {
 		switch {
 		case k == "":
 			q.problem(key, "name the metadata key: metadata.KEY=VALUE")
-		case len(k) > chat.MaxMetadataKeyBytes:
-			q.problem(key, fmt.Sprintf("a metadata key must be at most %d bytes", chat.MaxMetadataKeyBytes))
+		case len(k) > runtime.MaxMetadataKeyBytes:
+			q.problem(key, fmt.Sprintf("a metadata key must be at most %d bytes", runtime.MaxMetadataKeyBytes))
 		}
 		for _, v := range values {
 			if len(v) > maxFilterValueBytes {
@@ -82,7 +84,7 @@ func listFilters(q *queryParser, p *chat.ListChatsParams) {
 		q.problem("name", "must be at most 200 characters")
 	}
 	p.Team = q.q.Get("team")
-	if p.Team != "" && !chat.ValidTeamName(p.Team) {
+	if p.Team != "" && !runtime.ValidTeamName(p.Team) {
 		q.problem("team", "is not a team name")
 	}
 	p.CreatedAfter = q.time("created_after")
@@ -366,7 +368,7 @@ func (t *teamsResource) get(w http.ResponseWriter, r *http.Request) {
 		}
 		version = n
 	}
-	if !chat.ValidTeamName(name) {
+	if !runtime.ValidTeamName(name) {
 		t.writeError(w, r, errTeamNotFound)
 		return
 	}

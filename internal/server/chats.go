@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agentd/agentd/internal/runtime"
+
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -155,7 +157,7 @@ func (c *chatsResource) waitTerminal(ctx context.Context, ch *chat.Chat, wait ti
 			if next.Known && next.Progress.LastSeq >= wk.Progress.LastSeq {
 				wk = next
 			} else if ok {
-				wk = chat.Wake{}
+				wk = runtime.Wake{}
 				wk.Progress, err = c.chats.Progress(ctx, tenant, ch.ID)
 			}
 		case <-timer.C:

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/runtime"
+
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/spec"
 )
@@ -140,7 +142,7 @@ func TestCreateWaitsForTerminal(t *testing.T) {
 	t.Parallel()
 	var status atomic.Value
 	status.Store(chat.StatusRunning)
-	signal := make(chan chat.Wake, 1)
+	signal := make(chan runtime.Wake, 1)
 	subscribed := make(chan struct{})
 	var unsubscribed atomic.Bool
 	ts := newTestServer(t, Config{}, &fakeChats{
@@ -150,7 +152,7 @@ func TestCreateWaitsForTerminal(t *testing.T) {
 		get: func(context.Context, string, string) (*chat.Chat, error) {
 			return sampleChat(status.Load().(chat.Status)), nil
 		},
-		subscribe: func(string) (<-chan chat.Wake, func()) {
+		subscribe: func(string) (<-chan runtime.Wake, func()) {
 			close(subscribed)
 			return signal, func() { unsubscribed.Store(true) }
 		},
@@ -159,7 +161,7 @@ func TestCreateWaitsForTerminal(t *testing.T) {
 	go func() { done <- ts.do(t, http.MethodPost, "/v1/chats?wait_s=30", validSpec) }()
 	<-subscribed
 	status.Store(chat.StatusCompleted)
-	signal <- chat.Wake{} // from another replica: the progress is read
+	signal <- runtime.Wake{} // from another replica: the progress is read
 	select {
 	case rec := <-done:
 		body := decodeJSON(t, rec, http.StatusCreated)

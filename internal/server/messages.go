@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agentd/agentd/internal/runtime"
+
 	"github.com/agentd/agentd/internal/chat"
 )
 
@@ -34,7 +36,7 @@ func (c *chatsResource) messages(w http.ResponseWriter, r *http.Request) {
 	ctx, tenant := r.Context(), Tenant(r.Context())
 
 	var (
-		signal <-chan chat.Wake
+		signal <-chan runtime.Wake
 		expiry <-chan time.Time
 		// known is the progress a wake-up brought (see chat.Wake): the
 		// next round needs no read of the store for it.

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/agentd/agentd/internal/runtime"
+
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/spec"
 )
@@ -141,7 +143,7 @@ func problemFor(err error) problem {
 	case errors.As(err, &busy):
 		return newProblem(http.StatusConflict, kindRunActive,
 			fmt.Sprintf("run %d of the chat is active or about to start: post with if_busy enqueue to run after it, or interrupt to cancel it", busy.Run), nil)
-	case errors.Is(err, chat.ErrLogBroken):
+	case errors.Is(err, runtime.ErrLogBroken):
 		return newProblem(http.StatusConflict, kindConflict, "the chat's log cannot be read, so the chat cannot be run again; fork it from an earlier seq", nil)
 	case errors.Is(err, chat.ErrConflict):
 		return newProblem(http.StatusConflict, kindConflict,

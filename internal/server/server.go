@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentd/agentd/internal/runtime"
+
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,16 +51,16 @@ type Chats interface {
 	Events(ctx context.Context, tenant, id string, after int64, limit int) ([]chat.Event, error)
 	// Subscribe returns a channel that receives a (coalesced) value whenever
 	// new events of the chat are committed, and a function ending the subscription.
-	Subscribe(chatID string) (<-chan chat.Wake, func())
+	Subscribe(chatID string) (<-chan runtime.Wake, func())
 	// Follow subscribes as Subscribe does and also returns where the chat
 	// stands if this replica runs it (Wake.Known), so that a waiter needs
 	// no read of the store to start from.
-	Follow(chatID string) (chat.Wake, <-chan chat.Wake, func())
+	Follow(chatID string) (runtime.Wake, <-chan runtime.Wake, func())
 	// Stream subscribes an event stream: wake-ups as Subscribe gives them,
 	// and the fragments of replies a model is streaming for the chat
 	// (ephemeral message.delta events) on any replica, queued; and a
 	// function ending the subscription.
-	Stream(chatID string) (<-chan chat.Wake, *chat.DeltaQueue, func())
+	Stream(chatID string) (<-chan runtime.Wake, *runtime.DeltaQueue, func())
 	// Cancel asks a chat to stop; changed is false when it was already terminal.
 	Cancel(ctx context.Context, tenant, id string) (c *chat.Chat, changed bool, err error)
 	// Input answers a chat's pending input request, or returns chat.ErrNoPendingInput.

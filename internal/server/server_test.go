@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/runtime"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
@@ -24,7 +26,7 @@ func TestMain(m *testing.M) {
 }
 
 // The runtime must keep satisfying the interface the handlers are written against.
-var _ Chats = (*chat.Runtime)(nil)
+var _ Chats = (*runtime.Runtime)(nil)
 
 // fakeChats is a Chats whose methods are the funcs a test sets. A method
 // without a func falls through to the nil embedded interface and panics,
@@ -36,7 +38,7 @@ type fakeChats struct {
 	get       func(ctx context.Context, tenant, id string) (*chat.Chat, error)
 	list      func(ctx context.Context, p *chat.ListChatsParams) ([]*chat.Chat, string, error)
 	events    func(ctx context.Context, tenant, id string, after int64, limit int) ([]chat.Event, error)
-	subscribe func(chatID string) (<-chan chat.Wake, func())
+	subscribe func(chatID string) (<-chan runtime.Wake, func())
 	cancel    func(ctx context.Context, tenant, id string) (*chat.Chat, bool, error)
 	input     func(ctx context.Context, tenant, id string, in *chat.Input) error
 	ready     func() bool
@@ -89,30 +91,30 @@ func (f *fakeChats) Events(ctx context.Context, tenant, id string, after int64, 
 
 // Stream of the fakes subscribes as Subscribe does; no model runs behind
 // them, so no delta comes.
-func (f *fakeChats) Stream(chatID string) (<-chan chat.Wake, *chat.DeltaQueue, func()) {
+func (f *fakeChats) Stream(chatID string) (<-chan runtime.Wake, *runtime.DeltaQueue, func()) {
 	ch, stop := f.Subscribe(chatID)
-	return ch, chat.NewDeltaQueue(), stop
+	return ch, runtime.NewDeltaQueue(), stop
 }
 
 // Stream of memLog queues on l.deltas what a test pushes there.
-func (l *memLog) Stream(chatID string) (<-chan chat.Wake, *chat.DeltaQueue, func()) {
+func (l *memLog) Stream(chatID string) (<-chan runtime.Wake, *runtime.DeltaQueue, func()) {
 	ch, stop := l.Subscribe(chatID)
 	return ch, l.deltas, stop
 }
 
-func (f *fakeChats) Subscribe(chatID string) (<-chan chat.Wake, func()) {
+func (f *fakeChats) Subscribe(chatID string) (<-chan runtime.Wake, func()) {
 	if f.subscribe == nil {
 		return f.Chats.Subscribe(chatID)
 	}
 	return f.subscribe(chatID)
 }
 
-func (f *fakeChats) Follow(chatID string) (chat.Wake, <-chan chat.Wake, func()) {
+func (f *fakeChats) Follow(chatID string) (runtime.Wake, <-chan runtime.Wake, func()) {
 	if f.subscribe == nil {
 		return f.Chats.Follow(chatID)
 	}
 	ch, stop := f.subscribe(chatID)
-	return chat.Wake{}, ch, stop
+	return runtime.Wake{}, ch, stop
 }
 
 func (f *fakeChats) Cancel(ctx context.Context, tenant, id string) (*chat.Chat, bool, error) {
@@ -143,14 +145,14 @@ type memLog struct {
 	mu     sync.Mutex
 	chat   chat.Chat
 	events []chat.Event
-	subs   map[chan chat.Wake]struct{}
+	subs   map[chan runtime.Wake]struct{}
 	// subscribed receives a value after every Subscribe, so a test can act
 	// once a handler is waiting instead of sleeping.
 	subscribed chan struct{}
 	// eventCalls counts Events calls.
 	eventCalls int
 	// deltas feeds message.delta events to streams.
-	deltas *chat.DeltaQueue
+	deltas *runtime.DeltaQueue
 }
 
 const (
@@ -163,9 +165,9 @@ var testTime = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 func newMemLog(status chat.Status) *memLog {
 	return &memLog{
 		chat:       chat.Chat{ID: testChatID, Tenant: testTenant, Status: status, CreatedAt: testTime, UpdatedAt: testTime},
-		subs:       map[chan chat.Wake]struct{}{},
+		subs:       map[chan runtime.Wake]struct{}{},
 		subscribed: make(chan struct{}, 100),
-		deltas:     chat.NewDeltaQueue(),
+		deltas:     runtime.NewDeltaQueue(),
 	}
 }
 
@@ -197,7 +199,7 @@ func (l *memLog) add(events ...chat.Event) {
 	}
 	for ch := range l.subs {
 		select {
-		case ch <- chat.Wake{}:
+		case ch <- runtime.Wake{}:
 		default: // coalesced: a wake-up is already pending
 		}
 	}
@@ -229,10 +231,10 @@ func (l *memLog) Events(_ context.Context, tenant, id string, after int64, limit
 	return out, nil
 }
 
-func (l *memLog) Subscribe(chatID string) (<-chan chat.Wake, func()) {
+func (l *memLog) Subscribe(chatID string) (<-chan runtime.Wake, func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ch := make(chan chat.Wake, 1)
+	ch := make(chan runtime.Wake, 1)
 	l.subs[ch] = struct{}{}
 	l.subscribed <- struct{}{}
 	return ch, func() {
@@ -242,9 +244,9 @@ func (l *memLog) Subscribe(chatID string) (<-chan chat.Wake, func()) {
 	}
 }
 
-func (l *memLog) Follow(chatID string) (chat.Wake, <-chan chat.Wake, func()) {
+func (l *memLog) Follow(chatID string) (runtime.Wake, <-chan runtime.Wake, func()) {
 	ch, stop := l.Subscribe(chatID)
-	return chat.Wake{}, ch, stop
+	return runtime.Wake{}, ch, stop
 }
 
 func (l *memLog) Ready() bool { return true }

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agentd/agentd/internal/runtime"
 
 	"github.com/agentd/agentd/internal/chat"
 )
@@ -121,7 +123,7 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 	take := func() {
 		taken = deltas.Take(taken[:0])
 		for _, d := range taken {
-			pending = chat.JoinDeltas(pending, d)
+			pending = runtime.JoinDeltas(pending, d)
 		}
 		clear(taken)
 	}
@@ -141,7 +143,7 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 	known := true
 	// woke is the wake-up being served: it may bring the events to send
 	// (Wake.Events).
-	var woke chat.Wake
+	var woke runtime.Wake
 	for {
 		if read {
 			read = false
@@ -156,7 +158,7 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 			}
 			before := after
 			done, err := c.sendEvents(ctx, w, &dw, tenant, id, &after, follow, &pending, woke)
-			woke = chat.Wake{}
+			woke = runtime.Wake{}
 			progressed := after > before
 			if errors.Is(err, chat.ErrNotFound) {
 				// The chat was erased while it streamed: it ends here,
@@ -185,7 +187,7 @@ func (c *chatsResource) events(w http.ResponseWriter, r *http.Request) {
 				// so that on a replica with many streams of the chat it
 				// comes after every stream's last events, not before
 				// those of the streams served after this one.
-				runtime.Gosched()
+				goruntime.Gosched()
 				return
 			}
 			if err == nil && !progressed && !known && c.streamGone(ctx, tenant, id) {
@@ -376,7 +378,7 @@ func appendJSONString(b []byte, s string) []byte {
 // A stream that follows the chat (follow) is never over: it waits for the
 // next run. The first page comes from woke, the wake-up being served, when
 // it brought the events (Wake.Events), else from a read.
-func (c *chatsResource) sendEvents(ctx context.Context, w io.Writer, dw *deltaWriter, tenant, id string, after *int64, follow bool, pending *[]chat.Delta, woke chat.Wake) (done bool, err error) {
+func (c *chatsResource) sendEvents(ctx context.Context, w io.Writer, dw *deltaWriter, tenant, id string, after *int64, follow bool, pending *[]chat.Delta, woke runtime.Wake) (done bool, err error) {
 	encode := func(e chat.Event) []byte {
 		data, err := json.Marshal(chat.EventPayload(e))
 		if err != nil {
@@ -394,7 +396,7 @@ func (c *chatsResource) sendEvents(ctx context.Context, w io.Writer, dw *deltaWr
 		if page, ok := woke.Events(*after, eventPageSize); ok {
 			// The first page from the wake-up, without a read.
 			events, more = page, len(page) == eventPageSize
-			woke = chat.Wake{}
+			woke = runtime.Wake{}
 		} else if events, more, err = c.eventPage(ctx, tenant, id, *after); err != nil {
 			return false, fmt.Errorf("read events: %w", err)
 		}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/runtime"
+
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/store"
@@ -49,7 +51,7 @@ func TestWaitingOnALocalChatReadsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := chat.NewRuntime(chat.RuntimeConfig{Store: counted, Models: models})
+	rt, err := runtime.NewRuntime(runtime.RuntimeConfig{Store: counted, Models: models})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/runtime"
+
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/component"
 	"github.com/agentd/agentd/internal/llm"
@@ -452,7 +454,7 @@ func runAgentd(t *testing.T, sc scenario, fx fixture, sandboxes chat.Sandboxes) 
 	// the scenario's stop requests made while their requests are in
 	// flight.
 	var (
-		rt      *chat.Runtime
+		rt      *runtime.Runtime
 		chatID  string
 		created = make(chan struct{})
 	)
@@ -483,7 +485,7 @@ func runAgentd(t *testing.T, sc scenario, fx fixture, sandboxes chat.Sandboxes) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { runner.Close() })
-	rt, err = chat.NewRuntime(chat.RuntimeConfig{Store: db, Models: providers, Providers: providers.Providers(), Tools: runner, Sandboxes: sandboxes,
+	rt, err = runtime.NewRuntime(runtime.RuntimeConfig{Store: db, Models: providers, Providers: providers.Providers(), Tools: runner, Sandboxes: sandboxes,
 		LeaseDuration: time.Minute, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,35 @@
+package engine
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestNoIO: the engine decides and the runtime does, so the engine (and the
+// leaf package of types it builds on) import no package that can reach a
+// socket, a database, a process or a log, and of agentd only the spec and
+// what the spec needs. A change that makes the fold or the choice of the
+// next step do I/O fails here, not in review.
+func TestNoIO(t *testing.T) {
+	forbidden := []string{"net", "database", "os/exec", "os/signal", "log", "crypto/rand",
+		"github.com/prometheus", "go.opentelemetry.io", "github.com/jackc", "github.com/google/uuid"}
+	allowedAgentd := []string{"internal/chat", "internal/chat/engine", "internal/spec", "internal/structured", "internal/pytext"}
+	for _, pkg := range []string{".", ".."} {
+		out, err := exec.Command("go", "list", "-deps", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, f := range forbidden {
+				if dep == f || strings.HasPrefix(dep, f+"/") {
+					t.Errorf("%s imports %s", pkg, dep)
+				}
+			}
+			if rest, ok := strings.CutPrefix(dep, "github.com/agentd/agentd/"); ok && !slices.Contains(allowedAgentd, rest) {
+				t.Errorf("%s imports %s", pkg, dep)
+			}
+		}
+	}
+}

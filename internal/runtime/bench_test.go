@@ -1,0 +1,120 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	goruntime "runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/internal/runtime"
+
+	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/store/pgtest"
+)
+
+func openBackend(b *testing.B, backend string) store.DB {
+	b.Helper()
+	if backend == "sqlite" {
+		return openStore(b)
+	}
+	db, err := store.Open(context.Background(), store.Config{DatabaseURL: pgtest.URL(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := db.Migrate(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	return db
+}
+
+// BenchmarkChatThroughput runs N concurrent replay chats of 20 turns each to
+// completion and reports messages appended per second across all of them
+// (each turn also appends a speaker.selected event, so events/s is twice
+// that, plus the lifecycle events).
+func BenchmarkChatThroughput(b *testing.B) {
+	const rounds = 20
+	sp := twoAgentSpec(rounds, 0, "")
+	for _, backend := range []string{"sqlite", "postgres"} {
+		for _, n := range []int{1, 32, 256} {
+			b.Run(fmt.Sprintf("%s/chats=%d", backend, n), func(b *testing.B) {
+				db := openBackend(b, backend)
+				rt := newRuntime(b, db, func(c *runtime.RuntimeConfig) { c.LeaseDuration = 30 * time.Second })
+				messages := 0
+				b.ResetTimer()
+				start := time.Now()
+				for range b.N {
+					var wg sync.WaitGroup
+					for range n {
+						c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: sp})
+						if err != nil {
+							b.Fatal(err)
+						}
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							waitTerminal(b, rt, c.ID, 5*time.Minute)
+						}()
+					}
+					wg.Wait()
+					messages += n * rounds
+				}
+				b.ReportMetric(float64(messages)/time.Since(start).Seconds(), "msgs/s")
+			})
+		}
+	}
+}
+
+// BenchmarkMemoryPerRunningChat starts 256 chats whose first model call
+// waits a minute, so each holds a worker mid-turn, and reports the heap and
+// goroutines they add per chat.
+func BenchmarkMemoryPerRunningChat(b *testing.B) {
+	const n = 256
+	sp := twoAgentSpec(2, 60000, "")
+	for range b.N {
+		db := openStore(b)
+		rt := newRuntime(b, db, func(c *runtime.RuntimeConfig) { c.LeaseDuration = 30 * time.Second })
+		before := heap()
+		goroutines := goruntime.NumGoroutine()
+		var ids []string
+		for range n {
+			c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: sp})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ids = append(ids, c.ID)
+		}
+		for _, id := range ids { // every chat is in its first model call
+			sig, done := rt.Subscribe(id)
+			for {
+				evs, err := db.ListEvents(context.Background(), &chat.ListEventsParams{ChatID: id, Limit: 100})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if evs[len(evs)-1].Type == chat.EventSpeakerSelected {
+					break
+				}
+				<-sig
+			}
+			done()
+		}
+		after := heap()
+		b.ReportMetric(float64(after-before)/n, "heap-bytes/chat")
+		b.ReportMetric(float64(goruntime.NumGoroutine()-goroutines)/n, "goroutines/chat")
+		for _, id := range ids {
+			if _, _, err := rt.Cancel(context.Background(), "", id); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+func heap() int64 {
+	goruntime.GC()
+	var m goruntime.MemStats
+	goruntime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}

@@ -1,0 +1,98 @@
+package runtime_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/internal/runtime"
+
+	"github.com/agentd/agentd/internal/chat"
+)
+
+// heldRenewStore is the real store whose first lease renewal waits, after
+// the scheduler took its snapshot of leases, until the test lets it go on.
+type heldRenewStore struct {
+	chat.Store
+	once    sync.Once
+	held    chan []chat.Lease // the held renewal's leases
+	release chan struct{}
+}
+
+func (s *heldRenewStore) RenewLeases(ctx context.Context, p *chat.RenewLeasesParams) ([]chat.LeaseState, error) {
+	if len(p.Leases) > 0 {
+		s.once.Do(func() {
+			s.held <- p.Leases
+			<-s.release
+		})
+	}
+	return s.Store.RenewLeases(ctx, p)
+}
+
+// TestRenewalOfAnEndedLeaseSparesTheChatsNextWorker: a renewal is under way
+// for a chat's worker (epoch 1) when that worker ends (the chat waits for
+// input) and, the human having answered, this replica claims the chat again
+// and starts a new worker (epoch 2). The store's answer that epoch 1 is no
+// longer held is about the ended worker; the new one runs on under its
+// lease, and the chat's epoch stays 2 until it next hands the chat back.
+func TestRenewalOfAnEndedLeaseSparesTheChatsNextWorker(t *testing.T) {
+	db := &heldRenewStore{Store: openStore(t), held: make(chan []chat.Lease, 1), release: make(chan struct{})}
+	released := false
+	let := func() {
+		if !released {
+			released = true
+			close(db.release)
+		}
+	}
+	defer let()
+	// Renewals every second: the first comes while the first model reply
+	// (two seconds) is being made, and the leases outlast the held renewal.
+	rt := newRuntime(t, db, func(c *runtime.RuntimeConfig) { c.LeaseDuration = 3 * time.Second })
+	c := create(t, rt, `{"task": "write", "max_round": 10,
+		"agents": [{"name": "writer", "type": "assistant", "model": {"provider": "replay", "responses": [
+				{"content": "draft 1", "delay_ms": 2000}, {"content": "draft 2", "delay_ms": 1000}, "draft 3"]}},
+			{"name": "human", "type": "user_proxy", "human_input_mode": "ALWAYS"}]}`)
+
+	var leases []chat.Lease
+	select {
+	case leases = <-db.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no lease renewal")
+	}
+	if len(leases) != 1 || leases[0] != (chat.Lease{ChatID: c.ID, Epoch: 1}) {
+		t.Fatalf("renewal of %+v, want the chat's first lease", leases)
+	}
+	c = waitFor(t, rt, c.ID, 10*time.Second, chat.StatusAwaitingInput)
+	say(t, rt, c, "shorter")
+
+	// The second worker has started: it holds epoch 2 and has appended.
+	sig, done := rt.Subscribe(c.ID)
+	defer done()
+	deadline := time.After(10 * time.Second)
+	for {
+		got, err := db.GetChat(context.Background(), "", c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Epoch == 2 && got.Owner == rt.Owner() && got.Status == chat.StatusRunning && got.LastSeq > c.LastSeq {
+			break
+		}
+		select {
+		case <-sig:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("no second worker: %+v", got)
+		}
+	}
+	let() // the store answers: epoch 1 is not held
+
+	c = nextPause(t, rt, c)
+	if c.Status != chat.StatusAwaitingInput || c.Epoch != 2 {
+		t.Fatalf("after the second worker's turn: status %s, epoch %d; want awaiting_input under epoch 2 (the worker was not cut)", c.Status, c.Epoch)
+	}
+	say(t, rt, c, "exit")
+	if c = waitTerminal(t, rt, c.ID, 10*time.Second); c.Status != chat.StatusCompleted {
+		t.Fatalf("chat = %+v", c)
+	}
+}

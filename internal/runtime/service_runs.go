@@ -1,0 +1,319 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/chat/engine"
+
+	"github.com/google/uuid"
+
+	"github.com/agentd/agentd/internal/spec"
+)
+
+// This file is the service API of runs (DESIGN §3.12): posting the next
+// run, stopping the active one after its turn, forking a chat, and the
+// approvals a paused turn waits for.
+
+// ErrLogBroken is returned for a chat whose log cannot be folded: it takes
+// no new run (the HTTP layer answers 409).
+var ErrLogBroken = errors.New("the chat's log cannot be read, so it cannot be run again")
+
+// brokenLogPrefix starts the error of a chat failed for a log that does
+// not fold (see state.next).
+const brokenLogPrefix = "the chat's log cannot be read"
+
+// SubmitRun posts the next run of a chat (POST /v1/chats/{id}/runs) and
+// returns the chat afterwards and the run's number. A busy chat answers as
+// the request's if_busy says: a *BusyError for reject.
+func (r *Runtime) SubmitRun(ctx context.Context, tenant, id string, body []byte) (*chat.Chat, int, error) {
+	c, err := r.store.GetChat(ctx, tenant, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	sp, err := r.specs.decode(c.Spec)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: decode stored spec: %v", ErrLogBroken, err)
+	}
+	req, probs := engine.DecodeRunRequest(body, sp, r.limits)
+	if len(probs) > 0 {
+		return nil, 0, &spec.ValidationError{Problems: probs}
+	}
+	if c.Status == chat.StatusFailed && strings.HasPrefix(c.Error, brokenLogPrefix) {
+		return nil, 0, ErrLogBroken
+	}
+	return r.queueRun(ctx, tenant, id, req)
+}
+
+// queueRun stores a decoded run request and tells the worker that will run
+// it.
+func (r *Runtime) queueRun(ctx context.Context, tenant, id string, req *engine.RunRequest) (*chat.Chat, int, error) {
+	c, n, err := r.store.SubmitRun(ctx, &chat.SubmitRunParams{Tenant: tenant, ChatID: id, Request: chat.MustJSON(req.Queued),
+		IfBusy: req.IfBusy, Key: uuid.NewString(), Now: r.now()})
+	var busy *chat.BusyError
+	switch {
+	case errors.As(err, &busy):
+		r.metrics.runsPosted.WithLabelValues(req.IfBusy, "busy").Inc()
+		return nil, 0, err
+	case err != nil:
+		return nil, 0, err
+	}
+	r.metrics.runsPosted.WithLabelValues(req.IfBusy, "queued").Inc()
+	r.parents.remember(ctx, id, r.now())
+	r.log.Info("run posted", "chat_id", id, "run", n, "if_busy", req.IfBusy, "queued_runs", c.QueuedRuns)
+	if c.CancelRequested {
+		r.sched.cancel(id, errCancelRequested) // the interrupted run, if it runs here
+	}
+	r.sched.runQueued(id)
+	return c, n, nil
+}
+
+// StopRun asks a chat's active run to end after its current turn (POST
+// /stop, AgentChat's ExternalTermination). changed is false when no run
+// was active.
+func (r *Runtime) StopRun(ctx context.Context, tenant, id string) (*chat.Chat, bool, error) {
+	c, err := r.store.RequestStop(ctx, tenant, id)
+	if err != nil {
+		return nil, false, err
+	}
+	if c.Status.Terminal() {
+		return c, false, nil
+	}
+	r.log.Info("stop requested", "chat_id", id, "run", c.Run)
+	r.sched.stopRequested(id)
+	return c, true, nil
+}
+
+// forkRequest is the body of POST /v1/chats/{id}/fork.
+type forkRequest struct {
+	AtSeq *int64          `json:"at_seq"`
+	Run   json.RawMessage `json:"run"`
+}
+
+// Fork creates a chat whose log starts as a copy of another's up to a
+// turn's or a run's end (POST /fork): a new chat of the same tenant and
+// spec, in the state that copy leaves it, with forked_from set. A run in
+// the request starts on it at once (it interrupts a run the copy left in
+// progress). It is how a client edits history or tries another path.
+func (r *Runtime) Fork(ctx context.Context, tenant, id string, body []byte) (*chat.Chat, error) {
+	var fr forkRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := dec.Decode(&fr); err != nil {
+			return nil, &spec.ValidationError{Problems: []spec.Problem{{Path: "", Message: "must be {\"at_seq\"?, \"run\"?}: " + err.Error()}}}
+		}
+	}
+	src, err := r.store.GetChat(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	sp, err := r.specs.decode(src.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("%w: decode stored spec: %v", ErrLogBroken, err)
+	}
+	at := src.LastSeq
+	if fr.AtSeq != nil {
+		at = *fr.AtSeq
+	}
+	var probs []spec.Problem
+	if at < 1 || at > src.LastSeq {
+		probs = append(probs, spec.Problem{Path: "/at_seq", Message: fmt.Sprintf("must be a seq of the chat's log: 1 to %d", src.LastSeq)})
+	}
+	var run *engine.RunRequest
+	if len(fr.Run) > 0 && string(fr.Run) != "null" {
+		rr, rp := engine.DecodeRunRequest(fr.Run, sp, r.limits)
+		for _, p := range rp {
+			probs = append(probs, spec.Problem{Path: "/run" + p.Path, Message: p.Message})
+		}
+		if rr != nil {
+			rr.IfBusy = chat.IfBusyInterrupt
+		}
+		run = rr
+	}
+	if len(probs) > 0 {
+		return nil, &spec.ValidationError{Problems: probs}
+	}
+	evs, st, err := r.foldPrefix(ctx, id, sp, at)
+	if err != nil {
+		return nil, err
+	}
+	if msg := forkPointProblem(st, at); msg != "" {
+		return nil, &spec.ValidationError{Problems: []spec.Problem{{Path: "/at_seq", Message: msg}}}
+	}
+	fid, err := uuid.NewV7()
+	if err != nil {
+		return nil, fmt.Errorf("new chat id: %w", err)
+	}
+	now := r.now()
+	if run != nil && !st.Status.Terminal() {
+		// The request's run interrupts the run the copy leaves in
+		// progress (or waiting for a human). It ends in the copy itself,
+		// cancelled as an interrupt ends a run: created unowned and
+		// running, the fork could otherwise be claimed, and a turn of the
+		// copied run taken, before the new run is queued.
+		e := engine.WithRun(engine.CancelledEvent(), st.Run)
+		e.Seq, e.CreatedAt = st.LastSeq+1, now
+		if err := st.Apply(e); err != nil {
+			return nil, fmt.Errorf("%w: end the copied run: %v", ErrLogBroken, err)
+		}
+		evs = append(evs, e)
+	}
+	upd := st.Update(now)
+	for i := range evs {
+		evs[i].ChatID = ""
+	}
+	c, _, err := r.store.CreateChat(ctx, &chat.CreateChatParams{ID: fid.String(), Tenant: tenant, Name: src.Name, Spec: src.Spec,
+		Metadata: src.Metadata, CreatedAt: now, Events: evs, State: &upd, ForkedFrom: &chat.ForkRef{ChatID: src.ID, Seq: at}, Team: src.Team})
+	if err != nil {
+		return nil, err
+	}
+	r.metrics.created.Inc()
+	r.parents.remember(ctx, c.ID, now)
+	r.log.Info("chat forked", "chat_id", c.ID, "forked_from", src.ID, "at_seq", at, "status", c.Status)
+	if run != nil {
+		if c, _, err = r.queueRun(ctx, tenant, c.ID, run); err != nil {
+			return nil, fmt.Errorf("start the run of fork %s: %w", fid, err)
+		}
+	} else if !c.Status.Terminal() && c.Status != chat.StatusAwaitingInput {
+		r.sched.kick() // the copied run goes on
+	}
+	return c, nil
+}
+
+// foldPrefix reads a chat's log up to seq at and folds it.
+func (r *Runtime) foldPrefix(ctx context.Context, id string, sp *spec.Spec, at int64) ([]chat.Event, *engine.State, error) {
+	st := engine.NewState(sp, min(engine.DerefOr(sp.MaxRound, sp.DefaultMaxRound()), r.limits.MaxRound))
+	var evs []chat.Event
+	for st.LastSeq < at {
+		page, err := r.store.ListEvents(ctx, &chat.ListEventsParams{ChatID: id, After: st.LastSeq, Limit: int(min(at-st.LastSeq, 1000))})
+		if err != nil {
+			return nil, nil, fmt.Errorf("read log of chat %s: %w", id, err)
+		}
+		if len(page) == 0 {
+			return nil, nil, fmt.Errorf("read log of chat %s: it ends at seq %d, before %d", id, st.LastSeq, at)
+		}
+		for _, e := range page {
+			if err := st.Apply(e); err != nil {
+				return nil, nil, fmt.Errorf("%w: %v", ErrLogBroken, err)
+			}
+		}
+		evs = append(evs, page...)
+	}
+	return evs, st, nil
+}
+
+// forkPointProblem says why a log cut at seq at is not a place to fork
+// from, or "": a fork starts at a turn's or a run's end, never inside an
+// agent's turn.
+func forkPointProblem(st *engine.State, at int64) string {
+	if st.Pending != nil && !st.Status.Terminal() {
+		return fmt.Sprintf("seq %d is inside the turn of %s (turn %d): fork at a turn's or a run's end", at, st.Pending.Agent, st.Pending.Turn)
+	}
+	return ""
+}
+
+// checkApprovals checks a client's decisions on a pending approval
+// request: one per call held (an edit valid against the tool's schema), or
+// one for the code.
+func (r *Runtime) checkApprovals(ctx context.Context, c *chat.Chat, p *chat.PendingInput, in *chat.Input) []spec.Problem {
+	var probs []spec.Problem
+	add := func(path, format string, args ...any) {
+		probs = append(probs, spec.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+	if in.Content != nil || in.Parts != nil {
+		add("/content", "this request asks for approvals, not a message")
+	}
+	if in.Speaker != nil {
+		add("/speaker", "this request asks for approvals, not a speaker")
+	}
+	if len(in.Approvals) == 0 {
+		add("/approvals", "this request asks for a decision on each held call or on the code: [{\"tool_call_id\"?, \"approve\", \"arguments\"?, \"reason\"?}]")
+		return probs
+	}
+	for i, a := range in.Approvals {
+		if len(a.Reason) > r.limits.MaxPromptBytes || strings.IndexByte(a.Reason, 0) >= 0 {
+			add("/approvals/"+strconv.Itoa(i)+"/reason", "must be at most %d bytes, without NUL", r.limits.MaxPromptBytes)
+		}
+	}
+	if len(p.CodeBlocks) > 0 {
+		if len(in.Approvals) != 1 || in.Approvals[0].ToolCallID != "" || len(in.Approvals[0].Arguments) > 0 {
+			add("/approvals", "the code is approved or rejected as a whole: one decision without tool_call_id or arguments")
+		}
+		return probs
+	}
+	held := map[string]chat.ToolCall{}
+	for _, tc := range p.ToolCalls {
+		held[tc.ID] = tc
+	}
+	seen := map[string]bool{}
+	for i, a := range in.Approvals {
+		path := "/approvals/" + strconv.Itoa(i)
+		tc, ok := held[a.ToolCallID]
+		switch {
+		case !ok:
+			add(path+"/tool_call_id", "names no held call: one of %s", engine.PyList(callIDs(p.ToolCalls)))
+			continue
+		case seen[a.ToolCallID]:
+			add(path+"/tool_call_id", "decides %q a second time", a.ToolCallID)
+			continue
+		}
+		seen[a.ToolCallID] = true
+		if len(a.Arguments) > 0 {
+			if !a.Approve {
+				add(path+"/arguments", "a rejected call runs with no arguments")
+			} else if msg := r.checkEditedArguments(ctx, c, p.Agent, tc, a.Arguments); msg != "" {
+				add(path+"/arguments", "%s", msg)
+			}
+		}
+	}
+	for _, tc := range p.ToolCalls {
+		if !seen[tc.ID] {
+			add("/approvals", "no decision for call %q (%s)", tc.ID, tc.Function.Name)
+		}
+	}
+	return probs
+}
+
+// checkEditedArguments checks edited arguments against the schema of the
+// function the call names, among the agent's tools.
+func (r *Runtime) checkEditedArguments(ctx context.Context, c *chat.Chat, agent string, tc chat.ToolCall, args json.RawMessage) string {
+	if r.tools == nil {
+		return "this server runs no tools"
+	}
+	sp, err := r.specs.decode(c.Spec)
+	if err != nil {
+		return "the chat's spec cannot be read"
+	}
+	a := sp.Agent(agent)
+	if a == nil {
+		return "the call's agent is not in the chat"
+	}
+	for _, name := range a.Tools {
+		t := sp.Tool(name)
+		defs, err := r.tools.Describe(ctx, c.ID, t)
+		if err != nil {
+			return fmt.Sprintf("the tool %s cannot be described now: %v", name, err)
+		}
+		for _, d := range defs {
+			if d.Name == tc.Function.Name {
+				return r.tools.CheckArguments(t, d, string(args))
+			}
+		}
+	}
+	return fmt.Sprintf("%s is not a tool of %s", tc.Function.Name, agent)
+}
+
+func callIDs(calls []chat.ToolCall) []string {
+	ids := make([]string, len(calls))
+	for i, c := range calls {
+		ids[i] = c.ID
+	}
+	return ids
+}

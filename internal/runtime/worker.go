@@ -1,0 +1,548 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/chat/engine"
+
+	"github.com/agentd/agentd/internal/spec"
+	"github.com/google/uuid"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// Causes with which the runtime cuts a worker's context.
+var (
+	errCancelRequested = errors.New("chat cancelled by request")
+	errShutdown        = errors.New("runtime shutting down")
+	errLeaseLost       = errors.New("lease lost")
+	errTermDeadline    = errors.New("termination deadline")
+)
+
+// defaultAppendTimeout bounds one durable append. Appends do not use the
+// turn's context: a cancel arriving mid-append must not leave the worker
+// unsure whether its events were written.
+const defaultAppendTimeout = 30 * time.Second
+
+// worker is the effects runner of one chat: it asks the chat's state what
+// to do next (state.next), does it (model calls, tools, code, appends), and
+// adopts the state after an append only once the store confirmed it. All
+// it knows is derived from the log, so a worker rebuilt on any replica
+// continues where the last one stopped. It is the only writer of its chat
+// while it holds the lease; the store fences it (epoch and seq) if it is not.
+type worker struct {
+	rt     *Runtime
+	id     string
+	tenant string
+	epoch  int64
+	// spec is the chat's spec, as every state of the worker holds it: what
+	// the branches of a parallel step read, which must not read w.st.
+	spec *spec.Spec
+	// hook is the spec's webhook (nil: none), for the deliveries of the
+	// chat's events (see append).
+	hook            *spec.Webhook
+	log             *slog.Logger
+	cancelRequested bool
+	// seeded: the worker was given the whole log when its chat was created.
+	seeded bool
+	// inputResponse is a client's answer to the pending input request,
+	// stored by Input and consumed by this worker's first append.
+	inputResponse json.RawMessage
+	// st is the chat as the store confirmed it, plus the held selection,
+	// if any (see heldAppend).
+	st *engine.State
+	// held is a selection acted on but not yet durable; holdMu serialises
+	// it with its flush, which runs on a timer's goroutine.
+	holdMu sync.Mutex
+	held   *heldAppend
+	// runCtx is the context of the worker's run, which a held selection's
+	// flush appends under: the step that held it may have ended by then.
+	runCtx context.Context
+	// turnSpan traces the turn in progress, which takes several steps
+	// (model call, tools, reflection); turnCtx carries it to them.
+	turnSpan trace.Span
+	turnCtx  context.Context
+	turnNo   int
+	// flags are what the scheduler tells the worker while it runs: a stop
+	// request, runs queued after this one.
+	flags *workerFlags
+	// claimedIdle: the worker was started for an ended chat's next run;
+	// it holds a lease that no append of its own may release.
+	claimedIdle bool
+}
+
+// workerFlags are set by the scheduler (lease renewals, notifications,
+// requests made on this replica) and read by the worker's decisions.
+type workerFlags struct {
+	stop   atomic.Bool
+	queued atomic.Bool
+}
+
+// newWorker returns the worker of c: from seed when its creator gives the
+// decoded spec and the log, else from the stored spec (the log is then
+// read by rebuild).
+func newWorker(rt *Runtime, c *chat.Chat, seed *workerSeed) *worker {
+	var (
+		sp      *spec.Spec
+		specErr error
+	)
+	if seed != nil {
+		sp = seed.spec
+	} else {
+		// Specs are validated before they are stored, so this cannot fail
+		// unless the database was edited by hand; the chat then fails.
+		sp, specErr = rt.specs.decode(c.Spec)
+	}
+	st := engine.NewState(sp, min(engine.DerefOr(sp.MaxRound, sp.DefaultMaxRound()), rt.limits.MaxRound))
+	if specErr != nil {
+		st.Broken = fmt.Errorf("decode stored spec: %w", specErr)
+	}
+	w := &worker{
+		rt: rt, id: c.ID, tenant: c.Tenant, epoch: c.Epoch, cancelRequested: c.CancelRequested, spec: sp, hook: sp.Webhook,
+		inputResponse: c.InputResponse,
+		log:           rt.log.With("chat_id", c.ID),
+		st:            st,
+		flags:         &workerFlags{},
+		claimedIdle:   c.Status.Terminal(),
+	}
+	w.flags.stop.Store(c.StopRequested)
+	w.flags.queued.Store(c.QueuedRuns > 0)
+	if seed != nil {
+		w.follow(seed.log)
+		w.seeded = true
+	}
+	return w
+}
+
+// rebuild reads the log after what the worker has folded and folds it
+// into the worker's state. An event that does not fold marks the state
+// broken (the chat then fails); the rest of the log is still read, to its
+// last seq. A worker seeded with the whole log by Create reads nothing.
+func (w *worker) rebuild(ctx context.Context) error {
+	if w.seeded {
+		return nil
+	}
+	const page = 1000
+	for {
+		evs, err := w.rt.store.ListEvents(ctx, &chat.ListEventsParams{ChatID: w.id, After: w.st.LastSeq, Limit: page})
+		if err != nil {
+			return fmt.Errorf("read log of chat %s: %w", w.id, err)
+		}
+		w.follow(evs)
+		if len(evs) < page {
+			return nil
+		}
+	}
+}
+
+// follow folds events of the log into the worker's state.
+func (w *worker) follow(evs []chat.Event) {
+	for _, e := range evs {
+		if err := w.st.Apply(e); err != nil {
+			w.log.Error("chat log does not fold", "seq", e.Seq, "err", err)
+		}
+	}
+}
+
+// env is what the state's decisions may read besides the log.
+func (w *worker) env() engine.StepEnv {
+	return engine.StepEnv{Now: w.rt.now(), Input: w.inputResponse, NewID: newRequestID,
+		StopRequested: w.flags.stop.Load(), Queued: w.flags.queued.Load()}
+}
+
+// run drives the chat until it ends, pauses for input, or the worker's
+// context is cut.
+func (w *worker) run(ctx context.Context) {
+	if w.st.Status.Terminal() && !w.flags.queued.Load() {
+		return
+	}
+	defer w.endTurnSpan(nil)
+	// What the worker leaves behind is what is durable.
+	w.runCtx = ctx
+	defer func() { _ = w.settleHeld() }()
+	if w.cancelRequested {
+		w.stop(ctx, errCancelRequested)
+		return
+	}
+	// The first step starts or resumes the chat (or starts its next run);
+	// then it runs while running.
+	for first := true; first || w.st.Status == chat.StatusRunning; first = false {
+		s := w.st.Next(w.env())
+		if s.Kind == engine.StepWait {
+			return
+		}
+		if w.holdable(s) {
+			if err := w.hold(ctx, s.Events...); err != nil && !w.stop(ctx, err) {
+				return
+			}
+			continue
+		}
+		sctx := w.turnContext(ctx, s)
+		err := w.perform(sctx, s)
+		if err != nil || w.st.Pending == nil || w.st.Pending.Turn != w.turnNo {
+			w.endTurnSpan(err)
+		}
+		if err != nil {
+			if !w.stop(ctx, err) {
+				return
+			}
+		}
+	}
+}
+
+// turnContext returns the context a step runs in: for a step of an agent's
+// turn, one that carries the turn's span, started by the turn's first step.
+func (w *worker) turnContext(ctx context.Context, s engine.Step) context.Context {
+	if s.Agent == nil || s.Turn == 0 {
+		return ctx
+	}
+	if w.turnSpan == nil || w.turnNo != s.Turn {
+		w.endTurnSpan(nil)
+		w.turnNo = s.Turn
+		if !w.rt.parents.on {
+			// Tracing is off: no span, and no attributes made for none.
+			w.turnCtx, w.turnSpan = ctx, noop.Span{}
+			return ctx
+		}
+		w.turnCtx, w.turnSpan = w.rt.tracer.Start(ctx, "chat.turn", trace.WithAttributes(chatAttr(w.id),
+			attribute.String("agentd.agent", s.Agent.Name), attribute.Int("agentd.turn", s.Turn)))
+	}
+	return w.turnCtx
+}
+
+// endTurnSpan ends the span of the turn in progress, if any.
+func (w *worker) endTurnSpan(err error) {
+	if w.turnSpan != nil {
+		endSpan(w.turnSpan, err)
+		w.turnSpan, w.turnCtx, w.turnNo = nil, nil, 0
+	}
+}
+
+// perform does one step, bounded by the earliest timeout condition while
+// the chat runs.
+func (w *worker) perform(ctx context.Context, s engine.Step) error {
+	tctx := ctx
+	if d, ok := w.st.Deadline(); ok && w.st.Status == chat.StatusRunning {
+		var cancel context.CancelFunc
+		tctx, cancel = context.WithDeadlineCause(ctx, d, errTermDeadline)
+		defer cancel()
+	}
+	err := w.performWithin(tctx, s)
+	if err != nil && context.Cause(tctx) == errTermDeadline && ctx.Err() == nil {
+		return errTermDeadline
+	}
+	return err
+}
+
+func (w *worker) performWithin(ctx context.Context, s engine.Step) error {
+	if len(s.Before) > 0 {
+		if err := w.commit(ctx, s.Before...); err != nil {
+			return err
+		}
+	}
+	if s.Inner != nil {
+		// A step of a team agent's inner run, planned on its state.
+		evs, err := w.produce(ctx, s.Inner, s)
+		if err != nil {
+			return err
+		}
+		return w.commit(ctx, evs...)
+	}
+	switch s.Kind {
+	case engine.StepAppend:
+		return w.commit(ctx, s.Events...)
+	case engine.StepSelect:
+		sel, err := w.selectAuto(ctx, w.st, s.Sel)
+		if err != nil {
+			return err
+		}
+		if w.holdable(engine.AppendStep(engine.SelectedEvent(sel))) {
+			return w.hold(ctx, engine.SelectedEvent(sel))
+		}
+		return w.commit(ctx, engine.SelectedEvent(sel))
+	case engine.StepModel:
+		return w.modelStep(ctx, s)
+	case engine.StepTools:
+		return w.toolsStep(ctx, s)
+	case engine.StepRouted:
+		return w.routedStep(ctx, s)
+	case engine.StepCode:
+		res, err := w.executeBlocks(ctx, s.Agent, s.Blocks)
+		if err != nil {
+			return err
+		}
+		return w.commit(ctx, engine.CodeReply(s.Agent, s.Turn, res))
+	case engine.StepStartRun:
+		return w.startQueuedRun(ctx)
+	case engine.StepBranches:
+		return w.runBranches(ctx)
+	case engine.StepMagentic:
+		return w.magenticStep(ctx, s)
+	}
+	return fmt.Errorf("unknown step %v", s.Kind)
+}
+
+// appendError is an append the store did not confirm.
+type appendError struct {
+	err error
+}
+
+func (e *appendError) Error() string { return e.err.Error() }
+func (e *appendError) Unwrap() error { return e.err }
+
+// commit is where a chat's events are appended: the state plans the
+// events (adding the stop the resulting state calls for, see state.plan),
+// the store appends them, after the held selection if it is still held,
+// with the chat record in one transaction, and only then does the worker
+// adopt the new state and publish the events. An append that fails leaves
+// the worker's state as the store has it.
+func (w *worker) commit(ctx context.Context, evs ...chat.Event) error {
+	return w.commitRun(ctx, "", evs...)
+}
+
+// commitRun is commit for the append that starts a queued run (startKey,
+// see AppendParams.StartKey), or any other (startKey "").
+func (w *worker) commitRun(ctx context.Context, startKey string, evs ...chat.Event) error {
+	held, base, err := w.takeUnwritten()
+	if err != nil {
+		return err
+	}
+	for i := range evs {
+		evs[i] = chat.Storable(evs[i])
+	}
+	if w.flags.stop.Load() {
+		markStop(evs)
+	}
+	env := w.env()
+	next, evs, err := w.st.Plan(evs, env, w.id)
+	if base != nil {
+		w.st = base // until the append below confirms the held events
+	}
+	if err != nil {
+		return fmt.Errorf("fold events of chat %s: %w", w.id, err)
+	}
+	evs = append(held, evs...)
+	upd := next.Update(env.Now)
+	if err := w.append(ctx, &chat.AppendParams{ChatID: w.id, Epoch: w.epoch, Events: evs, Update: upd, StartKey: startKey}); err != nil {
+		return &appendError{err: fmt.Errorf("append seq %d..%d to chat %s: %w", evs[0].Seq, evs[len(evs)-1].Seq, w.id, err)}
+	}
+	w.st = next
+	w.inputResponse = nil // the store cleared it with this append
+	w.rt.appended(w.id, evs, next, &upd)
+	return nil
+}
+
+// stop handles an error that interrupted a step and reports whether the
+// worker should go on. What it appends (a cancel, a timeout's stop, a
+// failure) it appends from the confirmed state; an append whose outcome the
+// worker does not know (a timeout, a lost connection) or that another owner
+// fenced ends the worker without writing anything: the chat is continued
+// from its log by the next worker.
+func (w *worker) stop(ctx context.Context, err error) bool {
+	if herr := w.settleHeld(); herr != nil {
+		w.log.Warn("held selection not confirmed; handing the chat back to be continued from its log", "err", herr)
+		return false
+	}
+	cause := context.Cause(ctx)
+	var aerr *appendError
+	switch {
+	case errors.Is(err, chat.ErrFenced) || errors.Is(cause, errLeaseLost):
+		w.log.Warn("worker lost its chat to another owner; stopping without writing", "err", err)
+		return false
+	case errors.Is(cause, errShutdown):
+		w.log.Info("worker stopped for shutdown; the chat will be continued from its log")
+		return false
+	case errors.As(err, &aerr) && errors.Is(err, chat.ErrDataRejected):
+		// The events cannot be stored as they are; retrying would fail
+		// again. The failure is recorded without them.
+		w.log.Error("store refused the chat's events; failing the chat", "err", err)
+		w.finish(ctx, engine.FailedEvent(fmt.Errorf("the store refused to record the chat's next events: %w", errors.Unwrap(aerr.err))))
+		return false
+	case errors.As(err, &aerr):
+		w.log.Warn("append not confirmed; handing the chat back to be continued from its log", "err", err)
+		return false
+	case errors.Is(err, errCancelRequested) || errors.Is(cause, errCancelRequested):
+		if !w.cancelStillRequested(ctx) {
+			// A late word about a run that ended already (a notification
+			// that took its time): this run was not asked to cancel. Its
+			// turn, cut, is redone by the next worker.
+			w.log.Info("cancel signal for an earlier run; the chat is continued from its log")
+			return false
+		}
+		w.finish(ctx, engine.CancelledEvent())
+		return false
+	case errors.Is(err, errTermDeadline):
+		if w.st.ObserveTime(w.rt.now()) {
+			if ev, ok := w.st.AfterMessage(w.env()); ok {
+				if cerr := w.commit(ctx, ev); cerr != nil {
+					w.log.Error("append timeout completion", "err", cerr)
+					return false
+				}
+			}
+		}
+		return w.st.Status == chat.StatusRunning // a timeout inside `all` does not end the chat; the turn is redone
+	case ctx.Err() != nil:
+		return false
+	default:
+		w.log.Error("turn failed; the chat fails", "err", err)
+		w.finish(ctx, engine.FailedEvent(err))
+		return false
+	}
+}
+
+// finish appends a terminal event; failing that, the chat is left to the
+// next worker, which decides again from the log.
+func (w *worker) finish(ctx context.Context, ev chat.Event) {
+	if err := w.commit(ctx, ev); err != nil {
+		w.log.Error("append "+string(ev.Type), "err", err)
+	}
+}
+
+// append writes one append durably. While the store is unreachable it
+// waits and tries again (0.25 s doubling up to 5 s) until the worker's
+// context ends: a database outage pauses running chats, it does not fail
+// them. Retrying is safe because the append is fenced by epoch and seq: if
+// an attempt did commit before the connection broke, the retry is fenced,
+// the worker stops, and the chat is continued from its log. Nothing of the
+// append is adopted by the worker until this returns nil.
+func (w *worker) append(ctx context.Context, p *chat.AppendParams) error {
+	if w.rt.webhooks != nil {
+		p.Deliveries = w.rt.webhooks.Route(w.tenant, w.hook, p.Events)
+	}
+	backoff := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.rt.appendTimeout)
+		var span trace.Span = noop.Span{}
+		if w.rt.parents.on {
+			actx, span = w.rt.tracer.Start(actx, "chat.append", trace.WithAttributes(chatAttr(w.id),
+				attribute.Int("agentd.events", len(p.Events)), attribute.Int64("agentd.first_seq", p.Events[0].Seq)))
+		}
+		start := time.Now()
+		err := w.rt.store.Append(actx, p)
+		w.rt.metrics.appendSeconds.Observe(time.Since(start).Seconds())
+		endSpan(span, err)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				w.log.Info("store reachable again; append done", "attempts", attempt)
+			}
+			if len(p.Deliveries) > 0 {
+				w.rt.webhooks.Queued()
+			}
+			return nil
+		}
+		reason := "error"
+		switch {
+		case errors.Is(err, chat.ErrFenced):
+			reason = "fenced"
+		case errors.Is(err, chat.ErrDataRejected):
+			reason = "data"
+		case errors.Is(err, chat.ErrUnavailable):
+			reason = "unavailable"
+		}
+		w.rt.metrics.appendErrors.WithLabelValues(reason).Inc()
+		if reason != "unavailable" {
+			return err
+		}
+		if attempt == 1 {
+			w.log.Warn("store unavailable; the chat waits for it", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// markStop marks the message that ends a turn (or is a response of its
+// own: a task, a human's message) among evs: POST /stop asked the run to
+// end, and termination is checked on that message (see termMsg.stop).
+func markStop(evs []chat.Event) {
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Type != chat.EventMessage {
+			continue
+		}
+		var d chat.MessageData
+		if err := chat.DecodeData(evs[i], &d); err != nil {
+			return
+		}
+		if d.Turn > 0 && !d.End || d.Team != "" {
+			// A turn goes on, or a team agent's inner run does: the stop
+			// waits for the team agent's own answer.
+			return
+		}
+		d.Stop = true
+		evs[i] = chat.WithData(evs[i], d)
+		return
+	}
+}
+
+// cancelStillRequested asks the store whether the chat's run is still
+// asked to cancel: a cancel signal may reach a worker late, after the run
+// it was for ended and the next began. A store that cannot say is taken
+// at its word: the signal stands.
+func (w *worker) cancelStillRequested(ctx context.Context) bool {
+	if w.cancelRequested {
+		return true // from the claim: this run's
+	}
+	c, err := w.rt.store.GetChat(context.WithoutCancel(ctx), "", w.id)
+	if err != nil {
+		return true
+	}
+	return c.CancelRequested && c.Run == w.st.Run
+}
+
+// startQueuedRun starts the run queued after the chat's latest: its
+// run.started, its task and chat.running, appended only while the run is
+// still queued (see AppendParams.StartKey). A run dropped meanwhile (a
+// cancel, an interrupt that replaced it) is looked for again; with none
+// queued the worker ends.
+func (w *worker) startQueuedRun(ctx context.Context) error {
+	for {
+		q, err := w.rt.store.QueuedRun(ctx, w.id, w.st.Run)
+		if errors.Is(err, chat.ErrNotFound) {
+			w.flags.queued.Store(false)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read the queued run of chat %s: %w", w.id, err)
+		}
+		var req engine.QueuedRequest
+		var evs []chat.Event
+		if err := json.Unmarshal(q.Request, &req); err != nil {
+			evs = []chat.Event{chat.WithData(chat.Event{Type: chat.EventRunStarted}, chat.RunData{Run: q.Run}),
+				engine.FailedEvent(fmt.Errorf("the request of run %d cannot be read: %w", q.Run, err))}
+		} else {
+			evs = w.st.RunStartEvents(q.Run, req)
+		}
+		err = w.commitRun(ctx, q.Key, evs...)
+		if err == nil {
+			w.rt.metrics.runs.Inc()
+			w.log.Info("run started", "run", q.Run, "task_messages", len(req.Task))
+			return nil
+		}
+		if !errors.Is(err, chat.ErrFenced) {
+			return err
+		}
+		// Fenced: the run was dropped, or another owner has the chat.
+		c, gerr := w.rt.store.GetChat(context.WithoutCancel(ctx), "", w.id)
+		if gerr != nil || c.Epoch != w.epoch || c.LastSeq != w.st.LastSeq {
+			return err
+		}
+		w.log.Info("queued run was dropped before it started", "run", q.Run)
+	}
+}
+
+func newRequestID() string { return uuid.NewString() }
