@@ -388,6 +388,21 @@ func TestForkCopiesTheLog(t *testing.T) {
 			t.Fatalf("fork in a run's middle: log =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	}
+	// At a turn's end inside a run, without a run: nothing ends the
+	// copied run; it carries on where the source was, the next agent
+	// speaks and the run ends as the source's did.
+	plain, err := rt.Fork(context.Background(), "", src.ID, fmt.Appendf(nil, `{"at_seq": %d}`, turn1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Status.Terminal() {
+		t.Fatalf("fork in a run's middle without a run: %s (%s), want the copied run going on", plain.Status, plain.StopDetail)
+	}
+	waitRun(t, rt, plain.ID, 1)
+	want = []string{"run 1", "user:count", "a:a1", "b:b1", "end 1: Maximum number of turns 2 reached."}
+	if got := runEvents(t, db, plain.ID); !slices.Equal(got, want) {
+		t.Fatalf("fork in a run's middle without a run: log =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 	// Inside a turn (at speaker.selected) is no place to fork.
 	var sel int64
 	for _, e := range evs {
