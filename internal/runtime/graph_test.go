@@ -110,23 +110,37 @@ func TestGraphRunsReadyNodesAtOnce(t *testing.T) {
 	}
 }
 
+// joinLoop sends d back to a through an "all" join of b and c, until d
+// says DONE.
+const joinLoop = `{"nodes": {
+	"a": {"name": "a", "edges": [{"target": "b"}, {"target": "c"}]},
+	"b": {"name": "b", "edges": [{"target": "d"}]},
+	"c": {"name": "c", "edges": [{"target": "d"}]},
+	"d": {"name": "d", "edges": [{"target": "a", "condition": "AGAIN"}, {"target": "e", "condition": "DONE"}]},
+	"e": {"name": "e"}}, "default_start_node": "a"}`
+
 // TestGraphJoinsAllAndAny: c's edge to d is taken only when c says "GO".
 // With an "all" join d never runs (b's edge alone does not complete it);
-// with "any", b's edge is enough.
+// with "any", b's edge is enough. An "all" join on a loop counts its
+// edges afresh once its target ran: it fires again on the second pass.
 func TestGraphJoinsAllAndAny(t *testing.T) {
 	for _, tc := range []struct {
-		activation string
-		want       []string
+		name    string
+		graph   string
+		replies map[string][]string
+		want    []string
 	}{
-		{"all", []string{"user:go", "a:A", "b:B", "c:STOP"}},
-		{"any", []string{"user:go", "a:A", "b:B", "c:STOP", "d:D"}},
+		{"all", fmt.Sprintf(fanOut, "all", `"GO"`), map[string][]string{"a": {"A"}, "b": {"B"}, "c": {"STOP@200"}, "d": {"D"}},
+			[]string{"user:go", "a:A", "b:B", "c:STOP"}},
+		{"any", fmt.Sprintf(fanOut, "any", `"GO"`), map[string][]string{"a": {"A"}, "b": {"B"}, "c": {"STOP@200"}, "d": {"D"}},
+			[]string{"user:go", "a:A", "b:B", "c:STOP", "d:D"}},
+		{"all in a loop", joinLoop, map[string][]string{"a": {"A1", "A2"}, "b": {"B1", "B2"}, "c": {"C1@200", "C2@200"}, "d": {"AGAIN", "DONE"}, "e": {"E"}},
+			[]string{"user:go", "a:A1", "b:B1", "c:C1", "d:AGAIN", "a:A2", "b:B2", "c:C2", "d:DONE", "e:E"}},
 	} {
-		t.Run(tc.activation, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			db := openStore(t)
 			rt := newRuntime(t, db)
-			body := graphSpec(fmt.Sprintf(fanOut, tc.activation, `"GO"`), map[string][]string{
-				"a": {"A"}, "b": {"B"}, "c": {"STOP@200"}, "d": {"D"}}, "")
-			c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: body})
+			c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: graphSpec(tc.graph, tc.replies, "")})
 			if err != nil {
 				t.Fatal(err)
 			}

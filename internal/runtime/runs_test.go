@@ -155,22 +155,30 @@ func TestIfBusy(t *testing.T) {
 	waitRun(t, rt, c.ID, 3)
 	submitRun(t, rt, c.ID, `{"task": "fourth"}`)
 	waitFor(t, rt, c.ID, 5*time.Second, chat.StatusRunning)
-	if n := submitRun(t, rt, c.ID, `{"task": "fifth", "if_busy": "interrupt"}`); n != 5 {
-		t.Fatalf("interrupting run %d, want 5", n)
+	// Runs queued behind the active one are dropped by the interrupt,
+	// which is the only run queued after it and the next to start.
+	submitRun(t, rt, c.ID, `{"task": "fifth", "if_busy": "enqueue"}`)
+	submitRun(t, rt, c.ID, `{"task": "sixth", "if_busy": "enqueue"}`)
+	queued, n, err := rt.SubmitRun(context.Background(), "", c.ID, []byte(`{"task": "seventh", "if_busy": "interrupt"}`))
+	if err != nil || n != 7 {
+		t.Fatalf("interrupting run %d, want 7: %v", n, err)
 	}
-	got := waitRun(t, rt, c.ID, 5)
+	if queued.QueuedRuns != 1 || !queued.CancelRequested {
+		t.Fatalf("after the interrupt: %d queued runs, cancel requested %v; want 1, true", queued.QueuedRuns, queued.CancelRequested)
+	}
+	got := waitRun(t, rt, c.ID, 7)
 	want := []string{"run 1", "user:go", "a:r1", "end 1: Maximum number of turns 1 reached.",
 		"run 2", "user:second", "a:r2", "end 2: Maximum number of turns 1 reached.",
 		"run 3", "user:third", "a:r3", "end 3: Maximum number of turns 1 reached.",
 		"run 4", "user:fourth", "cancelled 4: External termination requested",
 		// The cut call was never recorded: the replay answers it again.
-		"run 5", "user:fifth", "a:r4", "end 5: Maximum number of turns 1 reached."}
+		"run 7", "user:seventh", "a:r4", "end 7: Maximum number of turns 1 reached."}
 	ev := runEvents(t, db, c.ID)
 	if !slices.Equal(ev, want) {
 		t.Fatalf("log =\n%s\nwant\n%s", strings.Join(ev, "\n"), strings.Join(want, "\n"))
 	}
-	if got.Status != chat.StatusCompleted || got.CancelRequested {
-		t.Fatalf("chat after the interrupting run: %s, cancel requested %v", got.Status, got.CancelRequested)
+	if got.Status != chat.StatusCompleted || got.CancelRequested || got.QueuedRuns != 0 {
+		t.Fatalf("chat after the interrupting run: %s, cancel requested %v, %d queued runs", got.Status, got.CancelRequested, got.QueuedRuns)
 	}
 }
 
@@ -389,6 +397,21 @@ func TestForkCopiesTheLog(t *testing.T) {
 		if got := runEvents(t, db, mid.ID); !slices.Equal(got, want) {
 			t.Fatalf("fork in a run's middle: log =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
+	}
+	// At a turn's end inside a run, without a run: nothing ends the
+	// copied run; it carries on where the source was, the next agent
+	// speaks and the run ends as the source's did.
+	plain, err := rt.Fork(context.Background(), "", src.ID, fmt.Appendf(nil, `{"at_seq": %d}`, turn1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Status.Terminal() {
+		t.Fatalf("fork in a run's middle without a run: %s (%s), want the copied run going on", plain.Status, plain.StopDetail)
+	}
+	waitRun(t, rt, plain.ID, 1)
+	want = []string{"run 1", "user:count", "a:a1", "b:b1", "end 1: Maximum number of turns 2 reached."}
+	if got := runEvents(t, db, plain.ID); !slices.Equal(got, want) {
+		t.Fatalf("fork in a run's middle without a run: log =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	// Inside a turn (at speaker.selected) is no place to fork.
 	var sel int64

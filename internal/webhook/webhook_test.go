@@ -2,6 +2,8 @@ package webhook
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -52,6 +54,11 @@ func TestSignStandardWebhooksVector(t *testing.T) {
 	}
 	if Verify(key, vectorID, vectorTime+1, []byte(vectorBody), vectorSig) {
 		t.Error("Verify accepts a signature of another timestamp")
+	}
+	// The test receiver checks deliveries with an HMAC of its own: it
+	// gives the vector as well.
+	if got := newReceiver(t, vectorSecret).sign(vectorID, strconv.Itoa(vectorTime), []byte(vectorBody)); got != vectorSig {
+		t.Errorf("the receiver's signature = %s, want %s", got, vectorSig)
 	}
 }
 
@@ -206,7 +213,9 @@ func TestReadFile(t *testing.T) {
 }
 
 // receiver is an httptest server that verifies every delivery's signature
-// and answers with the statuses it is given in turn (then 204).
+// and answers with the statuses it is given in turn (then 204). It checks
+// the signature with a plain HMAC of its own, not with Verify, which signs
+// with Sign as the dispatcher does and would accept whatever Sign makes.
 type receiver struct {
 	t   *testing.T
 	key []byte
@@ -222,10 +231,12 @@ type delivered struct {
 	id     string
 	status int
 	body   body
+	// at is when the delivery arrived.
+	at time.Time
 }
 
 func newReceiver(t *testing.T, secret string, statuses ...int) *receiver {
-	key, err := ParseSecret(secret)
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,15 +247,14 @@ func newReceiver(t *testing.T, secret string, statuses ...int) *receiver {
 }
 
 func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
+	at := time.Now()
 	payload, _ := io.ReadAll(r.Body)
 	id, tsText := r.Header.Get("webhook-id"), r.Header.Get("webhook-timestamp")
 	ts, err := strconv.ParseInt(tsText, 10, 64)
-	if err != nil || !Verify(rc.key, id, ts, payload, r.Header.Get("webhook-signature")) {
+	signed := err == nil && slices.Contains(strings.Fields(r.Header.Get("webhook-signature")), rc.sign(id, tsText, payload))
+	if !signed {
 		rc.t.Errorf("delivery %s with a bad signature (timestamp %q)", id, tsText)
-		w.WriteHeader(http.StatusUnauthorized)
-		return
-	}
-	if d := time.Since(time.Unix(ts, 0)); d > time.Minute || d < -time.Minute {
+	} else if d := time.Since(time.Unix(ts, 0)); d > time.Minute || d < -time.Minute {
 		rc.t.Errorf("delivery %s timestamped %v ago", id, d)
 	}
 	var b body
@@ -252,15 +262,30 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 		rc.t.Errorf("delivery %s body %s: %v", id, payload, err)
 	}
 	rc.mu.Lock()
-	status := http.StatusNoContent
-	if len(rc.statuses) > 0 {
+	// A delivery refused for its signature is answered 401 and handed to
+	// the test all the same, which fails at once on the status.
+	status := http.StatusUnauthorized
+	switch {
+	case !signed:
+	case len(rc.statuses) > 0:
 		status, rc.statuses = rc.statuses[0], rc.statuses[1:]
+	default:
+		status = http.StatusNoContent
 	}
-	d := delivered{id: id, status: status, body: b}
+	d := delivered{id: id, status: status, body: b, at: at}
 	rc.got = append(rc.got, d)
 	rc.mu.Unlock()
 	w.WriteHeader(status)
 	rc.arrived <- d
+}
+
+// sign is the Standard Webhooks signature: HMAC-SHA256 of
+// "id.timestamp.body" under the secret's bytes, base64, after "v1,".
+func (rc *receiver) sign(id, timestamp string, payload []byte) string {
+	mac := hmac.New(sha256.New, rc.key)
+	mac.Write([]byte(id + "." + timestamp + "."))
+	mac.Write(payload)
+	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }
 
 // next waits for the next delivery.
@@ -283,7 +308,7 @@ type dispatchFixture struct {
 	reg    *prometheus.Registry
 }
 
-func newDispatchFixture(t *testing.T, secret string, retryFor time.Duration) *dispatchFixture {
+func newDispatchFixture(t *testing.T, secret string, retryFor time.Duration, opts ...func(*DispatcherConfig)) *dispatchFixture {
 	t.Helper()
 	st, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(t.TempDir(), "agentd.db")})
 	if err != nil {
@@ -299,9 +324,13 @@ func newDispatchFixture(t *testing.T, secret string, retryFor time.Duration) *di
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	disp, err := NewDispatcher(DispatcherConfig{Store: st, Router: router, Transport: g.Transport(), RetryFor: retryFor,
+	cfg := DispatcherConfig{Store: st, Router: router, Transport: g.Transport(), RetryFor: retryFor,
 		Timeout: 5 * time.Second, Poll: 50 * time.Millisecond, FirstBackoff: 20 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler), Registerer: reg})
+		Logger: slog.New(slog.DiscardHandler), Registerer: reg}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	disp, err := NewDispatcher(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,24 +378,42 @@ func (f *dispatchFixture) delivery(t *testing.T, id string, want chat.DeliverySt
 	}
 }
 
+// TestDispatcherRetriesUntilDelivered: a delivery answered with errors is
+// tried again, under the same webhook-id and signed each time, until it is
+// delivered; the attempts are spaced by the backoff, which grows.
 func TestDispatcherRetriesUntilDelivered(t *testing.T) {
 	secret := newSecret(7)
 	rc := newReceiver(t, secret, 500, 503)
-	f := newDispatchFixture(t, secret, time.Hour)
+	// A poll much shorter than the backoff: a retry due at once would
+	// come within a poll, well before half the first backoff.
+	const first = 200 * time.Millisecond
+	f := newDispatchFixture(t, secret, time.Hour, func(c *DispatcherConfig) {
+		c.FirstBackoff, c.Poll = first, 10*time.Millisecond
+	})
 	id := f.create(t, rc.srv.URL+"/hook")
 	var ids []string
+	var arrived []time.Time
 	for _, want := range []int{500, 503, 204} {
 		d := rc.next()
 		if d.status != want {
-			t.Errorf("attempt answered %d, want %d", d.status, want)
+			t.Fatalf("attempt answered %d, want %d", d.status, want)
 		}
 		ids = append(ids, d.id)
+		arrived = append(arrived, d.at)
 		if d.body.ChatID != id || d.body.Seq != 1 || d.body.Event != "chat.created" {
 			t.Errorf("body %+v", d.body)
 		}
 	}
 	if want := id + ".1"; ids[0] != want || ids[1] != want || ids[2] != want {
 		t.Errorf("webhook ids %v, want %s on every attempt", ids, want)
+	}
+	// The n-th backoff is drawn from [first·2ⁿ⁻¹/2, first·2ⁿ⁻¹], and the
+	// next attempt cannot come before it has passed.
+	if gap := arrived[1].Sub(arrived[0]); gap < first/2 {
+		t.Errorf("attempt 2 came %v after attempt 1, want at least %v (half the first backoff)", gap, first/2)
+	}
+	if gap := arrived[2].Sub(arrived[1]); gap < first {
+		t.Errorf("attempt 3 came %v after attempt 2, want at least %v (half the second backoff)", gap, first)
 	}
 	d := f.delivery(t, id, chat.DeliveryDelivered)
 	if d.Attempts != 3 || d.LastStatusCode != 204 || d.DeliveredAt == nil {
