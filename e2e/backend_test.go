@@ -24,7 +24,7 @@ import (
 	"github.com/agentd/agentd/internal/webhook"
 )
 
-// The end-to-end tests of DESIGN §9: webhooks with a real receiver that
+// The end-to-end tests of agentd as an application backend (docs/backend.md): webhooks with a real receiver that
 // verifies every signature, metadata search and changes across tenants,
 // erasure down to the database rows, retention, saved teams.
 

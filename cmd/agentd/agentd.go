@@ -165,7 +165,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.runtime, err = runtime.NewRuntime(runtime.RuntimeConfig{
+	m.runtime, err = runtime.New(runtime.Config{
 		Store: db, Models: m.models, Providers: providers, Tools: m.tools, Sandboxes: sandboxes, SandboxHosts: m.sandboxHosts(), Logger: m.Logger, Registerer: reg,
 		MaxActiveChats: cfg.MaxActiveChats, LeaseDuration: cfg.LeaseTTL, AppendTimeout: cfg.AppendTimeout,
 		Limits: spec.Limits{MaxRound: cfg.MaxRoundLimit, MaxSandboxDiskMB: cfg.SandboxMaxDiskMB, MaxImageBytes: cfg.MaxImageBytes}, TracerProvider: tp,

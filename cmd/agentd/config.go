@@ -19,7 +19,7 @@ import (
 )
 
 // Config is everything agentd reads from its flags and environment. Flags
-// mirror the environment variables (DESIGN §7): a flag given on the command
+// mirror the environment variables (docs/configuration.md): a flag given on the command
 // line wins over the variable, which wins over the default.
 type Config struct {
 	Addr             string
@@ -60,7 +60,7 @@ type Config struct {
 	DatabaseWait          time.Duration
 	ShutdownDrain         time.Duration
 	AdminAddr             string
-	// Webhooks and retention (DESIGN §9).
+	// Webhooks and retention (docs/backend.md).
 	WebhooksFile    string
 	WebhookSecret   string
 	WebhookRetryFor time.Duration

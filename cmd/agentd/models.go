@@ -16,7 +16,7 @@ import (
 )
 
 // modelsFile is AGENTD_MODELS_FILE (YAML, or JSON, which is YAML too): the
-// named model endpoints of DESIGN §3.6. Keys are never in it: each endpoint
+// named model endpoints (docs/models.md). Keys are never in it: each endpoint
 // names the environment variable or the file that holds its key, so the
 // file itself can live in a ConfigMap or a repository.
 type modelsFile struct {

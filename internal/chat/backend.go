@@ -11,7 +11,7 @@ import (
 )
 
 // This file holds the domain types of agentd as an application's backend
-// (DESIGN §9): webhook deliveries, metadata search and changes, erasure and
+// (docs/backend.md): webhook deliveries, metadata search and changes, erasure and
 // retention, saved teams; and the part of Store that serves them.
 
 // Errors of the application-backend features.
@@ -211,7 +211,7 @@ type FinishDeliveryParams struct {
 	DisableURL bool
 }
 
-// AppStore is the part of Store that serves DESIGN §9.
+// AppStore is the part of Store that serves docs/backend.md.
 type AppStore interface {
 	// PatchMetadata merges p.Patch into a chat's metadata atomically and
 	// returns the chat as it is afterwards; ErrMetadataTooLarge when the

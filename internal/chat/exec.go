@@ -7,7 +7,7 @@ import (
 	"github.com/agentd/agentd/internal/spec"
 )
 
-// Sandboxes runs code in one isolated sandbox per chat (DESIGN §3.7).
+// Sandboxes runs code in one isolated sandbox per chat (docs/tools.md).
 // internal/sandbox implements it with a Docker-API engine or bubblewrap.
 // Code from a model is hostile input: an implementation never runs it on the
 // host directly.
@@ -59,7 +59,7 @@ type ExecResult struct {
 	Truncated bool
 }
 
-// Tools runs the tools a spec defines (DESIGN §3.4). internal/tool
+// Tools runs the tools a spec defines (docs/tools.md). internal/tool
 // implements it for http, mcp and sandbox tools.
 type Tools interface {
 	// CheckTool validates one tool definition at create time: its

@@ -86,7 +86,7 @@ type Store interface {
 	// client that answered and polls for the next request so never sees the
 	// answered one again. A chat with an answer is claimable.
 	SubmitInput(ctx context.Context, p *SubmitInputParams) (*Chat, error)
-	// SubmitRun posts a chat's next run (DESIGN §3.12) and returns the chat
+	// SubmitRun posts a chat's next run (docs/runs.md) and returns the chat
 	// as it is afterwards and the run's number. A chat is busy while a run
 	// is active (not ended) or waits to start. A busy chat takes p.IfBusy:
 	// IfBusyReject writes nothing and returns a *BusyError; IfBusyEnqueue

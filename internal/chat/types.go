@@ -43,7 +43,7 @@ func (s Status) Valid() bool {
 // StopReason says why a chat ended. The strings are part of the public API.
 type StopReason string
 
-// The stop reasons of DESIGN §3.9.
+// The stop reasons (docs/chat-specs.md).
 const (
 	StopMaxRound    StopReason = "max_round"
 	StopMaxMessages StopReason = "max_messages"
@@ -73,7 +73,7 @@ const (
 	StopGraphComplete StopReason = "graph_complete"
 )
 
-// AllStopReasons lists every stop reason, in DESIGN §3.9's order.
+// AllStopReasons lists every stop reason, in the order docs/chat-specs.md lists them.
 var AllStopReasons = []StopReason{StopMaxRound, StopMaxMessages, StopTextMention, StopTextMatch, StopTextMessage, StopTokenUsage,
 	StopTimeout, StopHandoff, StopSourceMatch, StopFunctionCall, StopHumanExit, StopInputTimeout,
 	StopNoEligibleSpeaker, StopMaxAutoReply, StopExternal, StopGraphComplete, StopRequestSatisfied, StopCancelled, StopError}
@@ -91,7 +91,7 @@ const (
 	EventChatCompleted   EventType = "chat.completed"
 	EventChatFailed      EventType = "chat.failed"
 	EventChatCancelled   EventType = "chat.cancelled"
-	// EventRunStarted opens a run (DESIGN §3.12): the first right after
+	// EventRunStarted opens a run (docs/runs.md): the first right after
 	// chat.created (and the history), each later one when a worker starts
 	// a queued run.
 	EventRunStarted   EventType = "run.started"
@@ -302,7 +302,7 @@ type Chat struct {
 	UpdatedAt       time.Time
 	CompletedAt     *time.Time
 	// Run is the number of the chat's latest run (1 until it is run again,
-	// DESIGN §3.12); QueuedRuns counts the runs posted after it that have
+	// docs/runs.md); QueuedRuns counts the runs posted after it that have
 	// not started.
 	Run        int
 	QueuedRuns int

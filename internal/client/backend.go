@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// The client side of DESIGN §9: erasing chats, changing their metadata,
+// The client side of agentd as an application backend (docs/backend.md): erasing chats, changing their metadata,
 // saved teams.
 
 // Erase erases a chat that has ended (DELETE /v1/chats/{id}).

@@ -1,5 +1,5 @@
 // Package egress is the only way out of a sandbox that may use the network
-// (DESIGN §3.7): an HTTP proxy (plain requests and CONNECT) that agentd runs
+// (docs/tools.md): an HTTP proxy (plain requests and CONNECT) that agentd runs
 // for each sandboxed program that asks for hosts, on a listener the sandbox
 // package makes reachable from inside the sandbox's own network namespace
 // and nowhere else.

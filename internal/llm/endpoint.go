@@ -204,7 +204,7 @@ func globMatch(glob, s string) bool {
 	return s == ""
 }
 
-// router decides which endpoint serves a spec's model (DESIGN §3.6): the
+// router decides which endpoint serves a spec's model (docs/models.md): the
 // endpoint the model names; else the first endpoint of the provider's kind
 // whose globs match the model; else the default, if it is of that kind; else
 // the first endpoint of that kind without globs.

@@ -1,14 +1,14 @@
 // Package llm implements chat.ModelClient: the model providers a chat spec can
 // name. "replay" answers from the spec's own script and needs no network;
 // every other provider is a kind of endpoint the operator configured
-// (DESIGN §3.6): "openai" (OpenAI and every compatible server, through
+// (docs/models.md): "openai" (OpenAI and every compatible server, through
 // go-openai), "azure" (Azure OpenAI deployments, through go-openai's Azure
 // mode) and "anthropic" (the Messages API, through Anthropic's Go SDK). Each
 // endpoint has a per-call timeout, retries with backoff, and limits of its
 // own (calls in flight, requests and tokens per minute) with one FIFO queue.
 //
 // This is the only package that imports go-openai and the Anthropic SDK
-// (DESIGN §1): everything it hands back is in chat's terms.
+// (docs/architecture.md): everything it hands back is in chat's terms.
 package llm
 
 import (

@@ -94,7 +94,7 @@ func replayArguments(raw json.RawMessage) (string, error) {
 // toolCallID derives a tool call id from where the call sits in the chat.
 // It is deterministic because a turn redone after a crash must produce the
 // same ids: tool servers dedupe on Idempotency-Key <chat_id>/<tool_call_id>
-// (DESIGN §3.4, §5). Fields are length-prefixed so that no two different
+// (docs/tools.md, docs/operations.md). Fields are length-prefixed so that no two different
 // inputs hash the same bytes.
 func toolCallID(chatID, caller string, callIndex, index int) string {
 	h := sha256.New()

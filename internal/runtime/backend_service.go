@@ -20,7 +20,7 @@ import (
 	"github.com/agentd/agentd/internal/spec"
 )
 
-// The service API of DESIGN §9: metadata changes, erasure and retention,
+// The service API of agentd as an application backend (docs/backend.md): metadata changes, erasure and retention,
 // saved teams, deliveries. Creating a chat from a saved team (team_ref) is
 // in Create, through resolveTeamRef.
 

@@ -42,7 +42,7 @@ func BenchmarkChatThroughput(b *testing.B) {
 		for _, n := range []int{1, 32, 256} {
 			b.Run(fmt.Sprintf("%s/chats=%d", backend, n), func(b *testing.B) {
 				db := openBackend(b, backend)
-				rt := newRuntime(b, db, func(c *runtime.RuntimeConfig) { c.LeaseDuration = 30 * time.Second })
+				rt := newRuntime(b, db, func(c *runtime.Config) { c.LeaseDuration = 30 * time.Second })
 				messages := 0
 				b.ResetTimer()
 				start := time.Now()
@@ -76,7 +76,7 @@ func BenchmarkMemoryPerRunningChat(b *testing.B) {
 	sp := twoAgentSpec(2, 60000, "")
 	for range b.N {
 		db := openStore(b)
-		rt := newRuntime(b, db, func(c *runtime.RuntimeConfig) { c.LeaseDuration = 30 * time.Second })
+		rt := newRuntime(b, db, func(c *runtime.Config) { c.LeaseDuration = 30 * time.Second })
 		before := heap()
 		goroutines := goruntime.NumGoroutine()
 		var ids []string

@@ -106,7 +106,7 @@ func TestAReaderWaitsForACatchUpInProgress(t *testing.T) {
 		*pausedReads
 		chat.Notifier
 	}
-	rt2 := newRuntime(t, pausedShared{paused, db.(chat.Notifier)}, func(c *runtime.RuntimeConfig) { c.PollInterval = time.Hour }) // it only reads
+	rt2 := newRuntime(t, pausedShared{paused, db.(chat.Notifier)}, func(c *runtime.Config) { c.PollInterval = time.Hour }) // it only reads
 	c := create(t, rt1, string(twoAgentSpec(2, 1500, "")))
 	sigA, doneA := rt2.Subscribe(c.ID)
 	defer doneA()

@@ -89,7 +89,7 @@ func (s *streamText) until(t *testing.T, q *runtime.DeltaQueue, done func(string
 
 // streamingRuntimes returns a model server and a way to start runtimes on
 // one Postgres whose models are that server's.
-func streamingRuntimes(t *testing.T) (*openaitest.Server, func(opts ...func(*runtime.RuntimeConfig)) *runtime.Runtime) {
+func streamingRuntimes(t *testing.T) (*openaitest.Server, func(opts ...func(*runtime.Config)) *runtime.Runtime) {
 	fake := openaitest.New()
 	t.Cleanup(fake.Close)
 	db := openPostgres(t)
@@ -97,8 +97,8 @@ func streamingRuntimes(t *testing.T) (*openaitest.Server, func(opts ...func(*run
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fake, func(opts ...func(*runtime.RuntimeConfig)) *runtime.Runtime {
-		return newRuntime(t, db, append([]func(*runtime.RuntimeConfig){func(c *runtime.RuntimeConfig) {
+	return fake, func(opts ...func(*runtime.Config)) *runtime.Runtime {
+		return newRuntime(t, db, append([]func(*runtime.Config){func(c *runtime.Config) {
 			c.Models, c.Providers = models, models.Providers()
 		}}, opts...)...)
 	}
@@ -122,7 +122,7 @@ func words(n int, prefix string) []string {
 func TestDeltasReachStreamsOnEveryReplica(t *testing.T) {
 	fake, start := streamingRuntimes(t)
 	rt1 := start()
-	rt2 := start(func(c *runtime.RuntimeConfig) { c.PollInterval = time.Hour }) // never claims: it only streams
+	rt2 := start(func(c *runtime.Config) { c.PollInterval = time.Hour }) // never claims: it only streams
 	pieces := words(40, "w")
 	halfway := make(chan struct{})
 	var once sync.Once
@@ -188,7 +188,7 @@ func eventsToEnd(t *testing.T, rt *runtime.Runtime, id string, wakes <-chan runt
 func TestATakeoverResetsTheReplyOnEveryReplica(t *testing.T) {
 	fake, start := streamingRuntimes(t)
 	rt1 := start()
-	viewer := start(func(c *runtime.RuntimeConfig) { c.PollInterval = time.Hour })
+	viewer := start(func(c *runtime.Config) { c.PollInterval = time.Hour })
 	first, retried := words(300, "a"), words(30, "b")
 	fake.Reply(
 		openaitest.Reply{Pieces: first, PieceDelay: 20 * time.Millisecond},
@@ -234,7 +234,7 @@ func TestDeltasReachStreamsOfTheReplicaThatRunsTheChat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := newRuntime(t, openStore(t), func(c *runtime.RuntimeConfig) { c.Models, c.Providers = models, models.Providers() })
+	rt := newRuntime(t, openStore(t), func(c *runtime.Config) { c.Models, c.Providers = models, models.Providers() })
 	pieces := words(20, "w")
 	fake.Reply(openaitest.Reply{Pieces: pieces, PieceDelay: 5 * time.Millisecond, Delay: 200 * time.Millisecond})
 	c := create(t, rt, streamingSpec)

@@ -95,7 +95,7 @@ func BenchmarkSSEFanOut(b *testing.B) {
 	const viewers = 1000
 	pg := openBackend(b, "postgres")
 	cs := &countingStore{Store: pg, committed: map[int64]time.Time{}}
-	rt := newRuntime(b, cs, func(c *runtime.RuntimeConfig) { c.LeaseDuration = 30 * time.Second })
+	rt := newRuntime(b, cs, func(c *runtime.Config) { c.LeaseDuration = 30 * time.Second })
 	ts := streamServer(b, rt)
 
 	for range b.N {
@@ -562,7 +562,7 @@ func TestStreamsAreServedFromMemory(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cs := &countingStore{Store: db, committed: map[int64]time.Time{}}
 			// No selection is held: every turn is two appends.
-			rt := newRuntime(t, cs, func(c *runtime.RuntimeConfig) { c.HoldSelection = -1 })
+			rt := newRuntime(t, cs, func(c *runtime.Config) { c.HoldSelection = -1 })
 			ts := streamServer(t, rt)
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
 			t.Cleanup(client.CloseIdleConnections)

@@ -380,7 +380,7 @@ func TestFaultsAtEveryAppendPoint(t *testing.T) {
 	ts := newToolServer(t)
 	fs := newFaultStore(pg)
 	boxes := &watchedSandboxes{Sandboxes: openBwrap(t), store: fs, released: map[string]chan struct{}{}}
-	rt := newRuntime(t, fs, withTools(t), func(c *runtime.RuntimeConfig) {
+	rt := newRuntime(t, fs, withTools(t), func(c *runtime.Config) {
 		// A selection is flushed alone as soon as it is held: exec's code
 		// waits for that (waitFlush), every other turn goes on at once.
 		c.Sandboxes, c.AppendTimeout, c.HoldSelection = boxes, time.Second, time.Millisecond

@@ -64,7 +64,7 @@ func selectionsAlone(as []recordedAppend) (alone, withMessage int) {
 func TestATurnIsOneAppend(t *testing.T) {
 	log := &appendLog{Store: openStore(t)}
 	// However slow the machine, no turn waits a minute for its store.
-	rt := newRuntime(t, log, func(c *runtime.RuntimeConfig) { c.HoldSelection = time.Minute })
+	rt := newRuntime(t, log, func(c *runtime.Config) { c.HoldSelection = time.Minute })
 	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: twoAgentSpec(6, 0, "")})
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func TestATurnIsOneAppend(t *testing.T) {
 
 func TestASlowTurnPublishesItsSpeakerFirst(t *testing.T) {
 	log := &appendLog{Store: openStore(t)}
-	rt := newRuntime(t, log, func(c *runtime.RuntimeConfig) { c.HoldSelection = 20 * time.Millisecond })
+	rt := newRuntime(t, log, func(c *runtime.Config) { c.HoldSelection = 20 * time.Millisecond })
 	// The model takes 1.2 s: a loaded machine may hold up the 20 ms flush
 	// by some hundred milliseconds, and the selection must still come out
 	// well before the reply.
@@ -115,7 +115,7 @@ func TestASlowTurnPublishesItsSpeakerFirst(t *testing.T) {
 
 func TestSelectionsAppendAtOnceWhenNotHeld(t *testing.T) {
 	log := &appendLog{Store: openStore(t)}
-	rt := newRuntime(t, log, func(c *runtime.RuntimeConfig) { c.HoldSelection = -1 })
+	rt := newRuntime(t, log, func(c *runtime.Config) { c.HoldSelection = -1 })
 	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: twoAgentSpec(3, 0, "")})
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func TestAHeldSelectionIsDroppedWhenTheWorkerStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt1, err := runtime.NewRuntime(runtime.RuntimeConfig{Store: db, Models: models, LeaseDuration: time.Minute,
+	rt1, err := runtime.New(runtime.Config{Store: db, Models: models, LeaseDuration: time.Minute,
 		PollInterval: 50 * time.Millisecond, HoldSelection: time.Hour})
 	if err != nil {
 		t.Fatal(err)

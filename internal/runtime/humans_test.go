@@ -289,7 +289,7 @@ func TestAutoSelectorFailurePaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := newRuntime(t, db, func(c *runtime.RuntimeConfig) { c.Models, c.Providers = models, models.Providers() })
+	rt := newRuntime(t, db, func(c *runtime.Config) { c.Models, c.Providers = models, models.Providers() })
 	fake.Reply(
 		openaitest.Text("a and b"), openaitest.Text("nobody"), openaitest.Text("b"), // turn 1: b
 		openaitest.Text("b"), openaitest.Text("???"), openaitest.Text("!!!"), // turn 2: b excluded, then garbage → fallback c

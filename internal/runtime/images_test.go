@@ -45,7 +45,7 @@ func TestMultiModalTaskReachesTheModelAsImageParts(t *testing.T) {
 	fake, start := streamingRuntimes(t)
 	// A lease that a loaded machine cannot miss: a lost one redoes a
 	// model call, and the test counts them.
-	rt := start(func(c *runtime.RuntimeConfig) { c.LeaseDuration = 10 * time.Second })
+	rt := start(func(c *runtime.Config) { c.LeaseDuration = 10 * time.Second })
 	fake.Reply(openaitest.Text("first"), openaitest.Text("a white square"), openaitest.Text("still white"))
 	c := create(t, rt, `{"task": "t", "max_round": 1,
 		"agents": [{"name": "seer", "type": "assistant", "model": {"provider": "openai", "model": "gpt-4o"}}]}`)
@@ -95,7 +95,7 @@ func TestMultiModalTaskReachesTheModelAsImageParts(t *testing.T) {
 // with its pointer.
 func TestMultiModalTaskProblems(t *testing.T) {
 	db := openStore(t)
-	rt := newRuntime(t, db, func(c *runtime.RuntimeConfig) { c.Limits.MaxImageBytes = 100 })
+	rt := newRuntime(t, db, func(c *runtime.Config) { c.Limits.MaxImageBytes = 100 })
 	c := create(t, rt, threeAgents(1, ""))
 	waitRun(t, rt, c.ID, 1)
 	big := base64.StdEncoding.EncodeToString(append(opaquePNG(t), make([]byte, 100)...))

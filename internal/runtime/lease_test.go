@@ -48,7 +48,7 @@ func TestRenewalOfAnEndedLeaseSparesTheChatsNextWorker(t *testing.T) {
 	defer let()
 	// Renewals every second: the first comes while the first model reply
 	// (two seconds) is being made, and the leases outlast the held renewal.
-	rt := newRuntime(t, db, func(c *runtime.RuntimeConfig) { c.LeaseDuration = 3 * time.Second })
+	rt := newRuntime(t, db, func(c *runtime.Config) { c.LeaseDuration = 3 * time.Second })
 	c := create(t, rt, `{"task": "write", "max_round": 10,
 		"agents": [{"name": "writer", "type": "assistant", "model": {"provider": "replay", "responses": [
 				{"content": "draft 1", "delay_ms": 2000}, {"content": "draft 2", "delay_ms": 1000}, "draft 3"]}},

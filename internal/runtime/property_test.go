@@ -37,7 +37,7 @@ func TestStateProperty(t *testing.T) {
 		t.Run(method, func(t *testing.T) {
 			t.Parallel()
 			db := &runtime.FaultyStore{Store: openStore(t)}
-			rt, err := runtime.NewRuntime(runtime.RuntimeConfig{Store: db, Models: models, HoldSelection: time.Hour})
+			rt, err := runtime.New(runtime.Config{Store: db, Models: models, HoldSelection: time.Hour})
 			if err != nil {
 				t.Fatal(err)
 			}

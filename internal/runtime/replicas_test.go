@@ -41,7 +41,7 @@ func runningOn(t *testing.T, rt *runtime.Runtime, id string) {
 // its next lease renewal.
 func TestReplicasShareEventsAndCancelsThroughTheStore(t *testing.T) {
 	db := openPostgres(t)
-	long := func(c *runtime.RuntimeConfig) { c.LeaseDuration = 30 * time.Second } // renewals every 10 s
+	long := func(c *runtime.Config) { c.LeaseDuration = 30 * time.Second } // renewals every 10 s
 	rt1 := newRuntime(t, db, long)
 	c := create(t, rt1, string(twoAgentSpec(6, 300, "")))
 	runningOn(t, rt1, c.ID)
@@ -152,7 +152,7 @@ func replies(name string, n int) string {
 // ends cancelled, and a stop ends the run after the turn in progress.
 func TestRunsPostedToAnotherReplica(t *testing.T) {
 	db := openPostgres(t)
-	long := func(c *runtime.RuntimeConfig) { c.LeaseDuration = 30 * time.Second } // renewals every 10 s
+	long := func(c *runtime.Config) { c.LeaseDuration = 30 * time.Second } // renewals every 10 s
 	rt1 := newRuntime(t, db, long)
 	c := create(t, rt1, `{"task": "go", "max_round": 1, "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": [
 		{"content": "r1", "delay_ms": 800}, {"content": "r2", "delay_ms": 100}, {"content": "r3", "delay_ms": 100},

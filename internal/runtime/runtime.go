@@ -23,8 +23,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// RuntimeConfig configures a Runtime.
-type RuntimeConfig struct {
+// Config configures a Runtime.
+type Config struct {
 	Store chat.Store
 	// Models makes the model calls. When it is also a TokenCounter (as
 	// internal/llm's client is), it counts the tokens of token-limited
@@ -115,8 +115,8 @@ type Runtime struct {
 	stopped  bool
 }
 
-// NewRuntime returns a Runtime; call Start to begin running chats.
-func NewRuntime(cfg RuntimeConfig) (*Runtime, error) {
+// New returns a Runtime; call Start to begin running chats.
+func New(cfg Config) (*Runtime, error) {
 	if cfg.Store == nil || cfg.Models == nil {
 		return nil, errors.New("chat runtime needs a store and a model client")
 	}

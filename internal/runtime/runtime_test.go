@@ -35,17 +35,17 @@ func openStore(t testing.TB) store.DB {
 	return db
 }
 
-func newRuntime(t testing.TB, db chat.Store, opts ...func(*runtime.RuntimeConfig)) *runtime.Runtime {
+func newRuntime(t testing.TB, db chat.Store, opts ...func(*runtime.Config)) *runtime.Runtime {
 	t.Helper()
 	models, err := llm.New(llm.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := runtime.RuntimeConfig{Store: db, Models: models, LeaseDuration: 600 * time.Millisecond, PollInterval: 50 * time.Millisecond}
+	cfg := runtime.Config{Store: db, Models: models, LeaseDuration: 600 * time.Millisecond, PollInterval: 50 * time.Millisecond}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	rt, err := runtime.NewRuntime(cfg)
+	rt, err := runtime.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func newRuntime(t testing.TB, db chat.Store, opts ...func(*runtime.RuntimeConfig
 func stoppableRuntime(t testing.TB, db chat.Store) *runtime.Runtime {
 	t.Helper()
 	models, _ := llm.New(llm.Config{})
-	rt, err := runtime.NewRuntime(runtime.RuntimeConfig{Store: db, Models: models, LeaseDuration: time.Minute, PollInterval: 50 * time.Millisecond})
+	rt, err := runtime.New(runtime.Config{Store: db, Models: models, LeaseDuration: time.Minute, PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func asValidation(err error, target **spec.ValidationError) bool {
 func TestMetricsCountTurnsAndReportStatusesFromTheStore(t *testing.T) {
 	db := openStore(t)
 	reg := prometheus.NewRegistry()
-	rt := newRuntime(t, db, func(c *runtime.RuntimeConfig) { c.Registerer = reg })
+	rt := newRuntime(t, db, func(c *runtime.Config) { c.Registerer = reg })
 	c, _, _ := rt.Create(context.Background(), &chat.CreateParams{Body: twoAgentSpec(2, 0, "")})
 	waitTerminal(t, rt, c.ID, 5*time.Second)
 	want := `
@@ -331,7 +331,7 @@ func (panickingModel) Complete(context.Context, *chat.ModelRequest) (*chat.Model
 
 func TestAPanickingWorkerFailsItsChatNotTheServer(t *testing.T) {
 	db := openStore(t)
-	rt := newRuntime(t, db, func(c *runtime.RuntimeConfig) { c.Models = panickingModel{} })
+	rt := newRuntime(t, db, func(c *runtime.Config) { c.Models = panickingModel{} })
 	c := create(t, rt, string(twoAgentSpec(2, 0, "")))
 	got := waitTerminal(t, rt, c.ID, 5*time.Second)
 	if got.Status != chat.StatusFailed || got.Error != "internal error: model client bug" {
@@ -349,7 +349,7 @@ func TestAPanickingWorkerFailsItsChatNotTheServer(t *testing.T) {
 // without room is left queued, unowned, to be claimed when room frees up.
 func TestCreateRunsTheChatWhereItWasCreated(t *testing.T) {
 	db := openStore(t)
-	rt := newRuntime(t, db, func(c *runtime.RuntimeConfig) {
+	rt := newRuntime(t, db, func(c *runtime.Config) {
 		c.MaxActiveChats = 1
 		c.LeaseDuration = 5 * time.Second
 		c.PollInterval = time.Hour // only wake-ups claim
@@ -395,7 +395,7 @@ func (c *claimCounter) Claim(ctx context.Context, p *chat.ClaimParams) ([]*chat.
 // TestCreateRunsTheChatWhereItWasCreated).
 func TestChatsThatRunWhereCreatedNeedNoClaims(t *testing.T) {
 	db := &claimCounter{Store: openStore(t)}
-	rt := newRuntime(t, db, func(c *runtime.RuntimeConfig) { c.PollInterval = time.Hour })
+	rt := newRuntime(t, db, func(c *runtime.Config) { c.PollInterval = time.Hour })
 	// The claim at start, for what an earlier run left.
 	deadline := time.Now().Add(5 * time.Second)
 	for db.claims.Load() == 0 && time.Now().Before(deadline) {

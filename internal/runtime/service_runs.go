@@ -17,7 +17,7 @@ import (
 	"github.com/agentd/agentd/internal/spec"
 )
 
-// This file is the service API of runs (DESIGN §3.12): posting the next
+// This file is the service API of runs (docs/runs.md): posting the next
 // run, stopping the active one after its turn, forking a chat, and the
 // approvals a paused turn waits for.
 

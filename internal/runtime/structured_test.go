@@ -63,7 +63,7 @@ func TestStructuredReply(t *testing.T) {
 func TestInvalidStructuredReplyFailsTheRun(t *testing.T) {
 	db := openStore(t)
 	reg := prometheus.NewRegistry()
-	rt := newRuntime(t, db, func(c *runtime.RuntimeConfig) { c.Registerer = reg })
+	rt := newRuntime(t, db, func(c *runtime.Config) { c.Registerer = reg })
 	body := strings.Replace(structuredSpec, "%s", `"{\"a\": \"x\"}"`, 1)
 	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: []byte(body)})
 	if err != nil {

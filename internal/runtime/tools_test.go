@@ -81,13 +81,13 @@ func (ts *toolServer) recorded() []toolCall {
 	return slices.Clone(ts.calls)
 }
 
-func withTools(t testing.TB) func(*runtime.RuntimeConfig) {
+func withTools(t testing.TB) func(*runtime.Config) {
 	runner, err := tool.New(tool.Config{AllowPrivate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { runner.Close() })
-	return func(c *runtime.RuntimeConfig) { c.Tools = runner }
+	return func(c *runtime.Config) { c.Tools = runner }
 }
 
 func httpTool(name, url string) string {
@@ -246,7 +246,7 @@ func TestResumedToolHistoryGivesValidRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := openStore(t)
-	rt := newRuntime(t, db, withTools(t), func(c *runtime.RuntimeConfig) { c.Models, c.Providers = models, models.Providers() })
+	rt := newRuntime(t, db, withTools(t), func(c *runtime.Config) { c.Models, c.Providers = models, models.Providers() })
 	c := create(t, rt, `{"task": "go on", "max_round": 2, "agents": [
 		{"name": "asst", "type": "assistant", "model": {"provider": "openai", "model": "m"}, "context": {"buffer_size": 4}},
 		{"name": "other", "type": "assistant", "model": {"provider": "openai", "model": "m"}}],
@@ -280,7 +280,7 @@ func TestToolCallRedoneWithTheSameIdempotencyKeyAfterACrash(t *testing.T) {
 	models, _ := llm.New(llm.Config{})
 	runner, _ := tool.New(tool.Config{AllowPrivate: true})
 	defer runner.Close()
-	rt1, err := runtime.NewRuntime(runtime.RuntimeConfig{Store: db, Models: models, Tools: runner, LeaseDuration: time.Minute, PollInterval: 50 * time.Millisecond})
+	rt1, err := runtime.New(runtime.Config{Store: db, Models: models, Tools: runner, LeaseDuration: time.Minute, PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -171,7 +171,7 @@ func egressConfig(t *testing.T, backend string, secretPort int, ports ...int) (C
 }
 
 // TestEgress: sandboxes that may reach hosts reach them through the proxy,
-// and nothing else (DESIGN §3.7), on both backends.
+// and nothing else (docs/tools.md), on both backends.
 func TestEgress(t *testing.T) {
 	wheel := tinyWheel(t, "tinypkg-magic-4711")
 	pip := pipWheel(t)

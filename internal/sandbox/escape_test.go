@@ -24,7 +24,7 @@ import (
 )
 
 // backends are the sandboxes the escape suite runs against: every test
-// below holds for each of them (DESIGN §3.7, issue 3 acceptance 1).
+// below holds for each of them (docs/tools.md).
 var backends = []string{BackendDocker, BackendBwrap}
 
 // TestEscape is the escape suite: what hostile code tries, and that it

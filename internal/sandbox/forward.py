@@ -1,4 +1,4 @@
-# agentd's forwarder: the in-sandbox end of the egress proxy (DESIGN §3.7).
+# agentd's forwarder: the in-sandbox end of the egress proxy (docs/tools.md).
 #
 #   python3 -I -S forward.py SOCKET -- PROGRAM [ARGS...]
 #

@@ -1,5 +1,5 @@
 // Package sandbox runs model-written code in one isolated sandbox per chat
-// (DESIGN §3.7). It implements chat.Sandboxes with two backends:
+// (docs/tools.md). It implements chat.Sandboxes with two backends:
 //
 //   - docker: a long-lived container per chat behind any Docker Engine API
 //     (Docker, or Podman's Docker-compatible service), one exec per program.

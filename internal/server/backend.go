@@ -21,7 +21,7 @@ import (
 	"github.com/agentd/agentd/internal/spec"
 )
 
-// The handlers of DESIGN §9: metadata search and changes, erasure, webhook
+// The handlers of agentd as an application backend (docs/backend.md): metadata search and changes, erasure, webhook
 // deliveries, saved teams.
 
 // Backend is what these handlers need of the chat runtime; *chat.Runtime

@@ -15,7 +15,7 @@ import (
 	"github.com/agentd/agentd/internal/spec"
 )
 
-// backendChats is a Chats whose DESIGN §9 methods are the funcs a test sets.
+// backendChats is a Chats whose docs/backend.md methods are the funcs a test sets.
 type backendChats struct {
 	fakeChats
 	patch   func(tenant, id string, patch map[string]json.RawMessage) (*chat.Chat, error)

@@ -271,7 +271,7 @@ func (c *chatsResource) request(w http.ResponseWriter, r *http.Request, do func(
 }
 
 // runs handles POST /v1/chats/{id}/runs: 202 with the chat and the posted
-// run's number; a worker starts the run (DESIGN §3.12).
+// run's number; a worker starts the run (docs/runs.md).
 func (c *chatsResource) runs(w http.ResponseWriter, r *http.Request) {
 	id, withSpec, ok := c.chatParams(w, r)
 	if !ok {

@@ -20,7 +20,7 @@ import (
 // message, shared by GET /messages and the SSE data of message events
 // (chat.EventPayload). A copy here could only drift from the stream.
 
-// chatResponse is the chat object of DESIGN §6.
+// chatResponse is the chat object of api/openapi.yaml.
 type chatResponse struct {
 	ID           string          `json:"id"`
 	Name         *string         `json:"name"`
@@ -38,7 +38,7 @@ type chatResponse struct {
 	CompletedAt  *time.Time      `json:"completed_at"`
 	Metadata     json.RawMessage `json:"metadata"`
 	// Run is the number of the chat's latest run; QueuedRuns counts the
-	// runs posted after it that have not started (DESIGN §3.12).
+	// runs posted after it that have not started (docs/runs.md).
 	Run        int           `json:"run"`
 	QueuedRuns int           `json:"queued_runs"`
 	ForkedFrom *chat.ForkRef `json:"forked_from"`

@@ -177,7 +177,7 @@ components:
 }
 
 // The enums of the contract list exactly the domain's statuses, stop reasons
-// and event types (they are public API: DESIGN §3.9, §3.10, §6).
+// and event types (they are public API: docs/chat-specs.md, api/openapi.yaml).
 func TestOpenAPIEnums(t *testing.T) {
 	t.Parallel()
 	doc := string(openAPIDoc(t))

@@ -98,7 +98,7 @@ type Config struct {
 	MaxBodyBytes int64
 	// APIKeys maps a bearer key to the tenant it acts for. Empty means no
 	// authentication: every request acts for DefaultTenant (the command only
-	// allows that on loopback, see DESIGN §7).
+	// allows that on loopback, see docs/configuration.md).
 	APIKeys map[string]string
 	// Heartbeat is the interval of the comment lines that keep idle SSE
 	// streams alive through proxies. Default DefaultHeartbeat (15 s).
@@ -231,7 +231,7 @@ func (s *Server) Handler() http.Handler { return s.router }
 
 // SetReady sets whether /readyz reports ready. The command sets it to false
 // first thing on SIGTERM, so the load balancer stops sending new requests
-// while running requests and streams finish (DESIGN §5).
+// while running requests and streams finish (docs/operations.md).
 func (s *Server) SetReady(ready bool) { s.notReady.Store(!ready) }
 
 // routes builds the router. Middleware order matters: the request id comes

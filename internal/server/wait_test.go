@@ -51,7 +51,7 @@ func TestWaitingOnALocalChatReadsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := runtime.NewRuntime(runtime.RuntimeConfig{Store: counted, Models: models})
+	rt, err := runtime.New(runtime.Config{Store: counted, Models: models})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 // Package spec is the chat spec, the request body of POST /v1/chats: its
 // types, its strict decoding (every unknown field and wrong type reported
 // with its JSON pointer) and its validation against what a server offers
-// (DESIGN §2). It also says what a validated spec means where it leaves a
+// (docs/chat-specs.md). It also says what a validated spec means where it leaves a
 // field out (the defaults, and lookups by name: access.go).
 //
 // It is a package of its own so that the chat engine (internal/chat) reads
@@ -17,7 +17,7 @@
 //     decodefast.go: the one-pass decode (encoding/json/v2's, from
 //     github.com/go-json-experiment/json) that takes every spec without
 //     problems, and gives up to the thorough one at anything else.
-//   - validate.go: Validate, every rule of DESIGN §2 and the server's Limits;
+//   - validate.go: Validate, every rule of the chat spec (docs/chat-specs.md) and the server's Limits;
 //     output.go: an assistant's output_schema (structured output), whose
 //     schema internal/structured reads, and the property order a stored
 //     spec keeps of it.

@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// Spec is the request body of POST /v1/chats (DESIGN §2).
+// Spec is the request body of POST /v1/chats (docs/chat-specs.md).
 type Spec struct {
 	Name             string           `json:"name,omitempty"`
 	Task             Task             `json:"task"`
@@ -23,7 +23,7 @@ type Spec struct {
 	Webhook          *Webhook         `json:"webhook,omitempty"`
 }
 
-// Webhook is a chat's own webhook endpoint (DESIGN §9): the chat's events
+// Webhook is a chat's own webhook endpoint (docs/backend.md): the chat's events
 // of the listed types (default: the terminal events, input.requested and
 // run.started) are POSTed to URL as Standard Webhooks.
 type Webhook struct {
@@ -66,7 +66,7 @@ type Agent struct {
 	MaxConsecutiveAutoReply *int           `json:"max_consecutive_auto_reply,omitempty"`
 	DefaultAutoReply        *string        `json:"default_auto_reply,omitempty"`
 	// ToolApproval pauses an assistant's turn before its tool calls run,
-	// for a client to approve, edit or reject each (DESIGN §3.12).
+	// for a client to approve, edit or reject each (docs/runs.md).
 	ToolApproval *ToolApproval `json:"tool_approval,omitempty"`
 	// CodeApproval pauses a code-executing user_proxy before its code
 	// runs (AgentChat's CodeExecutorAgent approval_func).
@@ -244,7 +244,7 @@ const (
 	SelectMagentic   = "magentic_one"
 )
 
-// SelectionSpec configures how the next speaker is chosen (DESIGN §3.2).
+// SelectionSpec configures how the next speaker is chosen (docs/chat-specs.md).
 type Selection struct {
 	Method               string              `json:"method,omitempty"`
 	Model                *ModelRef           `json:"model,omitempty"`
@@ -350,7 +350,7 @@ type Sandbox struct {
 	Network *SandboxNetwork `json:"network,omitempty"`
 }
 
-// SandboxNetwork is what a chat's sandbox may reach (DESIGN §3.7).
+// SandboxNetwork is what a chat's sandbox may reach (docs/tools.md).
 type SandboxNetwork struct {
 	// Allow lists hosts: "pypi.org" (ports 80 and 443),
 	// "files.example.com:8443", "*.example.com" (every name below it),

@@ -185,7 +185,7 @@ func (v *validator) checkSandboxNetwork(n *SandboxNetwork) {
 	}
 }
 
-// Validate checks a decoded spec against DESIGN §2 and what this server
+// Validate checks a decoded spec against docs/chat-specs.md and what this server
 // offers, and returns every problem found.
 func Validate(s *Spec, limits Limits, env Env) []Problem {
 	return validate(s, limits, env, false)

@@ -84,7 +84,7 @@ func (r *Runner) checkRedirect(req *http.Request, via []*http.Request) error {
 // from the tool spec, for checkRedirect.
 type specHeadersKey struct{}
 
-// httpCallBody is what an http tool receives (DESIGN §3.4).
+// httpCallBody is what an http tool receives (docs/tools.md).
 type httpCallBody struct {
 	Name       string          `json:"name"`
 	Arguments  json.RawMessage `json:"arguments"`

@@ -11,7 +11,7 @@ import (
 
 // callSandbox runs a sandbox tool's code in the chat's sandbox with the
 // arguments as JSON on stdin. Tools of one chat share its work dir, so they
-// can keep state in files (DESIGN §3.4).
+// can keep state in files (docs/tools.md).
 func (r *Runner) callSandbox(ctx context.Context, req *chat.ToolRequest, impl *implementation, args arguments, timeout time.Duration) outcome {
 	if r.cfg.Sandboxes == nil { // CheckTool refuses these; a persisted spec may predate a config change
 		return failed(outcomeFailed, errors.New("no sandbox backend"), "this server has no code sandbox to run tool %s", req.Tool.Name)

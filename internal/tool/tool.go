@@ -1,4 +1,4 @@
-// Package tool runs the tools a chat spec defines (DESIGN §3.4, §3.14): http
+// Package tool runs the tools a chat spec defines (docs/tools.md, docs/autogen.md): http
 // tools (a POST to an operator-allowed URL), sandbox tools (a script run in
 // the chat's sandbox), mcp tools (the tools of an MCP server reached over
 // streamable HTTP or SSE), python_function and python_code tools

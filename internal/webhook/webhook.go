@@ -1,4 +1,4 @@
-// Package webhook sends a chat's events to webhook endpoints (DESIGN §9):
+// Package webhook sends a chat's events to webhook endpoints (docs/backend.md):
 // the endpoint a spec names (its "webhook") and the tenant endpoints of the
 // operator's webhooks file. Deliveries follow Standard Webhooks
 // (https://www.standardwebhooks.com): a webhook-id that is the same on every

@@ -1,4 +1,4 @@
--- 0001: chats, the append-only events log and the messages view (DESIGN §4).
+-- 0001: chats, the append-only events log and the messages view (docs/architecture.md).
 --
 -- Empty strings of the Go types are stored as NULL in the optional text
 -- columns, so that "no value" has one representation and the unique

@@ -1,4 +1,4 @@
--- 0002: human input (DESIGN §3.8). A client's answer to a pending input
+-- 0002: human input (docs/runs.md). A client's answer to a pending input
 -- request waits in input_response until the chat's next worker appends it to
 -- the log (the worker is the only writer of the log, and a chat waiting for
 -- input has no worker). input_expires_at lets Claim find chats whose

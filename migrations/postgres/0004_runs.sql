@@ -1,4 +1,4 @@
--- 0004: a chat is a conversation of runs (DESIGN §3.12), as AgentChat's
+-- 0004: a chat is a conversation of runs (docs/runs.md), as AgentChat's
 -- team.run is called again on the same team.
 --
 -- chat_state.run is the number of the chat's latest run (1 for a chat that

@@ -1,4 +1,4 @@
--- 0005: agentd as an application's backend (DESIGN §9): the webhook
+-- 0005: agentd as an application's backend (docs/backend.md): the webhook
 -- outbox, search by metadata, name and team, erasure with tombstones and
 -- retention, saved teams.
 

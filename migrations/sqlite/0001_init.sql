@@ -1,4 +1,4 @@
--- 0001: chats, the append-only events log and the messages view (DESIGN §4),
+-- 0001: chats, the append-only events log and the messages view (docs/architecture.md),
 -- mirroring migrations/postgres/0001_init.sql.
 --
 -- Differences from Postgres, and why:

@@ -1,4 +1,4 @@
--- 0004: runs (DESIGN §3.12), mirroring migrations/postgres/0004_runs.sql.
+-- 0004: runs (docs/runs.md), mirroring migrations/postgres/0004_runs.sql.
 ALTER TABLE chats ADD COLUMN run INTEGER NOT NULL DEFAULT 1 CHECK (run >= 1);
 ALTER TABLE chats ADD COLUMN last_run INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE chats ADD COLUMN stop_requested INTEGER NOT NULL DEFAULT 0 CHECK (stop_requested IN (0, 1));

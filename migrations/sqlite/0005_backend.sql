@@ -1,4 +1,4 @@
--- 0005: agentd as an application's backend (DESIGN §9), mirroring
+-- 0005: agentd as an application's backend (docs/backend.md), mirroring
 -- migrations/postgres/0005_backend.sql: the webhook outbox, search by
 -- name and team, erasure with tombstones and retention, saved teams.
 --

@@ -485,7 +485,7 @@ func runAgentd(t *testing.T, sc scenario, fx fixture, sandboxes chat.Sandboxes) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { runner.Close() })
-	rt, err = runtime.NewRuntime(runtime.RuntimeConfig{Store: db, Models: providers, Providers: providers.Providers(), Tools: runner, Sandboxes: sandboxes,
+	rt, err = runtime.New(runtime.Config{Store: db, Models: providers, Providers: providers.Providers(), Tools: runner, Sandboxes: sandboxes,
 		LeaseDuration: time.Minute, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

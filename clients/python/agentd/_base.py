@@ -129,7 +129,7 @@ def _include(params: dict[str, str], include_spec: bool) -> dict[str, str]:
     return params
 
 
-# The requests of every operation (DESIGN §6 and api/openapi.yaml).
+# The requests of every operation (api/openapi.yaml and api/openapi.yaml).
 
 
 def create_request(

@@ -15,7 +15,7 @@ import (
 	"github.com/agentd/agentd/internal/spec"
 )
 
-// This file is what a run is in the log (DESIGN §3.12): the run.started
+// This file is what a run is in the log (docs/runs.md): the run.started
 // event that opens it, the task messages posted with it, and how a request
 // for the next run (POST /runs) is read and checked.
 

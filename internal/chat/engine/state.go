@@ -21,7 +21,7 @@ type State struct {
 	// SpecMaxRound is max_round as the spec and the server's limit give it;
 	// maxRound is the current run's (a run may set its own).
 	SpecMaxRound, MaxRound int
-	// Run is the number of the chat's latest run (DESIGN §3.12), 1 in a
+	// Run is the number of the chat's latest run (docs/runs.md), 1 in a
 	// log without run.started events; runTurns is the chat's turns when it
 	// started: max_round counts the run's turns.
 	Run, RunTurns int

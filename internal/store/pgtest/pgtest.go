@@ -1,6 +1,6 @@
 // Package pgtest gives tests a real, empty Postgres database of their own.
 //
-// Where the database comes from, in order (DESIGN §8):
+// Where the database comes from, in order (docs/testing.md):
 //
 //  0. With AGENTD_TEST_POSTGRES=testcontainers: a container started once
 //     per test binary through testcontainers-go from AGENTD_TEST_POSTGRES_IMAGE

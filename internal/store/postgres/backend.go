@@ -13,7 +13,7 @@ import (
 	"github.com/agentd/agentd/internal/store/internal/param"
 )
 
-// chat.AppStore on Postgres (DESIGN §9): metadata changes, erasure and
+// chat.AppStore on Postgres (docs/backend.md): metadata changes, erasure and
 // retention, saved teams, the webhook outbox. None of it is on the append
 // path: the outbox rows are written by the append statements themselves
 // (appendsOutboxSQL, createOutboxSQL).

@@ -12,7 +12,7 @@ import (
 	"github.com/agentd/agentd/internal/store/internal/param"
 )
 
-// chat.AppStore on SQLite (DESIGN §9), mirroring the Postgres store. Every
+// chat.AppStore on SQLite (docs/backend.md), mirroring the Postgres store. Every
 // write goes through the one writer connection, so the transactions here
 // are serialised with the group committer's and need no row locks.
 

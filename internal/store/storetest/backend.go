@@ -15,7 +15,7 @@ import (
 	"github.com/agentd/agentd/internal/chat"
 )
 
-// The conformance tests of chat.AppStore (DESIGN §9).
+// The conformance tests of chat.AppStore (docs/backend.md).
 
 // listIDs lists every chat p selects, page by page, and returns their ids.
 func listIDs(t *testing.T, s chat.Store, p chat.ListChatsParams) []string {

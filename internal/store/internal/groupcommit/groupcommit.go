@@ -1,5 +1,5 @@
 // Package groupcommit batches the appends of many chats into few database
-// transactions (DESIGN §4, group commit).
+// transactions (docs/architecture.md, group commit).
 //
 // Every chat's worker appends a few events per model turn and must wait until
 // they are durable before it publishes them. One transaction per append costs
