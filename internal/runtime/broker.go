@@ -233,14 +233,14 @@ func (b *broker) add(id string, kind subKind) (Wake, *sub, func()) {
 		t.streams++
 		first = t.streams == 1
 		if first && t.local == 0 && b.relay.on() {
-			t.reply.awaitReplay = true // see relay.follow, below
+			t.reply.awaitReplay = true // see relay.announce, below
 		}
 		t.reply.replayTo(s.deltas)
 	}
 	now := t.known
 	t.mu.Unlock()
 	if first {
-		b.relay.follow(id)
+		b.relay.announce(id)
 	}
 	var once sync.Once
 	return now, s, func() {

@@ -82,9 +82,9 @@ func newRelay(out chat.DeltaRelay, self string, b *broker, now func() time.Time,
 
 func (r *relay) on() bool { return r != nil && r.out != nil }
 
-// followed reports whether another replica follows the chat's deltas, or
+// hasFollowers reports whether another replica follows the chat's deltas, or
 // may, as far as this replica can tell yet (see followGrace).
-func (r *relay) followed(id string) bool {
+func (r *relay) hasFollowers(id string) bool {
 	now := r.now()
 	r.mu.Lock()
 	until, ok := r.interest[id]
@@ -99,7 +99,7 @@ func (r *relay) send(t *topic, epoch int64, d chat.Delta) {
 	if !r.on() {
 		return
 	}
-	if !r.followed(t.id) {
+	if !r.hasFollowers(t.id) {
 		t.reply.relayed = false
 		return
 	}
@@ -145,10 +145,10 @@ func (r *relay) received(from string, ds []chat.RelayedDelta) {
 	}
 }
 
-// follows takes another replica's word that its streams follow the chats;
+// heard takes another replica's word that its streams follow the chats;
 // with replay, the replies in progress of those this replica runs are
 // relayed from their start.
-func (r *relay) follows(from string, ids []string, replay bool) {
+func (r *relay) heard(from string, ids []string, replay bool) {
 	if from == r.self {
 		return
 	}
@@ -178,9 +178,9 @@ func (r *relay) follows(from string, ids []string, replay bool) {
 	}
 }
 
-// follow says, for a chat whose first stream just subscribed here, that
+// announce says, for a chat whose first stream just subscribed here, that
 // this replica wants its deltas, from the start of the reply in progress.
-func (r *relay) follow(id string) {
+func (r *relay) announce(id string) {
 	if r.on() {
 		r.out.RelayFollows(r.self, []string{id}, true)
 	}

@@ -120,7 +120,7 @@ func TestAReplicaThatJustStartedRelaysEveryChat(t *testing.T) {
 	b.publishDelta(id, 1, piece("z"))
 	sent()
 
-	b.relay.follows("other", []string{id}, false)
+	b.relay.heard("other", []string{id}, false)
 	b.publishDelta(id, 1, piece("w"))
 	sent(chat.RelayedDelta{ChatID: id, Epoch: 1, Delta: piece("xyzw"), Replay: true})
 

@@ -237,7 +237,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 			},
 		}
 		if rl := r.broker.relay; rl.on() {
-			h.Self, h.Deltas, h.Follows, h.RelayFailed = r.owner, rl.received, rl.follows, rl.failed
+			h.Self, h.Deltas, h.Follows, h.RelayFailed = r.owner, rl.received, rl.heard, rl.failed
 			r.loops.Add(1)
 			go func() {
 				defer r.loops.Done()

@@ -307,12 +307,12 @@ func (e *appendError) Unwrap() error { return e.err }
 // adopt the new state and publish the events. An append that fails leaves
 // the worker's state as the store has it.
 func (w *worker) commit(ctx context.Context, evs ...chat.Event) error {
-	return w.commitRun(ctx, "", evs...)
+	return w.commitKeyed(ctx, "", evs...)
 }
 
-// commitRun is commit for the append that starts a queued run (startKey,
-// see AppendParams.StartKey), or any other (startKey "").
-func (w *worker) commitRun(ctx context.Context, startKey string, evs ...chat.Event) error {
+// commitKeyed is commit with the key of the queued run the append starts
+// (startKey, see AppendParams.StartKey), or "" for any other append.
+func (w *worker) commitKeyed(ctx context.Context, startKey string, evs ...chat.Event) error {
 	held, base, err := w.takeUnwritten()
 	if err != nil {
 		return err
@@ -527,7 +527,7 @@ func (w *worker) startQueuedRun(ctx context.Context) error {
 		} else {
 			evs = w.st.RunStartEvents(q.Run, req)
 		}
-		err = w.commitRun(ctx, q.Key, evs...)
+		err = w.commitKeyed(ctx, q.Key, evs...)
 		if err == nil {
 			w.rt.metrics.runs.Inc()
 			w.log.Info("run started", "run", q.Run, "task_messages", len(req.Task))
