@@ -291,12 +291,35 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, statusResponse{Status: "ready"})
 }
 
-// openAPI serves the contract the server was built with.
+// openAPI serves the contract the server was built with: as
+// application/yaml, the media type RFC 9512 registers for YAML, to tools;
+// as text/plain to a browser's navigation (its Accept names text/html),
+// because browsers save application/yaml (and Firefox text/yaml) as a
+// download where a person opening the link wants to read it. nosniff keeps
+// the text from being taken for anything else.
 func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
-	// application/yaml is the media type registered for YAML by RFC 9512.
-	w.Header().Set("Content-Type", "application/yaml")
+	h := w.Header()
+	h.Set("Content-Type", openAPIType(r.Header.Values("Accept")))
+	h.Set("Content-Disposition", `inline; filename="openapi.yaml"`)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Add("Vary", "Accept")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(api.OpenAPI)
+}
+
+// openAPIType is the Content-Type of /openapi.yaml for a request's Accept
+// headers: text/plain for a browser page load, which asks for text/html
+// first, application/yaml for everything else.
+func openAPIType(accept []string) string {
+	for _, a := range accept {
+		for part := range strings.SplitSeq(a, ",") {
+			mt, _, _ := strings.Cut(part, ";")
+			if strings.EqualFold(strings.TrimSpace(mt), "text/html") {
+				return "text/plain; charset=utf-8"
+			}
+		}
+	}
+	return "application/yaml"
 }
 
 // notFound answers requests for which no route exists.
