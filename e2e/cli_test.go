@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,9 +162,14 @@ func TestChatCommand(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// cancel prints the chat once the cancel took effect, not the
+	// running chat the 202 shows.
 	out, errOut, code = p.cli(nil, "cancel", slowID)
-	if code != 0 || !strings.Contains(out, slowID) {
-		t.Errorf("cancel: exit %d\n%s%s", code, out, errOut)
+	cancelled := p.get(slowID)
+	if want := fmt.Sprintf("chat %s  \n  status     cancelled\n  stopped    cancelled: External termination requested\n"+
+		"  turns      0, 1 messages, last seq %d\n  usage      0 prompt + 0 completion tokens\n  created    %s\n",
+		slowID, cancelled.LastSeq, cancelled.CreatedAt.Local().Format(time.DateTime)); code != 0 || out != want {
+		t.Errorf("cancel: exit %d\n%s%s\nwant\n%s", code, out, errOut, want)
 	}
 	err := run.Wait()
 	var exit *exec.ExitError
@@ -363,5 +369,29 @@ func TestTopLevelHelp(t *testing.T) {
 		if err != nil || !strings.HasPrefix(string(out), "agentd ") {
 			t.Errorf("agentd %v: %v\n%s", args, err, out)
 		}
+	}
+}
+
+// Tool results and code results as agentd chat prints them, line for line:
+// a tool result's first line follows its mark with one space, and a code
+// execution's output is printed once (the message's content holds it).
+func TestChatCommandPrintsResults(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		missing(t, "bwrap sandbox: bubblewrap is not installed (apt-get install bubblewrap)")
+	}
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=bwrap")
+
+	out, errOut, code := p.cli(nil, "run", "examples/swarm-triage.json")
+	call := regexp.MustCompile(`call_[0-9a-f]+`).FindString(out)
+	if want := "#7 triage (tool)\n  ← Transferred to billing, adopting the role of billing immediately.  " + call + "\n#8 triage\n"; code != 0 || call == "" || !strings.Contains(out, want) {
+		t.Errorf("run swarm-triage: exit %d, want the tool result as\n%s\ngot\n%s%s", code, want, out, errOut)
+	}
+
+	out, errOut, code = p.cli(nil, "run", "examples/code-execution.json")
+	_, executor, _ := strings.Cut(out, "\n#8 executor (user)\n")
+	executor, _, _ = strings.Cut(executor, "\n── ")
+	if want := "  exitcode: 0 (execution succeeded)\n  Code output: 385"; code != 0 || executor != want {
+		t.Errorf("run code-execution: exit %d, the executor's message printed as\n%s\nwant\n%s\nin\n%s%s", code, executor, want, out, errOut)
 	}
 }
