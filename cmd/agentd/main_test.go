@@ -254,6 +254,12 @@ func TestMainServesAndShutsDownInOrder(t *testing.T) {
 	}
 	defer stream.Body.Close()
 
+	// A load balancer polls readiness; without that Close would not drain.
+	if resp, err := http.Get(base + "/readyz"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("readyz: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	closed := make(chan error, 1)
 	go func() { closed <- m.Close() }()
 	// During the drain delay readiness is 503 while requests are served.

@@ -176,10 +176,14 @@ type Server struct {
 	// notReady is set by SetReady(false); the zero value means ready, so a
 	// new Server serves /readyz 200 as soon as its Chats is ready.
 	notReady atomic.Bool
-	router   chi.Router
-	allow    allowTable
-	limits   *limits
-	console  *console.Console
+	// readinessPolled is set by the first /readyz request: something (a
+	// load balancer, Kubernetes) routes by it, and shutdown must give it
+	// time to see the 503.
+	readinessPolled atomic.Bool
+	router          chi.Router
+	allow           allowTable
+	limits          *limits
+	console         *console.Console
 }
 
 // New returns a Server that serves chats. Its HTTP metrics are registered on
@@ -232,6 +236,11 @@ func (s *Server) Handler() http.Handler { return s.router }
 // while running requests and streams finish (DESIGN §5).
 func (s *Server) SetReady(ready bool) { s.notReady.Store(!ready) }
 
+// ReadinessPolled reports whether /readyz has been asked since the server
+// started. When it has not, no load balancer routes by it and the drain
+// delay of a shutdown would only keep a local run (Ctrl-C) waiting.
+func (s *Server) ReadinessPolled() bool { return s.readinessPolled.Load() }
+
 // routes builds the router. Middleware order matters: the request id comes
 // first so every log line and problem can name it; observe wraps recoverer so
 // that a panic is logged and counted as the 500 it is turned into.
@@ -278,6 +287,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 // readyz is readiness: 503 while shutting down or while the runtime does not
 // accept work, so the load balancer sends requests elsewhere.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	s.readinessPolled.Store(true)
 	if s.notReady.Load() || !s.chats.Ready() {
 		s.writeError(w, r, errNotReady)
 		return
