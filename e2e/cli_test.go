@@ -96,6 +96,12 @@ func TestChatCommand(t *testing.T) {
 	// run --json: one event per line, each as the contract describes.
 	failing := writeSpec(t, `{"task": "t", "max_round": 3, "agents": [{"name": "a", "type": "assistant",
 		"model": {"provider": "replay", "responses": ["only one"]}}]}`)
+	// A failure's end says its error once (the stop detail is the error).
+	out, errOut, code = p.cli(nil, "run", failing)
+	failedID := strings.Fields(out)[1]
+	if f := p.get(failedID); code != 3 || f.StopDetail == nil || !strings.HasSuffix(out, "\n== failed: error — "+*f.StopDetail+"\n") {
+		t.Errorf("run of a failing chat: exit %d, want it to end with the one line\n== failed: error — %s\n%s%s", code, deref(f.StopDetail), out, errOut)
+	}
 	out, _, code = p.cli(nil, "run", "--json", failing)
 	if code != 3 {
 		t.Fatalf("run of a failing chat: exit %d, want 3\n%s", code, out)
@@ -211,6 +217,29 @@ func TestChatCommand(t *testing.T) {
 	conforms(t, "Chat", shown.Chat)
 	if len(shown.Messages) != 7 {
 		t.Errorf("show --json: %d messages, want 7 (task and 6 replies)", len(shown.Messages))
+	}
+
+	// again: the debate goes on for a second run, in French, with its
+	// script's third replies, and ends as the first did.
+	out, errOut, code = p.cli(nil, "again", debateID, "Now in French.")
+	var french []string
+	for _, m := range []string{"proponent_script", "opponent_script", "judge_script"} {
+		if len(spec.Models[m].Responses) < 3 {
+			t.Fatalf("the debate's %s has no third reply: the example cannot go on for a second run", m)
+		}
+		var s string
+		mustUnmarshal(t, spec.Models[m].Responses[2], &s)
+		french = append(french, s)
+	}
+	replies = nil
+	posted, rest, _ := strings.Cut(out, "\n")
+	again := cliMessages(t, "again", rest)
+	for _, m := range again[min(1, len(again)):] {
+		replies = append(replies, m.Content)
+	}
+	if code != 0 || posted != "run 2 of chat "+debateID+" posted" || len(again) == 0 || again[0].Content != "Now in French." ||
+		!slices.Equal(replies, french) || !strings.HasSuffix(out, "\n== completed: text_mention — Text 'TERMINATE' mentioned\n") {
+		t.Errorf("again on the debate: exit %d, want the replies %q and its end\n%s%s", code, french, out, errOut)
 	}
 
 	// answer --speaker: a manual selection, then a human message.

@@ -354,7 +354,8 @@ func (p *printer) chat(ch *client.Chat) {
 	if ch.StopReason != nil {
 		fmt.Fprintf(p.w, "  stopped    %s: %s\n", *ch.StopReason, deref(ch.StopDetail))
 	}
-	if ch.Error != nil {
+	if ch.Error != nil && *ch.Error != deref(ch.StopDetail) {
+		// A failure's stop detail is usually its error: said once.
 		fmt.Fprintf(p.w, "  error      %s\n", *ch.Error)
 	}
 	fmt.Fprintf(p.w, "  turns      %d, %d messages, last seq %d\n", ch.Turns, ch.MessageCount, ch.LastSeq)
@@ -493,7 +494,7 @@ func (p *printer) event(chatID string, e client.Event) {
 		}
 		_ = json.Unmarshal(e.Data, &d)
 		line := fmt.Sprintf("== %s: %s — %s", d.Status, d.StopReason, d.StopDetail)
-		if d.Error != "" {
+		if d.Error != "" && d.Error != d.StopDetail {
 			line += "\n   error: " + d.Error
 		}
 		fmt.Fprintln(p.w, line)
