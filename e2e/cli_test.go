@@ -401,9 +401,11 @@ func TestTopLevelHelp(t *testing.T) {
 	}
 }
 
-// Tool results and code results as agentd chat prints them, line for line:
-// a tool result's first line follows its mark with one space, and a code
-// execution's output is printed once (the message's content holds it).
+// Tool results and code results as agentd chat prints them, line for line,
+// from the examples that call tools and run code (as they are, in a bwrap
+// sandbox): a tool result's first line follows its mark with one space,
+// and a code execution's output is printed once (the message's content
+// holds it).
 func TestChatCommandPrintsResults(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("bwrap"); err != nil {
@@ -415,6 +417,15 @@ func TestChatCommandPrintsResults(t *testing.T) {
 	call := regexp.MustCompile(`call_[0-9a-f]+`).FindString(out)
 	if want := "#7 triage (tool)\n  ← Transferred to billing, adopting the role of billing immediately.  " + call + "\n#8 triage\n"; code != 0 || call == "" || !strings.Contains(out, want) {
 		t.Errorf("run swarm-triage: exit %d, want the tool result as\n%s\ngot\n%s%s", code, want, out, errOut)
+	}
+
+	// The python_function example: the function runs in the sandbox, and
+	// its result (not in the replay script) is what the agent reads.
+	out, errOut, code = p.cli(nil, "run", "examples/python-tool.json")
+	call = regexp.MustCompile(`call_[0-9a-f]+`).FindString(out)
+	if want := "#7 assistant (tool)\n  ← 46  " + call + "\n"; code != 0 || call == "" || !strings.Contains(out, want) ||
+		!strings.HasSuffix(out, "\n== completed: text_mention — Text 'TERMINATE' mentioned\n") {
+		t.Errorf("run python-tool: exit %d, want the tool result as\n%s\nand the chat completed, got\n%s%s", code, want, out, errOut)
 	}
 
 	out, errOut, code = p.cli(nil, "run", "examples/code-execution.json")
