@@ -437,8 +437,10 @@ func TestOpenAIProviderAgainstWireCompatibleServer(t *testing.T) {
 // the whole delay, serving requests, before it stops.
 func TestInterruptDrainsOnlyForALoadBalancer(t *testing.T) {
 	t.Parallel()
-	const drain = 5 * time.Second
-	local := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none", "AGENTD_SHUTDOWN_DRAIN="+drain.String())
+	// A long drain for the local run, so that stopping "at once" has a
+	// margin on a loaded machine; a short one for the balanced run.
+	const localDrain, drain = 10 * time.Second, 3 * time.Second
+	local := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none", "AGENTD_SHUTDOWN_DRAIN="+localDrain.String())
 	balanced := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none", "AGENTD_SHUTDOWN_DRAIN="+drain.String())
 	local.create(readExample(t, "debate.json"))
 	if code, _, body := balanced.do("GET", "/readyz", nil); code != http.StatusOK {
@@ -454,11 +456,13 @@ func TestInterruptDrainsOnlyForALoadBalancer(t *testing.T) {
 	start := interrupt(local)
 	select {
 	case <-local.exited:
-	case <-time.After(drain):
-		t.Fatalf("agentd without a readiness probe still runs %s after SIGINT", drain)
+	case <-time.After(localDrain):
+		t.Fatalf("agentd without a readiness probe still runs %s after SIGINT", localDrain)
 	}
-	if took := time.Since(start); took > drain/5 || local.waitErr != nil {
-		t.Errorf("agentd without a readiness probe stopped %s after SIGINT (%v), want well under the %s drain", took, local.waitErr, drain)
+	if took := time.Since(start); took > localDrain/4 || local.waitErr != nil {
+		t.Errorf("agentd without a readiness probe stopped %s after SIGINT (%v), want well under the %s drain", took, local.waitErr, localDrain)
+	} else {
+		t.Logf("agentd without a readiness probe stopped %s after SIGINT (drain %s)", took, localDrain)
 	}
 
 	start = interrupt(balanced)
