@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,6 +96,12 @@ func TestChatCommand(t *testing.T) {
 	// run --json: one event per line, each as the contract describes.
 	failing := writeSpec(t, `{"task": "t", "max_round": 3, "agents": [{"name": "a", "type": "assistant",
 		"model": {"provider": "replay", "responses": ["only one"]}}]}`)
+	// A failure's end says its error once (the stop detail is the error).
+	out, errOut, code = p.cli(nil, "run", failing)
+	failedID := strings.Fields(out)[1]
+	if f := p.get(failedID); code != 3 || f.StopDetail == nil || !strings.HasSuffix(out, "\n== failed: error — "+*f.StopDetail+"\n") {
+		t.Errorf("run of a failing chat: exit %d, want it to end with the one line\n== failed: error — %s\n%s%s", code, deref(f.StopDetail), out, errOut)
+	}
 	out, _, code = p.cli(nil, "run", "--json", failing)
 	if code != 3 {
 		t.Fatalf("run of a failing chat: exit %d, want 3\n%s", code, out)
@@ -161,9 +168,14 @@ func TestChatCommand(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// cancel prints the chat once the cancel took effect, not the
+	// running chat the 202 shows.
 	out, errOut, code = p.cli(nil, "cancel", slowID)
-	if code != 0 || !strings.Contains(out, slowID) {
-		t.Errorf("cancel: exit %d\n%s%s", code, out, errOut)
+	cancelled := p.get(slowID)
+	if want := fmt.Sprintf("chat %s  \n  status     cancelled\n  stopped    cancelled: External termination requested\n"+
+		"  turns      0, 1 messages, last seq %d\n  usage      0 prompt + 0 completion tokens\n  created    %s\n",
+		slowID, cancelled.LastSeq, cancelled.CreatedAt.Local().Format(time.DateTime)); code != 0 || out != want {
+		t.Errorf("cancel: exit %d\n%s%s\nwant\n%s", code, out, errOut, want)
 	}
 	err := run.Wait()
 	var exit *exec.ExitError
@@ -205,6 +217,29 @@ func TestChatCommand(t *testing.T) {
 	conforms(t, "Chat", shown.Chat)
 	if len(shown.Messages) != 7 {
 		t.Errorf("show --json: %d messages, want 7 (task and 6 replies)", len(shown.Messages))
+	}
+
+	// again: the debate goes on for a second run, in French, with its
+	// script's third replies, and ends as the first did.
+	out, errOut, code = p.cli(nil, "again", debateID, "Now in French.")
+	var french []string
+	for _, m := range []string{"proponent_script", "opponent_script", "judge_script"} {
+		if len(spec.Models[m].Responses) < 3 {
+			t.Fatalf("the debate's %s has no third reply: the example cannot go on for a second run", m)
+		}
+		var s string
+		mustUnmarshal(t, spec.Models[m].Responses[2], &s)
+		french = append(french, s)
+	}
+	replies = nil
+	posted, rest, _ := strings.Cut(out, "\n")
+	again := cliMessages(t, "again", rest)
+	for _, m := range again[min(1, len(again)):] {
+		replies = append(replies, m.Content)
+	}
+	if code != 0 || posted != "run 2 of chat "+debateID+" posted" || len(again) == 0 || again[0].Content != "Now in French." ||
+		!slices.Equal(replies, french) || !strings.HasSuffix(out, "\n== completed: text_mention — Text 'TERMINATE' mentioned\n") {
+		t.Errorf("again on the debate: exit %d, want the replies %q and its end\n%s%s", code, french, out, errOut)
 	}
 
 	// answer --speaker: a manual selection, then a human message.
@@ -363,5 +398,40 @@ func TestTopLevelHelp(t *testing.T) {
 		if err != nil || !strings.HasPrefix(string(out), "agentd ") {
 			t.Errorf("agentd %v: %v\n%s", args, err, out)
 		}
+	}
+}
+
+// Tool results and code results as agentd chat prints them, line for line,
+// from the examples that call tools and run code (as they are, in a bwrap
+// sandbox): a tool result's first line follows its mark with one space,
+// and a code execution's output is printed once (the message's content
+// holds it).
+func TestChatCommandPrintsResults(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		missing(t, "bwrap sandbox: bubblewrap is not installed (apt-get install bubblewrap)")
+	}
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=bwrap")
+
+	out, errOut, code := p.cli(nil, "run", "examples/swarm-triage.json")
+	call := regexp.MustCompile(`call_[0-9a-f]+`).FindString(out)
+	if want := "#7 triage (tool)\n  ← Transferred to billing, adopting the role of billing immediately.  " + call + "\n#8 triage\n"; code != 0 || call == "" || !strings.Contains(out, want) {
+		t.Errorf("run swarm-triage: exit %d, want the tool result as\n%s\ngot\n%s%s", code, want, out, errOut)
+	}
+
+	// The python_function example: the function runs in the sandbox, and
+	// its result (not in the replay script) is what the agent reads.
+	out, errOut, code = p.cli(nil, "run", "examples/python-tool.json")
+	call = regexp.MustCompile(`call_[0-9a-f]+`).FindString(out)
+	if want := "#7 assistant (tool)\n  ← 46  " + call + "\n"; code != 0 || call == "" || !strings.Contains(out, want) ||
+		!strings.HasSuffix(out, "\n== completed: text_mention — Text 'TERMINATE' mentioned\n") {
+		t.Errorf("run python-tool: exit %d, want the tool result as\n%s\nand the chat completed, got\n%s%s", code, want, out, errOut)
+	}
+
+	out, errOut, code = p.cli(nil, "run", "examples/code-execution.json")
+	_, executor, _ := strings.Cut(out, "\n#8 executor (user)\n")
+	executor, _, _ = strings.Cut(executor, "\n── ")
+	if want := "  exitcode: 0 (execution succeeded)\n  Code output: 385"; code != 0 || executor != want {
+		t.Errorf("run code-execution: exit %d, the executor's message printed as\n%s\nwant\n%s\nin\n%s%s", code, executor, want, out, errOut)
 	}
 }

@@ -142,7 +142,7 @@ func TestConsoleGraph(t *testing.T) {
 	b.screenshot("graph-slow-branch")
 	if out := os.Getenv("AGENTD_CONSOLE_GRAPH_SCREENSHOT"); out != "" {
 		b.run(chromedp.EmulateViewport(1200, 900))
-		eval[any](b, `window.scrollTo(0, 0)`)
+		eval[any](b, `document.querySelector('#main').scrollTop = 0`)
 		png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
 		if err != nil {
 			t.Fatal(err)

@@ -380,7 +380,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		b.openChat(p.base, debateID)
 		b.waitJS("the debate", `document.querySelector('#chat-end:not([hidden])')`)
 		time.Sleep(500 * time.Millisecond) // the view's last refresh
-		eval[any](b, `window.scrollTo(0, 0)`)
+		eval[any](b, `document.querySelector('#main').scrollTop = 0`)
 		png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -427,5 +428,63 @@ func TestOpenAIProviderAgainstWireCompatibleServer(t *testing.T) {
 	msgs, _ := json.Marshal(last["messages"])
 	if !strings.Contains(string(msgs), `"name":"coder"`) || !strings.Contains(string(msgs), `"role":"system"`) {
 		t.Fatalf("reviewer request messages = %s", msgs)
+	}
+}
+
+// TestInterruptDrainsOnlyForALoadBalancer: Ctrl-C (SIGINT) of an agentd
+// whose /readyz nothing has asked stops at once, well before the drain
+// delay; one whose readiness a load balancer polls keeps /readyz at 503 for
+// the whole delay, serving requests, before it stops.
+func TestInterruptDrainsOnlyForALoadBalancer(t *testing.T) {
+	t.Parallel()
+	// A long drain for the local run, so that stopping "at once" has a
+	// margin on a loaded machine; a short one for the balanced run.
+	const localDrain, drain = 10 * time.Second, 3 * time.Second
+	local := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none", "AGENTD_SHUTDOWN_DRAIN="+localDrain.String())
+	balanced := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none", "AGENTD_SHUTDOWN_DRAIN="+drain.String())
+	local.create(readExample(t, "debate.json"))
+	if code, _, body := balanced.do("GET", "/readyz", nil); code != http.StatusOK {
+		t.Fatalf("readyz: %d %s", code, body)
+	}
+
+	interrupt := func(p *proc) time.Time {
+		if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		return time.Now()
+	}
+	start := interrupt(local)
+	select {
+	case <-local.exited:
+	case <-time.After(localDrain):
+		t.Fatalf("agentd without a readiness probe still runs %s after SIGINT", localDrain)
+	}
+	if took := time.Since(start); took > localDrain/4 || local.waitErr != nil {
+		t.Errorf("agentd without a readiness probe stopped %s after SIGINT (%v), want well under the %s drain", took, local.waitErr, localDrain)
+	} else {
+		t.Logf("agentd without a readiness probe stopped %s after SIGINT (drain %s)", took, localDrain)
+	}
+
+	start = interrupt(balanced)
+	for {
+		code, _, _ := balanced.do("GET", "/readyz", nil)
+		if code == http.StatusServiceUnavailable {
+			break
+		}
+		if time.Since(start) > drain {
+			t.Fatalf("readyz answered %d all through the drain", code)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, _, body := balanced.do("GET", "/v1/chats", nil); code != http.StatusOK {
+		t.Errorf("API during the drain: %d %s", code, body)
+	}
+	select {
+	case <-balanced.exited:
+	case <-time.After(drain + 15*time.Second):
+		t.Fatal("agentd polled by a load balancer did not stop after the drain")
+	}
+	if took := time.Since(start); took < drain || balanced.waitErr != nil {
+		t.Errorf("agentd polled by a load balancer stopped %s after SIGINT (%v), want the %s drain first", took, balanced.waitErr, drain)
 	}
 }

@@ -277,6 +277,7 @@ type chatView struct {
 	LastSeq      int64           `json:"last_seq"`
 	Usage        map[string]int  `json:"usage"`
 	Metadata     json.RawMessage `json:"metadata"`
+	CreatedAt    time.Time       `json:"created_at"`
 }
 
 type messageView struct {

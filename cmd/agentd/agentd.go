@@ -258,7 +258,9 @@ func (m *Main) AdminAddr() string {
 
 // Close shuts down in the order that loses nothing: readiness turns 503 and
 // for the drain delay requests are still served, so load balancers see the
-// 503 and stop sending new work before anything is refused; then the runtime
+// 503 and stop sending new work before anything is refused (no delay when
+// nothing has asked /readyz: no load balancer routes by it, and a local run
+// stopped with Ctrl-C ends at once); then the runtime
 // stops claiming and hands its chats back (their logs are durable; another
 // replica, or this one after a restart, continues them), SSE streams are
 // aborted so clients reconnect elsewhere from their last event id, the HTTP
@@ -269,7 +271,11 @@ func (m *Main) Close() error {
 		var errs []error
 		if m.server != nil {
 			m.server.SetReady(false)
-			if m.Config.ShutdownDrain > 0 {
+			switch {
+			case m.Config.ShutdownDrain <= 0:
+			case !m.server.ReadinessPolled():
+				m.Logger.Info("no drain: nothing has asked /readyz since the start", "drain", m.Config.ShutdownDrain)
+			default:
 				m.Logger.Info("draining: /readyz answers 503, requests are still served", "drain", m.Config.ShutdownDrain)
 				time.Sleep(m.Config.ShutdownDrain)
 			}

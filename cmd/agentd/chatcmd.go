@@ -42,7 +42,7 @@ commands:
   answer ID TEXT        answer a pending request for a human message
   answer ID --speaker NAME
                         pick the next speaker of a manual selection
-  cancel ID             cancel a chat
+  cancel ID             cancel a chat, and print it once it has ended
   again ID [TEXT]       run the chat again (a new task, or none: go on) and follow
                         that run (--enqueue or --interrupt when a run is active,
                         --max-round N, --to AGENT: hand a Swarm back to AGENT)
@@ -195,6 +195,9 @@ func chatCommand(ctx context.Context, args []string, getenv func(string) string,
 		if err != nil {
 			return fail(err)
 		}
+		if ch, err = awaitEnd(ctx, c, ch, cancelWait); err != nil {
+			return fail(err)
+		}
 		out.chat(ch)
 		return exitCompleted
 	case "rm":
@@ -285,6 +288,33 @@ func followWith(ctx context.Context, c *client.Client, out *printer, id string, 
 	return exitError
 }
 
+// cancelWait bounds how long `agentd chat cancel` waits for the chat to
+// end after the server recorded the cancel (202); a turn is cut at once, so
+// it is short unless the chat's worker is away (its replica died: another
+// takes the chat over within the lease).
+const cancelWait = 30 * time.Second
+
+// awaitEnd returns the chat once it has ended: ch itself if it has, else
+// the chat as it is after the terminal event that follows ch.LastSeq on its
+// stream (at most within), so a command prints the outcome and not the
+// status it had while the request was under way.
+func awaitEnd(ctx context.Context, c *client.Client, ch *client.Chat, within time.Duration) (*client.Chat, error) {
+	switch ch.Status {
+	case "completed", "failed", "cancelled":
+		return ch, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	err := c.Follow(wctx, ch.ID, ch.LastSeq, time.Second, func(client.Event) error { return nil })
+	if err != nil && wctx.Err() == nil {
+		return nil, fmt.Errorf("wait for chat %s to end: %w", ch.ID, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("chat %s has not ended %s after the cancel was recorded: %w", ch.ID, within, err)
+	}
+	return c.Get(ctx, ch.ID)
+}
+
 // printer writes what the commands show: JSON for scripts, or text for
 // people (with a colour per agent on a terminal).
 type printer struct {
@@ -324,7 +354,8 @@ func (p *printer) chat(ch *client.Chat) {
 	if ch.StopReason != nil {
 		fmt.Fprintf(p.w, "  stopped    %s: %s\n", *ch.StopReason, deref(ch.StopDetail))
 	}
-	if ch.Error != nil {
+	if ch.Error != nil && *ch.Error != deref(ch.StopDetail) {
+		// A failure's stop detail is usually its error: said once.
 		fmt.Fprintf(p.w, "  error      %s\n", *ch.Error)
 	}
 	fmt.Fprintf(p.w, "  turns      %d, %d messages, last seq %d\n", ch.Turns, ch.MessageCount, ch.LastSeq)
@@ -397,9 +428,14 @@ func (p *printer) message(m client.Message) {
 		if tr.IsError {
 			mark = "✗"
 		}
-		fmt.Fprintf(p.w, "  %s %s  %s\n", mark, indentLines(tr.Content, "    "), p.dim(tr.ToolCallID))
+		// The mark takes the first line's indent; the lines after it
+		// line up under the first.
+		fmt.Fprintf(p.w, "  %s %s  %s\n", mark, strings.TrimPrefix(indentLines(tr.Content, "    "), "    "), p.dim(tr.ToolCallID))
 	}
-	if r := m.CodeResult; r != nil {
+	if r := m.CodeResult; r != nil && m.Content == "" {
+		// The message's content already says the exit code and the output
+		// ("exitcode: 0 (execution succeeded)\nCode output: …", as the
+		// agents read it); the result is printed only when there is none.
 		fmt.Fprintf(p.w, "  exit code %d\n%s\n", r.ExitCode, indentLines(r.Output, "  | "))
 	}
 	if m.Handoff != "" {
@@ -458,7 +494,7 @@ func (p *printer) event(chatID string, e client.Event) {
 		}
 		_ = json.Unmarshal(e.Data, &d)
 		line := fmt.Sprintf("== %s: %s — %s", d.Status, d.StopReason, d.StopDetail)
-		if d.Error != "" {
+		if d.Error != "" && d.Error != d.StopDetail {
 			line += "\n   error: " + d.Error
 		}
 		fmt.Fprintln(p.w, line)

@@ -120,7 +120,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	str(&c.ToolSecrets, "tool-secrets", "AGENTD_TOOL_SECRETS", "", `JSON object of secret names to values, e.g. {"github": "Bearer ghp_…"}: headers of mcp and http tools name a secret ({"secret": "github"}) and never hold its value`)
 	fs.BoolVar(&c.ToolAllowPrivate, "tool-allow-private", env.bool("AGENTD_TOOL_ALLOW_PRIVATE", false), "let tools reach loopback and private addresses (AGENTD_TOOL_ALLOW_PRIVATE)")
 	fs.DurationVar(&c.DatabaseWait, "database-wait", env.duration("AGENTD_DATABASE_WAIT", 60*time.Second), "how long to retry an unreachable database at start before giving up (AGENTD_DATABASE_WAIT)")
-	fs.DurationVar(&c.ShutdownDrain, "shutdown-drain", env.duration("AGENTD_SHUTDOWN_DRAIN", 5*time.Second), "on SIGTERM, time between /readyz turning 503 and stopping, while requests are still served, so load balancers see the 503 first (AGENTD_SHUTDOWN_DRAIN)")
+	fs.DurationVar(&c.ShutdownDrain, "shutdown-drain", env.duration("AGENTD_SHUTDOWN_DRAIN", 5*time.Second), "on SIGTERM, time between /readyz turning 503 and stopping, while requests are still served, so load balancers see the 503 first; none when nothing has asked /readyz (AGENTD_SHUTDOWN_DRAIN)")
 	fs.BoolVar(&c.Migrate, "migrate", env.bool("AGENTD_MIGRATE", true), "run migrations at start (AGENTD_MIGRATE)")
 	str(&c.WebhooksFile, "webhooks-file", "AGENTD_WEBHOOKS_FILE", "", "JSON file of tenant webhook endpoints: [{\"tenant\", \"url\", \"events\"?, \"secret\"?}]")
 	str(&c.WebhookSecret, "webhook-secret", "AGENTD_WEBHOOK_SECRET", "", "whsec_ secret that signs webhooks of specs and of endpoints without their own; empty: specs may not name a webhook")

@@ -4,7 +4,8 @@
 //	agentd migrate   apply database migrations and exit
 //	agentd health    exit 0 if the server at -addr answers /healthz (for HEALTHCHECK)
 //	agentd version   print the version
-//	agentd chat …    a client: run, ls, show, follow, answer, cancel chats
+//	agentd chat …    a client: run, follow, answer, again, fork, approve… chats
+//	agentd team …    saved teams: put, ls, show
 //	agentd help      list the commands
 package main
 
@@ -158,8 +159,8 @@ commands:
   migrate   apply the database migrations and exit
   health    exit 0 if the server at -addr answers /healthz (for HEALTHCHECK)
   version   print the version (also --version)
-  chat      a client of a running server: run, ls, show, follow, answer, cancel, rm
-            (agentd chat --help)
+  chat      a client of a running server: run, ls, show, follow, answer, cancel,
+            again, stop, fork, approve, rm (agentd chat --help)
   team      saved teams on a running server: put, ls, show (agentd team --help)
   help      this text
 

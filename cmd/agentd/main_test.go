@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -145,6 +146,56 @@ func TestSubcommands(t *testing.T) {
 	}
 }
 
+// TestHelpListsEverySubcommand: agentd --help names every command of
+// agentd chat and agentd team, as their own help lists them, in that order;
+// and each of those is a command they run (not "unknown command").
+func TestHelpListsEverySubcommand(t *testing.T) {
+	var top, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"--help"}, envMap(), &top, &errOut); code != 0 {
+		t.Fatalf("agentd --help: exit %d %s", code, errOut.String())
+	}
+	for _, group := range []string{"chat", "team"} {
+		var help bytes.Buffer
+		if code := run(context.Background(), []string{group, "--help"}, envMap(), &help, &errOut); code != 0 {
+			t.Fatalf("agentd %s --help: exit %d", group, code)
+		}
+		_, cmds, _ := strings.Cut(help.String(), "\ncommands:\n")
+		cmds, _, _ = strings.Cut(cmds, "\n\n")
+		var want []string
+		for line := range strings.Lines(cmds) {
+			if f := strings.Fields(line); strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "   ") && len(f) > 0 && !slices.Contains(want, f[0]) {
+				want = append(want, f[0])
+			}
+		}
+		if len(want) < 3 {
+			t.Fatalf("agentd %s --help lists %q", group, want)
+		}
+		// The group's entry in the top-level help: "  chat      what: a, b, c (…)"
+		// over as many lines as it takes.
+		_, entry, _ := strings.Cut(top.String(), "\n  "+group+" ")
+		var lines []string
+		for i, line := range strings.Split(entry, "\n") {
+			if i > 0 && !strings.HasPrefix(line, "            ") {
+				break
+			}
+			lines = append(lines, strings.TrimSpace(line))
+		}
+		joined := strings.Join(lines, " ")
+		_, list, _ := strings.Cut(joined, ": ")
+		list, _, _ = strings.Cut(list, " (")
+		if got := strings.Split(list, ", "); !slices.Equal(got, want) {
+			t.Errorf("agentd --help lists the %s commands %q, want %q (agentd %s --help)", group, got, want, group)
+		}
+		for _, cmd := range want {
+			var out, stderr bytes.Buffer
+			run(context.Background(), []string{group, cmd, "--url", "http://127.0.0.1:1"}, envMap(), &out, &stderr)
+			if strings.Contains(stderr.String(), "unknown command") {
+				t.Errorf("agentd %s %s: %s", group, cmd, stderr.String())
+			}
+		}
+	}
+}
+
 // TestMainServesAndShutsDownInOrder runs the whole program in-process on a
 // free port: it serves a chat to completion, answers health for `agentd
 // health`, and on Close turns readiness off and ends open streams.
@@ -203,6 +254,12 @@ func TestMainServesAndShutsDownInOrder(t *testing.T) {
 	}
 	defer stream.Body.Close()
 
+	// A load balancer polls readiness; without that Close would not drain.
+	if resp, err := http.Get(base + "/readyz"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("readyz: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	closed := make(chan error, 1)
 	go func() { closed <- m.Close() }()
 	// During the drain delay readiness is 503 while requests are served.

@@ -91,18 +91,26 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			if info.traceID != "" {
 				attrs = append(attrs, slog.String("trace_id", info.traceID))
 			}
-			s.logger.LogAttrs(r.Context(), accessLevel(route), "http request", attrs...)
+			s.logger.LogAttrs(r.Context(), accessLevel(r.Method, route, status, info.longLived), "http request", attrs...)
 		}()
 		next.ServeHTTP(rec, r)
 	})
 }
 
-// accessLevel is the level of a request's access line: probes and scrapes
-// arrive every few seconds from machines, and would drown the requests of
-// people at INFO.
-func accessLevel(route string) slog.Level {
-	switch route {
-	case "/healthz", "/readyz", "/metrics":
+// accessLevel is the level of a request's access line. At INFO are the
+// requests an operator looks for: every write, every refusal or failure
+// (status 400 and up), and every event stream (one line when it ends).
+// Reads that succeed are DEBUG: probes and scrapes arrive every few seconds
+// from machines, and clients poll (an open console tab reads the chat list
+// every 2 s), which would drown the rest at INFO; the request metrics still
+// count every one of them.
+func accessLevel(method, route string, status int, stream bool) slog.Level {
+	switch {
+	case route == "/healthz" || route == "/readyz" || route == "/metrics":
+		return slog.LevelDebug
+	case stream || status >= 400:
+		return slog.LevelInfo
+	case method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions:
 		return slog.LevelDebug
 	}
 	return slog.LevelInfo

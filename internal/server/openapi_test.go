@@ -209,12 +209,28 @@ func TestOpenAPIEnums(t *testing.T) {
 func TestOpenAPIServed(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, Config{APIKeys: map[string]string{"k": "t"}}, &fakeChats{})
-	rec := ts.do(t, http.MethodGet, "/openapi.yaml", "")
-	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "application/yaml" {
-		t.Fatalf("status %d, Content-Type %q", rec.Code, rec.Header().Get("Content-Type"))
-	}
-	if !bytes.Equal(rec.Body.Bytes(), api.OpenAPI) {
-		t.Error("served document differs from api.OpenAPI")
+	// Tools get YAML's registered type; a browser's page load (Chromium's
+	// and Firefox's Accept) gets text it shows instead of saving.
+	for _, c := range []struct{ accept, want string }{
+		{"", "application/yaml"},
+		{"application/yaml", "application/yaml"},
+		{"*/*", "application/yaml"},
+		{"text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8", "text/plain; charset=utf-8"},
+		{"text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,image/apng,*/*;q=0.8,application/signed-exchange;v=b3;q=0.7", "text/plain; charset=utf-8"},
+	} {
+		var header []string
+		if c.accept != "" {
+			header = []string{"Accept", c.accept}
+		}
+		rec := ts.do(t, http.MethodGet, "/openapi.yaml", "", header...)
+		h := rec.Header()
+		if rec.Code != http.StatusOK || h.Get("Content-Type") != c.want || h.Get("X-Content-Type-Options") != "nosniff" ||
+			!strings.HasPrefix(h.Get("Content-Disposition"), "inline") || !slices.Contains(h.Values("Vary"), "Accept") {
+			t.Errorf("Accept %q: status %d, headers %v, want Content-Type %q, inline, nosniff, Vary: Accept", c.accept, rec.Code, h, c.want)
+		}
+		if !bytes.Equal(rec.Body.Bytes(), api.OpenAPI) {
+			t.Errorf("Accept %q: served document differs from api.OpenAPI", c.accept)
+		}
 	}
 	if !bytes.HasPrefix(api.OpenAPI, []byte("openapi: 3.1")) {
 		t.Error("api/openapi.yaml is not an OpenAPI 3.1 document")

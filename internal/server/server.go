@@ -178,10 +178,14 @@ type Server struct {
 	// notReady is set by SetReady(false); the zero value means ready, so a
 	// new Server serves /readyz 200 as soon as its Chats is ready.
 	notReady atomic.Bool
-	router   chi.Router
-	allow    allowTable
-	limits   *limits
-	console  *console.Console
+	// readinessPolled is set by the first /readyz request: something (a
+	// load balancer, Kubernetes) routes by it, and shutdown must give it
+	// time to see the 503.
+	readinessPolled atomic.Bool
+	router          chi.Router
+	allow           allowTable
+	limits          *limits
+	console         *console.Console
 }
 
 // New returns a Server that serves chats. Its HTTP metrics are registered on
@@ -234,6 +238,11 @@ func (s *Server) Handler() http.Handler { return s.router }
 // while running requests and streams finish (docs/operations.md).
 func (s *Server) SetReady(ready bool) { s.notReady.Store(!ready) }
 
+// ReadinessPolled reports whether /readyz has been asked since the server
+// started. When it has not, no load balancer routes by it and the drain
+// delay of a shutdown would only keep a local run (Ctrl-C) waiting.
+func (s *Server) ReadinessPolled() bool { return s.readinessPolled.Load() }
+
 // routes builds the router. Middleware order matters: the request id comes
 // first so every log line and problem can name it; observe wraps recoverer so
 // that a panic is logged and counted as the 500 it is turned into.
@@ -280,6 +289,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 // readyz is readiness: 503 while shutting down or while the runtime does not
 // accept work, so the load balancer sends requests elsewhere.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	s.readinessPolled.Store(true)
 	if s.notReady.Load() || !s.chats.Ready() {
 		s.writeError(w, r, errNotReady)
 		return
@@ -293,12 +303,35 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, statusResponse{Status: "ready"})
 }
 
-// openAPI serves the contract the server was built with.
+// openAPI serves the contract the server was built with: as
+// application/yaml, the media type RFC 9512 registers for YAML, to tools;
+// as text/plain to a browser's navigation (its Accept names text/html),
+// because browsers save application/yaml (and Firefox text/yaml) as a
+// download where a person opening the link wants to read it. nosniff keeps
+// the text from being taken for anything else.
 func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
-	// application/yaml is the media type registered for YAML by RFC 9512.
-	w.Header().Set("Content-Type", "application/yaml")
+	h := w.Header()
+	h.Set("Content-Type", openAPIType(r.Header.Values("Accept")))
+	h.Set("Content-Disposition", `inline; filename="openapi.yaml"`)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Add("Vary", "Accept")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(api.OpenAPI)
+}
+
+// openAPIType is the Content-Type of /openapi.yaml for a request's Accept
+// headers: text/plain for a browser page load, which asks for text/html
+// first, application/yaml for everything else.
+func openAPIType(accept []string) string {
+	for _, a := range accept {
+		for part := range strings.SplitSeq(a, ",") {
+			mt, _, _ := strings.Cut(part, ";")
+			if strings.EqualFold(strings.TrimSpace(mt), "text/html") {
+				return "text/plain; charset=utf-8"
+			}
+		}
+	}
+	return "application/yaml"
 }
 
 // notFound answers requests for which no route exists.

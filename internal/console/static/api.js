@@ -100,6 +100,9 @@ export async function streamEvents(chatID, after, onEvent, { signal, follow = fa
       if (signal?.aborted) return;
       if (err instanceof APIError && !err.retry) { onState('error'); throw err; }
     }
+    // An abort ends the body's read as if the stream had ended: that is no
+    // drop to reconnect from.
+    if (signal?.aborted) return;
     onState('reconnecting');
     await sleep(delay, signal);
     delay = Math.min(delay * 2, 10000);

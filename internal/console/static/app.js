@@ -290,7 +290,8 @@ function showProblem(box, err, bodyText) {
   let doc;
   try { doc = JSON.parse(bodyText); } catch { doc = undefined; }
   if (doc === undefined) {
-    box.append(el('ul', {}, problems.map((x) => el('li', { 'data-path': x.path }, el('code', {}, x.path), ' ', x.message))));
+    box.append(el('ul', { class: 'problem-list' }, problems.map((x) => el('li', { 'data-path': x.path }, el('code', {}, x.path), ' ', x.message))));
+    box.scrollIntoView({ block: 'start' });
     return;
   }
   const { lines, at } = layout(doc);
@@ -301,15 +302,29 @@ function showProblem(box, err, bodyText) {
     byLine.get(n).push(x);
   }
   const pre = el('pre', { class: 'annotated' });
+  const marks = new Map(); // problem → its mark in the spec
   lines.forEach((line, i) => {
     pre.append(el('span', { class: 'line', 'data-line': i }, line + '\n'));
     for (const x of byLine.get(i) || []) {
       const indent = line.length - line.trimStart().length;
-      pre.append(el('span', { class: 'at', 'data-path': x.path },
-        ' '.repeat(indent) + `↑ ${x.path || '/'}: ${x.message}\n`));
+      const mark = el('span', { class: 'at', 'data-path': x.path },
+        ' '.repeat(indent) + `↑ ${x.path || '/'}: ${x.message}\n`);
+      marks.set(x, mark);
+      pre.append(mark);
     }
   });
-  box.append(pre);
+  // Every problem first, in the order of the answer: a long spec puts the
+  // marks far below, and each entry jumps to its own.
+  const jump = (x) => {
+    const mark = marks.get(x);
+    for (const m of pre.querySelectorAll('.at.flash')) m.classList.remove('flash');
+    mark.classList.add('flash');
+    mark.scrollIntoView({ block: 'center' });
+  };
+  box.append(el('ul', { class: 'problem-list' }, problems.map((x) => el('li', {},
+    el('button', { type: 'button', class: 'link', 'data-path': x.path, onclick: () => jump(x) },
+      el('code', {}, x.path || '/'), ' ', x.message)))), pre);
+  box.scrollIntoView({ block: 'start' });
 }
 
 // ---------- saved teams ----------
@@ -469,7 +484,11 @@ class ChatView {
     // a reconnect can never double one.
     streamEvents(this.id, 0, (ev) => this.onEvent(ev), {
       signal, follow: true,
-      onState: (s) => { $('#connection').textContent = s === 'live' ? '● live' : s === 'reconnecting' ? 'reconnecting…' : ''; },
+      onState: (s) => {
+        // The label is the open view's: a closed view's stream says nothing.
+        if (signal.aborted) return;
+        $('#connection').textContent = s === 'live' ? '● live' : s === 'reconnecting' ? 'reconnecting…' : '';
+      },
     }).catch((err) => this.showError(err));
   }
 
@@ -652,10 +671,15 @@ class ChatView {
     this.follow();
   }
 
-  /** follow keeps the newest event in view while the reader is at the bottom. */
+  /**
+   * follow keeps the newest event in view while the reader is at the
+   * bottom. The main pane scrolls, never the window: the bar, the chat's
+   * head and the list stay where they are.
+   */
   follow() {
-    const nearBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 160;
-    if (nearBottom) window.scrollTo(0, document.body.scrollHeight);
+    const pane = $('#main');
+    const nearBottom = pane.scrollTop + pane.clientHeight >= pane.scrollHeight - 160;
+    if (nearBottom) pane.scrollTop = pane.scrollHeight;
   }
 
   note(ev, text, ...extra) {

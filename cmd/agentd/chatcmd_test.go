@@ -1,0 +1,36 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/agentd/agentd/internal/client"
+)
+
+// A message as agentd chat prints it, byte for byte: a tool result's lines
+// line up after its mark, and a code result without content is shown.
+func TestPrinterMessage(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		m    client.Message
+		want string
+	}{
+		{"tool results", client.Message{Seq: 7, Name: "triage", Role: "tool", ToolResponses: []client.ToolResponse{
+			{ToolCallID: "call_1", Content: "one line"},
+			{ToolCallID: "call_2", Content: "first\nsecond\n", IsError: true},
+		}}, "#7 triage (tool)\n  ← one line  call_1\n  ✗ first\n    second  call_2\n"},
+		{"code result in the content", client.Message{Seq: 8, Name: "executor", Role: "user",
+			Content:    "exitcode: 0 (execution succeeded)\nCode output: 385",
+			CodeResult: &client.CodeResult{ExitCode: 0, Output: "385"},
+		}, "#8 executor (user)\n  exitcode: 0 (execution succeeded)\n  Code output: 385\n"},
+		{"code result alone", client.Message{Seq: 8, Name: "executor", Role: "user",
+			CodeResult: &client.CodeResult{ExitCode: 1, Output: "Traceback\nNameError"},
+		}, "#8 executor (user)\n  exit code 1\n  | Traceback\n  | NameError\n"},
+	} {
+		var b bytes.Buffer
+		(&printer{w: &b}).message(c.m)
+		if b.String() != c.want {
+			t.Errorf("%s: printed\n%q\nwant\n%q", c.name, b.String(), c.want)
+		}
+	}
+}
