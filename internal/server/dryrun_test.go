@@ -69,3 +69,29 @@ func TestDryRunCreatesNothing(t *testing.T) {
 		t.Errorf("the runtime was asked about %q", gotBody)
 	}
 }
+
+func TestAPIReferenceServed(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Config{APIKeys: map[string]string{"k": "t"}}, &fakeChats{})
+	rec := ts.do(t, http.MethodGet, "/docs", "")
+	if rec.Code != http.StatusOK || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") {
+		t.Fatalf("GET /docs: %d %q", rec.Code, rec.Header().Get("Content-Type"))
+	}
+	csp := rec.Header().Get("Content-Security-Policy")
+	for _, want := range []string{"default-src 'none'", "script-src 'self';", "connect-src 'self';", "img-src 'self' data:;"} {
+		if !strings.Contains(csp, want) {
+			t.Errorf("Content-Security-Policy %q lacks %q", csp, want)
+		}
+	}
+	for _, want := range []string{`src="/console/redoc.standalone.js"`, `src="/console/docs.js"`, `data-spec-url="/openapi.yaml"`} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("the page has no %s", want)
+		}
+	}
+	if rec := ts.do(t, http.MethodGet, "/console/redoc.standalone.js", ""); rec.Code != http.StatusOK || rec.Body.Len() < 500_000 {
+		t.Errorf("the bundle: %d, %d bytes", rec.Code, rec.Body.Len())
+	}
+	if !strings.Contains(ts.do(t, http.MethodGet, "/", "").Body.String(), `href="/docs"`) {
+		t.Error("the console does not link to /docs")
+	}
+}
