@@ -10,10 +10,11 @@ import (
 
 // TestREADMEIsCurrent checks what the README and the guide say against the
 // code, where a test can: the README stays a landing page that starts with
-// the two commands, the sections they refer to by name exist, the handoff
-// tool names they show are the ones agentd generates, and the go install
-// command names this module. (docs_test.go checks the configuration
-// reference and the links; e2e/docs_test.go the examples and the tours.)
+// the two commands, each guide page says what it is for, the sections they
+// refer to by name exist, the handoff tool names they show are the ones
+// agentd generates, and the go install command names this module.
+// (docs_test.go checks the configuration reference and the links;
+// e2e/docs_test.go the examples and the tours.)
 func TestREADMEIsCurrent(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
@@ -27,6 +28,24 @@ func TestREADMEIsCurrent(t *testing.T) {
 		}
 		if len(lines) < 5 || lines[2] != "```sh" || !strings.HasPrefix(lines[3], "go run ./cmd/agentd ") || !strings.HasPrefix(lines[4], "make test ") {
 			t.Errorf("the README does not start with the two commands (go run ./cmd/agentd, make test): %q", lines[:min(5, len(lines))])
+		}
+	})
+
+	t.Run("pages say what they are for", func(t *testing.T) {
+		for _, f := range docFiles(t) {
+			// The README is the landing page, docs/README.md the guide's
+			// index; docs/architecture.md describes the code, not a task.
+			if !strings.HasPrefix(f, "docs/") || f == "docs/README.md" || f == "docs/architecture.md" {
+				continue
+			}
+			b, err := os.ReadFile("../../" + f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			title, rest, _ := strings.Cut(string(b), "\n\n")
+			if !strings.HasPrefix(title, "# ") || !strings.HasPrefix(rest, "What this page is for: ") {
+				t.Errorf("%s does not start with its title and what it is for (\"What this page is for: …\")", f)
+			}
 		}
 	})
 
