@@ -104,7 +104,7 @@ func TestAgentChatTeamsRunLikeAgentChat(t *testing.T) {
 	t.Parallel()
 	backends(t, func(t *testing.T, env []string) {
 		p := startAgentd(t, env...)
-		// "example" is examples/agentchat-team.json, the README's example.
+		// "example" is examples/agentchat-team.json, the guide's example (docs/autogen.md).
 		for _, name := range []string{"round_robin", "selector", "swarm", "example", "contexts", "structured", "graph_sequence", "graph_loop", "graph_groups", "graph_message_filter", "som_round_robin", "som_inner_selector", "magentic_custom"} {
 			t.Run(name, func(t *testing.T) {
 				b, err := os.ReadFile(filepath.Join("..", "internal", "component", "testdata", "runs", name+".json"))

@@ -127,7 +127,7 @@ endpoints:
 	}
 }
 
-// TestDeployedModelsFilesLoad: the models files of deploy/ and the README's
+// TestDeployedModelsFilesLoad: the models files of deploy/ and docs/models.md's
 // example are valid; only their key files, which exist where they are
 // mounted, and their key variables are missing here (and so are the keys).
 func TestDeployedModelsFilesLoad(t *testing.T) {
@@ -146,14 +146,13 @@ func TestDeployedModelsFilesLoad(t *testing.T) {
 	for _, l := range strings.Split(block, "\n") {
 		lines = append(lines, strings.TrimPrefix(l, "    "))
 	}
-	readme, err := os.ReadFile("../../README.md")
+	guide, err := os.ReadFile("../../docs/models.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, example, _ := strings.Cut(string(readme), "### Model endpoints")
-	_, example, _ = strings.Cut(example, "```yaml\n")
+	_, example, _ := strings.Cut(string(guide), "```yaml\n")
 	example, _, _ = strings.Cut(example, "```")
-	for name, content := range map[string]string{"compose": string(compose), "kubernetes": strings.Join(lines, "\n"), "README": example} {
+	for name, content := range map[string]string{"compose": string(compose), "kubernetes": strings.Join(lines, "\n"), "docs/models.md": example} {
 		_, err := loadModels(writeFile(t, "models.yaml", content), func(string) string { return "" })
 		if err == nil {
 			t.Fatalf("%s: the key files exist on this machine?", name)

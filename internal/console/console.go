@@ -25,6 +25,15 @@ import (
 //go:embed static
 var static embed.FS
 
+// redocBundle is Redoc's standalone bundle, vendored (see redoc/README.md),
+// which renders the API reference page from the server's OpenAPI file.
+//
+//go:embed redoc/redoc.standalone.js
+var redocBundle []byte
+
+// RedocFile is the asset holding redocBundle.
+const RedocFile = "redoc.standalone.js"
+
 // ExamplesFile is the asset holding every example spec, by file name.
 const ExamplesFile = "examples.json"
 
@@ -34,6 +43,17 @@ const ExamplesFile = "examples.json"
 // anything elsewhere.
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
 	"img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// docsContentSecurityPolicy is the console's policy for the API reference
+// page, with two inline style elements allowed by their hashes, no more:
+// Redoc's styled-components creates an empty <style> that it fills
+// through the CSSOM (which the policy does not govern), and Redoc injects
+// perfect-scrollbar's CSS. 'unsafe-inline' would also let any injected
+// markup style the page; a hash lets only those two texts. Redoc's
+// sidebar logo, an image on cdn.redoc.ly, stays blocked by img-src.
+const docsContentSecurityPolicy = "default-src 'none'; script-src 'self'; " +
+	"style-src 'self' 'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=' 'sha256-QMIg+bpjm3JdElJ388KYke01izlUW0UoNOeKjpMxdgc='; " +
+	"connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // asset is one file the console serves.
 type asset struct {
@@ -66,6 +86,7 @@ func New() (*Console, error) {
 		return nil, err
 	}
 	c.add(ExamplesFile, ex)
+	c.add(RedocFile, redocBundle)
 	return c, nil
 }
 
@@ -102,16 +123,26 @@ func (c *Console) ServeIndex(w http.ResponseWriter, r *http.Request) {
 	c.ServeAsset(w, r, "index.html")
 }
 
+// ServeDocs serves the API reference page (GET /docs), which Redoc renders
+// from GET /openapi.yaml.
+func (c *Console) ServeDocs(w http.ResponseWriter, r *http.Request) {
+	c.serve(w, r, "docs.html", docsContentSecurityPolicy)
+}
+
 // ServeAsset serves one file (GET /console/{file}); it reports whether the
 // file exists, so that the caller answers unknown names with its own 404.
 func (c *Console) ServeAsset(w http.ResponseWriter, r *http.Request, name string) bool {
+	return c.serve(w, r, name, contentSecurityPolicy)
+}
+
+func (c *Console) serve(w http.ResponseWriter, r *http.Request, name, csp string) bool {
 	a, ok := c.assets[name]
 	if !ok || strings.Contains(name, "/") {
 		return false
 	}
 	h := w.Header()
 	h.Set("Content-Type", a.contentType)
-	h.Set("Content-Security-Policy", contentSecurityPolicy)
+	h.Set("Content-Security-Policy", csp)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	// Revalidate every time (cheap: the ETag answers 304), so a new binary's

@@ -225,16 +225,9 @@ func ValidTeamName(name string) bool { return teamNameRE.MatchString(name) }
 // the tenant's team name, unless it equals the latest version (created is
 // then false and that version is returned).
 func (r *Runtime) PutTeam(ctx context.Context, tenant, name string, body []byte) (*chat.Team, bool, error) {
-	if !ValidTeamName(name) {
-		return nil, false, &spec.ValidationError{Problems: []spec.Problem{{Path: "name",
-			Message: "a team name is 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit"}}}
-	}
-	sp, compact, probs := spec.DecodeCompact(body)
-	if len(probs) == 0 {
-		probs = spec.ValidateTeam(sp, r.limits, r.env())
-	}
-	if len(probs) > 0 {
-		return nil, false, &spec.ValidationError{Problems: probs}
+	compact, err := r.CheckTeam(name, body)
+	if err != nil {
+		return nil, false, err
 	}
 	t, created, err := r.store.PutTeam(ctx, &chat.PutTeamParams{Tenant: tenant, Name: name, Spec: compact, Now: r.now()})
 	if err != nil {
@@ -245,6 +238,23 @@ func (r *Runtime) PutTeam(ctx context.Context, tenant, name string, body []byte)
 		r.log.Info("team version saved", "tenant", tenant, "team", name, "version", t.Version)
 	}
 	return t, created, nil
+}
+
+// CheckTeam validates a team version exactly as PutTeam does and returns
+// the spec it would store (compacted), storing nothing: a dry run.
+func (r *Runtime) CheckTeam(name string, body []byte) ([]byte, error) {
+	if !ValidTeamName(name) {
+		return nil, &spec.ValidationError{Problems: []spec.Problem{{Path: "name",
+			Message: "a team name is 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit"}}}
+	}
+	sp, compact, probs := spec.DecodeCompact(body)
+	if len(probs) == 0 {
+		probs = spec.ValidateTeam(sp, r.limits, r.env())
+	}
+	if len(probs) > 0 {
+		return nil, &spec.ValidationError{Problems: probs}
+	}
+	return compact, nil
 }
 
 // GetTeam returns a version of a tenant's team (the latest for 0).

@@ -24,22 +24,9 @@ import (
 // Idempotency-Key already names with created=false. The chat's first events
 // (chat.created, resumed messages, the task) are written with it.
 func (r *Runtime) Create(ctx context.Context, p *chat.CreateParams) (*chat.Chat, bool, error) {
-	// A request naming a saved team (team_ref) becomes the team's spec
-	// with the request's task and overrides.
-	body, team, err := r.resolveTeamRef(ctx, p.Tenant, p.Body)
+	sp, compact, task, team, err := r.checkCreate(ctx, p.Tenant, p.Body)
 	if err != nil {
 		return nil, false, err
-	}
-	sp, compact, probs := spec.DecodeCompact(body)
-	if len(probs) == 0 {
-		probs = spec.Validate(sp, r.limits, r.env())
-	}
-	var task []engine.TaskMessage
-	if len(probs) == 0 {
-		task, probs = engine.SpecTask(sp, r.limits)
-	}
-	if len(probs) > 0 {
-		return nil, false, &spec.ValidationError{Problems: probs}
 	}
 	sum := sha256.Sum256(compact)
 	requestHash := sum
@@ -98,6 +85,37 @@ func (r *Runtime) Create(ctx context.Context, p *chat.CreateParams) (*chat.Chat,
 		r.sched.kick()
 	}
 	return c, created, nil
+}
+
+// CheckCreate validates a create request exactly as Create does and
+// returns the spec the chat would be created from (compacted, a saved
+// team's resolved), creating and recording nothing: a dry run.
+func (r *Runtime) CheckCreate(ctx context.Context, tenant string, body []byte) ([]byte, error) {
+	_, compact, _, _, err := r.checkCreate(ctx, tenant, body)
+	return compact, err
+}
+
+// checkCreate is the validation of Create: the spec, its compacted body,
+// the task of run 1 and the saved team it came from, or every problem.
+func (r *Runtime) checkCreate(ctx context.Context, tenant string, body []byte) (*spec.Spec, []byte, []engine.TaskMessage, *chat.TeamRef, error) {
+	// A request naming a saved team (team_ref) becomes the team's spec
+	// with the request's task and overrides.
+	body, team, err := r.resolveTeamRef(ctx, tenant, body)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	sp, compact, probs := spec.DecodeCompact(body)
+	if len(probs) == 0 {
+		probs = spec.Validate(sp, r.limits, r.env())
+	}
+	var task []engine.TaskMessage
+	if len(probs) == 0 {
+		task, probs = engine.SpecTask(sp, r.limits)
+	}
+	if len(probs) > 0 {
+		return nil, nil, nil, nil, &spec.ValidationError{Problems: probs}
+	}
+	return sp, compact, task, team, nil
 }
 
 // Get returns a chat of the tenant.

@@ -35,6 +35,9 @@ type Backend interface {
 	Deliveries(ctx context.Context, tenant, id string, after int64, limit int) ([]chat.DeliveryRecord, error)
 	// PutTeam stores a spec without a task as the next version of a team.
 	PutTeam(ctx context.Context, tenant, name string, body []byte) (*chat.Team, bool, error)
+	// CheckTeam validates a team version as PutTeam does and returns the
+	// spec it would store, storing nothing.
+	CheckTeam(name string, body []byte) ([]byte, error)
 	// GetTeam returns a version of a team (the latest for 0).
 	GetTeam(ctx context.Context, tenant, name string, version int) (*chat.Team, error)
 	// ListTeams returns the latest version of each team.
@@ -262,9 +265,16 @@ type teamListResponse struct {
 var errTeamNotFound = &requestError{status: http.StatusNotFound, kind: kindTeamNotFound, detail: errTeamNotFoundDetail}
 
 // put handles PUT /v1/teams/{name}: 201 with a new version, 200 when the
-// body is the latest version's.
+// body is the latest version's; with dry_run=true, 200 with the spec it
+// would store, storing nothing.
 func (t *teamsResource) put(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "name")
+	q := newQueryParser(r)
+	dryRun := q.bool("dry_run")
+	if err := q.err(); err != nil {
+		t.writeError(w, r, err)
+		return
+	}
 	body, err := readBody(w, r, t.cfg.MaxBodyBytes)
 	if err != nil {
 		t.writeError(w, r, err)
@@ -279,19 +289,33 @@ func (t *teamsResource) put(w http.ResponseWriter, r *http.Request) {
 		t.writeError(w, r, err)
 		return
 	}
-	tm, created, err := t.chats.PutTeam(r.Context(), Tenant(r.Context()), name, specBody)
-	var ve *spec.ValidationError
-	if tr != nil && errors.As(err, &ve) {
-		err = &spec.ValidationError{Problems: stripPrefix(tr.MapProblems(ve.Problems), prefix)}
+	mapErr := func(err error) error {
+		var ve *spec.ValidationError
+		if tr != nil && errors.As(err, &ve) {
+			return &spec.ValidationError{Problems: stripPrefix(tr.MapProblems(ve.Problems), prefix)}
+		}
+		return err
 	}
+	var warnings []component.Warning
+	if tr != nil {
+		warnings = stripWarnings(tr.Warnings, prefix)
+	}
+	if dryRun {
+		checked, err := t.chats.CheckTeam(name, specBody)
+		if err != nil {
+			t.writeError(w, r, mapErr(err))
+			return
+		}
+		t.writeJSON(w, r, http.StatusOK, newDryRunResponse(checked, warnings))
+		return
+	}
+	tm, created, err := t.chats.PutTeam(r.Context(), Tenant(r.Context()), name, specBody)
 	if err != nil {
-		t.writeError(w, r, err)
+		t.writeError(w, r, mapErr(err))
 		return
 	}
 	resp := newTeamResponse(tm, true)
-	if tr != nil {
-		resp.Warnings = stripWarnings(tr.Warnings, prefix)
-	}
+	resp.Warnings = warnings
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated

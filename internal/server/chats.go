@@ -59,11 +59,16 @@ func (c *chatsResource) Routes() chi.Router {
 	return r
 }
 
-// create handles POST /v1/chats.
+// create handles POST /v1/chats; with dry_run=true it validates the
+// request as a create does and answers the spec, creating nothing.
 func (c *chatsResource) create(w http.ResponseWriter, r *http.Request) {
 	q := newQueryParser(r)
 	wait := q.wait(c.cfg.MaxWait)
 	withSpec := q.includeSpec()
+	dryRun := q.bool("dry_run")
+	if dryRun && wait > 0 {
+		q.problem("wait_s", "a dry run creates no chat to wait for")
+	}
 	if err := q.err(); err != nil {
 		c.writeError(w, r, err)
 		return
@@ -88,6 +93,17 @@ func (c *chatsResource) create(w http.ResponseWriter, r *http.Request) {
 	body, form, err := parseTeamForm(body, c.cfg.ModelEndpoints)
 	if err != nil {
 		c.writeError(w, r, err)
+		return
+	}
+	if dryRun {
+		// Nothing is created and no Idempotency-Key is recorded: the
+		// answer is what a create would have run, or its 422.
+		checked, err := c.chats.CheckCreate(r.Context(), Tenant(r.Context()), body)
+		if err != nil {
+			c.writeError(w, r, form.mapError(err))
+			return
+		}
+		c.writeJSON(w, r, http.StatusOK, newDryRunResponse(checked, form.warnings()))
 		return
 	}
 	ch, created, err := c.chats.Create(r.Context(), &chat.CreateParams{

@@ -75,6 +75,9 @@ type Chats interface {
 	// Fork creates a chat from a copy of another's log (the request body
 	// as sent).
 	Fork(ctx context.Context, tenant, id string, body []byte) (*chat.Chat, error)
+	// CheckCreate validates a create request as Create does and returns
+	// the spec the chat would be created from, creating nothing.
+	CheckCreate(ctx context.Context, tenant string, body []byte) ([]byte, error)
 	// Ready reports whether the runtime accepts work.
 	Ready() bool
 	// Backend serves metadata changes, erasure, deliveries and saved teams.

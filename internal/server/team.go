@@ -52,11 +52,16 @@ func (f *teamForm) response(ch *chat.Chat, withSpec bool) any {
 	if f == nil {
 		return newChatResponse(ch, withSpec)
 	}
-	w := f.req.Translation.Warnings
-	if w == nil {
-		w = []component.Warning{}
+	return teamChatResponse{chatResponse: newChatResponse(ch, withSpec), Warnings: f.warnings()}
+}
+
+// warnings are the translation's warnings, never null; none for a native
+// spec.
+func (f *teamForm) warnings() []component.Warning {
+	if f == nil || f.req.Translation.Warnings == nil {
+		return []component.Warning{}
 	}
-	return teamChatResponse{chatResponse: newChatResponse(ch, withSpec), Warnings: w}
+	return f.req.Translation.Warnings
 }
 
 // team handles GET /v1/chats/{id}/team: the chat's team as an AgentChat

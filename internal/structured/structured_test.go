@@ -74,7 +74,7 @@ func TestPydanticReplies(t *testing.T) {
 			for _, r := range ty.Replies {
 				obj, err := sc.Read(r.Reply)
 				if departures[r.Reply] {
-					// A deliberate departure (README, Differences from
+					// A deliberate departure (docs/autogen.md, Differences from
 					// AutoGen): refused, where pydantic takes it.
 					if err == nil {
 						t.Errorf("%q: accepted as %s; agentd refuses it", r.Reply, obj.JSON())

@@ -36,7 +36,7 @@ type termState struct {
 type termMsg struct {
 	chat.Message
 	// task marks the task message: it counts, but text_mention never
-	// matches it (a departure from AutoGen, see the README).
+	// matches it (a departure from AutoGen, see docs/autogen.md).
 	task bool
 	// functions are the calls a tool message answers.
 	functions []string

@@ -9,7 +9,7 @@ It writes testdata/agentchat/<name>.json for every team below,
 testdata/runs/<name>.json with the messages and stop reason of a real
 AgentChat run of the replay-driven teams, testdata/graph_errors.json with the
 message DiGraph.graph_validate gives for each graph in BAD_GRAPHS, and the
-README's example team. Nothing here talks to a network,
+example team (examples/agentchat-team.json, shown in docs/autogen.md). Nothing here talks to a network,
 a container engine or a model: model clients are ReplayChatCompletionClient
 or never called, and executors are never started.
 """
