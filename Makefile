@@ -73,16 +73,16 @@ test-python: build lint-python
 
 ## test-autogen-client: RemoteTeam under AutoGen AgentChat 0.7.5 (Console's text, run_stream's items, run()'s
 ## TaskResult, cancellation) against the same teams run in-process, recorded in clients/python/tests/testdata/agentchat.
-## Needs the environment of test/autogen/README.md, so CI cannot run it; RECORD=1 records the teams again first.
+## Needs the environment of e2e/autogen/README.md, so CI cannot run it; RECORD=1 records the teams again first.
 test-autogen-client: build
 	clients/python/autogen_check/run.sh $(CURDIR)/bin/agentd
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-## golden: re-record test/autogen/testdata by running AutoGen AgentChat 0.7.5 (needs the environment of test/autogen/README.md)
+## golden: re-record e2e/autogen/testdata by running AutoGen AgentChat 0.7.5 (needs the environment of e2e/autogen/README.md)
 golden:
-	test/autogen/record.sh
+	e2e/autogen/record.sh
 
 ## bench-compare: agentd on Postgres next to pgbench, at C = 1, 8, 32, 128, and memory per waiting chat (cmd/bench-compare/README.md)
 .PHONY: bench-compare

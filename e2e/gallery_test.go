@@ -18,7 +18,7 @@ import (
 
 // galleryTeams are the teams of AutoGen Studio's default gallery (the team
 // files a new AutoGen Studio user starts from), by label, as AutoGen's
-// python-v0.7.5 tag has them (test/autogen/components/gallery.sh).
+// python-v0.7.5 tag has them (e2e/autogen/components/gallery.sh).
 func galleryTeams(t *testing.T) map[string]json.RawMessage {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "internal", "component", "testdata", "gallery", "default_gallery.json"))

@@ -20,7 +20,7 @@ import (
 )
 
 // AgentChat team components, dumped by AgentChat 0.7.5 itself
-// (test/autogen/components/dump.py), with the runs AgentChat made of them.
+// (e2e/autogen/components/dump.py), with the runs AgentChat made of them.
 func teamFixture(t *testing.T, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "internal", "component", "testdata", "agentchat", name+".json"))

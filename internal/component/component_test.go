@@ -21,7 +21,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden specs and exports in testdata")
 
-// Fixtures dumped by AgentChat 0.7.5 (test/autogen/components/dump.py) that
+// Fixtures dumped by AgentChat 0.7.5 (e2e/autogen/components/dump.py) that
 // agentd accepts; refused_five is the one it refuses.
 var accepted = []string{"round_robin", "selector", "swarm", "assistant_options", "openai_client", "azure_client", "anthropic_client", "human", "code_executor", "terminations", "function_tools", "http_tools", "contexts", "structured",
 	"graph_sequence", "graph_loop", "graph_fan_out_all", "graph_fan_out_any", "graph_groups", "graph_message_filter",
@@ -141,7 +141,7 @@ func TestAcceptedFixtures(t *testing.T) {
 // TestRoundTrip: a team from AgentChat, translated, exported and translated
 // again gives the same spec; the export is the reviewed golden one, and
 // AgentChat 0.7.5 loaded exactly these exports (testdata/load_check.json,
-// written by test/autogen/components/check.py).
+// written by e2e/autogen/components/check.py).
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
 	for _, name := range accepted {

@@ -13,7 +13,7 @@ import (
 
 // TestGraphErrorsAsAgentChat: for each graph AgentChat 0.7.5's
 // DiGraph.graph_validate refuses (testdata/graph_errors.json, recorded by
-// test/autogen/components/dump.py), agentd's validation refuses it with
+// e2e/autogen/components/dump.py), agentd's validation refuses it with
 // AgentChat's message (agentd may add a hint after it).
 func TestGraphErrorsAsAgentChat(t *testing.T) {
 	t.Parallel()

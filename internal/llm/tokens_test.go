@@ -11,7 +11,7 @@ import (
 
 // TestCountTokensIsAgentChats compares CountTokens with AgentChat's
 // count_tokens_openai on model contexts of every kind of message
-// (testdata/message_tokens.json, written by test/autogen/tokencounts.py).
+// (testdata/message_tokens.json, written by e2e/autogen/tokencounts.py).
 func TestCountTokensIsAgentChats(t *testing.T) {
 	t.Parallel()
 	b, err := os.ReadFile("testdata/message_tokens.json")

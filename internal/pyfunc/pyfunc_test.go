@@ -9,7 +9,7 @@ import (
 )
 
 // agentChatCase is one signature of testdata/agentchat_schemas.json, which
-// test/autogen/components/functions.py records with AgentChat 0.7.5: the
+// e2e/autogen/components/functions.py records with AgentChat 0.7.5: the
 // schema FunctionTool.load_component shows the model, or the error with
 // which AgentChat refuses the function.
 type agentChatCase struct {

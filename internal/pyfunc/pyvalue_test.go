@@ -10,7 +10,7 @@ import (
 // TestValueAsPython: JSON documents read by ParseJSON give Python's own
 // str(), repr() and json.dumps(ensure_ascii=False, separators=(",", ":"))
 // of json.loads of them (testdata/pyrepr.json, recorded with Python by
-// test/autogen/components/pyrepr.py).
+// e2e/autogen/components/pyrepr.py).
 func TestValueAsPython(t *testing.T) {
 	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("testdata", "pyrepr.json"))

@@ -9,7 +9,7 @@ import (
 )
 
 // fixture is what pydantic did with replies of three types
-// (test/autogen/structured.py).
+// (e2e/autogen/structured.py).
 type fixture map[string]struct {
 	Schema       json.RawMessage `json:"schema"`
 	Strict       json.RawMessage `json:"strict"`

@@ -80,7 +80,7 @@ var files = map[string]string{
 
 // EncodingFile is the embedded BPE file of an encoding, as tiktoken
 // downloads it: what a tiktoken cache is filled with so that Python's
-// tiktoken needs no network either (test/autogen/tiktoken-cache).
+// tiktoken needs no network either (e2e/autogen/tiktoken-cache).
 func EncodingFile(encoding string) ([]byte, error) {
 	f, ok := files[encoding]
 	if !ok {

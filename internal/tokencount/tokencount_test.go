@@ -9,7 +9,7 @@ import (
 )
 
 // TestCountsAreTiktokens compares counts with Python tiktoken's
-// (testdata/counts.json, written by test/autogen/tokencounts.py).
+// (testdata/counts.json, written by e2e/autogen/tokencounts.py).
 func TestCountsAreTiktokens(t *testing.T) {
 	t.Parallel()
 	b, err := os.ReadFile("testdata/counts.json")

@@ -21,7 +21,7 @@ import (
 
 // recordedHTTPTool is one tool of testdata/httptool.json: what AgentChat
 // 0.7.5's HttpTool showed the model and did with each call
-// (test/autogen/components/httptool.py made the record).
+// (e2e/autogen/components/httptool.py made the record).
 type recordedHTTPTool struct {
 	Component struct {
 		Config struct {

@@ -50,7 +50,7 @@ func openSandbox(t *testing.T, backend string) sandbox.Manager {
 }
 
 // functionCalls is testdata/agentchat_function_calls.json, recorded by
-// test/autogen/components/functions.py: two FunctionTools loaded by
+// e2e/autogen/components/functions.py: two FunctionTools loaded by
 // AgentChat 0.7.5 and the result text and error flag of each call.
 type functionCalls struct {
 	Functions map[string]struct {

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs RemoteTeam under AutoGen AgentChat 0.7.5 (the environment of
-# test/autogen/README.md) against the in-process recordings in
+# e2e/autogen/README.md) against the in-process recordings in
 # tests/testdata/agentchat. With RECORD=1 it records them again first.
 #
 #   clients/python/autogen_check/run.sh AGENTD_BINARY
@@ -13,7 +13,7 @@ set -eu
 bin=${1:?usage: run.sh AGENTD_BINARY}
 env_dir=${AUTOGEN_ENV:-/work/autogen-env}
 if [ ! -x "$env_dir/python.sh" ]; then
-	echo "no AgentChat environment in $env_dir: run test/autogen/env.sh AUTOGEN_GIT_DIR first" >&2
+	echo "no AgentChat environment in $env_dir: run e2e/autogen/env.sh AUTOGEN_GIT_DIR first" >&2
 	exit 1
 fi
 cd "$(dirname "$0")/.."

@@ -13,7 +13,7 @@ import (
 )
 
 // TestAgentContext checks what an assistant sees of a log, message by
-// message; the golden runs in test/autogen check the same against AutoGen.
+// message; the golden runs in e2e/autogen check the same against AutoGen.
 func TestAgentContext(t *testing.T) {
 	sp := &spec.Spec{Agents: []spec.Agent{
 		{Name: "a", Type: spec.AgentAssistant, Tools: []string{"f"}, Handoffs: []string{"B"}},

@@ -2,7 +2,7 @@
 odd and even sizes) and records, for each, the RGB pixels AgentChat 0.7.5's Image
 sends a model (Image converts to RGB and writes PNG). webp_test.go checks
 agentd's conversion against them. Run in the AgentChat environment
-(test/autogen/README.md), from this directory:
+(e2e/autogen/README.md), from this directory:
 
     /work/autogen-env/python.sh webp.py
 """

@@ -2,7 +2,7 @@
 // agentd embeds, so that Python's tiktoken (which the AgentChat recorder
 // runs with no network) reads the very files agentd counts with:
 //
-//	go run ./test/autogen/tiktokencache test/autogen/.tiktoken-cache
+//	go run ./e2e/autogen/tiktokencache e2e/autogen/.tiktoken-cache
 //
 // tiktoken looks a file up in TIKTOKEN_CACHE_DIR under the SHA-1 of its
 // download URL and checks its SHA-256, so a file that is not tiktoken's

@@ -3,7 +3,7 @@ fixtures of agentd's team-component translation (internal/component/testdata).
 
 Run it from the repository root in the AgentChat environment (see README.md):
 
-    /work/autogen-env/python.sh test/autogen/components/dump.py internal/component/testdata examples/agentchat-team.json
+    /work/autogen-env/python.sh e2e/autogen/components/dump.py internal/component/testdata examples/agentchat-team.json
 
 It writes testdata/agentchat/<name>.json for every team below,
 testdata/runs/<name>.json with the messages and stop reason of a real

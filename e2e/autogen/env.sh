@@ -3,14 +3,14 @@
 # a Debian trixie root (Python 3.13 and AgentChat's dependencies as Debian
 # packages) and AutoGen's source at tag python-v0.7.5.
 #
-#   test/autogen/env.sh AUTOGEN_GIT_DIR [JSON_SCHEMA_TO_PYDANTIC_GIT_DIR]
+#   e2e/autogen/env.sh AUTOGEN_GIT_DIR [JSON_SCHEMA_TO_PYDANTIC_GIT_DIR]
 #
 # AUTOGEN_GIT_DIR is a git directory of github.com/microsoft/autogen (a clone
 # or bare mirror that has the tag). The optional second one, of
 # github.com/richard-gyiko/json-schema-to-pydantic, gives HttpTool the
 # package it imports (v0.4.1, the release AgentChat 0.7.5 came out with;
 # later ones need a newer pydantic than Debian's), for
-# test/autogen/components/httptool.py. Output goes to $AUTOGEN_ENV (default
+# e2e/autogen/components/httptool.py. Output goes to $AUTOGEN_ENV (default
 # /work/autogen-env): root/ (the Debian tree), src/ (the three packages'
 # sources), site/ (package metadata and stubs, see README.md).
 set -eu

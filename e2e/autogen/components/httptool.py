@@ -6,7 +6,7 @@ the result text AgentChat made of the response.
 Run it from the repository root in the AgentChat environment (see README.md;
 HttpTool needs json_schema_to_pydantic, which env.sh puts there):
 
-    /work/autogen-env/python.sh test/autogen/components/httptool.py internal/tool/testdata/httptool.json
+    /work/autogen-env/python.sh e2e/autogen/components/httptool.py internal/tool/testdata/httptool.json
 
 The API is a local server of this script; it records each request as it
 arrived (method, request target, Content-Type, body, X-Team) and answers

@@ -3,7 +3,7 @@
 # that env.sh built, under bubblewrap: the Debian root read-only, no network
 # but a private loopback, the current directory writable as /tmp/cwd.
 #
-#   test/autogen/python.sh [python3 arguments...]
+#   e2e/autogen/python.sh [python3 arguments...]
 set -eu
 env_dir=${AUTOGEN_ENV:-/work/autogen-env}
 

@@ -2,7 +2,7 @@
 JSON documents as json.loads reads them: what agentd's pyfunc.Value must
 give (internal/pyfunc/testdata/pyrepr.json, read by TestValueAsPython).
 
-    /work/autogen-env/python.sh test/autogen/components/pyrepr.py internal/pyfunc/testdata/pyrepr.json
+    /work/autogen-env/python.sh e2e/autogen/components/pyrepr.py internal/pyfunc/testdata/pyrepr.json
 """
 
 import json

@@ -6,7 +6,7 @@ Team.load_component and runs it (the functions run in its own process, as
 AgentChat runs them); golden_test.go posts the same file to agentd, whose
 functions run in its sandbox.
 
-    /work/autogen-env/python.sh test/autogen/teams.py test/autogen/scenarios
+    /work/autogen-env/python.sh e2e/autogen/teams.py e2e/autogen/scenarios
 """
 
 import json
@@ -189,7 +189,7 @@ SCENARIOS = {"team_function_tools": function_tools, "team_http_tools": http_tool
 
 def main():
     warnings.simplefilter("ignore")
-    out = sys.argv[1] if len(sys.argv) > 1 else "test/autogen/scenarios"
+    out = sys.argv[1] if len(sys.argv) > 1 else "e2e/autogen/scenarios"
     for name, build in SCENARIOS.items():
         team, task, script, *extra = build()
         scenario = {"team": team.dump_component().model_dump(mode="json"), "task": task, "script": script}

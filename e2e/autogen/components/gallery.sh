@@ -4,7 +4,7 @@
 # internal/component/testdata/gallery/, unchanged. e2e/gallery_test.go runs
 # its teams on agentd.
 #
-#   test/autogen/components/gallery.sh AUTOGEN_GIT_DIR
+#   e2e/autogen/components/gallery.sh AUTOGEN_GIT_DIR
 set -eu
 git_dir=$1
 tag=python-v0.7.5

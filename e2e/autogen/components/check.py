@@ -3,7 +3,7 @@ Team.load_component, dumps the loaded team again, and writes the outcome to
 internal/component/testdata/load_check.json (TestAgentChatLoadsExports reads
 it). Run it from the repository root in the AgentChat environment:
 
-    /work/autogen-env/python.sh test/autogen/components/check.py internal/component/testdata
+    /work/autogen-env/python.sh e2e/autogen/components/check.py internal/component/testdata
 
 For each export it records the file's sha256 (so the Go test knows the check
 is about the export as committed), whether it loaded, the team and agent

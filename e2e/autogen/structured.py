@@ -4,7 +4,7 @@ tests (internal/structured/testdata/pydantic.json).
 
 Run it from the repository root in the AgentChat environment:
 
-    /work/autogen-env/python.sh test/autogen/structured.py internal/structured/testdata/pydantic.json
+    /work/autogen-env/python.sh e2e/autogen/structured.py internal/structured/testdata/pydantic.json
 
 For each type it writes the JSON Schema AgentChat's component JSON holds
 (model_json_schema()), the schema AgentChat's OpenAI client sends

@@ -7,7 +7,7 @@ harness (internal/tool).
 
 Run it from the repository root in the AgentChat environment:
 
-    /work/autogen-env/python.sh test/autogen/components/functions.py
+    /work/autogen-env/python.sh e2e/autogen/components/functions.py
 
 It writes internal/pyfunc/testdata/agentchat_schemas.json and
 internal/tool/testdata/agentchat_function_calls.json. The functions run in

@@ -1,8 +1,8 @@
 """Writes tiktoken's token counts of sample texts, the fixture of agentd's
 token counter (internal/tokencount/testdata/counts.json):
 
-    go run ./test/autogen/tiktokencache test/autogen/.tiktoken-cache
-    cd test/autogen && /work/autogen-env/python.sh tokencounts.py ../../internal/tokencount/testdata/counts.json ../../internal/llm/testdata/message_tokens.json
+    go run ./e2e/autogen/tiktokencache e2e/autogen/.tiktoken-cache
+    cd e2e/autogen && /work/autogen-env/python.sh tokencounts.py ../../internal/tokencount/testdata/counts.json ../../internal/llm/testdata/message_tokens.json
 
 tiktoken (0.9.0, Debian's, the one the AgentChat recorder runs) reads the
 encodings from the cache agentd's embedded files filled: no network.
