@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/agentd/agentd/internal/spec/problem"
 )
 
 // DecodeSpec decodes a spec strictly: every unknown field and every value of
@@ -170,10 +172,10 @@ func checkShape(probs *[]Problem, path string, v any, t reflect.Type) {
 		for _, k := range sortedKeys(obj) {
 			ft, known := fields[k]
 			if !known {
-				*probs = append(*probs, Problem{Path: path + "/" + escapePointer(k), Message: "unknown field"})
+				*probs = append(*probs, Problem{Path: path + "/" + problem.Escape(k), Message: "unknown field"})
 				continue
 			}
-			checkShape(probs, path+"/"+escapePointer(k), obj[k], ft)
+			checkShape(probs, path+"/"+problem.Escape(k), obj[k], ft)
 		}
 	case reflect.Slice:
 		arr, ok := v.([]any)
@@ -191,7 +193,7 @@ func checkShape(probs *[]Problem, path string, v any, t reflect.Type) {
 			return
 		}
 		for _, k := range sortedKeys(obj) {
-			checkShape(probs, path+"/"+escapePointer(k), obj[k], t.Elem())
+			checkShape(probs, path+"/"+problem.Escape(k), obj[k], t.Elem())
 		}
 	case reflect.String:
 		if _, ok := v.(string); !ok {
@@ -268,17 +270,6 @@ func jsonFieldsOf(t reflect.Type) map[string]reflect.StructField {
 // fieldsByType caches jsonFields; its values are never written after Store.
 var fieldsByType sync.Map
 
-// escapePointer escapes a key for use in a JSON pointer (RFC 6901).
-func escapePointer(k string) string {
-	if !strings.ContainsAny(k, "~/") {
-		return k // nearly every key: no replacer built per key of every spec
-	}
-	return pointerEscaper.Replace(k)
-}
-
-// pointerEscaper escapes a JSON Pointer reference token (RFC 6901).
-var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
-
 // storableProblems reports the values of a body that a store cannot hold,
 // so that both stores refuse the same specs (with a 422) instead of one
 // storing what the other fails on: invalid UTF-8, a lone UTF-16 surrogate
@@ -317,9 +308,9 @@ func storableProblems(body []byte, v any) []Problem {
 			sort.Strings(keys)
 			for _, k := range keys {
 				if strings.IndexByte(k, 0) >= 0 {
-					probs = append(probs, Problem{Path: path + "/" + escapePointer(k), Message: "key must not contain the NUL character (\\u0000), which the store cannot hold"})
+					probs = append(probs, Problem{Path: path + "/" + problem.Escape(k), Message: "key must not contain the NUL character (\\u0000), which the store cannot hold"})
 				}
-				walk(path+"/"+escapePointer(k), x[k])
+				walk(path+"/"+problem.Escape(k), x[k])
 			}
 		}
 	}

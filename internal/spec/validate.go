@@ -3,11 +3,12 @@ package spec
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/agentd/agentd/internal/spec/problem"
 )
 
 // Limits bound everything a client controls in a spec.
@@ -141,7 +142,7 @@ type ModelChecker interface {
 
 // validator collects every problem of a spec.
 type validator struct {
-	probs     []Problem
+	probs     problem.List
 	limits    Limits
 	providers []string
 	env       Env
@@ -154,7 +155,7 @@ type validator struct {
 }
 
 func (v *validator) add(path, format string, args ...any) {
-	v.probs = append(v.probs, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	v.probs.Add(path, format, args...)
 }
 
 // checkSandboxNetwork checks sandbox.network: every host asked for must be
@@ -208,7 +209,7 @@ func validate(s *Spec, limits Limits, env Env, team bool) []Problem {
 		v.checkCondition("/termination", s.Termination, 1, &count)
 	}
 	v.checkHistory()
-	return v.probs
+	return v.probs.Items()
 }
 
 func (v *validator) checkTop() {
@@ -276,7 +277,7 @@ func (v *validator) checkModels() {
 	slices.Sort(names)
 	for _, name := range names {
 		m := v.spec.Models[name]
-		v.checkModel("/models/"+escapePointer(name), &m)
+		v.checkModel("/models/"+problem.Escape(name), &m)
 	}
 }
 
@@ -588,7 +589,7 @@ func (v *validator) checkSelection() {
 	}
 	slices.Sort(from)
 	for _, k := range from {
-		tp := p + "/transitions/" + escapePointer(k)
+		tp := p + "/transitions/" + problem.Escape(k)
 		if !v.agentNamed(k) {
 			v.add(tp, "names no agent: %q", k)
 		}
