@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentd/agentd/internal/spec"
+	"github.com/agentd/agentd/internal/spec/problem"
 )
 
 // This file is what a run is in the log (DESIGN §3.12): the run.started
@@ -83,11 +84,9 @@ func DecodeRunRequest(body []byte, sp *spec.Spec, limits spec.Limits) (*RunReque
 	}
 	var (
 		req   = &RunRequest{IfBusy: IfBusyReject}
-		probs []spec.Problem
+		probs problem.List
 	)
-	add := func(path, format string, args ...any) {
-		probs = append(probs, spec.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
-	}
+	add := probs.Add
 	for _, k := range sortedFields(fields) {
 		raw := fields[k]
 		switch k {
@@ -105,12 +104,12 @@ func DecodeRunRequest(body []byte, sp *spec.Spec, limits spec.Limits) (*RunReque
 			}
 			req.queued.MaxRound = n
 		default:
-			add("/"+escapeKey(k), "is not a field of a run: use task, if_busy, max_round")
+			add(problem.Key("", k), "is not a field of a run: use task, if_busy, max_round")
 		}
 	}
 	checkMagenticRun(fields["task"], sp, add)
-	if len(probs) > 0 {
-		return nil, probs
+	if probs.Len() > 0 {
+		return nil, probs.Items()
 	}
 	return req, nil
 }
@@ -179,7 +178,7 @@ func decodeTaskMessage(path string, raw json.RawMessage, sp *spec.Spec, limits s
 		switch k {
 		case "type", "source", "content", "target":
 		default:
-			add(path+"/"+escapeKey(k), "is not a field of a task message: use type, source, content, target")
+			add(problem.Key(path, k), "is not a field of a task message: use type, source, content, target")
 			ok = false
 		}
 	}
@@ -312,11 +311,6 @@ func sortedFields(m map[string]json.RawMessage) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// escapeKey escapes a key for a JSON pointer (RFC 6901).
-func escapeKey(k string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(k)
 }
 
 // decodeParts reads a MultiModalMessage's content: a list of texts and

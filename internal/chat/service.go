@@ -8,11 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentd/agentd/internal/spec"
+	"github.com/agentd/agentd/internal/spec/problem"
 
 	"github.com/google/uuid"
 )
@@ -106,12 +106,9 @@ func specTask(sp *spec.Spec, limits spec.Limits) ([]TaskMessage, []spec.Problem)
 	if sp.Task.Messages == nil {
 		return []TaskMessage{{Type: TypeTextMessage, Source: UserName, Content: sp.Task.Text}}, nil
 	}
-	var probs []spec.Problem
-	add := func(path, format string, args ...any) {
-		probs = append(probs, spec.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
-	}
-	task := decodeTask(sp.Task.Messages, sp, limits.WithDefaults(), add)
-	return task, probs
+	var probs problem.List
+	task := decodeTask(sp.Task.Messages, sp, limits.WithDefaults(), probs.Add)
+	return task, probs.Items()
 }
 
 // firstEvents are a new chat's first events, written with it: chat.created,
@@ -215,41 +212,39 @@ func (r *Runtime) Input(ctx context.Context, tenant, id string, in *Input) error
 	if in.RequestID != p.RequestID {
 		return ErrNoPendingInput
 	}
-	var probs []spec.Problem
+	var probs problem.List
 	switch p.Kind {
 	case InputApproval:
-		probs = r.checkApprovals(ctx, c, &p, in)
+		probs.AddAll("", r.checkApprovals(ctx, c, &p, in))
 	case InputSpeaker:
 		switch {
 		case in.Speaker == nil:
-			probs = append(probs, spec.Problem{Path: "/speaker", Message: "this request asks for a speaker: one of " + pyList(p.Candidates)})
+			probs.Add("/speaker", "this request asks for a speaker: one of %s", pyList(p.Candidates))
 		case !containsName(p.Candidates, *in.Speaker):
-			probs = append(probs, spec.Problem{Path: "/speaker", Message: strconv.Quote(*in.Speaker) + " is not a candidate: pick one of " + pyList(p.Candidates)})
+			probs.Add("/speaker", "%q is not a candidate: pick one of %s", *in.Speaker, pyList(p.Candidates))
 		}
 		if in.Content != nil || in.Parts != nil {
-			probs = append(probs, spec.Problem{Path: "/content", Message: "this request asks for a speaker, not a message"})
+			probs.Add("/content", "this request asks for a speaker, not a message")
 		}
 	default:
 		if in.Parts != nil {
-			spec.CheckParts("/content", in.Parts, r.limits.MaxImageBytes, r.limits.MaxTaskBytes, func(path, format string, args ...any) {
-				probs = append(probs, spec.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
-			})
+			spec.CheckParts("/content", in.Parts, r.limits.MaxImageBytes, r.limits.MaxTaskBytes, probs.Add)
 		} else if in.Content == nil {
-			probs = append(probs, spec.Problem{Path: "/content", Message: "this request asks for a message (empty content skips or ends, see reason)"})
+			probs.Add("/content", "this request asks for a message (empty content skips or ends, see reason)")
 		} else if strings.IndexByte(*in.Content, 0) >= 0 {
-			probs = append(probs, spec.Problem{Path: "/content", Message: "must not contain the NUL character (\\u0000), which the store cannot hold"})
+			probs.Add("/content", "must not contain the NUL character (\\u0000), which the store cannot hold")
 		} else if len(*in.Content) > r.limits.MaxTaskBytes {
-			probs = append(probs, spec.Problem{Path: "/content", Message: fmt.Sprintf("must be at most %d bytes", r.limits.MaxTaskBytes)})
+			probs.Add("/content", "must be at most %d bytes", r.limits.MaxTaskBytes)
 		}
 		if in.Speaker != nil {
-			probs = append(probs, spec.Problem{Path: "/speaker", Message: "this request asks for a message, not a speaker"})
+			probs.Add("/speaker", "this request asks for a message, not a speaker")
 		}
 	}
 	if in.Approvals != nil && p.Kind != InputApproval {
-		probs = append(probs, spec.Problem{Path: "/approvals", Message: "this request asks for a " + p.Kind + ", not approvals"})
+		probs.Add("/approvals", "this request asks for a %s, not approvals", p.Kind)
 	}
-	if len(probs) > 0 {
-		return &spec.ValidationError{Problems: probs}
+	if probs.Len() > 0 {
+		return &spec.ValidationError{Problems: probs.Items()}
 	}
 	if _, err := r.store.SubmitInput(ctx, &SubmitInputParams{Tenant: tenant, ChatID: id, RequestID: in.RequestID, Response: mustJSON(in), Now: r.now()}); err != nil {
 		return err
