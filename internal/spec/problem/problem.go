@@ -11,7 +11,10 @@ package problem
 
 import (
 	"cmp"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -86,6 +89,22 @@ func (l *List) Items() []Problem { return l.items }
 func (l *List) Sorted() []Problem {
 	slices.SortStableFunc(l.items, func(a, b Problem) int { return cmp.Compare(a.Path, b.Path) })
 	return l.items
+}
+
+// DescribeJSONError says what is wrong with a body encoding/json could not
+// decode and where, by line and column: "invalid character 'x' looking for
+// beginning of value at line 3, column 7".
+func DescribeJSONError(body []byte, err error) string {
+	var syntax *json.SyntaxError
+	switch {
+	case errors.As(err, &syntax):
+		// Offset counts the bytes read, the offending one included.
+		return strings.TrimPrefix(syntax.Error(), "json: ") + " at " + Position(body, syntax.Offset-1)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "unexpected end of input at " + Position(body, int64(len(body)))
+	default:
+		return strings.TrimPrefix(err.Error(), "json: ")
+	}
 }
 
 // Position says where byte offset of body is, as a person reads it:
