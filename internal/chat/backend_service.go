@@ -215,10 +215,7 @@ func (r *Runtime) PutTeam(ctx context.Context, tenant, name string, body []byte)
 		return nil, false, &spec.ValidationError{Problems: []spec.Problem{{Path: "name",
 			Message: "a team name is 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit"}}}
 	}
-	sp, compact, probs := spec.DecodeCompact(body)
-	if len(probs) == 0 {
-		probs = spec.ValidateTeam(sp, r.limits, r.env())
-	}
+	_, compact, probs := spec.CheckTeam(body, r.limits, r.env())
 	if len(probs) > 0 {
 		return nil, false, &spec.ValidationError{Problems: probs}
 	}

@@ -29,10 +29,7 @@ func (r *Runtime) Create(ctx context.Context, p *CreateParams) (*Chat, bool, err
 	if err != nil {
 		return nil, false, err
 	}
-	sp, compact, probs := spec.DecodeCompact(body)
-	if len(probs) == 0 {
-		probs = spec.Validate(sp, r.limits, r.env())
-	}
+	sp, compact, probs := spec.Check(body, r.limits, r.env())
 	var task []TaskMessage
 	if len(probs) == 0 {
 		task, probs = specTask(sp, r.limits)
