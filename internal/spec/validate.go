@@ -138,6 +138,10 @@ type ToolChecker interface {
 // "/model"). internal/llm implements it.
 type ModelChecker interface {
 	CheckModel(m *Model) []Problem
+	// ProviderSetup says how the operator would offer provider, which
+	// the server does not offer ("" when it could not): the refusal of
+	// a spec naming it says so.
+	ProviderSetup(provider string) string
 }
 
 // validator collects every problem of a spec.
@@ -315,7 +319,14 @@ func (v *validator) checkModel(path string, m *Model) {
 			}
 		}
 	case !slices.Contains(v.providers, m.Provider):
-		v.add(path+"/provider", "unknown provider %q; this server offers %s", m.Provider, quoteList(append([]string{"replay"}, v.providers...)))
+		offered := quoteList(append([]string{"replay"}, v.providers...))
+		if v.env.Models != nil {
+			if how := v.env.Models.ProviderSetup(m.Provider); how != "" {
+				v.add(path+"/provider", "provider %q is not configured on this server, which offers %s: %s", m.Provider, offered, how)
+				break
+			}
+		}
+		v.add(path+"/provider", "unknown provider %q; this server offers %s", m.Provider, offered)
 	default:
 		if m.Model == "" {
 			v.add(path+"/model", "is required for provider %q", m.Provider)
