@@ -125,7 +125,7 @@ func appendAgentContext(out []ModelMessage, sp *spec.Spec, a *spec.Agent, msgs [
 			add(toolResults(m.ToolCalls, responses)...)
 		case own && m.Type == TypeTextMessage:
 			add(ModelMessage{Role: RoleAssistant, Content: m.Content})
-		case own && m.Type == TypeStructuredMessage:
+		case own && spec.IsStructuredMessage(m.Type):
 			// The agent keeps the model's own text of a structured reply.
 			add(ModelMessage{Role: RoleAssistant, Content: cmp.Or(meta[i].Reply, m.Content)})
 		case own || !isChatMessage(m):
@@ -302,7 +302,7 @@ func describeCalls(m Message) string {
 // model_dump_json writes it (AgentChat's to_model_message), whatever its
 // format string shows.
 func sharedText(m Message) string {
-	if m.Type == TypeStructuredMessage && len(m.Structured) > 0 {
+	if spec.IsStructuredMessage(m.Type) && len(m.Structured) > 0 {
 		return string(m.Structured)
 	}
 	return m.Content

@@ -224,7 +224,7 @@ func modelReply(a *spec.Agent, turn int, resp *ModelResponse, box *toolbox, refl
 		if content, d.Structured, err = structuredReply(a, resp.Content, !reflect); err != nil {
 			return Event{}, err
 		}
-		d.Type = TypeStructuredMessage
+		d.Type = spec.StructuredMessageType(a.OutputSchema.Name)
 		if resp.Content != content {
 			d.Reply = resp.Content
 		}

@@ -123,8 +123,8 @@ class ToolResponse(TypedDict):
 
 class Message(TypedDict):
     """A message of a chat's log; ``type`` is AgentChat's name for it. A
-    ``StructuredMessage`` (the reply of an assistant with an
-    ``output_schema``) has its object in ``structured`` and its text
+    ``StructuredMessage[T]`` (the reply of an assistant with an
+    ``output_schema`` named T) has its object in ``structured`` and its text
     (the schema's ``format_string`` filled in, else the object's JSON) in
     ``content``. A ``MultiModalMessage`` has its texts and images in
     ``parts`` and their text (``<image>`` for each image) in ``content``; a
