@@ -240,7 +240,9 @@ class Delivery(TypedDict):
     """One webhook delivery of one event to one URL. ``status`` is
     ``pending`` (until a 2xx answer, a 410 Gone or the end of the retry
     window), ``delivered`` or ``failed``; ``webhook_id`` is the
-    ``webhook-id`` header of every attempt, ``<chat_id>.<seq>``."""
+    ``webhook-id`` header of every attempt, ``<chat_id>.<seq>``;
+    ``attempts`` counts the requests sent and ``last_attempt_by`` names the
+    replica that sent the latest."""
 
     webhook_id: str
     seq: int
@@ -248,6 +250,7 @@ class Delivery(TypedDict):
     event: str
     status: Literal["pending", "delivered", "failed"]
     attempts: int
+    last_attempt_by: Optional[str]
     last_status_code: Optional[int]
     last_error: Optional[str]
     created_at: str
