@@ -423,21 +423,21 @@ func storableProblems(body []byte, v any) []Problem {
 	if storableValue(v) {
 		return nil // the common case: no paths worked out for a spec that is fine
 	}
-	var probs []Problem
+	var probs problem.List
 	var walk func(path string, v any)
 	walk = func(path string, v any) {
 		switch x := v.(type) {
 		case string:
 			if strings.IndexByte(x, 0) >= 0 {
-				probs = append(probs, Problem{Path: path, Message: "must not contain the NUL character (\\u0000), which the store cannot hold"})
+				probs.Add(path, "must not contain the NUL character (\\u0000), which the store cannot hold")
 			}
 		case json.Number:
 			if _, err := strconv.ParseFloat(string(x), 64); err != nil {
-				probs = append(probs, Problem{Path: path, Message: "number out of range"})
+				probs.Add(path, "number out of range")
 			}
 		case []any:
 			for i, e := range x {
-				walk(path+"/"+strconv.Itoa(i), e)
+				walk(problem.Index(path, i), e)
 			}
 		case map[string]any:
 			keys := make([]string, 0, len(x))
@@ -447,14 +447,14 @@ func storableProblems(body []byte, v any) []Problem {
 			sort.Strings(keys)
 			for _, k := range keys {
 				if strings.IndexByte(k, 0) >= 0 {
-					probs = append(probs, Problem{Path: path + "/" + problem.Escape(k), Message: "key must not contain the NUL character (\\u0000), which the store cannot hold"})
+					probs.Add(problem.Key(path, k), "key must not contain the NUL character (\\u0000), which the store cannot hold")
 				}
-				walk(path+"/"+problem.Escape(k), x[k])
+				walk(problem.Key(path, k), x[k])
 			}
 		}
 	}
 	walk("", v)
-	return probs
+	return probs.Items()
 }
 
 // storableValue reports whether a decoded JSON value holds nothing that
