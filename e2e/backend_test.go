@@ -180,13 +180,14 @@ func withWebhook(t *testing.T, spec []byte, hook map[string]any) []byte {
 }
 
 type deliveryView struct {
-	WebhookID      string `json:"webhook_id"`
-	Seq            int64  `json:"seq"`
-	URL            string `json:"url"`
-	Event          string `json:"event"`
-	Status         string `json:"status"`
-	Attempts       int    `json:"attempts"`
-	LastStatusCode *int   `json:"last_status_code"`
+	WebhookID      string  `json:"webhook_id"`
+	Seq            int64   `json:"seq"`
+	URL            string  `json:"url"`
+	Event          string  `json:"event"`
+	Status         string  `json:"status"`
+	Attempts       int     `json:"attempts"`
+	LastAttemptBy  *string `json:"last_attempt_by"`
+	LastStatusCode *int    `json:"last_status_code"`
 }
 
 func (p *proc) deliveries(id string) []deliveryView {
@@ -242,7 +243,8 @@ func TestWebhooks(t *testing.T) {
 		c := p.create(withWebhook(t, readExample(t, "debate.json"), map[string]any{"url": done}))
 		p.waitTerminal(c.ID, 60*time.Second)
 		d := p.waitDelivery(c.ID, "chat.completed", done, "delivered", 30*time.Second)
-		if d.Attempts != 1 || d.LastStatusCode == nil || *d.LastStatusCode != 200 || d.WebhookID != fmt.Sprintf("%s.%d", c.ID, d.Seq) {
+		if d.Attempts != 1 || d.LastStatusCode == nil || *d.LastStatusCode != 200 || d.WebhookID != fmt.Sprintf("%s.%d", c.ID, d.Seq) ||
+			d.LastAttemptBy == nil || *d.LastAttemptBy == "" {
 			t.Errorf("delivery %+v, want delivered at the first attempt with 200", d)
 		}
 		// The tenant endpoint of the file got chat.created, signed with its own secret.
@@ -311,8 +313,8 @@ func TestWebhookSurvivesKill9(t *testing.T) {
 			t.Errorf("after kill -9 the delivery came as %+v, want the same webhook id %s", again, first.ID)
 		}
 		d := p2.waitDelivery(c.ID, "chat.completed", slow, "delivered", 30*time.Second)
-		if d.Attempts != 2 {
-			t.Errorf("delivery %+v, want delivered at the second attempt", d)
+		if d.Attempts != 2 || d.LastAttemptBy == nil || *d.LastAttemptBy == "" {
+			t.Errorf("delivery %+v, want delivered at the second attempt, by the second process", d)
 		}
 	})
 }

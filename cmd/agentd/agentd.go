@@ -177,7 +177,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if cfg.WebhookSecret != "" || cfg.WebhooksFile != "" {
 		// Without a secret or endpoints no delivery can be queued, and no
 		// replica polls the outbox for nothing.
-		m.webhooks, err = webhook.NewDispatcher(webhook.DispatcherConfig{Store: db, Router: router, Transport: m.tools.Transport(),
+		m.webhooks, err = webhook.NewDispatcher(webhook.DispatcherConfig{Store: db, Router: router, Transport: m.tools.Transport(), Owner: m.runtime.Owner(),
 			RetryFor: cfg.WebhookRetryFor, Timeout: cfg.WebhookTimeout, Logger: m.Logger, Registerer: reg})
 		if err != nil {
 			return fmt.Errorf("webhooks: %w", err)

@@ -29,6 +29,7 @@ type Config struct {
 	SandboxImage     string
 	OpenAIAPIKey     string
 	OpenAIBaseURL    string
+	AnthropicAPIKey  string
 	ModelsFile       string
 	APIKeys          string
 	APIKeysFile      string
@@ -100,6 +101,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&c.SandboxReap, "sandbox-reap-interval", env.duration("AGENTD_SANDBOX_REAP_INTERVAL", 5*time.Minute), "how often sandboxes of ended chats are removed (AGENTD_SANDBOX_REAP_INTERVAL)")
 	str(&c.OpenAIAPIKey, "openai-api-key", "OPENAI_API_KEY", "", "API key of the openai provider")
 	str(&c.OpenAIBaseURL, "openai-base-url", "OPENAI_BASE_URL", "", "base URL of the openai provider (any OpenAI-compatible server)")
+	str(&c.AnthropicAPIKey, "anthropic-api-key", "ANTHROPIC_API_KEY", "", "API key of the anthropic provider (the endpoint \"anthropic\")")
 	str(&c.ModelsFile, "models-file", "AGENTD_MODELS_FILE", "", "YAML or JSON file of named model endpoints (kinds openai, azure, anthropic) with their limits; replaces OPENAI_BASE_URL")
 	str(&c.APIKeys, "api-keys", "AGENTD_API_KEYS", "", "comma-separated bearer keys, each key:tenant")
 	str(&c.APIKeysFile, "api-keys-file", "AGENTD_API_KEYS_FILE", "", "file with one key:tenant per line")
@@ -249,11 +251,13 @@ func (c *Config) Validate() error {
 }
 
 // models is the model endpoints' configuration: the models file's endpoints,
-// or the single endpoint "openai" of OPENAI_API_KEY and OPENAI_BASE_URL.
-// The retry policy and default timeout are filled in by the caller.
+// or the single endpoints "openai" of OPENAI_API_KEY and OPENAI_BASE_URL
+// and "anthropic" of ANTHROPIC_API_KEY. The retry
+// policy and default timeout are filled in by the caller.
 func (c *Config) models() (*llm.Config, error) {
 	if c.ModelsFile == "" {
-		return &llm.Config{OpenAI: llm.OpenAIConfig{APIKey: c.OpenAIAPIKey, BaseURL: c.OpenAIBaseURL}}, nil
+		return &llm.Config{OpenAI: llm.OpenAIConfig{APIKey: c.OpenAIAPIKey, BaseURL: c.OpenAIBaseURL},
+			Anthropic: llm.AnthropicConfig{APIKey: c.AnthropicAPIKey}}, nil
 	}
 	if c.OpenAIBaseURL != "" {
 		return nil, errors.New("OPENAI_BASE_URL is not used with AGENTD_MODELS_FILE: declare the endpoint in the file (its api_key_env may still be OPENAI_API_KEY)")

@@ -3,9 +3,12 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentd/agentd/internal/llm"
 )
 
 func writeFile(t *testing.T, name, content string) string {
@@ -74,6 +77,25 @@ endpoints:
 	c = parse(t, envMap("OPENAI_API_KEY", "sk-x", "OPENAI_BASE_URL", "http://127.0.0.1:1/v1"))
 	if cfg, err := c.models(); err != nil || cfg.OpenAI.APIKey != "sk-x" || len(cfg.Endpoints) != 0 {
 		t.Errorf("single endpoint: %+v, %v", cfg, err)
+	}
+
+	// ANTHROPIC_API_KEY alone is the endpoint "anthropic", as
+	// OPENAI_API_KEY alone is "openai"; with a file it is not read.
+	c = parse(t, envMap("ANTHROPIC_API_KEY", "sk-ant-x"))
+	single, err := c.models()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := llm.New(*single)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, eps := client.Providers(), client.Endpoints(); !slices.Equal(p, []string{"replay", "anthropic"}) || !slices.Equal(eps, []string{"anthropic"}) {
+		t.Errorf("ANTHROPIC_API_KEY alone: providers %v, endpoints %v", p, eps)
+	}
+	c = parse(t, envMap("AGENTD_MODELS_FILE", json, "ANTHROPIC_API_KEY", "sk-ant-x"))
+	if cfg, err := c.models(); err != nil || len(cfg.Endpoints) != 1 || cfg.Anthropic.APIKey != "" {
+		t.Errorf("ANTHROPIC_API_KEY with a file: %+v, %v", cfg, err)
 	}
 }
 

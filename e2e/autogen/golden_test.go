@@ -608,11 +608,10 @@ func runAgentd(t *testing.T, sc scenario, fx fixture, sandboxes chat.Sandboxes) 
 	if h := len(byRun[0]); h != len(fx.History) {
 		t.Errorf("%d messages of history before run 1, AgentChat's %d", h, len(fx.History))
 	}
-	types := structuredTypes(t, body)
-	out.transcript = transcriptOf(byRun[1], teams[1], types)
+	out.transcript = transcriptOf(byRun[1], teams[1])
 	for i, n := range numbers {
 		if n > 0 {
-			out.runs[i].transcript = transcriptOf(byRun[n], teams[n], types)
+			out.runs[i].transcript = transcriptOf(byRun[n], teams[n])
 		}
 	}
 	out.requests, out.open = script.log()
@@ -672,23 +671,22 @@ func withHistory(t *testing.T, spec []byte, history []entry) []byte {
 // message in agentd and a ThoughtEvent before it in AgentChat; a tool result's function name, which
 // AgentChat repeats in each result, is the name of the call it answers.
 //
-// A StructuredMessage's type is AgentChat's class name, which names the
-// content's type (StructuredMessage[Plan]); types maps each agent with an
-// output_schema to that type's name. teams holds each message's team (""
-// for none), which every entry made of the message carries.
-func transcriptOf(msgs []chat.Message, teams []string, types map[string]string) []entry {
+// A StructuredMessage's type is compared as agentd writes it: AgentChat's
+// class name, which names the content's type (StructuredMessage[Plan]).
+// teams holds each message's team ("" for none), which every entry made of
+// the message carries.
+func transcriptOf(msgs []chat.Message, teams []string) []entry {
 	names := map[string]string{}
 	var out []entry
 	for i, m := range msgs {
 		team := teams[i]
 		e := entry{Source: m.Name, Type: m.Type, Content: m.Content, Target: m.Handoff, Structured: string(m.Structured), Team: team}
-		switch m.Type {
-		case "StructuredMessage":
-			e.Type = "StructuredMessage[" + types[m.Name] + "]"
+		switch {
+		case agentdspec.IsStructuredMessage(m.Type):
 			if m.Thought != "" {
 				out = append(out, entry{Source: m.Name, Type: "ThoughtEvent", Content: m.Thought, Team: team})
 			}
-		case "ToolCallRequestEvent":
+		case m.Type == "ToolCallRequestEvent":
 			if m.Content != "" {
 				out = append(out, entry{Source: m.Name, Type: "ThoughtEvent", Content: m.Content, Team: team})
 			}
@@ -698,7 +696,7 @@ func transcriptOf(msgs []chat.Message, teams []string, types map[string]string) 
 				calls = append(calls, map[string]any{"arguments": c.Function.Arguments, "id": c.ID, "name": c.Function.Name})
 			}
 			e.Content = calls
-		case "ToolCallExecutionEvent":
+		case m.Type == "ToolCallExecutionEvent":
 			var res []any
 			for _, r := range m.ToolResponses {
 				res = append(res, map[string]any{"call_id": r.ToolCallID, "content": r.Content, "is_error": r.IsError, "name": names[r.ToolCallID]})
@@ -711,30 +709,6 @@ func transcriptOf(msgs []chat.Message, teams []string, types map[string]string) 
 			}
 		}
 		out = append(out, e)
-	}
-	return out
-}
-
-// structuredTypes maps each agent of a spec that has an output_schema to
-// its type's name.
-func structuredTypes(t *testing.T, spec []byte) map[string]string {
-	t.Helper()
-	var sp struct {
-		Agents []struct {
-			Name         string `json:"name"`
-			OutputSchema *struct {
-				Name string `json:"name"`
-			} `json:"output_schema"`
-		} `json:"agents"`
-	}
-	if err := json.Unmarshal(spec, &sp); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, a := range sp.Agents {
-		if a.OutputSchema != nil {
-			out[a.Name] = a.OutputSchema.Name
-		}
 	}
 	return out
 }

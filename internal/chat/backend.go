@@ -94,14 +94,22 @@ const (
 
 // DeliveryRecord is a delivery as the outbox holds it.
 type DeliveryRecord struct {
-	ChatID   string
-	Seq      int64
-	URL      string
-	Event    EventType
-	Tenant   string
-	Source   string
-	Status   DeliveryStatus
+	ChatID string
+	Seq    int64
+	URL    string
+	Event  EventType
+	Tenant string
+	Source string
+	Status DeliveryStatus
+	// Attempts counts the claims of the delivery by a dispatcher (the
+	// fencing token of FinishDelivery and MarkDeliverySent), Sent the
+	// requests sent: a dispatcher that dies between its claim and its
+	// request leaves one more claim, not one more request.
 	Attempts int
+	Sent     int
+	// SentBy names the replica (its owner name) that sent the latest
+	// request; "" before the first.
+	SentBy string
 	// LastStatusCode is the HTTP status of the last answer; 0 when none
 	// came (no attempt yet, or the request failed).
 	LastStatusCode int
@@ -192,6 +200,19 @@ type ClaimDeliveriesParams struct {
 	Limit      int
 }
 
+// MarkDeliverySentParams record that a claimed delivery's request is about
+// to be sent.
+type MarkDeliverySentParams struct {
+	ChatID string
+	Seq    int64
+	URL    string
+	// Attempts is the delivery's attempt count as the claim left it.
+	Attempts int
+	// Owner names the replica sending it.
+	Owner string
+	Now   time.Time
+}
+
 // FinishDeliveryParams record the outcome of one attempt.
 type FinishDeliveryParams struct {
 	ChatID string
@@ -243,6 +264,11 @@ type AppStore interface {
 	// again before p.LeaseUntil. Concurrent callers never get the same
 	// delivery.
 	ClaimDeliveries(ctx context.Context, p *ClaimDeliveriesParams) ([]ClaimedDelivery, error)
+	// MarkDeliverySent counts a request of a claimed delivery as sent by
+	// p.Owner, just before it is sent, if the delivery's attempt count is
+	// still p.Attempts; else it is ErrFenced (the claim was taken over
+	// and the request must not go out).
+	MarkDeliverySent(ctx context.Context, p *MarkDeliverySentParams) error
 	// FinishDelivery records an attempt's outcome, if the delivery's
 	// attempt count is still p.Attempts.
 	FinishDelivery(ctx context.Context, p *FinishDeliveryParams) error

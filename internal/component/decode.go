@@ -8,13 +8,13 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agentd/agentd/internal/spec"
+	"github.com/agentd/agentd/internal/spec/problem"
 )
 
 // report collects the problems and warnings of one translation, so that
 // every problem of a file is reported at once.
 type report struct {
-	probs []spec.Problem
+	probs problem.List
 	warns []Warning
 	// components counts the components read; past maxComponents the file
 	// is refused as a whole, so that a hostile file (say, thousands of
@@ -27,7 +27,7 @@ type report struct {
 const maxComponents = 1000
 
 func (r *report) problem(path, format string, args ...any) {
-	r.probs = append(r.probs, spec.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	r.probs.Add(path, format, args...)
 }
 
 func (r *report) warn(path, format string, args ...any) {
@@ -76,7 +76,7 @@ func (o *object) has(key string) bool {
 	return ok && v != nil
 }
 
-func (o *object) at(key string) string { return o.path + "/" + key }
+func (o *object) at(key string) string { return problem.Key(o.path, key) }
 
 // get decodes key into v when present and not null, and reports whether it
 // did; a value of the wrong type is a problem.

@@ -65,8 +65,8 @@ type exporter struct {
 func ToTeam(spec *spec.Spec, eps Endpoints) (*Component, []spec.Problem) {
 	e := &exporter{spec: spec, eps: eps}
 	team := e.team()
-	if len(e.r.probs) > 0 {
-		return nil, e.r.probs
+	if e.r.probs.Len() > 0 {
+		return nil, e.r.probs.Items()
 	}
 	return &team, nil
 }

@@ -5,9 +5,9 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/agentd/agentd/internal/spec"
+	"github.com/agentd/agentd/internal/spec/problem"
 )
 
 // AgentChat 0.7.5's GraphFlow and MessageFilterAgent: what their dumps
@@ -47,7 +47,7 @@ func (tr *translator) graphFlow(c *comp) {
 		if m := newObject(&tr.r, g.at("nodes"), nodes); m != nil {
 			for _, k := range slices.Sorted(maps.Keys(m.m)) {
 				m.used[k] = true
-				sel.Graph.Nodes[k] = tr.graphNode(m.at(escapeToken(k)), m.m[k])
+				sel.Graph.Nodes[k] = tr.graphNode(m.at(k), m.m[k])
 			}
 		}
 	} else {
@@ -93,11 +93,6 @@ func (tr *translator) graphNode(path string, raw any) spec.GraphNode {
 	}
 	o.done()
 	return n
-}
-
-// escapeToken escapes a JSON Pointer reference token (RFC 6901).
-func escapeToken(k string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
 }
 
 // messageFilter translates a MessageFilterAgent: the agent it wraps, with
@@ -184,7 +179,7 @@ func (e *exporter) exportGraph(path string, g *spec.Graph) map[string]any {
 			if s, ok := ed.Text(); ok {
 				m["condition"] = s
 			} else if len(ed.Condition) > 0 && string(ed.Condition) != "null" {
-				e.r.problem(path+"/nodes/"+escapeToken(k)+"/edges/"+strconv.Itoa(i)+"/condition", "a condition is text")
+				e.r.problem(problem.Key(path+"/nodes", k)+"/edges/"+strconv.Itoa(i)+"/condition", "a condition is text")
 			}
 			edges = append(edges, m)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/agentd/agentd/internal/spec"
+	"github.com/agentd/agentd/internal/spec/problem"
 )
 
 // teamKey is the request field that holds a team component.
@@ -45,16 +46,16 @@ func ParseRequest(body []byte, eps Endpoints) (*Request, error) {
 	if !ok {
 		return nil, nil
 	}
-	var probs []spec.Problem
+	var probs problem.List
 	for _, k := range fromTeam {
 		if _, set := top[k]; set {
-			probs = append(probs, spec.Problem{Path: "/" + k, Message: "comes from the team: leave it out of a request with team"})
+			probs.Add(problem.Key("", k), "comes from the team: leave it out of a request with team")
 		}
 	}
 	tr, teamProbs := FromTeam("/"+teamKey, team, eps)
-	probs = append(probs, teamProbs...)
-	if len(probs) > 0 {
-		return nil, &spec.ValidationError{Problems: probs}
+	probs.AddAll("", teamProbs)
+	if probs.Len() > 0 {
+		return nil, &spec.ValidationError{Problems: probs.Items()}
 	}
 	delete(top, teamKey)
 	set := func(k string, v any) {

@@ -109,9 +109,7 @@ func (e *exporter) exportSocietyOfMind(path string, a *spec.Agent) Component {
 		sub := &exporter{spec: &spec.Spec{Agents: t.Agents, SpeakerSelection: t.SpeakerSelection, Termination: t.Termination,
 			MaxRound: t.MaxRound, Models: e.spec.Models, Tools: e.spec.Tools}, eps: e.eps}
 		cfg["team"] = sub.team()
-		for _, p := range sub.r.probs {
-			e.r.problem(path+"/team"+p.Path, "%s", p.Message)
-		}
+		e.r.probs.AddAll(path+"/team", sub.r.probs.Items())
 	}
 	return newComponent(provSocietyOfMind, societyOfMindDescription, cfg)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/spec"
+	"github.com/agentd/agentd/internal/spec/problem"
 	"github.com/agentd/agentd/internal/structured"
 )
 
@@ -60,8 +61,8 @@ func FromTeam(path string, raw json.RawMessage, eps Endpoints) (*Translation, []
 	tr := &translator{t: &Translation{paths: map[string]string{}}, eps: eps, root: path, raw: raw}
 	tr.team(path, tree)
 	tr.t.Warnings = tr.r.warns
-	if len(tr.r.probs) > 0 {
-		return nil, tr.r.probs
+	if tr.r.probs.Len() > 0 {
+		return nil, tr.r.probs.Items()
 	}
 	return tr.t, nil
 }
@@ -110,7 +111,7 @@ func (tr *translator) rawAt(path string) json.RawMessage {
 		if rest == "" {
 			break
 		}
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		tok = problem.Unescape(tok)
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(cur, &obj) == nil {
 			if cur, ok = obj[tok]; !ok {

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/agentd/agentd/internal/spec"
+	"github.com/agentd/agentd/internal/spec/problem"
 )
 
 // Tool providers translated here: they run in agentd's sandbox.
@@ -113,7 +114,7 @@ func (tr *translator) warnLiteralHeaders(path string, raw json.RawMessage) {
 	for _, k := range slices.Sorted(maps.Keys(h)) {
 		var s string
 		if json.Unmarshal(h[k], &s) == nil {
-			tr.r.warn(path+"/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1"), "is kept in the chat's spec and its exports as written: for a credential, name a secret of the server instead ({\"secret\": \"NAME\"}, AGENTD_TOOL_SECRETS)")
+			tr.r.warn(problem.Key(path, k), "is kept in the chat's spec and its exports as written: for a credential, name a secret of the server instead ({\"secret\": \"NAME\"}, AGENTD_TOOL_SECRETS)")
 		}
 	}
 }

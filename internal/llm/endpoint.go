@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentd/agentd/internal/spec"
+	"github.com/agentd/agentd/internal/spec/problem"
 )
 
 // Endpoint kinds: the wire format an endpoint speaks. A spec's provider
@@ -285,7 +286,7 @@ func (c *Client) CheckModel(m *spec.Model) []spec.Problem {
 	if err != nil {
 		return []spec.Problem{{Path: err.Path, Message: err.Message}}
 	}
-	var probs []spec.Problem
+	var probs problem.List
 	if ep.cfg.Kind == KindAnthropic {
 		// The Messages API (version 2026-10-21, which Anthropic's SDK
 		// speaks) has no sampling parameters, seed, response_format,
@@ -297,11 +298,11 @@ func (c *Client) CheckModel(m *spec.Model) []spec.Problem {
 		}{{"temperature", m.Temperature != nil}, {"top_p", m.TopP != nil}, {"seed", m.Seed != nil}, {"response_format", len(m.ResponseFormat) > 0 && string(m.ResponseFormat) != "null"},
 			{"frequency_penalty", m.FrequencyPenalty != nil}, {"presence_penalty", m.PresencePenalty != nil}, {"reasoning_effort", m.ReasoningEffort != ""}} {
 			if f.set {
-				probs = append(probs, spec.Problem{Path: "/" + f.name, Message: fmt.Sprintf("endpoint %q is of kind anthropic, whose Messages API has no %s", ep.cfg.Name, f.name)})
+				probs.Add("/"+f.name, "endpoint %q is of kind anthropic, whose Messages API has no %s", ep.cfg.Name, f.name)
 			}
 		}
 	}
-	return probs
+	return probs.Items()
 }
 
 // ClientRef is what a team file's model client says about where it calls:

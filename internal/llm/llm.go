@@ -49,6 +49,10 @@ const (
 // SingleEndpoint is the name of the endpoint OpenAIConfig describes.
 const SingleEndpoint = "openai"
 
+// SingleAnthropicEndpoint is the name of the endpoint AnthropicConfig
+// describes.
+const SingleAnthropicEndpoint = "anthropic"
+
 // Config configures a Client. It is filled in by cmd/agentd; this package
 // reads no environment.
 type Config struct {
@@ -57,6 +61,9 @@ type Config struct {
 	// (MaxRetries, BackoffBase, BackoffMax, HTTPClient, Timeout) are the
 	// retry policy of every endpoint.
 	OpenAI OpenAIConfig
+	// Anthropic is the single endpoint of ANTHROPIC_API_KEY, named
+	// "anthropic", used (beside OpenAI's) when Endpoints is empty.
+	Anthropic AnthropicConfig
 	// Endpoints are the named endpoints of AGENTD_MODELS_FILE.
 	Endpoints []Endpoint
 	// Default names the endpoint of a model that no endpoint's globs match
@@ -103,6 +110,34 @@ type OpenAIConfig struct {
 // configured reports whether the operator set the provider up at all.
 func (c OpenAIConfig) configured() bool { return c.APIKey != "" || c.BaseURL != "" }
 
+// AnthropicConfig configures the single "anthropic" endpoint: the quickest
+// way to Claude, as OPENAI_API_KEY alone is to OpenAI. It is offered when
+// APIKey is set (Anthropic's API takes no call without one).
+type AnthropicConfig struct {
+	APIKey string
+	// BaseURL is the API's host, "https://api.anthropic.com" when empty
+	// (a test server otherwise: agentd reads no ANTHROPIC_BASE_URL; a
+	// gateway is an endpoint of AGENTD_MODELS_FILE).
+	BaseURL string
+}
+
+// endpoint is the Endpoint the single-endpoint variables describe.
+func (c AnthropicConfig) endpoint() Endpoint {
+	return Endpoint{Name: SingleAnthropicEndpoint, Kind: KindAnthropic, BaseURL: c.BaseURL, APIKey: c.APIKey}
+}
+
+// singleEndpoints are the endpoints of the single-endpoint variables.
+func (c Config) singleEndpoints() []Endpoint {
+	var eps []Endpoint
+	if c.OpenAI.configured() {
+		eps = append(eps, c.OpenAI.endpoint())
+	}
+	if c.Anthropic.APIKey != "" {
+		eps = append(eps, c.Anthropic.endpoint())
+	}
+	return eps
+}
+
 // withDefaults returns c with zero values replaced by the defaults.
 func (c OpenAIConfig) withDefaults() OpenAIConfig {
 	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
@@ -119,9 +154,10 @@ func (c OpenAIConfig) withDefaults() OpenAIConfig {
 func (c Config) Validate() error {
 	var errs []error
 	o := c.OpenAI
-	if len(c.Endpoints) == 0 && o.configured() {
-		ep := o.endpoint()
-		errs = append(errs, ep.validate()...)
+	if len(c.Endpoints) == 0 {
+		for _, ep := range c.singleEndpoints() {
+			errs = append(errs, ep.validate()...)
+		}
 	}
 	if o.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("model call timeout %v: must not be negative", o.Timeout))
@@ -167,6 +203,9 @@ type Client struct {
 	router *router
 	// tokens counts tokens for token-limited model contexts.
 	tokens *tokencount.Counter
+	// fromFile: the endpoints are a models file's, and the single-endpoint
+	// variables are not read.
+	fromFile bool
 }
 
 var _ chat.ModelClient = (*Client)(nil)
@@ -191,8 +230,10 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{tracer: tp.Tracer("github.com/agentd/agentd/internal/llm"), traced: cfg.TracerProvider != nil,
 		router: &router{byName: map[string]*endpoint{}}, tokens: tokencount.New()}
 	eps := cfg.Endpoints
-	if len(eps) == 0 && cfg.OpenAI.configured() {
-		eps = []Endpoint{cfg.OpenAI.endpoint()}
+	if len(eps) == 0 {
+		eps = cfg.singleEndpoints()
+	} else {
+		c.fromFile = true
 	}
 	if len(eps) == 0 {
 		return c, nil
@@ -229,6 +270,28 @@ func (c *Client) Providers() []string {
 	return p
 }
 
+// ProviderSetup says how an operator offers provider, an endpoint kind this
+// server has no endpoint of, so that a spec naming it is refused with what
+// to set rather than only the providers offered; "" when provider is no
+// endpoint kind.
+func (c *Client) ProviderSetup(provider string) string {
+	if !slices.Contains(kinds, provider) {
+		return ""
+	}
+	if c.fromFile {
+		key := map[string]string{KindOpenAI: "OPENAI_API_KEY", KindAnthropic: "ANTHROPIC_API_KEY", KindAzure: "AZURE_OPENAI_API_KEY"}[provider]
+		return fmt.Sprintf("to offer it, add an endpoint of kind %s to AGENTD_MODELS_FILE (its api_key_env may be %s)", provider, key)
+	}
+	switch provider {
+	case KindOpenAI:
+		return "to offer it, set OPENAI_API_KEY (or OPENAI_BASE_URL for an OpenAI-compatible server) where agentd runs, or add an endpoint of kind openai to AGENTD_MODELS_FILE"
+	case KindAnthropic:
+		return "to offer it, set ANTHROPIC_API_KEY where agentd runs, or add an endpoint of kind anthropic to AGENTD_MODELS_FILE"
+	default:
+		return fmt.Sprintf("to offer it, add an endpoint of kind %s to AGENTD_MODELS_FILE", provider)
+	}
+}
+
 // Endpoints names the configured endpoints, in configuration order.
 func (c *Client) Endpoints() []string {
 	names := make([]string, len(c.router.eps))
@@ -254,8 +317,8 @@ func (c *Client) Complete(ctx context.Context, req *chat.ModelRequest) (resp *ch
 		return c.replay.complete(ctx, req)
 	}
 	if p := req.Config.Provider; !slices.Contains(c.Providers(), p) {
-		if slices.Contains(kinds, p) {
-			return nil, fmt.Errorf("model provider %q is not configured on this server (no endpoint of kind %s: set OPENAI_API_KEY or OPENAI_BASE_URL, or AGENTD_MODELS_FILE)", p, p)
+		if how := c.ProviderSetup(p); how != "" {
+			return nil, fmt.Errorf("model provider %q is not configured on this server (no endpoint of kind %s): %s", p, p, how)
 		}
 		return nil, c.unknownProvider(p)
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/agentd/agentd/internal/spec/problem"
 )
 
 // SchemaError says why a JSON Schema cannot be translated into the model
@@ -54,7 +56,7 @@ func FromJSONSchema(schema []byte) (*Function, error) {
 	var required []string
 	for i, k := range top.keys {
 		val := top.vals[i]
-		ptr := "/" + escapePointer(k)
+		ptr := "/" + problem.Escape(k)
 		switch k {
 		case "type":
 			if val != "object" {
@@ -92,7 +94,7 @@ func FromJSONSchema(schema []byte) (*Function, error) {
 			return nil, &SchemaError{"/properties", fmt.Sprintf("more than %d properties", maxParams)}
 		}
 		for i, name := range props.keys {
-			ptr := "/properties/" + escapePointer(name)
+			ptr := "/properties/" + problem.Escape(name)
 			switch {
 			case !isIdentifier(name):
 				return nil, &SchemaError{ptr, "agentd translates property names that are ASCII identifiers (letters, digits, '_')"}
@@ -136,7 +138,7 @@ func schemaType(v any, ptr string, depth int) (t *typ, desc *string, def *value,
 	hasType, hasItems := false, false
 	for i, k := range obj.keys {
 		val := obj.vals[i]
-		kptr := ptr + "/" + escapePointer(k)
+		kptr := ptr + "/" + problem.Escape(k)
 		switch k {
 		case "type":
 			s, ok := val.(string)
@@ -222,9 +224,4 @@ func schemaType(v any, ptr string, depth int) (t *typ, desc *string, def *value,
 		return nil, nil, nil, &SchemaError{ptr + "/items", "is only translated for an array"}
 	}
 	return t, desc, def, nil
-}
-
-// escapePointer escapes one JSON pointer token (RFC 6901).
-func escapePointer(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentd/agentd/internal/spec"
+	"github.com/agentd/agentd/internal/spec/problem"
 )
 
 // The service API of agentd as an application backend (docs/backend.md): metadata changes, erasure and retention,
@@ -66,23 +66,23 @@ const (
 // the JSON null is removed, any other value is set. It returns the chat as
 // it is afterwards. The result is bounded like a spec's metadata.
 func (r *Runtime) PatchMetadata(ctx context.Context, tenant, id string, patch map[string]json.RawMessage) (*chat.Chat, error) {
-	var probs []spec.Problem
+	var probs problem.List
 	if len(patch) > MaxMetadataPatchKeys {
-		probs = append(probs, spec.Problem{Path: "/metadata", Message: fmt.Sprintf("must have at most %d keys", MaxMetadataPatchKeys)})
+		probs.Add("/metadata", "must have at most %d keys", MaxMetadataPatchKeys)
 	}
 	for k, v := range patch {
-		path := "/metadata/" + escapePointer(k)
+		path := problem.Key("/metadata", k)
 		switch {
 		case k == "":
-			probs = append(probs, spec.Problem{Path: path, Message: "a metadata key must not be empty"})
+			probs.Add(path, "a metadata key must not be empty")
 		case len(k) > MaxMetadataKeyBytes:
-			probs = append(probs, spec.Problem{Path: path, Message: fmt.Sprintf("a metadata key must be at most %d bytes", MaxMetadataKeyBytes)})
+			probs.Add(path, "a metadata key must be at most %d bytes", MaxMetadataKeyBytes)
 		case strings.IndexByte(k, 0) >= 0 || bytes.Contains(v, []byte(`\u0000`)):
-			probs = append(probs, spec.Problem{Path: path, Message: "must not contain the NUL character (\\u0000), which the store cannot hold"})
+			probs.Add(path, "must not contain the NUL character (\\u0000), which the store cannot hold")
 		}
 	}
-	if len(probs) > 0 {
-		return nil, &spec.ValidationError{Problems: sortProblems(probs)}
+	if probs.Len() > 0 {
+		return nil, &spec.ValidationError{Problems: probs.Sorted()}
 	}
 	c, err := r.store.PatchMetadata(ctx, &chat.PatchMetadataParams{Tenant: tenant, ChatID: id, Patch: patch, MaxBytes: r.limits.MaxMetadataBytes})
 	if errors.Is(err, chat.ErrMetadataTooLarge) {
@@ -95,18 +95,6 @@ func (r *Runtime) PatchMetadata(ctx context.Context, tenant, id string, patch ma
 	r.appMetrics.patched.Inc()
 	r.log.Info("chat metadata changed", "chat_id", id, "tenant", tenant, "keys", len(patch))
 	return c, nil
-}
-
-// escapePointer escapes a key for a JSON pointer (RFC 6901).
-func escapePointer(k string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(k)
-}
-
-// sortProblems orders problems by path: those found in a map's order
-// would otherwise come in a different order every time.
-func sortProblems(ps []spec.Problem) []spec.Problem {
-	slices.SortStableFunc(ps, func(a, b spec.Problem) int { return strings.Compare(a.Path, b.Path) })
-	return ps
 }
 
 // Erase removes a chat that has ended, with everything the store holds of
@@ -247,10 +235,7 @@ func (r *Runtime) CheckTeam(name string, body []byte) ([]byte, error) {
 		return nil, &spec.ValidationError{Problems: []spec.Problem{{Path: "name",
 			Message: "a team name is 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit"}}}
 	}
-	sp, compact, probs := spec.DecodeCompact(body)
-	if len(probs) == 0 {
-		probs = spec.ValidateTeam(sp, r.limits, r.env())
-	}
+	_, compact, probs := spec.CheckTeam(body, r.limits, r.env())
 	if len(probs) > 0 {
 		return nil, &spec.ValidationError{Problems: probs}
 	}
@@ -290,25 +275,24 @@ func (r *Runtime) resolveTeamRef(ctx context.Context, tenant string, body []byte
 	if !ok {
 		return body, nil, nil
 	}
-	var probs []spec.Problem
+	var probs problem.List
 	for k := range top {
 		if k != teamRefKey && !teamRefOverrides[k] {
-			probs = append(probs, spec.Problem{Path: "/" + escapePointer(k),
-				Message: "comes from the saved team: a request with team_ref sets only task, name, metadata, max_round and webhook"})
+			probs.Add(problem.Key("", k), "comes from the saved team: a request with team_ref sets only task, name, metadata, max_round and webhook")
 		}
 	}
 	var ref string
 	name, version := "", 0
 	if err := json.Unmarshal(raw, &ref); err != nil {
-		probs = append(probs, spec.Problem{Path: "/team_ref", Message: `must be a string: "name" or "name@version"`})
+		probs.Add("/team_ref", `must be a string: "name" or "name@version"`)
 	} else {
 		var perr string
 		if name, version, perr = parseTeamRef(ref); perr != "" {
-			probs = append(probs, spec.Problem{Path: "/team_ref", Message: perr})
+			probs.Add("/team_ref", "%s", perr)
 		}
 	}
-	if len(probs) > 0 {
-		return nil, nil, &spec.ValidationError{Problems: sortProblems(probs)}
+	if probs.Len() > 0 {
+		return nil, nil, &spec.ValidationError{Problems: probs.Sorted()}
 	}
 	t, err := r.store.GetTeam(ctx, tenant, name, version)
 	if errors.Is(err, chat.ErrTeamNotFound) {

@@ -271,9 +271,10 @@ func TestCancelCutsAnInFlightModelCall(t *testing.T) {
 func TestCreateRejectsInvalidSpecWithEveryProblem(t *testing.T) {
 	db := openStore(t)
 	rt := newRuntime(t, db)
+	// An unknown field hides nothing else.
 	_, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: []byte(`{"task": "", "agents": [], "bogus": 1}`)})
 	var ve *spec.ValidationError
-	if !asValidation(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Path != "/bogus" {
+	if !asValidation(err, &ve) || len(ve.Problems) != 3 || ve.Problems[0].Path != "/bogus" {
 		t.Fatalf("err = %v", err)
 	}
 	_, _, err = rt.Create(context.Background(), &chat.CreateParams{Body: []byte(`{"task": "", "agents": []}`)})

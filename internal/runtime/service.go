@@ -7,13 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/chat/engine"
 
 	"github.com/agentd/agentd/internal/spec"
+	"github.com/agentd/agentd/internal/spec/problem"
 
 	"github.com/google/uuid"
 )
@@ -104,10 +104,7 @@ func (r *Runtime) checkCreate(ctx context.Context, tenant string, body []byte) (
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	sp, compact, probs := spec.DecodeCompact(body)
-	if len(probs) == 0 {
-		probs = spec.Validate(sp, r.limits, r.env())
-	}
+	sp, compact, probs := spec.Check(body, r.limits, r.env())
 	var task []engine.TaskMessage
 	if len(probs) == 0 {
 		task, probs = engine.SpecTask(sp, r.limits)
@@ -199,41 +196,39 @@ func (r *Runtime) Input(ctx context.Context, tenant, id string, in *chat.Input) 
 	if in.RequestID != p.RequestID {
 		return chat.ErrNoPendingInput
 	}
-	var probs []spec.Problem
+	var probs problem.List
 	switch p.Kind {
 	case chat.InputApproval:
-		probs = r.checkApprovals(ctx, c, &p, in)
+		probs.AddAll("", r.checkApprovals(ctx, c, &p, in))
 	case chat.InputSpeaker:
 		switch {
 		case in.Speaker == nil:
-			probs = append(probs, spec.Problem{Path: "/speaker", Message: "this request asks for a speaker: one of " + engine.PyList(p.Candidates)})
+			probs.Add("/speaker", "this request asks for a speaker: one of %s", engine.PyList(p.Candidates))
 		case !engine.ContainsName(p.Candidates, *in.Speaker):
-			probs = append(probs, spec.Problem{Path: "/speaker", Message: strconv.Quote(*in.Speaker) + " is not a candidate: pick one of " + engine.PyList(p.Candidates)})
+			probs.Add("/speaker", "%q is not a candidate: pick one of %s", *in.Speaker, engine.PyList(p.Candidates))
 		}
 		if in.Content != nil || in.Parts != nil {
-			probs = append(probs, spec.Problem{Path: "/content", Message: "this request asks for a speaker, not a message"})
+			probs.Add("/content", "this request asks for a speaker, not a message")
 		}
 	default:
 		if in.Parts != nil {
-			spec.CheckParts("/content", in.Parts, r.limits.MaxImageBytes, r.limits.MaxTaskBytes, func(path, format string, args ...any) {
-				probs = append(probs, spec.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
-			})
+			spec.CheckParts("/content", in.Parts, r.limits.MaxImageBytes, r.limits.MaxTaskBytes, probs.Add)
 		} else if in.Content == nil {
-			probs = append(probs, spec.Problem{Path: "/content", Message: "this request asks for a message (empty content skips or ends, see reason)"})
+			probs.Add("/content", "this request asks for a message (empty content skips or ends, see reason)")
 		} else if strings.IndexByte(*in.Content, 0) >= 0 {
-			probs = append(probs, spec.Problem{Path: "/content", Message: "must not contain the NUL character (\\u0000), which the store cannot hold"})
+			probs.Add("/content", "must not contain the NUL character (\\u0000), which the store cannot hold")
 		} else if len(*in.Content) > r.limits.MaxTaskBytes {
-			probs = append(probs, spec.Problem{Path: "/content", Message: fmt.Sprintf("must be at most %d bytes", r.limits.MaxTaskBytes)})
+			probs.Add("/content", "must be at most %d bytes", r.limits.MaxTaskBytes)
 		}
 		if in.Speaker != nil {
-			probs = append(probs, spec.Problem{Path: "/speaker", Message: "this request asks for a message, not a speaker"})
+			probs.Add("/speaker", "this request asks for a message, not a speaker")
 		}
 	}
 	if in.Approvals != nil && p.Kind != chat.InputApproval {
-		probs = append(probs, spec.Problem{Path: "/approvals", Message: "this request asks for a " + p.Kind + ", not approvals"})
+		probs.Add("/approvals", "this request asks for a %s, not approvals", p.Kind)
 	}
-	if len(probs) > 0 {
-		return &spec.ValidationError{Problems: probs}
+	if probs.Len() > 0 {
+		return &spec.ValidationError{Problems: probs.Items()}
 	}
 	if _, err := r.store.SubmitInput(ctx, &chat.SubmitInputParams{Tenant: tenant, ChatID: id, RequestID: in.RequestID, Response: chat.MustJSON(in), Now: r.now()}); err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentd/agentd/internal/spec"
+	"github.com/agentd/agentd/internal/spec/problem"
 )
 
 // This file is the service API of runs (docs/runs.md): posting the next
@@ -122,23 +123,21 @@ func (r *Runtime) Fork(ctx context.Context, tenant, id string, body []byte) (*ch
 	if fr.AtSeq != nil {
 		at = *fr.AtSeq
 	}
-	var probs []spec.Problem
+	var probs problem.List
 	if at < 1 || at > src.LastSeq {
-		probs = append(probs, spec.Problem{Path: "/at_seq", Message: fmt.Sprintf("must be a seq of the chat's log: 1 to %d", src.LastSeq)})
+		probs.Add("/at_seq", "must be a seq of the chat's log: 1 to %d", src.LastSeq)
 	}
 	var run *engine.RunRequest
 	if len(fr.Run) > 0 && string(fr.Run) != "null" {
 		rr, rp := engine.DecodeRunRequest(fr.Run, sp, r.limits)
-		for _, p := range rp {
-			probs = append(probs, spec.Problem{Path: "/run" + p.Path, Message: p.Message})
-		}
+		probs.AddAll("/run", rp)
 		if rr != nil {
 			rr.IfBusy = chat.IfBusyInterrupt
 		}
 		run = rr
 	}
-	if len(probs) > 0 {
-		return nil, &spec.ValidationError{Problems: probs}
+	if probs.Len() > 0 {
+		return nil, &spec.ValidationError{Problems: probs.Items()}
 	}
 	evs, st, err := r.foldPrefix(ctx, id, sp, at)
 	if err != nil {
@@ -223,10 +222,8 @@ func forkPointProblem(st *engine.State, at int64) string {
 // request: one per call held (an edit valid against the tool's schema), or
 // one for the code.
 func (r *Runtime) checkApprovals(ctx context.Context, c *chat.Chat, p *chat.PendingInput, in *chat.Input) []spec.Problem {
-	var probs []spec.Problem
-	add := func(path, format string, args ...any) {
-		probs = append(probs, spec.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
-	}
+	var probs problem.List
+	add := probs.Add
 	if in.Content != nil || in.Parts != nil {
 		add("/content", "this request asks for approvals, not a message")
 	}
@@ -235,7 +232,7 @@ func (r *Runtime) checkApprovals(ctx context.Context, c *chat.Chat, p *chat.Pend
 	}
 	if len(in.Approvals) == 0 {
 		add("/approvals", "this request asks for a decision on each held call or on the code: [{\"tool_call_id\"?, \"approve\", \"arguments\"?, \"reason\"?}]")
-		return probs
+		return probs.Items()
 	}
 	for i, a := range in.Approvals {
 		if len(a.Reason) > r.limits.MaxPromptBytes || strings.IndexByte(a.Reason, 0) >= 0 {
@@ -246,7 +243,7 @@ func (r *Runtime) checkApprovals(ctx context.Context, c *chat.Chat, p *chat.Pend
 		if len(in.Approvals) != 1 || in.Approvals[0].ToolCallID != "" || len(in.Approvals[0].Arguments) > 0 {
 			add("/approvals", "the code is approved or rejected as a whole: one decision without tool_call_id or arguments")
 		}
-		return probs
+		return probs.Items()
 	}
 	held := map[string]chat.ToolCall{}
 	for _, tc := range p.ToolCalls {
@@ -278,7 +275,7 @@ func (r *Runtime) checkApprovals(ctx context.Context, c *chat.Chat, p *chat.Pend
 			add("/approvals", "no decision for call %q (%s)", tc.ID, tc.Function.Name)
 		}
 	}
-	return probs
+	return probs.Items()
 }
 
 // checkEditedArguments checks edited arguments against the schema of the

@@ -44,7 +44,7 @@ func TestStructuredReply(t *testing.T) {
 		t.Fatalf("messages = %+v", ms)
 	}
 	m := ms[1]
-	if m.Type != chat.TypeStructuredMessage || m.Content != "x=1.0" || string(m.Structured) != `{"b":1.0,"a":"x"}` {
+	if m.Type != "StructuredMessage[T]" || m.Content != "x=1.0" || string(m.Structured) != `{"b":1.0,"a":"x"}` {
 		t.Fatalf("structured message = type %s, content %q, structured %s", m.Type, m.Content, m.Structured)
 	}
 	// Clients see the object as JSON.

@@ -172,6 +172,7 @@ type deliveryResponse struct {
 	Event          chat.EventType      `json:"event"`
 	Status         chat.DeliveryStatus `json:"status"`
 	Attempts       int                 `json:"attempts"`
+	LastAttemptBy  *string             `json:"last_attempt_by"`
 	LastStatusCode *int                `json:"last_status_code"`
 	LastError      *string             `json:"last_error"`
 	CreatedAt      time.Time           `json:"created_at"`
@@ -207,7 +208,7 @@ func (c *chatsResource) deliveries(w http.ResponseWriter, r *http.Request) {
 	resp := deliveriesResponse{Deliveries: make([]deliveryResponse, len(ds))}
 	for i, d := range ds {
 		out := deliveryResponse{WebhookID: d.WebhookID(), Seq: d.Seq, URL: d.URL, Event: d.Event, Status: d.Status,
-			Attempts: d.Attempts, LastError: nullable(d.LastError), CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
+			Attempts: d.Sent, LastAttemptBy: nullable(d.SentBy), LastError: nullable(d.LastError), CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
 			DeliveredAt: d.DeliveredAt}
 		if d.LastStatusCode != 0 {
 			out.LastStatusCode = &d.LastStatusCode

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
-	"strconv"
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/spec"
+	specproblem "github.com/agentd/agentd/internal/spec/problem"
 )
 
 // The request and response bodies of the API. They are separate from the
@@ -144,9 +144,9 @@ func (c *inputContent) UnmarshalJSON(b []byte) error {
 
 // validate reports every problem of an input request at once.
 func (in *inputRequest) validate() error {
-	var problems []spec.Problem
+	var problems specproblem.List
 	if in.RequestID == "" {
-		problems = append(problems, spec.Problem{Path: "/request_id", Message: "is required"})
+		problems.Add("/request_id", "is required")
 	}
 	switch c := bytes.TrimSpace(in.Content.raw); {
 	case len(c) == 0 || string(c) == "null":
@@ -159,7 +159,7 @@ func (in *inputRequest) validate() error {
 		in.parts = make([]spec.Part, len(items))
 		for i, it := range items {
 			if err := json.Unmarshal(it, &in.parts[i]); err != nil {
-				problems = append(problems, spec.Problem{Path: "/content/" + strconv.Itoa(i), Message: err.Error()})
+				problems.Add(specproblem.Index("/content", i), "%s", err.Error())
 			}
 		}
 	}
@@ -171,16 +171,16 @@ func (in *inputRequest) validate() error {
 	}
 	switch {
 	case given == 0:
-		problems = append(problems, spec.Problem{Path: "/content", Message: "one of content, speaker or approvals is required"})
+		problems.Add("/content", "one of content, speaker or approvals is required")
 	case given > 1:
 		path := "/speaker"
 		if in.Approvals != nil {
 			path = "/approvals"
 		}
-		problems = append(problems, spec.Problem{Path: path, Message: "content, speaker and approvals are mutually exclusive"})
+		problems.Add(path, "content, speaker and approvals are mutually exclusive")
 	}
-	if len(problems) > 0 {
-		return &spec.ValidationError{Problems: problems}
+	if problems.Len() > 0 {
+		return &spec.ValidationError{Problems: problems.Items()}
 	}
 	return nil
 }

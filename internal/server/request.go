@@ -5,16 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"reflect"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
+
+	specproblem "github.com/agentd/agentd/internal/spec/problem"
 )
 
 // idempotencyKeyHeader names the header that makes POST /v1/chats retryable.
@@ -64,7 +64,7 @@ func checkOneJSONValue(b []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	var v json.RawMessage
 	if err := dec.Decode(&v); err != nil {
-		return badRequest(fmt.Sprintf("the request body is not valid JSON: %v", describeJSONError(err)))
+		return badRequest(fmt.Sprintf("the request body is not valid JSON: %v", describeJSONError(b, err)))
 	}
 	return badRequest("the request body must hold exactly one JSON value")
 }
@@ -79,31 +79,25 @@ func decodeStrict(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return badRequest(fmt.Sprintf("the request body does not match the expected object: %v", describeJSONError(err)))
+		return badRequest(fmt.Sprintf("the request body does not match the expected object: %v", describeJSONError(b, err)))
 	}
 	return nil
 }
 
-// describeJSONError turns encoding/json errors into text that says where
-// the problem is without naming Go types.
-func describeJSONError(err error) string {
-	var (
-		syntax *json.SyntaxError
-		typ    *json.UnmarshalTypeError
-	)
+// describeJSONError turns encoding/json errors about body into text that
+// says where the problem is (a field, or a line and column) without naming
+// Go types.
+func describeJSONError(b []byte, err error) string {
+	var typ *json.UnmarshalTypeError
 	switch {
-	case errors.As(err, &syntax):
-		return fmt.Sprintf("%s (at byte %d)", syntax.Error(), syntax.Offset)
 	case errors.As(err, &typ):
 		field := typ.Field
 		if field == "" {
 			field = "the body"
 		}
 		return fmt.Sprintf("%s must be %s, not %s", field, jsonKind(typ.Type.Kind()), typ.Value)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "unexpected end of input"
 	default:
-		return strings.TrimPrefix(err.Error(), "json: ")
+		return specproblem.DescribeJSONError(b, err)
 	}
 }
 

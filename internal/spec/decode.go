@@ -3,26 +3,34 @@ package spec
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/agentd/agentd/internal/spec/problem"
 )
 
 // DecodeSpec decodes a spec strictly: every unknown field and every value of
 // the wrong JSON type is reported with its JSON pointer, all at once, rather
 // than stopping at the first one as encoding/json does. It is the first half
-// of validation; Validate does the rest.
+// of validation; Validate does the rest, and Check does both.
 func DecodeSpec(body []byte) (*Spec, []Problem) {
 	if s, _, ok := decodeFast(body); ok {
 		return s, nil
 	}
-	return decodeThorough(body)
+	d := decodeThorough(body)
+	if d.probs.Len() > 0 {
+		return nil, d.probs.Items()
+	}
+	return d.spec, nil
 }
 
-// decodeCompact is DecodeSpec that also returns the body compacted (as
+// DecodeCompact is DecodeSpec that also returns the body compacted (as
 // json.Compact does), which is what a chat stores and hashes.
 //
 // An assistant's output_schema without a property_order gets one, from the
@@ -30,54 +38,127 @@ func DecodeSpec(body []byte) (*Spec, []Problem) {
 // so: what a chat stores must not depend on a JSON object's member order,
 // which a jsonb column does not keep.
 func DecodeCompact(body []byte) (*Spec, []byte, []Problem) {
+	d := decodeCompact(body)
+	if d.probs.Len() > 0 {
+		return nil, nil, d.probs.Items()
+	}
+	return d.spec, d.compact, nil
+}
+
+// Check reads the spec of a new chat: it decodes body (DecodeCompact) and
+// validates it (Validate), and reports the problems of both at once. A
+// misspelled field or a value of the wrong type does not hide the rest:
+// the spec is validated without them, and what validation would say again
+// about a value already reported is left out.
+func Check(body []byte, limits Limits, env Env) (*Spec, []byte, []Problem) {
+	return check(body, limits, env, false)
+}
+
+// CheckTeam is Check for the spec of a saved team (ValidateTeam).
+func CheckTeam(body []byte, limits Limits, env Env) (*Spec, []byte, []Problem) {
+	return check(body, limits, env, true)
+}
+
+func check(body []byte, limits Limits, env Env, team bool) (*Spec, []byte, []Problem) {
+	d := decodeCompact(body)
+	if d.spec == nil {
+		return nil, nil, d.probs.Items()
+	}
+	for _, p := range validate(d.spec, limits, env, team) {
+		if !d.reported(p.Path) {
+			d.probs.Add(p.Path, "%s", p.Message)
+		}
+	}
+	if d.probs.Len() > 0 {
+		return nil, nil, d.probs.Items()
+	}
+	return d.spec, d.compact, nil
+}
+
+// decoded is what decoding a body found: the spec (nil when nothing could
+// be made of the body), the body compacted (only without problems), the
+// problems, and the pointers of the values left out of the spec because of
+// them.
+type decoded struct {
+	spec    *Spec
+	compact []byte
+	probs   problem.List
+	dropped []string
+}
+
+// reported tells whether path is at or under a value that was left out
+// for a problem already reported.
+func (d *decoded) reported(path string) bool {
+	for _, p := range d.dropped {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func decodeCompact(body []byte) *decoded {
 	s, compact, ok := decodeFast(body)
 	if !ok {
-		var probs []Problem
-		if s, probs = decodeThorough(body); len(probs) > 0 {
-			return nil, nil, probs
+		d := decodeThorough(body)
+		if d.probs.Len() > 0 {
+			return d
 		}
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, body); err != nil {
-			return nil, nil, []Problem{{Message: err.Error()}}
+			d.probs.Add("", "%s", err)
+			return &decoded{probs: d.probs}
 		}
-		compact = buf.Bytes()
+		s, compact = d.spec, buf.Bytes()
 	}
 	compact, err := recordPropertyOrder(s, compact)
 	if err != nil {
-		return nil, nil, []Problem{{Message: err.Error()}}
+		d := &decoded{}
+		d.probs.Add("", "%s", err)
+		return d
 	}
-	return s, compact, nil
+	return &decoded{spec: s, compact: compact}
 }
 
 // decodeThorough is DecodeSpec for a body decodeFast gave up on: it finds
-// every problem, with its path.
-func decodeThorough(body []byte) (*Spec, []Problem) {
+// every problem, with its path. Unless the body is no JSON object at all
+// (or holds what no store can), it also decodes the spec without the
+// values it found wrong, so that Check can validate the rest.
+func decodeThorough(body []byte) *decoded {
+	d := &decoded{}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, []Problem{{Path: "", Message: "body is not valid JSON: " + err.Error()}}
+		d.probs.Add("", "body is not valid JSON: %s", problem.DescribeJSONError(body, err))
+		return d
 	}
 	if dec.More() {
-		return nil, []Problem{{Path: "", Message: "body must hold exactly one JSON value"}}
+		d.probs.Add("", "body must hold exactly one JSON value")
+		return d
 	}
 	if _, ok := v.(map[string]any); !ok {
-		return nil, []Problem{{Path: "", Message: "must be an object"}}
+		d.probs.Add("", "must be an object")
+		return d
 	}
-	var probs []Problem
-	if probs = storableProblems(body, v); len(probs) > 0 {
-		return nil, probs
+	if probs := storableProblems(body, v); len(probs) > 0 {
+		d.probs.AddAll("", probs)
+		return d
 	}
-	if checkShape(&probs, "", v, specType); len(probs) > 0 {
-		return nil, probs
+	checkShape(d, "", v, specType)
+	b := body
+	if d.probs.Len() > 0 {
+		b, _ = json.Marshal(v) // v without what checkShape dropped
 	}
 	var s Spec
-	if err := json.Unmarshal(body, &s); err != nil {
+	if err := json.Unmarshal(b, &s); err != nil {
 		// The shape check accepts only what Unmarshal can decode, so this is
 		// a bug rather than bad input; still report it as a problem.
-		return nil, []Problem{{Path: "", Message: err.Error()}}
+		d.probs.Add("", "%s", err)
+		return d
 	}
-	return &s, nil
+	d.spec = &s
+	return d
 }
 
 var (
@@ -96,66 +177,79 @@ var (
 // decoded into and records unknown fields and type mismatches. Specs without
 // problems seldom come this way (decodeFast takes them), so it says where
 // every problem is rather than stopping at the first.
-func checkShape(probs *[]Problem, path string, v any, t reflect.Type) {
+//
+// What it reports is taken out of v (an unknown field is deleted, a value
+// of the wrong type becomes null, which decodes to the zero value), and its
+// path recorded in d.dropped: v then decodes, and the rest of the spec can
+// be validated. It returns false when v itself is to be taken out.
+func checkShape(d *decoded, path string, v any, t reflect.Type) (ok bool) {
 	if v == nil {
-		return // null decodes to the zero value of any Go type
+		return true // null decodes to the zero value of any Go type
 	}
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	add := func(msg string) { *probs = append(*probs, Problem{Path: path, Message: msg}) }
+	bad := func(msg string) bool {
+		d.probs.Add(path, "%s", msg)
+		return false
+	}
+	// keep is what a check of a child says: one taken out is null now.
+	keep := func(childPath string, child any, ct reflect.Type, set func()) {
+		if !checkShape(d, childPath, child, ct) {
+			d.dropped = append(d.dropped, childPath)
+			set()
+		}
+	}
 	switch t {
 	case rawMessageType:
-		return
+		return true
 	case modelRefType:
 		if _, ok := v.(string); ok {
-			return
+			return true
 		}
 		if _, ok := v.(map[string]any); !ok {
-			add("must be a model name or a model object")
-			return
+			return bad("must be a model name or a model object")
 		}
-		checkShape(probs, path, v, modelConfigType)
-		return
+		return checkShape(d, path, v, modelConfigType)
 	case messageContentType:
 		switch v := v.(type) {
 		case string:
 		case []any:
+			ok := true
 			for i, e := range v {
 				b, _ := json.Marshal(e)
 				var p Part
 				if err := p.UnmarshalJSON(b); err != nil {
-					*probs = append(*probs, Problem{Path: path + "/" + strconv.Itoa(i), Message: err.Error()})
+					d.probs.Add(problem.Index(path, i), "%s", err)
+					ok = false
 				}
 			}
+			return ok
 		default:
-			add("must be a string, or (of a MultiModalMessage) a list of texts and images")
+			return bad("must be a string, or (of a MultiModalMessage) a list of texts and images")
 		}
-		return
+		return true
 	case taskType:
 		switch v.(type) {
 		case string, map[string]any, []any:
+			return true
 		default:
-			add(errTaskShape.Error())
+			return bad(errTaskShape.Error())
 		}
-		return
 	case toolApprovalType:
 		if _, ok := v.(string); ok {
-			return
+			return true
 		}
 		if _, ok := v.([]any); !ok {
-			add(`must be "never", "always" or a list of tool names`)
-			return
+			return bad(`must be "never", "always" or a list of tool names`)
 		}
-		checkShape(probs, path, v, stringsType)
-		return
+		return checkShape(d, path, v, stringsType)
 	case replayResponseType:
 		if _, ok := v.(string); ok {
-			return
+			return true
 		}
 		if _, ok := v.(map[string]any); !ok {
-			add("must be a string or an object")
-			return
+			return bad("must be a string or an object")
 		}
 		// Fall through to the struct check below.
 	}
@@ -163,58 +257,105 @@ func checkShape(probs *[]Problem, path string, v any, t reflect.Type) {
 	case reflect.Struct:
 		obj, ok := v.(map[string]any)
 		if !ok {
-			add("must be an object")
-			return
+			return bad("must be an object")
 		}
 		fields := jsonFields(t)
 		for _, k := range sortedKeys(obj) {
+			kp := problem.Key(path, k)
 			ft, known := fields[k]
 			if !known {
-				*probs = append(*probs, Problem{Path: path + "/" + escapePointer(k), Message: "unknown field"})
+				if near := nearestField(k, fields); near != "" {
+					d.probs.Add(kp, "unknown field: did you mean %q?", near)
+				} else {
+					d.probs.Add(kp, "unknown field")
+				}
+				d.dropped = append(d.dropped, kp)
+				delete(obj, k)
 				continue
 			}
-			checkShape(probs, path+"/"+escapePointer(k), obj[k], ft)
+			keep(kp, obj[k], ft, func() { obj[k] = nil })
 		}
 	case reflect.Slice:
 		arr, ok := v.([]any)
 		if !ok {
-			add("must be an array")
-			return
+			return bad("must be an array")
 		}
 		for i, e := range arr {
-			checkShape(probs, path+"/"+strconv.Itoa(i), e, t.Elem())
+			keep(problem.Index(path, i), e, t.Elem(), func() { arr[i] = nil })
 		}
 	case reflect.Map:
 		obj, ok := v.(map[string]any)
 		if !ok {
-			add("must be an object")
-			return
+			return bad("must be an object")
 		}
 		for _, k := range sortedKeys(obj) {
-			checkShape(probs, path+"/"+escapePointer(k), obj[k], t.Elem())
+			keep(problem.Key(path, k), obj[k], t.Elem(), func() { obj[k] = nil })
 		}
 	case reflect.String:
 		if _, ok := v.(string); !ok {
-			add("must be a string")
+			return bad("must be a string")
 		}
 	case reflect.Bool:
 		if _, ok := v.(bool); !ok {
-			add("must be a boolean")
+			return bad("must be a boolean")
 		}
 	case reflect.Int, reflect.Int64, reflect.Int32:
 		n, ok := v.(json.Number)
 		if !ok {
-			add("must be an integer")
-			return
+			return bad("must be an integer")
 		}
 		if _, err := n.Int64(); err != nil {
-			add("must be an integer")
+			return bad("must be an integer")
 		}
 	case reflect.Float64:
 		if _, ok := v.(json.Number); !ok {
-			add("must be a number")
+			return bad("must be a number")
 		}
 	}
+	return true
+}
+
+// nearestField is the known field a misspelled key most likely means: the
+// one fewest edits away (letters inserted, deleted or changed, case
+// ignored), if it is close enough to be a slip rather than another word;
+// else "".
+func nearestField(key string, fields map[string]reflect.Type) string {
+	k := strings.ToLower(key)
+	best, bestDist := "", 0
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		d := editDistance(k, name)
+		if best == "" || d < bestDist {
+			best, bestDist = name, d
+		}
+	}
+	// Two edits at most, and at most one for every three letters of the
+	// key: "nme" is "name", "max_rounds" is "max_round", "ab" is nothing.
+	if best == "" || bestDist > 2 || 3*bestDist > len([]rune(k)) {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in runes.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
 }
 
 // sortedKeys are obj's keys in order, so that problems come in a stable
@@ -268,17 +409,6 @@ func jsonFieldsOf(t reflect.Type) map[string]reflect.StructField {
 // fieldsByType caches jsonFields; its values are never written after Store.
 var fieldsByType sync.Map
 
-// escapePointer escapes a key for use in a JSON pointer (RFC 6901).
-func escapePointer(k string) string {
-	if !strings.ContainsAny(k, "~/") {
-		return k // nearly every key: no replacer built per key of every spec
-	}
-	return pointerEscaper.Replace(k)
-}
-
-// pointerEscaper escapes a JSON Pointer reference token (RFC 6901).
-var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
-
 // storableProblems reports the values of a body that a store cannot hold,
 // so that both stores refuse the same specs (with a 422) instead of one
 // storing what the other fails on: invalid UTF-8, a lone UTF-16 surrogate
@@ -293,21 +423,21 @@ func storableProblems(body []byte, v any) []Problem {
 	if storableValue(v) {
 		return nil // the common case: no paths worked out for a spec that is fine
 	}
-	var probs []Problem
+	var probs problem.List
 	var walk func(path string, v any)
 	walk = func(path string, v any) {
 		switch x := v.(type) {
 		case string:
 			if strings.IndexByte(x, 0) >= 0 {
-				probs = append(probs, Problem{Path: path, Message: "must not contain the NUL character (\\u0000), which the store cannot hold"})
+				probs.Add(path, "must not contain the NUL character (\\u0000), which the store cannot hold")
 			}
 		case json.Number:
 			if _, err := strconv.ParseFloat(string(x), 64); err != nil {
-				probs = append(probs, Problem{Path: path, Message: "number out of range"})
+				probs.Add(path, "number out of range")
 			}
 		case []any:
 			for i, e := range x {
-				walk(path+"/"+strconv.Itoa(i), e)
+				walk(problem.Index(path, i), e)
 			}
 		case map[string]any:
 			keys := make([]string, 0, len(x))
@@ -317,14 +447,14 @@ func storableProblems(body []byte, v any) []Problem {
 			sort.Strings(keys)
 			for _, k := range keys {
 				if strings.IndexByte(k, 0) >= 0 {
-					probs = append(probs, Problem{Path: path + "/" + escapePointer(k), Message: "key must not contain the NUL character (\\u0000), which the store cannot hold"})
+					probs.Add(problem.Key(path, k), "key must not contain the NUL character (\\u0000), which the store cannot hold")
 				}
-				walk(path+"/"+escapePointer(k), x[k])
+				walk(problem.Key(path, k), x[k])
 			}
 		}
 	}
 	walk("", v)
-	return probs
+	return probs.Items()
 }
 
 // storableValue reports whether a decoded JSON value holds nothing that

@@ -20,7 +20,7 @@ import (
 func agreesWithThorough(t *testing.T, body []byte) bool {
 	t.Helper()
 	fast, compact, ok := decodeFast(body)
-	slow, probs := decodeThorough(body)
+	slow, probs := thorough(body)
 	if !ok {
 		return false
 	}
@@ -93,7 +93,7 @@ func TestDecodeSpecTakesTheThoroughWayForWhatDecodeFastLeaves(t *testing.T) {
 		}
 		agreesWithThorough(t, []byte(tc.body))
 		got, probs := DecodeSpec([]byte(tc.body))
-		want, wantProbs := decodeThorough([]byte(tc.body))
+		want, wantProbs := thorough([]byte(tc.body))
 		if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(probs, wantProbs) {
 			t.Errorf("DecodeSpec(%s) = %+v, %v; the thorough way %+v, %v", tc.body, got, probs, want, wantProbs)
 		}
@@ -154,4 +154,14 @@ func TestDecodeFastAgreesOnRandomSpecs(t *testing.T) {
 	if accepted < 500 {
 		t.Fatalf("decodeFast accepted %d of 600 random specs", accepted)
 	}
+}
+
+// thorough is decodeThorough as DecodeSpec answers it: no spec when there
+// are problems.
+func thorough(body []byte) (*Spec, []Problem) {
+	d := decodeThorough(body)
+	if d.probs.Len() > 0 {
+		return nil, d.probs.Items()
+	}
+	return d.spec, nil
 }

@@ -107,7 +107,7 @@ func TestHistoryHoldsMultiModalMessages(t *testing.T) {
 	if !ok {
 		t.Fatal("the fast decoder gave up on a valid history")
 	}
-	th, probs := decodeThorough([]byte(body))
+	th, probs := thorough([]byte(body))
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}

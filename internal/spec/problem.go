@@ -3,6 +3,8 @@ package spec
 import (
 	"fmt"
 	"strings"
+
+	"github.com/agentd/agentd/internal/spec/problem"
 )
 
 // ValidationError lists every problem found in a request, each with a JSON
@@ -11,11 +13,8 @@ type ValidationError struct {
 	Problems []Problem
 }
 
-// Problem is one validation failure.
-type Problem struct {
-	Path    string `json:"path"`
-	Message string `json:"message"`
-}
+// Problem is one validation failure: internal/spec/problem collects them.
+type Problem = problem.Problem
 
 func (e *ValidationError) Error() string {
 	var b strings.Builder

@@ -101,6 +101,11 @@ func FuzzDecodeSpec(f *testing.F) {
 		if spec != nil {
 			_ = Validate(spec, Limits{}, Env{}) // must not panic
 		}
+		// Nor may the validation of what decodes of a spec with shape
+		// problems, and a spec it gives has none.
+		if s, _, probs := Check([]byte(body), Limits{}, Env{}); s != nil && len(probs) > 0 {
+			t.Fatalf("Check gave a spec and problems %v", probs)
+		}
 	})
 }
 

@@ -3,11 +3,12 @@ package spec
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/agentd/agentd/internal/spec/problem"
 )
 
 // Limits bound everything a client controls in a spec.
@@ -137,11 +138,15 @@ type ToolChecker interface {
 // "/model"). internal/llm implements it.
 type ModelChecker interface {
 	CheckModel(m *Model) []Problem
+	// ProviderSetup says how the operator would offer provider, which
+	// the server does not offer ("" when it could not): the refusal of
+	// a spec naming it says so.
+	ProviderSetup(provider string) string
 }
 
 // validator collects every problem of a spec.
 type validator struct {
-	probs     []Problem
+	probs     problem.List
 	limits    Limits
 	providers []string
 	env       Env
@@ -154,7 +159,7 @@ type validator struct {
 }
 
 func (v *validator) add(path, format string, args ...any) {
-	v.probs = append(v.probs, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	v.probs.Add(path, format, args...)
 }
 
 // checkSandboxNetwork checks sandbox.network: every host asked for must be
@@ -208,7 +213,7 @@ func validate(s *Spec, limits Limits, env Env, team bool) []Problem {
 		v.checkCondition("/termination", s.Termination, 1, &count)
 	}
 	v.checkHistory()
-	return v.probs
+	return v.probs.Items()
 }
 
 func (v *validator) checkTop() {
@@ -276,7 +281,7 @@ func (v *validator) checkModels() {
 	slices.Sort(names)
 	for _, name := range names {
 		m := v.spec.Models[name]
-		v.checkModel("/models/"+escapePointer(name), &m)
+		v.checkModel("/models/"+problem.Escape(name), &m)
 	}
 }
 
@@ -314,7 +319,14 @@ func (v *validator) checkModel(path string, m *Model) {
 			}
 		}
 	case !slices.Contains(v.providers, m.Provider):
-		v.add(path+"/provider", "unknown provider %q; this server offers %s", m.Provider, quoteList(append([]string{"replay"}, v.providers...)))
+		offered := quoteList(append([]string{"replay"}, v.providers...))
+		if v.env.Models != nil {
+			if how := v.env.Models.ProviderSetup(m.Provider); how != "" {
+				v.add(path+"/provider", "provider %q is not configured on this server, which offers %s: %s", m.Provider, offered, how)
+				break
+			}
+		}
+		v.add(path+"/provider", "unknown provider %q; this server offers %s", m.Provider, offered)
 	default:
 		if m.Model == "" {
 			v.add(path+"/model", "is required for provider %q", m.Provider)
@@ -588,7 +600,7 @@ func (v *validator) checkSelection() {
 	}
 	slices.Sort(from)
 	for _, k := range from {
-		tp := p + "/transitions/" + escapePointer(k)
+		tp := p + "/transitions/" + problem.Escape(k)
 		if !v.agentNamed(k) {
 			v.add(tp, "names no agent: %q", k)
 		}

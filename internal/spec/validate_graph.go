@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/agentd/agentd/internal/spec/problem"
 )
 
 // Bounds of a graph and a message filter that no server setting bounds.
@@ -49,7 +51,7 @@ func (v *validator) checkGraph(p string, g *Graph) {
 	hasParent := map[string]bool{}
 	for _, n := range names {
 		node := g.Nodes[n]
-		np := p + "/nodes/" + escapePointer(n)
+		np := p + "/nodes/" + problem.Escape(n)
 		switch {
 		case node.Name != n:
 			v.add(np+"/name", "must be the node's key %q: a node is the agent of that name", n)
@@ -142,7 +144,7 @@ func (v *validator) checkActivationConditions(p string, g *Graph, names []string
 				continue
 			}
 			if f.cond != cond {
-				v.add(p+"/nodes/"+escapePointer(n)+"/edges/"+strconv.Itoa(i)+"/activation_condition",
+				v.add(p+"/nodes/"+problem.Escape(n)+"/edges/"+strconv.Itoa(i)+"/activation_condition",
 					"Conflicting activation conditions for target '%s' group '%s': '%s' (from node '%s') and '%s' (from node '%s')",
 					e.Target, k.group, f.cond, f.from, cond, n)
 			}
@@ -177,7 +179,7 @@ func (v *validator) checkCycles(p string, g *Graph, names []string) {
 				return slices.ContainsFunc(g.Nodes[c].Edges, func(e GraphEdge) bool { return !isNull(e.Condition) })
 			})
 			if !exit {
-				v.add(p+"/nodes/"+escapePointer(n)+"/edges/"+strconv.Itoa(i),
+				v.add(p+"/nodes/"+problem.Escape(n)+"/edges/"+strconv.Itoa(i),
 					"Cycle detected without exit condition: %s", strings.Join(append(slices.Clone(cycle), cycle[0]), " -> "))
 			}
 		}

@@ -154,10 +154,10 @@ func (v *validator) checkInnerTeam(p string, a *Agent) {
 		count := 0
 		w.checkCondition("/termination", t.Termination, 1, &count)
 	}
-	for _, pr := range w.probs {
+	for _, pr := range w.probs.Items() {
 		if replaced[pr.Path] {
 			continue
 		}
-		v.probs = append(v.probs, Problem{Path: p + pr.Path, Message: pr.Message})
+		v.probs.Add(p+pr.Path, "%s", pr.Message)
 	}
 }

@@ -16,18 +16,16 @@ package structured
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/agentd/agentd/internal/spec/problem"
 )
 
 // Problem is one reason a schema or a format string is refused; Path is a
 // JSON pointer relative to the schema (or "" for the format string).
-type Problem struct {
-	Path    string
-	Message string
-}
+type Problem = problem.Problem
 
 // OrderPath is the Path of a problem with the property order given to
 // Parse rather than with the schema.
@@ -71,16 +69,14 @@ func Parse(raw []byte, order []string) (*Schema, []Problem) {
 	if err != nil {
 		return nil, []Problem{{Message: "is not valid JSON: " + err.Error()}}
 	}
-	var probs []Problem
-	add := func(path, format string, args ...any) {
-		probs = append(probs, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
-	}
+	var probs problem.List
+	add := probs.Add
 	if root.kind != kindObject {
 		return nil, []Problem{{Message: "must be a JSON Schema object"}}
 	}
 	for _, k := range root.keys {
 		if !slices.Contains(rootKeys, k) {
-			add("/"+escape(k), "is not supported: the type must be an object of plain fields (%s)", unsupportedHint)
+			add("/"+problem.Escape(k), "is not supported: the type must be an object of plain fields (%s)", unsupportedHint)
 		}
 	}
 	if t := root.get("type"); t == nil || t.kind != kindString || t.str != "object" {
@@ -94,7 +90,7 @@ func Parse(raw []byte, order []string) (*Schema, []Problem) {
 	props := root.get("properties")
 	if props == nil || props.kind != kindObject {
 		add("/properties", "must be an object")
-		return nil, probs
+		return nil, probs.Items()
 	}
 	required := map[string]bool{}
 	if r := root.get("required"); r != nil {
@@ -113,7 +109,7 @@ func Parse(raw []byte, order []string) (*Schema, []Problem) {
 	s := &Schema{root: root.clone()}
 	seen := map[string]bool{}
 	for i, name := range props.keys {
-		p := "/properties/" + escape(name)
+		p := "/properties/" + problem.Escape(name)
 		if seen[name] {
 			add(p, "is repeated")
 			continue
@@ -127,7 +123,7 @@ func Parse(raw []byte, order []string) (*Schema, []Problem) {
 		}
 		for _, k := range fv.keys {
 			if !slices.Contains(fieldKeys, k) {
-				add(p+"/"+escape(k), "is not supported (%s)", unsupportedHint)
+				add(p+"/"+problem.Escape(k), "is not supported (%s)", unsupportedHint)
 			}
 		}
 		f.def = fv.get("default")
@@ -156,8 +152,8 @@ func Parse(raw []byte, order []string) (*Schema, []Problem) {
 			pos[n] = true
 		}
 	}
-	if len(probs) > 0 {
-		return nil, probs
+	if probs.Len() > 0 {
+		return nil, probs.Items()
 	}
 	if order != nil {
 		byName := map[string]field{}
@@ -212,7 +208,7 @@ func baseType(path string, v *value, checkKeys bool, add func(string, string, ..
 	}
 	for _, k := range v.keys {
 		if checkKeys && !slices.Contains(baseKeys, k) {
-			add(path+"/"+escape(k), "is not supported (%s)", unsupportedHint)
+			add(path+"/"+problem.Escape(k), "is not supported (%s)", unsupportedHint)
 		}
 	}
 	tv := v.get("type")
@@ -258,11 +254,6 @@ func baseType(path string, v *value, checkKeys bool, add func(string, string, ..
 	}
 	add(path+"/type", "%q is not supported (%s)", tv.str, unsupportedHint)
 	return typ{}
-}
-
-// escape escapes a JSON pointer token.
-func escape(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
 // Properties returns the properties in field order.

@@ -17,6 +17,7 @@ import (
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/pyfunc"
 	"github.com/agentd/agentd/internal/spec"
+	"github.com/agentd/agentd/internal/spec/problem"
 )
 
 // An http_api tool calls a REST API as AgentChat's HttpTool does: the
@@ -105,13 +106,13 @@ func checkHTTPAPIParameters(t *spec.Tool, impl *implementation) []spec.Problem {
 		}
 		return []spec.Problem{{Path: "/parameters", Message: err.Error()}}
 	}
-	var probs []spec.Problem
+	var probs problem.List
 	for _, p := range impl.PathParams {
 		if !slices.ContainsFunc(m.Params, func(q pyfunc.Param) bool { return q.Name == p }) {
-			probs = append(probs, spec.Problem{Path: "/implementation/url", Message: fmt.Sprintf("path parameter {%s} is not a property of the parameters schema", p)})
+			probs.Add("/implementation/url", "path parameter {%s} is not a property of the parameters schema", p)
 		}
 	}
-	return probs
+	return probs.Items()
 }
 
 // describeHTTPAPI is the function an http_api tool offers: its parameters

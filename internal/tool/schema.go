@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/spec"
+	"github.com/agentd/agentd/internal/spec/problem"
 )
 
 // schemaURL names the one schema a compiler holds. It is never fetched.
@@ -62,10 +63,10 @@ func checkSchema(raw json.RawMessage, base string) []spec.Problem {
 	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
 		return []spec.Problem{{Path: base, Message: "must be a JSON Schema object"}}
 	}
-	var probs []spec.Problem
+	var probs problem.List
 	var typ string
 	if err := json.Unmarshal(obj["type"], &typ); err != nil || typ != "object" {
-		probs = append(probs, spec.Problem{Path: base + "/type", Message: `must be "object": a function takes an object of named arguments`})
+		probs.Add(base+"/type", `must be "object": a function takes an object of named arguments`)
 	}
 	_, err := compileSchema(raw)
 	var sve *jsonschema.SchemaValidationError
@@ -74,12 +75,12 @@ func checkSchema(raw json.RawMessage, base string) []spec.Problem {
 	case err == nil:
 	case errors.As(err, &sve) && errors.As(sve.Err, &ve):
 		for _, leaf := range leaves(ve) {
-			probs = append(probs, spec.Problem{Path: base + pointer(leaf.InstanceLocation), Message: leafMessage(leaf)})
+			probs.Add(base+pointer(leaf.InstanceLocation), "%s", leafMessage(leaf))
 		}
 	default:
-		probs = append(probs, spec.Problem{Path: base, Message: "is not a valid JSON Schema: " + err.Error()})
+		probs.Add(base, "is not a valid JSON Schema: %v", err)
 	}
-	return probs
+	return probs.Items()
 }
 
 // parseArguments decodes a call's arguments, which must be one JSON object.
@@ -194,7 +195,7 @@ func pointer(tokens []string) string {
 	var b strings.Builder
 	for _, t := range tokens {
 		b.WriteByte('/')
-		b.WriteString(escapePointer(t))
+		b.WriteString(problem.Escape(t))
 	}
 	return b.String()
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentd/agentd/internal/netguard"
 	"github.com/agentd/agentd/internal/spec"
+	"github.com/agentd/agentd/internal/spec/problem"
 )
 
 // namePattern is what OpenAI accepts as a function name; a tool a model
@@ -102,45 +103,45 @@ func (r *Runner) CheckTool(t *spec.Tool) []spec.Problem {
 	if t == nil {
 		return []spec.Problem{{Path: "", Message: "is required"}}
 	}
-	var probs []spec.Problem
+	var probs problem.List
 	if !namePattern.MatchString(t.Name) {
-		probs = append(probs, spec.Problem{Path: "/name", Message: "must match ^[A-Za-z0-9_-]{1,64}$"})
+		probs.Add("/name", "must match ^[A-Za-z0-9_-]{1,64}$")
 	}
 	impl, implProbs := r.parseImplementation(t.Implementation)
-	probs = append(probs, implProbs...)
+	probs.AddAll("", implProbs)
 	if impl != nil && impl.Type == TypePythonFunction && impl.Name != "" && impl.Name != t.Name {
-		probs = append(probs, spec.Problem{Path: "/implementation/name", Message: fmt.Sprintf("is the tool's name (as in AgentChat's FunctionToolConfig) and must be %q, or be omitted", t.Name)})
+		probs.Add("/implementation/name", "is the tool's name (as in AgentChat's FunctionToolConfig) and must be %q, or be omitted", t.Name)
 	}
 	hasParams := len(bytes.TrimSpace(t.Parameters)) > 0 && string(bytes.TrimSpace(t.Parameters)) != "null"
 	switch {
 	case impl != nil && impl.Type == TypeMCP:
 		if hasParams {
-			probs = append(probs, spec.Problem{Path: "/parameters", Message: "must be omitted for an mcp tool: the server describes its tools' parameters"})
+			probs.Add("/parameters", "must be omitted for an mcp tool: the server describes its tools' parameters")
 		}
 	case impl != nil && impl.Type == TypePythonFunction:
 		if hasParams {
-			probs = append(probs, spec.Problem{Path: "/parameters", Message: "must be omitted for a python_function tool: the function's signature describes its parameters"})
+			probs.Add("/parameters", "must be omitted for a python_function tool: the function's signature describes its parameters")
 		}
 	case impl != nil && impl.Type == TypePythonCode:
 		if hasParams {
-			probs = append(probs, spec.Problem{Path: "/parameters", Message: "must be omitted for a python_code tool: its one parameter is the code"})
+			probs.Add("/parameters", "must be omitted for a python_code tool: its one parameter is the code")
 		}
 	case impl != nil && impl.Type == TypeHTTPAPI:
 		if !hasParams {
-			probs = append(probs, spec.Problem{Path: "/parameters", Message: "is required: the JSON Schema of the API's parameters (HttpTool's json_schema)"})
+			probs.Add("/parameters", "is required: the JSON Schema of the API's parameters (HttpTool's json_schema)")
 		} else if p := checkSchema(t.Parameters, "/parameters"); len(p) > 0 {
-			probs = append(probs, p...)
+			probs.AddAll("", p)
 		} else if len(implProbs) == 0 {
-			probs = append(probs, checkHTTPAPIParameters(t, impl)...)
+			probs.AddAll("", checkHTTPAPIParameters(t, impl))
 		}
 	case !hasParams:
 		if impl != nil { // an unknown type is already a problem
-			probs = append(probs, spec.Problem{Path: "/parameters", Message: "is required: a JSON Schema of type object"})
+			probs.Add("/parameters", "is required: a JSON Schema of type object")
 		}
 	default:
-		probs = append(probs, checkSchema(t.Parameters, "/parameters")...)
+		probs.AddAll("", checkSchema(t.Parameters, "/parameters"))
 	}
-	return probs
+	return probs.Items()
 }
 
 // parseImplementation decodes a tool's implementation strictly and checks it
@@ -162,10 +163,10 @@ func (r *Runner) parseImplementation(raw json.RawMessage) (*implementation, []sp
 	impl := &implementation{Type: d.str("type", true)}
 	allowed, ok := fieldsByType[impl.Type]
 	if !ok {
-		if _, given := fields["type"]; given && len(d.probs) == 0 {
+		if _, given := fields["type"]; given && d.probs.Len() == 0 {
 			d.add("type", "must be http, sandbox, mcp, python_function, python_code or http_api, not %q", impl.Type)
 		}
-		return nil, d.probs
+		return nil, d.probs.Items()
 	}
 	for _, k := range sortedKeys(fields) {
 		if !slices.Contains(allowed, k) {
@@ -215,7 +216,7 @@ func (r *Runner) parseImplementation(raw json.RawMessage) (*implementation, []sp
 			}
 		}
 		impl.Name = d.str("name", false)
-		if len(d.probs) == 0 {
+		if d.probs.Len() == 0 {
 			r.checkFunction(&d, impl)
 		}
 		if r.cfg.Sandboxes == nil {
@@ -228,7 +229,7 @@ func (r *Runner) parseImplementation(raw json.RawMessage) (*implementation, []sp
 				"the operator enables one with AGENTD_SANDBOX (docker or bwrap)")
 		}
 	}
-	return impl, d.probs
+	return impl, d.probs.Items()
 }
 
 // checkURL parses the url of an http or mcp tool. Only its form and the
@@ -321,12 +322,12 @@ func (r *Runner) refusedHost(u *url.URL) string {
 type decoder struct {
 	fields map[string]json.RawMessage
 	base   string
-	probs  []spec.Problem
+	probs  problem.List
 }
 
 // add records a problem at the field key.
 func (d *decoder) add(key, format string, args ...any) {
-	d.probs = append(d.probs, spec.Problem{Path: d.base + "/" + escapePointer(key), Message: fmt.Sprintf(format, args...)})
+	d.probs.Add(problem.Key(d.base, key), format, args...)
 }
 
 // value returns the raw field, or nil when it is absent or null (an
@@ -386,26 +387,26 @@ func (d *decoder) headers(key string, secrets map[string]string, reserved []stri
 	}
 	literal = make(map[string]string, len(raw))
 	for _, name := range sortedKeys(raw) {
-		path := d.base + "/" + key + "/" + escapePointer(name)
+		path := problem.Key(problem.Key(d.base, key), name)
 		var val string
 		var ref struct {
 			Secret *string `json:"secret"`
 		}
 		switch {
 		case !isToken(name):
-			d.probs = append(d.probs, spec.Problem{Path: path, Message: "is not a valid header name"})
+			d.probs.Add(path, "is not a valid header name")
 		case slices.ContainsFunc(reservedHeaders, func(r string) bool { return strings.EqualFold(r, name) }),
 			slices.ContainsFunc(reserved, func(r string) bool { return strings.EqualFold(r, name) }):
-			d.probs = append(d.probs, spec.Problem{Path: path, Message: "is set by the server and cannot be configured"})
+			d.probs.Add(path, "is set by the server and cannot be configured")
 		case json.Unmarshal(raw[name], &val) == nil:
 			if strings.ContainsAny(val, "\r\n\x00") {
-				d.probs = append(d.probs, spec.Problem{Path: path, Message: "must not contain CR, LF or NUL"})
+				d.probs.Add(path, "must not contain CR, LF or NUL")
 				continue
 			}
 			literal[name] = val
 		case strictUnmarshal(raw[name], &ref) == nil && ref.Secret != nil:
 			if _, ok := secrets[*ref.Secret]; !ok {
-				d.probs = append(d.probs, spec.Problem{Path: path + "/secret", Message: fmt.Sprintf("names no secret of this server: the operator defines secrets with AGENTD_TOOL_SECRETS (%s)", secretNames(secrets))})
+				d.probs.Add(path+"/secret", "names no secret of this server: the operator defines secrets with AGENTD_TOOL_SECRETS (%s)", secretNames(secrets))
 				continue
 			}
 			if secret == nil {
@@ -413,7 +414,7 @@ func (d *decoder) headers(key string, secrets map[string]string, reserved []stri
 			}
 			secret[name] = *ref.Secret
 		default:
-			d.probs = append(d.probs, spec.Problem{Path: path, Message: `must be a string or {"secret": "NAME"}`})
+			d.probs.Add(path, `must be a string or {"secret": "NAME"}`)
 		}
 	}
 	return literal, secret
@@ -463,7 +464,7 @@ func (d *decoder) names(key string) []string {
 	}
 	for i, n := range names {
 		if !namePattern.MatchString(n) {
-			d.probs = append(d.probs, spec.Problem{Path: fmt.Sprintf("%s/%s/%d", d.base, key, i), Message: "must match ^[A-Za-z0-9_-]{1,64}$"})
+			d.probs.Add(problem.Index(problem.Key(d.base, key), i), "must match ^[A-Za-z0-9_-]{1,64}$")
 		}
 	}
 	return names
@@ -484,11 +485,6 @@ func isToken(s string) bool {
 		}
 	}
 	return true
-}
-
-// escapePointer escapes one JSON pointer token (RFC 6901).
-func escapePointer(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
 // sortedKeys returns m's keys in order, so problems come out stable.

@@ -23,6 +23,7 @@ import (
 // Store is what the dispatcher needs of the store: the outbox.
 type Store interface {
 	ClaimDeliveries(ctx context.Context, p *chat.ClaimDeliveriesParams) ([]chat.ClaimedDelivery, error)
+	MarkDeliverySent(ctx context.Context, p *chat.MarkDeliverySentParams) error
 	FinishDelivery(ctx context.Context, p *chat.FinishDeliveryParams) error
 }
 
@@ -46,6 +47,9 @@ const (
 type DispatcherConfig struct {
 	Store  Store
 	Router *Router
+	// Owner names this replica in the deliveries it sends (the chat
+	// runtime's owner name); "" leaves them unnamed.
+	Owner string
 	// Transport sends the requests; its dialer must enforce the address
 	// policy (internal/tool's Transport).
 	Transport http.RoundTripper
@@ -91,11 +95,12 @@ type dispatchMetrics struct {
 
 // Outcomes of an attempt, the values of the outcome label.
 const (
-	outcomeDelivered = "delivered" // 2xx
-	outcomeRetry     = "retry"     // failed, tried again later
-	outcomeFailed    = "failed"    // failed for good: the retry window is over, or the event is gone
-	outcomeDisabled  = "disabled"  // 410 Gone, or an earlier 410 of the chat's endpoint
-	outcomeRefused   = "refused"   // the URL is no longer allowed, or no secret signs it
+	outcomeDelivered = "delivered"  // 2xx
+	outcomeRetry     = "retry"      // failed, tried again later
+	outcomeFailed    = "failed"     // failed for good: the retry window is over, or the event is gone
+	outcomeDisabled  = "disabled"   // 410 Gone, or an earlier 410 of the chat's endpoint
+	outcomeRefused   = "refused"    // the URL is no longer allowed, or no secret signs it
+	outcomeTakenOver = "taken_over" // the claim's lease ran out and another dispatcher claimed it: nothing sent
 )
 
 // NewDispatcher validates cfg and returns a Dispatcher; Start runs it.
@@ -134,7 +139,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	}
 	m := &dispatchMetrics{
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_webhook_attempts_total",
-			Help: "Webhook delivery attempts, by outcome (delivered, retry, failed, disabled, refused)."}, []string{"outcome"}),
+			Help: "Webhook delivery attempts, by outcome (delivered, retry, failed, disabled, refused, taken_over)."}, []string{"outcome"}),
 		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "agentd_webhook_attempt_duration_seconds",
 			Help: "Duration of webhook requests.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_webhook_outbox_errors_total",
@@ -145,7 +150,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 			return nil, fmt.Errorf("register webhook metrics: %w", err)
 		}
 	}
-	for _, o := range []string{outcomeDelivered, outcomeRetry, outcomeFailed, outcomeDisabled, outcomeRefused} {
+	for _, o := range []string{outcomeDelivered, outcomeRetry, outcomeFailed, outcomeDisabled, outcomeRefused, outcomeTakenOver} {
 		m.attempts.WithLabelValues(o)
 	}
 	return &Dispatcher{
@@ -297,6 +302,9 @@ func (d *Dispatcher) attempt(ctx context.Context, c *chat.ClaimedDelivery) {
 	req.Header.Set("webhook-id", id)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
 	req.Header.Set("webhook-signature", Sign(key, id, ts, payload))
+	if !d.markSent(ctx, log, c) {
+		return
+	}
 	start := time.Now()
 	resp, err := d.client.Do(req)
 	d.metrics.seconds.Observe(time.Since(start).Seconds())
@@ -324,6 +332,31 @@ func (d *Dispatcher) attempt(ctx context.Context, c *chat.ClaimedDelivery) {
 		}
 		d.retryOrFail(ctx, log, c, code, msg)
 	}
+}
+
+// markSent counts the request as sent by this replica before it is sent,
+// and reports whether to send it. A claim counts nothing: counting at the
+// request, a dispatcher that dies between its claim and its request (or a
+// delivery failed without one) leaves no attempt the receiver never saw.
+// A claim taken over meanwhile (its lease ran out) is not sent: another
+// dispatcher sends it. When the count cannot be written, nothing is sent
+// either; the claim falls due again at its lease's end.
+func (d *Dispatcher) markSent(ctx context.Context, log *slog.Logger, c *chat.ClaimedDelivery) bool {
+	err := d.cfg.Store.MarkDeliverySent(ctx, &chat.MarkDeliverySentParams{ChatID: c.ChatID, Seq: c.Seq, URL: c.URL,
+		Attempts: c.Attempts, Owner: d.cfg.Owner, Now: d.cfg.Now()})
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, chat.ErrFenced):
+		d.metrics.attempts.WithLabelValues(outcomeTakenOver).Inc()
+		log.Warn("webhook attempt not sent: its claim ran out and another dispatcher took it over", "outcome", outcomeTakenOver)
+	case ctx.Err() != nil:
+		log.Info("webhook attempt cut short by shutdown; it will be retried")
+	default:
+		d.metrics.errors.Inc()
+		log.Error("record webhook attempt as sent; it will be retried after its lease", "err", err)
+	}
+	return false
 }
 
 // retryOrFail schedules the next attempt of a failed one, or fails the

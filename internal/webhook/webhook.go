@@ -30,6 +30,7 @@ import (
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/spec"
+	"github.com/agentd/agentd/internal/spec/problem"
 )
 
 // Events are the event types a webhook may subscribe to: every persisted
@@ -224,23 +225,23 @@ func parseEvents(names []string) ([]chat.EventType, []spec.Problem) {
 	}
 	var (
 		out   []chat.EventType
-		probs []spec.Problem
+		probs problem.List
 	)
 	if len(names) == 0 {
-		probs = append(probs, spec.Problem{Path: "", Message: "must name at least one event type (leave it out for the default)"})
+		probs.Add("", "must name at least one event type (leave it out for the default)")
 	}
 	for i, n := range names {
 		e := chat.EventType(n)
 		switch {
 		case !slices.Contains(Events, e):
-			probs = append(probs, spec.Problem{Path: "/" + strconv.Itoa(i), Message: fmt.Sprintf("%q is not an event type a webhook can receive: one of %s", n, eventList())})
+			probs.Add(problem.Index("", i), "%q is not an event type a webhook can receive: one of %s", n, eventList())
 		case slices.Contains(out, e):
-			probs = append(probs, spec.Problem{Path: "/" + strconv.Itoa(i), Message: fmt.Sprintf("%q is listed twice", n)})
+			probs.Add(problem.Index("", i), "%q is listed twice", n)
 		default:
 			out = append(out, e)
 		}
 	}
-	return out, probs
+	return out, probs.Items()
 }
 
 func eventList() string {
@@ -257,25 +258,23 @@ const maxURLBytes = 2048
 // CheckWebhook implements spec.WebhookChecker: a spec's webhook needs the
 // server's secret, a URL the address rules allow, and known event types.
 func (r *Router) CheckWebhook(w *spec.Webhook) []spec.Problem {
-	var probs []spec.Problem
+	var probs problem.List
 	if r.key == nil {
-		probs = append(probs, spec.Problem{Path: "", Message: "this server signs no webhooks of specs: the operator enables them with AGENTD_WEBHOOK_SECRET"})
+		probs.Add("", "this server signs no webhooks of specs: the operator enables them with AGENTD_WEBHOOK_SECRET")
 	}
 	switch {
 	case w.URL == "":
-		probs = append(probs, spec.Problem{Path: "/url", Message: "is required"})
+		probs.Add("/url", "is required")
 	case len(w.URL) > maxURLBytes:
-		probs = append(probs, spec.Problem{Path: "/url", Message: fmt.Sprintf("must be at most %d bytes", maxURLBytes)})
+		probs.Add("/url", "must be at most %d bytes", maxURLBytes)
 	default:
 		if _, msg := r.check.CheckURL(w.URL); msg != "" {
-			probs = append(probs, spec.Problem{Path: "/url", Message: msg})
+			probs.Add("/url", "%s", msg)
 		}
 	}
 	_, eprobs := parseEvents(w.Events)
-	for _, p := range eprobs {
-		probs = append(probs, spec.Problem{Path: "/events" + p.Path, Message: p.Message})
-	}
-	return probs
+	probs.AddAll("/events", eprobs)
+	return probs.Items()
 }
 
 // Route implements chat.Webhooks. A chat without a webhook of its own, of

@@ -310,6 +310,15 @@ type dispatchFixture struct {
 
 func newDispatchFixture(t *testing.T, secret string, retryFor time.Duration, opts ...func(*DispatcherConfig)) *dispatchFixture {
 	t.Helper()
+	f := openDispatchFixture(t, secret, retryFor, opts...)
+	f.start(t)
+	return f
+}
+
+// openDispatchFixture is newDispatchFixture with the dispatcher not
+// started.
+func openDispatchFixture(t *testing.T, secret string, retryFor time.Duration, opts ...func(*DispatcherConfig)) *dispatchFixture {
+	t.Helper()
 	st, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(t.TempDir(), "agentd.db")})
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +333,7 @@ func newDispatchFixture(t *testing.T, secret string, retryFor time.Duration, opt
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	cfg := DispatcherConfig{Store: st, Router: router, Transport: g.Transport(), RetryFor: retryFor,
+	cfg := DispatcherConfig{Store: st, Router: router, Transport: g.Transport(), RetryFor: retryFor, Owner: "replica-b",
 		Timeout: 5 * time.Second, Poll: 50 * time.Millisecond, FirstBackoff: 20 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler), Registerer: reg}
 	for _, o := range opts {
@@ -334,15 +343,19 @@ func newDispatchFixture(t *testing.T, secret string, retryFor time.Duration, opt
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := disp.Start(t.Context()); err != nil {
+	return &dispatchFixture{store: st, router: router, disp: disp, reg: reg}
+}
+
+func (f *dispatchFixture) start(t *testing.T) {
+	t.Helper()
+	if err := f.disp.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := disp.Stop(context.Background()); err != nil {
+		if err := f.disp.Stop(context.Background()); err != nil {
 			t.Error(err)
 		}
 	})
-	return &dispatchFixture{store: st, router: router, disp: disp, reg: reg}
 }
 
 // create makes a chat whose chat.created event goes to url.
@@ -422,6 +435,36 @@ func TestDispatcherRetriesUntilDelivered(t *testing.T) {
 	if n := testutil.ToFloat64(f.disp.metrics.attempts.WithLabelValues(outcomeRetry)); n != 2 {
 		t.Errorf("retry attempts counted %v, want 2", n)
 	}
+}
+
+// TestDispatcherCountsWhatWasSent: a claim whose replica dies before
+// sending is not counted as an attempt; the request of the replica that
+// takes the delivery over is, with that replica's name.
+func TestDispatcherCountsWhatWasSent(t *testing.T) {
+	secret := newSecret(10)
+	rc := newReceiver(t, secret)
+	f := openDispatchFixture(t, secret, time.Hour)
+	id := f.create(t, rc.srv.URL)
+	// Replica a claims the delivery, with a lease that ends at once, and
+	// dies before sending it.
+	now := time.Now()
+	cs, err := f.store.ClaimDeliveries(t.Context(), &chat.ClaimDeliveriesParams{Now: now, LeaseUntil: now.Add(50 * time.Millisecond), Limit: 10})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("claim of replica a: %+v, %v", cs, err)
+	}
+	f.start(t) // replica b
+	if d := rc.next(); d.body.ChatID != id {
+		t.Errorf("delivered %+v", d.body)
+	}
+	d := f.delivery(t, id, chat.DeliveryDelivered)
+	if d.Sent != 1 || d.SentBy != "replica-b" || d.Attempts != 2 {
+		t.Errorf("delivery %+v: want 1 request sent, by replica-b, of 2 claims", d)
+	}
+	rc.mu.Lock()
+	if len(rc.got) != 1 {
+		t.Errorf("the receiver saw %d requests, want 1", len(rc.got))
+	}
+	rc.mu.Unlock()
 }
 
 func TestDispatcherGivesUpAfterTheRetryWindow(t *testing.T) {

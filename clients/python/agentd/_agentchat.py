@@ -260,7 +260,7 @@ class Translator:
         if type_ == "HandoffMessage":
             return [self._handoff(m, source)]
         msgs: list[dict[str, Any]] = []
-        if model_reply and type_ != "StructuredMessage":
+        if model_reply and not type_.startswith("StructuredMessage"):
             # A structured reply's chunks are the model's JSON, which agentd
             # keeps in no message: only its deltas give them.
             msgs += self._chunks(source, str(thought or "") + str(content or ""))
@@ -270,7 +270,7 @@ class Translator:
             t = _base(source, "ThoughtEvent")
             t["content"] = thought
             msgs.append(t)
-        if type_ == "StructuredMessage":
+        if type_.startswith("StructuredMessage"):
             st = self.structured.get(source)
             out = _base(source, st.message_type if st else type_, m.get("usage") if model_reply else None)
             out.update(content=m.get("structured"), format_string=st.format_string if st else None)

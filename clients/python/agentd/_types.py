@@ -123,8 +123,8 @@ class ToolResponse(TypedDict):
 
 class Message(TypedDict):
     """A message of a chat's log; ``type`` is AgentChat's name for it. A
-    ``StructuredMessage`` (the reply of an assistant with an
-    ``output_schema``) has its object in ``structured`` and its text
+    ``StructuredMessage[T]`` (the reply of an assistant with an
+    ``output_schema`` named T) has its object in ``structured`` and its text
     (the schema's ``format_string`` filled in, else the object's JSON) in
     ``content``. A ``MultiModalMessage`` has its texts and images in
     ``parts`` and their text (``<image>`` for each image) in ``content``; a
@@ -240,7 +240,9 @@ class Delivery(TypedDict):
     """One webhook delivery of one event to one URL. ``status`` is
     ``pending`` (until a 2xx answer, a 410 Gone or the end of the retry
     window), ``delivered`` or ``failed``; ``webhook_id`` is the
-    ``webhook-id`` header of every attempt, ``<chat_id>.<seq>``."""
+    ``webhook-id`` header of every attempt, ``<chat_id>.<seq>``;
+    ``attempts`` counts the requests sent and ``last_attempt_by`` names the
+    replica that sent the latest."""
 
     webhook_id: str
     seq: int
@@ -248,6 +250,7 @@ class Delivery(TypedDict):
     event: str
     status: Literal["pending", "delivered", "failed"]
     attempts: int
+    last_attempt_by: Optional[str]
     last_status_code: Optional[int]
     last_error: Optional[str]
     created_at: str

@@ -137,7 +137,7 @@ def test_structured_output(server: Agentd) -> None:
         chat = c.create(specs.structured(), wait_s=30)
         assert chat["status"] == "completed"
         msgs = c.messages(chat["id"])["messages"]
-        plan = [m for m in msgs if m["type"] == "StructuredMessage"]
+        plan = [m for m in msgs if m["type"] == "StructuredMessage[Plan]"]
         assert len(plan) == 1 and plan[0]["name"] == "planner"
         want: dict[str, object] = {"title": "Rotate logs", "steps": ["rename", "reopen"], "priority": 2, "note": None}
         assert plan[0].get("structured") == want

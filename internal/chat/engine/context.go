@@ -127,7 +127,7 @@ func appendAgentContext(out []chat.ModelMessage, sp *spec.Spec, a *spec.Agent, m
 			add(toolResults(m.ToolCalls, responses)...)
 		case own && m.Type == chat.TypeTextMessage:
 			add(chat.ModelMessage{Role: chat.RoleAssistant, Content: m.Content})
-		case own && m.Type == chat.TypeStructuredMessage:
+		case own && spec.IsStructuredMessage(m.Type):
 			// The agent keeps the model's own text of a structured reply.
 			add(chat.ModelMessage{Role: chat.RoleAssistant, Content: cmp.Or(meta[i].Reply, m.Content)})
 		case own || !isChatMessage(m):
@@ -304,7 +304,7 @@ func describeCalls(m chat.Message) string {
 // model_dump_json writes it (AgentChat's to_model_message), whatever its
 // format string shows.
 func sharedText(m chat.Message) string {
-	if m.Type == chat.TypeStructuredMessage && len(m.Structured) > 0 {
+	if spec.IsStructuredMessage(m.Type) && len(m.Structured) > 0 {
 		return string(m.Structured)
 	}
 	return m.Content

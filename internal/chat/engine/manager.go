@@ -226,7 +226,7 @@ func ModelReply(a *spec.Agent, turn int, resp *chat.ModelResponse, box *Toolbox,
 		if content, d.Structured, err = structuredReply(a, resp.Content, !reflect); err != nil {
 			return chat.Event{}, err
 		}
-		d.Type = chat.TypeStructuredMessage
+		d.Type = spec.StructuredMessageType(a.OutputSchema.Name)
 		if resp.Content != content {
 			d.Reply = resp.Content
 		}

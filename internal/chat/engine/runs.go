@@ -13,6 +13,7 @@ import (
 	"github.com/agentd/agentd/internal/chat"
 
 	"github.com/agentd/agentd/internal/spec"
+	"github.com/agentd/agentd/internal/spec/problem"
 )
 
 // This file is what a run is in the log (docs/runs.md): the run.started
@@ -59,11 +60,9 @@ func DecodeRunRequest(body []byte, sp *spec.Spec, limits spec.Limits) (*RunReque
 	}
 	var (
 		req   = &RunRequest{IfBusy: chat.IfBusyReject}
-		probs []spec.Problem
+		probs problem.List
 	)
-	add := func(path, format string, args ...any) {
-		probs = append(probs, spec.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
-	}
+	add := probs.Add
 	for _, k := range sortedFields(fields) {
 		raw := fields[k]
 		switch k {
@@ -81,12 +80,12 @@ func DecodeRunRequest(body []byte, sp *spec.Spec, limits spec.Limits) (*RunReque
 			}
 			req.Queued.MaxRound = n
 		default:
-			add("/"+escapeKey(k), "is not a field of a run: use task, if_busy, max_round")
+			add(problem.Key("", k), "is not a field of a run: use task, if_busy, max_round")
 		}
 	}
 	checkMagenticRun(fields["task"], sp, add)
-	if len(probs) > 0 {
-		return nil, probs
+	if probs.Len() > 0 {
+		return nil, probs.Items()
 	}
 	return req, nil
 }
@@ -155,7 +154,7 @@ func decodeTaskMessage(path string, raw json.RawMessage, sp *spec.Spec, limits s
 		switch k {
 		case "type", "source", "content", "target":
 		default:
-			add(path+"/"+escapeKey(k), "is not a field of a task message: use type, source, content, target")
+			add(problem.Key(path, k), "is not a field of a task message: use type, source, content, target")
 			ok = false
 		}
 	}
@@ -290,11 +289,6 @@ func sortedFields(m map[string]json.RawMessage) []string {
 	return keys
 }
 
-// escapeKey escapes a key for a JSON pointer (RFC 6901).
-func escapeKey(k string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(k)
-}
-
 // decodeParts reads a MultiModalMessage's content: a list of texts and
 // images (spec.Part), each problem reported at its item.
 func decodeParts(path string, raw json.RawMessage, dst *[]spec.Part, add func(path, format string, args ...any)) bool {
@@ -342,10 +336,7 @@ func SpecTask(sp *spec.Spec, limits spec.Limits) ([]TaskMessage, []spec.Problem)
 	if sp.Task.Messages == nil {
 		return []TaskMessage{{Type: chat.TypeTextMessage, Source: chat.UserName, Content: sp.Task.Text}}, nil
 	}
-	var probs []spec.Problem
-	add := func(path, format string, args ...any) {
-		probs = append(probs, spec.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
-	}
-	task := decodeTask(sp.Task.Messages, sp, limits.WithDefaults(), add)
-	return task, probs
+	var probs problem.List
+	task := decodeTask(sp.Task.Messages, sp, limits.WithDefaults(), probs.Add)
+	return task, probs.Items()
 }

@@ -210,15 +210,21 @@ func (s *Store) ListTeams(ctx context.Context, p *chat.ListTeamsParams) ([]*chat
 // deliveryColumns is what scanDelivery reads, from a webhook_deliveries
 // row named d.
 const deliveryColumns = `d.chat_id::text, d.seq, d.url, d.tenant, d.event, d.source, d.status, d.attempts,
+	d.sent_attempts, coalesce(d.last_sent_by, ''),
 	coalesce(d.last_status_code, 0), coalesce(d.last_error, ''), d.created_at, d.updated_at, d.next_attempt_at, d.delivered_at`
 
-func deliveryDest(d *chat.DeliveryRecord, event, status *string, attempts, code *int32) []any {
-	return []any{&d.ChatID, &d.Seq, &d.URL, &d.Tenant, event, &d.Source, status, attempts,
-		code, &d.LastError, &d.CreatedAt, &d.UpdatedAt, &d.NextAttemptAt, &d.DeliveredAt}
+// deliveryCounts are the int columns of a delivery, which pgx scans as
+// int32.
+type deliveryCounts struct{ attempts, sent, code int32 }
+
+func deliveryDest(d *chat.DeliveryRecord, event, status *string, n *deliveryCounts) []any {
+	return []any{&d.ChatID, &d.Seq, &d.URL, &d.Tenant, event, &d.Source, status, &n.attempts, &n.sent, &d.SentBy,
+		&n.code, &d.LastError, &d.CreatedAt, &d.UpdatedAt, &d.NextAttemptAt, &d.DeliveredAt}
 }
 
-func finishDelivery(d *chat.DeliveryRecord, event, status string, attempts, code int32) {
-	d.Event, d.Status, d.Attempts, d.LastStatusCode = chat.EventType(event), chat.DeliveryStatus(status), int(attempts), int(code)
+func finishDelivery(d *chat.DeliveryRecord, event, status string, n deliveryCounts) {
+	d.Event, d.Status, d.Attempts, d.LastStatusCode = chat.EventType(event), chat.DeliveryStatus(status), int(n.attempts), int(n.code)
+	d.Sent = int(n.sent)
 	d.CreatedAt, d.UpdatedAt, d.NextAttemptAt = d.CreatedAt.UTC(), d.UpdatedAt.UTC(), d.NextAttemptAt.UTC()
 	d.DeliveredAt = utcPtr(d.DeliveredAt)
 }
@@ -239,14 +245,14 @@ func (s *Store) ListDeliveries(ctx context.Context, p *chat.ListDeliveriesParams
 	var out []chat.DeliveryRecord
 	for rows.Next() {
 		var (
-			d              chat.DeliveryRecord
-			event, status  string
-			attempts, code int32
+			d             chat.DeliveryRecord
+			event, status string
+			n             deliveryCounts
 		)
-		if err := rows.Scan(deliveryDest(&d, &event, &status, &attempts, &code)...); err != nil {
+		if err := rows.Scan(deliveryDest(&d, &event, &status, &n)...); err != nil {
 			return nil, fmt.Errorf("list deliveries of chat %s: %w", cid, err)
 		}
-		finishDelivery(&d, event, status, attempts, code)
+		finishDelivery(&d, event, status, n)
 		out = append(out, d)
 	}
 	if err := rows.Err(); err != nil {
@@ -292,17 +298,17 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p *chat.ClaimDeliveriesPara
 		var (
 			c                 chat.ClaimedDelivery
 			event, status     string
-			attempts, code    int32
+			n                 deliveryCounts
 			found             bool
 			typ               string
 			calls, resps, dat []byte
 		)
-		dest := append(deliveryDest(&c.DeliveryRecord, &event, &status, &attempts, &code), &c.Disabled,
+		dest := append(deliveryDest(&c.DeliveryRecord, &event, &status, &n), &c.Disabled,
 			&found, &typ, &c.Event.Role, &c.Event.Name, &c.Event.Content, &calls, &resps, &dat, &c.Event.CreatedAt)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("claim deliveries: %w", err)
 		}
-		finishDelivery(&c.DeliveryRecord, event, status, attempts, code)
+		finishDelivery(&c.DeliveryRecord, event, status, n)
 		if found {
 			c.Event.ChatID, c.Event.Seq, c.Event.Type = c.ChatID, c.Seq, chat.EventType(typ)
 			c.Event.Data, c.Event.CreatedAt = nullableJSON(dat), c.Event.CreatedAt.UTC()
@@ -330,6 +336,25 @@ func unmarshalToolColumns(calls, resps []byte, e *chat.Event) error {
 		if err := json.Unmarshal(resps, &e.ToolResponses); err != nil {
 			return fmt.Errorf("tool_responses: %w", err)
 		}
+	}
+	return nil
+}
+
+// MarkDeliverySent implements chat.AppStore. The attempt count fences it
+// as it fences FinishDelivery.
+func (s *Store) MarkDeliverySent(ctx context.Context, p *chat.MarkDeliverySentParams) error {
+	cid, ok := param.ChatID(p.ChatID)
+	if !ok {
+		return fmt.Errorf("mark delivery of chat %q sent: %w", p.ChatID, chat.ErrNotFound)
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE webhook_deliveries SET sent_attempts = sent_attempts + 1, last_sent_by = $5, updated_at = $6
+		WHERE chat_id = $1 AND seq = $2 AND url = $3 AND attempts = $4 AND status = 'pending'`,
+		cid, p.Seq, p.URL, int32(p.Attempts), param.Text(p.Owner), param.Time(p.Now, s.now))
+	if err != nil {
+		return fmt.Errorf("mark delivery of chat %s seq %d sent: %w", cid, p.Seq, translate(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("mark delivery of chat %s seq %d sent: its claim was taken over: %w", cid, p.Seq, chat.ErrFenced)
 	}
 	return nil
 }

@@ -281,7 +281,7 @@ func (s *Store) ListTeams(ctx context.Context, p *chat.ListTeamsParams) ([]*chat
 }
 
 const deliveryColumns = `chat_id, seq, url, tenant, event, source, status, attempts,
-	coalesce(last_status_code, 0), coalesce(last_error, ''), created_at, updated_at, next_attempt_at, delivered_at`
+	sent_attempts, coalesce(last_sent_by, ''), coalesce(last_status_code, 0), coalesce(last_error, ''), created_at, updated_at, next_attempt_at, delivered_at`
 
 func scanDelivery(row scanner, extra ...any) (chat.DeliveryRecord, error) {
 	var (
@@ -291,7 +291,7 @@ func scanDelivery(row scanner, extra ...any) (chat.DeliveryRecord, error) {
 		delivered                sql.NullInt64
 	)
 	dest := append([]any{&d.ChatID, &d.Seq, &d.URL, &d.Tenant, &event, &d.Source, &status, &d.Attempts,
-		&d.LastStatusCode, &d.LastError, &created, &updated, &nextAt, &delivered}, extra...)
+		&d.Sent, &d.SentBy, &d.LastStatusCode, &d.LastError, &created, &updated, &nextAt, &delivered}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return d, err
 	}
@@ -384,6 +384,33 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p *chat.ClaimDeliveriesPara
 		return nil, fmt.Errorf("claim deliveries: %w", translate(err))
 	}
 	return out, nil
+}
+
+// MarkDeliverySent implements chat.AppStore. The attempt count fences it
+// as it fences FinishDelivery.
+func (s *Store) MarkDeliverySent(ctx context.Context, p *chat.MarkDeliverySentParams) error {
+	cid, ok := param.ChatID(p.ChatID)
+	if !ok {
+		return fmt.Errorf("mark delivery of chat %q sent: %w", p.ChatID, chat.ErrNotFound)
+	}
+	var n int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET sent_attempts = sent_attempts + 1, last_sent_by = ?, updated_at = ?
+			WHERE chat_id = ? AND seq = ? AND url = ? AND attempts = ? AND status = 'pending'`,
+			param.Text(p.Owner), nanos(param.Time(p.Now, s.now)), cid, p.Seq, p.URL, p.Attempts)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("mark delivery of chat %s seq %d sent: %w", cid, p.Seq, translate(err))
+	}
+	if n == 0 {
+		return fmt.Errorf("mark delivery of chat %s seq %d sent: its claim was taken over: %w", cid, p.Seq, chat.ErrFenced)
+	}
+	return nil
 }
 
 // FinishDelivery implements chat.AppStore.

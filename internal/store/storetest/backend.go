@@ -531,6 +531,66 @@ func testDeliveries(t *testing.T, s chat.Store) {
 	}
 }
 
+// testDeliveriesCountWhatWasSent: a claim whose dispatcher dies before
+// sending counts no request; the request of a later claim counts one and
+// names its replica; a dispatcher whose claim was taken over may not mark
+// its request sent (ErrFenced), nor may one of a finished delivery.
+func testDeliveriesCountWhatWasSent(t *testing.T, s chat.Store) {
+	const url = "https://hooks.example.com/sent"
+	p := createParams("acme", base)
+	p.Deliveries = deliveries(url, p.Events[0])
+	c := mustCreate(t, s, p)
+	claim := func(now time.Duration) chat.ClaimedDelivery {
+		t.Helper()
+		cs, err := s.ClaimDeliveries(t.Context(), &chat.ClaimDeliveriesParams{Now: at(now), LeaseUntil: at(now + time.Minute), Limit: 10})
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("claim at %v: %+v, %v", now, cs, err)
+		}
+		return cs[0]
+	}
+	mark := func(cd chat.ClaimedDelivery, attempts int, owner string) error {
+		return s.MarkDeliverySent(t.Context(), &chat.MarkDeliverySentParams{ChatID: c.ID, Seq: cd.Seq, URL: cd.URL,
+			Attempts: attempts, Owner: owner, Now: at(10 * time.Minute)})
+	}
+	list := func() chat.DeliveryRecord {
+		t.Helper()
+		ds, err := s.ListDeliveries(t.Context(), &chat.ListDeliveriesParams{ChatID: c.ID})
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("deliveries: %+v, %v", ds, err)
+		}
+		return ds[0]
+	}
+	// Replica a claims it and dies before sending.
+	dead := claim(time.Minute)
+	if d := list(); d.Attempts != 1 || d.Sent != 0 || d.SentBy != "" {
+		t.Errorf("after a claim alone: attempts %d, sent %d by %q; want 1, 0, nobody", d.Attempts, d.Sent, d.SentBy)
+	}
+	// After its lease, replica b claims it, sends and records the outcome.
+	cd := claim(3 * time.Minute)
+	if cd.Attempts != 2 || cd.Sent != 0 {
+		t.Errorf("retaken claim: attempts %d, sent %d; want 2, 0", cd.Attempts, cd.Sent)
+	}
+	if err := mark(dead, dead.Attempts, "replica-a"); !errors.Is(err, chat.ErrFenced) {
+		t.Errorf("replica a marks its taken-over claim sent: %v, want ErrFenced", err)
+	}
+	if err := mark(cd, cd.Attempts, "replica-b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishDelivery(t.Context(), &chat.FinishDeliveryParams{ChatID: c.ID, Seq: cd.Seq, URL: cd.URL, Attempts: cd.Attempts,
+		Status: chat.DeliveryDelivered, LastStatusCode: 204, NextAttemptAt: at(3 * time.Minute), Now: at(3 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if d := list(); d.Attempts != 2 || d.Sent != 1 || d.SentBy != "replica-b" || d.Status != chat.DeliveryDelivered {
+		t.Errorf("delivered: attempts %d, sent %d by %q, %s; want 2 claims, 1 sent by replica-b, delivered", d.Attempts, d.Sent, d.SentBy, d.Status)
+	}
+	if err := mark(cd, cd.Attempts, "replica-b"); !errors.Is(err, chat.ErrFenced) {
+		t.Errorf("a delivered delivery marked sent again: %v, want ErrFenced", err)
+	}
+	if d := list(); d.Sent != 1 {
+		t.Errorf("sent %d after the refused marks, want 1", d.Sent)
+	}
+}
+
 // testDeliveriesOfFencedAppend checks that an append that does not take
 // writes no deliveries, and its batch-mates' deliveries are written.
 func testDeliveriesOfFencedAppend(t *testing.T, s chat.Store) {

@@ -105,6 +105,7 @@ func Run(t *testing.T, newStore func(t *testing.T) chat.Store, opts ...Option) {
 		{"TeamsConcurrentPut", testTeamsConcurrentPut},
 		{"CreateChatFromTeam", testCreateChatFromTeam},
 		{"Deliveries", testDeliveries},
+		{"DeliveriesCountWhatWasSent", testDeliveriesCountWhatWasSent},
 		{"DeliveriesOfFencedAppend", testDeliveriesOfFencedAppend},
 		{"DeliveriesRetryAndDisable", testDeliveriesRetryAndDisable},
 		{"ClaimDeliveriesConcurrent", testClaimDeliveriesConcurrent},
