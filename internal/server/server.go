@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/a2a"
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/component"
 	"github.com/agentd/agentd/internal/console"
@@ -180,6 +181,8 @@ type Server struct {
 	allow    allowTable
 	limits   *limits
 	console  *console.Console
+	a2a      *a2a.Handler
+	reg      prometheus.Registerer
 }
 
 // New returns a Server that serves chats. Its HTTP metrics are registered on
@@ -207,7 +210,10 @@ func New(cfg Config, chats Chats, logger *slog.Logger, reg prometheus.Registerer
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{responder: responder{logger}, cfg: cfg, chats: chats, metrics: metrics, gatherer: gatherer, limits: newLimits(cfg)}
+	s := &Server{responder: responder{logger}, cfg: cfg, chats: chats, metrics: metrics, gatherer: gatherer, limits: newLimits(cfg), reg: reg}
+	if s.a2a, err = newA2A(cfg, chats, s); err != nil {
+		return nil, err
+	}
 	if len(cfg.APIKeys) > 0 {
 		s.keys = make(map[[sha256.Size]byte]string, len(cfg.APIKeys))
 		for key, tenant := range cfg.APIKeys {
@@ -266,6 +272,7 @@ func (s *Server) routes() chi.Router {
 		r.Mount("/chats", (&chatsResource{responder: s.responder, cfg: s.cfg, chats: s.chats, metrics: s.metrics}).Routes())
 		r.Mount("/teams", (&teamsResource{responder: s.responder, cfg: s.cfg, chats: s.chats}).Routes())
 	})
+	s.agentRoutes(r)
 	return r
 }
 

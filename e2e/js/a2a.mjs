@@ -1,0 +1,101 @@
+// The official A2A client (@a2a-js/sdk) against a running agentd: each
+// scenario talks to one saved team's agent and prints one JSON line of
+// what it saw, which e2e/a2a_test.go checks.
+//
+// usage: node a2a.mjs BASE_URL API_KEY SCENARIO TEAM
+import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+import { Role, TaskState } from '@a2a-js/sdk';
+
+const [base, key, scenario, team] = process.argv.slice(2);
+
+// Every request carries the API key: the card is the tenant's too.
+const fetchImpl = (url, init = {}) => {
+  const headers = new Headers(init.headers ?? {});
+  if (key) headers.set('Authorization', `Bearer ${key}`);
+  return fetch(url, { ...init, headers });
+};
+
+const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+  transports: [new JsonRpcTransportFactory({ fetchImpl })],
+  cardResolver: new DefaultAgentCardResolver({ fetchImpl }),
+}));
+
+let n = 0;
+const message = (text, extra = {}) => ({
+  messageId: `${scenario}-${process.pid}-${++n}`,
+  role: Role.ROLE_USER,
+  parts: [{ content: { $case: 'text', value: text } }],
+  ...extra,
+});
+const state = (s) => TaskState[s];
+const textOf = (m) => (m?.parts ?? []).map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join('');
+const summary = (t) => ({
+  id: t.id, contextId: t.contextId, state: state(t.status?.state),
+  statusText: textOf(t.status?.message),
+  artifacts: (t.artifacts ?? []).map((a) => a.parts.map((p) => p.content?.value).join('')),
+  history: (t.history ?? []).map((m) => ({ role: Role[m.role], text: textOf(m) })),
+});
+
+// streamed collects a stream's events as kinds and states.
+async function streamed(iter) {
+  const events = [];
+  for await (const ev of iter) {
+    const p = ev.payload;
+    switch (p?.$case) {
+      case 'task': events.push({ kind: 'task', id: p.value.id, contextId: p.value.contextId, state: state(p.value.status?.state) }); break;
+      case 'statusUpdate': events.push({ kind: 'status', state: state(p.value.status?.state), text: textOf(p.value.status?.message) }); break;
+      case 'artifactUpdate': events.push({ kind: 'artifact', text: p.value.artifact.parts.map((x) => x.content?.value).join('') }); break;
+      default: events.push({ kind: p?.$case ?? 'unknown' });
+    }
+  }
+  return events;
+}
+
+const out = {};
+const client = await factory.createFromUrl(`${base}/a2a/${team}/`);
+const card = client.agentCard;
+out.card = { name: card.name, version: card.version, streaming: card.capabilities?.streaming,
+  url: card.supportedInterfaces?.[0]?.url, security: Object.keys(card.securitySchemes ?? {}) };
+
+switch (scenario) {
+  case 'send': {
+    // Blocking send, then a second message in the same context.
+    const first = await client.sendMessage({ message: message('first task') });
+    out.first = summary(first);
+    const second = await client.sendMessage({ message: message('second task', { contextId: first.contextId }) });
+    out.second = summary(second);
+    const got = await client.getTask({ id: first.id, historyLength: 1 });
+    out.getFirst = summary(got);
+    break;
+  }
+  case 'stream': {
+    out.events = await streamed(client.sendMessageStream({ message: message('streamed task') }));
+    break;
+  }
+  case 'human': {
+    // The team's user_proxy asks a human: input-required, answered in the task.
+    const asked = await client.sendMessage({ message: message('write a release note') });
+    out.asked = summary(asked);
+    const answered = await client.sendMessage({ message: message('one more pass', { taskId: asked.id, contextId: asked.contextId }) });
+    out.answered = summary(answered);
+    const done = await client.sendMessage({ message: message('exit', { contextId: asked.contextId }) });
+    out.done = summary(done);
+    break;
+  }
+  case 'cancel': {
+    const started = await client.sendMessage({ message: message('a long task'), configuration: { returnImmediately: true } });
+    out.started = summary(started);
+    const canceled = await client.cancelTask({ id: started.id });
+    out.canceled = summary(canceled);
+    try {
+      await client.cancelTask({ id: started.id });
+      out.again = 'no error';
+    } catch (e) {
+      out.again = e.name;
+    }
+    break;
+  }
+  default:
+    throw new Error(`unknown scenario ${scenario}`);
+}
+console.log(JSON.stringify(out));
