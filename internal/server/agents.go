@@ -16,8 +16,24 @@ import (
 // a2aPrefix starts every A2A route.
 const a2aPrefix = "/a2a/"
 
-// agentRoutes mounts the A2A routes.
+// mcpPath is the MCP server's endpoint.
+const mcpPath = "/mcp"
+
+// agentRoutes mounts the A2A and MCP routes.
 func (s *Server) agentRoutes(r chi.Router) {
+	r.Group(func(r chi.Router) {
+		r.Use(s.limit, s.authenticate)
+		// Streamable HTTP: POST carries requests (answered as a stream
+		// while a team runs), GET the session's stream of notifications,
+		// DELETE ends the session. All of them may last.
+		serve := func(w http.ResponseWriter, r *http.Request) {
+			markLongLived(r.Context())
+			s.mcp.ServeHTTP(w, r, Tenant(r.Context()))
+		}
+		r.Post(mcpPath, serve)
+		r.Get(mcpPath, serve)
+		r.Delete(mcpPath, serve)
+	})
 	r.Route("/a2a/{team}", func(r chi.Router) {
 		r.Use(s.limit, s.authenticate)
 		r.Get("/.well-known/agent-card.json", func(w http.ResponseWriter, r *http.Request) {
@@ -47,5 +63,10 @@ func newA2A(cfg Config, chats Chats, s *Server) (*a2a.Handler, error) {
 // agentCall reports whether a request is a call of an agent protocol,
 // which may hold its connection as long as a run takes.
 func agentCall(r *http.Request) bool {
-	return r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, a2aPrefix)
+	switch {
+	case r.URL.Path == mcpPath:
+		return r.Method == http.MethodPost || r.Method == http.MethodGet
+	default:
+		return r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, a2aPrefix)
+	}
 }

@@ -220,6 +220,8 @@ type teamsResource struct {
 	responder
 	cfg   Config
 	chats Chats
+	// saved is told of every new team version (the MCP tools follow).
+	saved func(ctx context.Context, tenant string)
 }
 
 // Routes returns the router of the teams resource, to be mounted at
@@ -285,6 +287,9 @@ func (t *teamsResource) put(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		t.writeError(w, r, err)
 		return
+	}
+	if created && t.saved != nil {
+		t.saved(r.Context(), Tenant(r.Context()))
 	}
 	resp := newTeamResponse(tm, true)
 	if tr != nil {

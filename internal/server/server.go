@@ -29,6 +29,7 @@ import (
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/component"
 	"github.com/agentd/agentd/internal/console"
+	"github.com/agentd/agentd/internal/mcpserver"
 )
 
 // Chats is what the HTTP layer needs from the chat runtime. It is declared by
@@ -182,6 +183,7 @@ type Server struct {
 	limits   *limits
 	console  *console.Console
 	a2a      *a2a.Handler
+	mcp      *mcpserver.Handler
 	reg      prometheus.Registerer
 }
 
@@ -212,6 +214,9 @@ func New(cfg Config, chats Chats, logger *slog.Logger, reg prometheus.Registerer
 	}
 	s := &Server{responder: responder{logger}, cfg: cfg, chats: chats, metrics: metrics, gatherer: gatherer, limits: newLimits(cfg), reg: reg}
 	if s.a2a, err = newA2A(cfg, chats, s); err != nil {
+		return nil, err
+	}
+	if s.mcp, err = mcpserver.New(mcpserver.Config{MaxBodyBytes: cfg.MaxBodyBytes}, chats, logger, reg); err != nil {
 		return nil, err
 	}
 	if len(cfg.APIKeys) > 0 {
@@ -270,7 +275,7 @@ func (s *Server) routes() chi.Router {
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.limit, s.authenticate)
 		r.Mount("/chats", (&chatsResource{responder: s.responder, cfg: s.cfg, chats: s.chats, metrics: s.metrics}).Routes())
-		r.Mount("/teams", (&teamsResource{responder: s.responder, cfg: s.cfg, chats: s.chats}).Routes())
+		r.Mount("/teams", (&teamsResource{responder: s.responder, cfg: s.cfg, chats: s.chats, saved: s.mcp.TeamsChanged}).Routes())
 	})
 	s.agentRoutes(r)
 	return r
