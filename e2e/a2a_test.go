@@ -57,13 +57,14 @@ func needA2AJS(t *testing.T) {
 	}
 }
 
-// startA2A starts agentd with an API key and saves the A2A teams.
+// startA2A starts agentd with an API key and saves the A2A teams (a
+// replica sharing a database with another finds them saved: 200).
 func startA2A(t *testing.T, env ...string) *proc {
 	t.Helper()
 	p := startAgentd(t, append(env, "AGENTD_SANDBOX=none", "AGENTD_API_KEYS="+a2aKey+":acme")...)
 	p.auth = "Bearer " + a2aKey
 	for name, body := range a2aTeams {
-		if code, _, resp := p.do("PUT", "/v1/teams/"+name, []byte(body)); code != http.StatusCreated {
+		if code, _, resp := p.do("PUT", "/v1/teams/"+name, []byte(body)); code != http.StatusCreated && code != http.StatusOK {
 			t.Fatalf("PUT team %s: %d %s", name, code, resp)
 		}
 	}

@@ -95,6 +95,52 @@ switch (scenario) {
     }
     break;
   }
+  case 'resubscribe': {
+    // Stream a task; once it has said something, tell the test (which
+    // kills the replica serving it), then subscribe again until it ends.
+    const first = [];
+    let task;
+    try {
+      for await (const ev of client.sendMessageStream({ message: message('count slowly') })) {
+        const p = ev.payload;
+        if (p.$case === 'task') task = p.value;
+        if (p.$case === 'statusUpdate' && p.value.status?.message) {
+          first.push(p.value.status.message.messageId);
+          if (first.length === 1) console.log(JSON.stringify({ opened: true, contextId: task.contextId, taskId: task.id }));
+        }
+      }
+      out.firstEnded = 'cleanly';
+    } catch (e) {
+      out.firstEnded = 'broken';
+    }
+    out.first = first;
+    out.attempts = 0;
+    for (;;) {
+      out.attempts++;
+      const snapshot = [];
+      const later = [];
+      let final;
+      try {
+        for await (const ev of client.resubscribeTask({ id: task.id })) {
+          const p = ev.payload;
+          if (p.$case === 'task') snapshot.push(...(p.value.history ?? []).filter((m) => m.role === Role.ROLE_AGENT).map((m) => m.messageId));
+          if (p.$case === 'statusUpdate') {
+            if (p.value.status?.message && p.value.status.state === TaskState.TASK_STATE_WORKING) later.push(p.value.status.message.messageId);
+            final = state(p.value.status?.state);
+          }
+        }
+        out.snapshot = snapshot;
+        out.later = later;
+        out.final = final;
+        break;
+      } catch (e) {
+        out.lastError = String(e);
+        if (out.attempts > 60) throw e;
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+    break;
+  }
   default:
     throw new Error(`unknown scenario ${scenario}`);
 }
