@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,42 @@ func needA2AJS(t *testing.T) {
 	}
 }
 
+// TestA2APushNotificationsAreTheChatsWebhook: the push config of a task's
+// first message becomes its chat's webhook, whose signed deliveries reach
+// a local receiver; the config methods read it.
+func TestA2APushNotificationsAreTheChatsWebhook(t *testing.T) {
+	needA2AJS(t)
+	t.Parallel()
+	rc := newHookReceiver(t)
+	secret := whSecret(7)
+	hook := rc.path("/a2a-push", secret)
+	p := startA2A(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_WEBHOOK_SECRET="+secret, "AGENTD_TOOL_ALLOW_HOSTS=127.0.0.1:"+rc.port())
+	r := runA2A(t, p.base, "push", "echo", hook)
+	if r.Done.State != "TASK_STATE_COMPLETED" {
+		t.Fatalf("task %+v", r.Done)
+	}
+	if r.Got.ID != "webhook" || r.Got.TaskID != r.Done.ID || r.Got.URL != hook || len(r.List) != 1 || r.List[0] != hook || r.Same != hook {
+		t.Errorf("configs: get %+v, list %v, set again %q", r.Got, r.List, r.Same)
+	}
+	if r.Other != "UnsupportedOperationError" {
+		t.Errorf("setting another URL: %s", r.Other)
+	}
+	// run.started and chat.completed arrive signed (the receiver checks
+	// every signature), for the task's chat.
+	var events []string
+	for len(events) < 2 {
+		d := rc.next("/a2a-push", 30*time.Second)
+		if d.Body.ChatID != r.Done.ContextID {
+			t.Errorf("delivery for chat %s, want %s", d.Body.ChatID, r.Done.ContextID)
+		}
+		events = append(events, d.Body.Event)
+	}
+	slices.Sort(events) // any replica delivers, in any order
+	if !slices.Equal(events, []string{"chat.completed", "run.started"}) {
+		t.Errorf("deliveries %v", events)
+	}
+}
+
 // startA2A starts agentd with an API key and saves the A2A teams (a
 // replica sharing a database with another finds them saved: 200).
 func startA2A(t *testing.T, env ...string) *proc {
@@ -104,15 +141,21 @@ type a2aRun struct {
 	} `json:"card"`
 	First, Second, GetFirst, Asked, Answered, Done, Started, Canceled a2aTask
 	Events                                                            []a2aEvent
-	Again                                                             string
+	Again, Other, Same                                                string
+	Got                                                               struct {
+		ID     string `json:"id"`
+		TaskID string `json:"taskId"`
+		URL    string `json:"url"`
+	}
+	List []string
 }
 
 // runA2A runs one scenario of the official client against a team.
-func runA2A(t *testing.T, base, scenario, team string) a2aRun {
+func runA2A(t *testing.T, base, scenario, team string, args ...string) a2aRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "js/a2a.mjs", base, a2aKey, scenario, team)
+	cmd := exec.CommandContext(ctx, "node", append([]string{"js/a2a.mjs", base, a2aKey, scenario, team}, args...)...)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

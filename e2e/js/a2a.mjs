@@ -2,11 +2,11 @@
 // scenario talks to one saved team's agent and prints one JSON line of
 // what it saw, which e2e/a2a_test.go checks.
 //
-// usage: node a2a.mjs BASE_URL API_KEY SCENARIO TEAM
+// usage: node a2a.mjs BASE_URL API_KEY SCENARIO TEAM [WEBHOOK_URL]
 import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 import { Role, TaskState } from '@a2a-js/sdk';
 
-const [base, key, scenario, team] = process.argv.slice(2);
+const [base, key, scenario, team, hookURL] = process.argv.slice(2);
 
 // Every request carries the API key: the card is the tenant's too.
 const fetchImpl = (url, init = {}) => {
@@ -92,6 +92,21 @@ switch (scenario) {
       out.again = 'no error';
     } catch (e) {
       out.again = e.name;
+    }
+    break;
+  }
+  case 'push': {
+    // The task's push config, given with its first message, is its chat's webhook.
+    const done = await client.sendMessage({ message: message('notify me'), configuration: { taskPushNotificationConfig: { url: hookURL } } });
+    out.done = summary(done);
+    out.got = await client.getTaskPushNotificationConfig({ taskId: done.id, id: 'webhook' });
+    out.list = (await client.listTaskPushNotificationConfig({ taskId: done.id })).configs.map((c) => c.url);
+    out.same = (await client.createTaskPushNotificationConfig({ taskId: done.id, url: hookURL })).url;
+    try {
+      await client.createTaskPushNotificationConfig({ taskId: done.id, url: `${hookURL}/other` });
+      out.other = 'no error';
+    } catch (e) {
+      out.other = e.name;
     }
     break;
   }

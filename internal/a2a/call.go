@@ -116,10 +116,6 @@ func (c *call) sendMessage(raw json.RawMessage, stream bool) {
 	if p.Configuration != nil {
 		cfg = *p.Configuration
 	}
-	if cfg.TaskPushNotificationConfig != nil {
-		c.fail(&rpcError{Code: codePushNotSupported, Message: "push notifications are not served yet", outcome: pushNotSupportedOutcome})
-		return
-	}
 	if e := checkHistoryLength(cfg.HistoryLength); e != nil {
 		c.fail(e)
 		return
@@ -139,17 +135,29 @@ func (c *call) sendMessage(raw json.RawMessage, stream bool) {
 		since int64
 		err   error
 	)
+	push := cfg.TaskPushNotificationConfig
 	switch {
-	case m.TaskID != "":
-		chatID, run, since, err = c.answerTask(ctx, m, text, data)
-	case m.ContextID != "":
-		chatID, run, since, err = c.continueContext(ctx, m, text, data)
+	case m.TaskID != "" || m.ContextID != "":
+		id := m.ContextID
+		if id == "" {
+			id, _, _ = ParseTaskID(m.TaskID)
+		}
+		// The push config of an existing chat is the one it was created
+		// with: checked before the message changes anything.
+		if err = c.checkPushOf(ctx, id, push); err != nil && !errorsIsNotFound(err) {
+			break
+		}
+		if m.TaskID != "" {
+			chatID, run, since, err = c.answerTask(ctx, m, text, data)
+		} else {
+			chatID, run, since, err = c.continueContext(ctx, m, text, data)
+		}
 	default:
 		if data != nil {
 			c.fail(invalidParams("a new task takes its task as text parts"))
 			return
 		}
-		chatID, run, err = c.create(ctx, m.MessageID, text)
+		chatID, run, err = c.create(ctx, m.MessageID, text, push)
 	}
 	if err != nil {
 		c.failErr(err, m.TaskID)
@@ -170,8 +178,12 @@ func (c *call) sendMessage(raw json.RawMessage, stream bool) {
 // create starts a chat of the team with the text as its task: run 1. The
 // messageId is the create's idempotency key, so a client's retry of the
 // same message is the same task.
-func (c *call) create(ctx context.Context, messageID, text string) (string, int, error) {
-	body, err := json.Marshal(map[string]string{"team_ref": c.team, "task": text})
+func (c *call) create(ctx context.Context, messageID, text string, push *TaskPushNotificationConfig) (string, int, error) {
+	req := map[string]any{"team_ref": c.team, "task": text}
+	if e := pushBody(req, push); e != nil {
+		return "", 0, e
+	}
+	body, err := json.Marshal(req)
 	if err != nil {
 		return "", 0, err
 	}

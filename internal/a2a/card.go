@@ -32,7 +32,7 @@ func (h *Handler) card(t *chat.Team, endpoint string) AgentCard {
 		Name: t.Name, Description: desc, Version: strconv.Itoa(t.Version),
 		SupportedInterfaces: []AgentInterface{{URL: endpoint, ProtocolBinding: protocolBindingJSONRPC, ProtocolVersion: protocolVersion}},
 		Provider:            &AgentProvider{Organization: "agentd", URL: strings.TrimSuffix(endpoint, "/a2a/"+url.PathEscape(t.Name))},
-		Capabilities:        AgentCapabilities{Streaming: true},
+		Capabilities:        AgentCapabilities{Streaming: true, PushNotifications: true},
 		DefaultInputModes:   []string{contentTypeText, contentTypeJSON},
 		DefaultOutputModes:  []string{contentTypeText},
 		Skills: []AgentSkill{{ID: t.Name, Name: t.Name, Description: desc, Tags: []string{"team", "agentd"},

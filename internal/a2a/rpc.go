@@ -23,7 +23,6 @@ const (
 	codeInternal                = -32603
 	codeTaskNotFound            = -32001
 	codeTaskNotCancelable       = -32002
-	codePushNotSupported        = -32003
 	codeUnsupportedOperation    = -32004
 	codeContentTypeNotSupported = -32005
 	jsonRPCVersion              = "2.0"
@@ -34,7 +33,6 @@ const (
 	invalidParamsOutcome        = "invalid_params"
 	contentTypeOutcome          = "content_type_not_supported"
 	taskNotCancelableOutcome    = "task_not_cancelable"
-	pushNotSupportedOutcome     = "push_notification_not_supported"
 	methodNotFoundOutcome       = "method_not_found"
 	invalidRequestOutcome       = "invalid_request"
 	internalOutcome             = "internal"
