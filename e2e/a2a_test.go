@@ -98,7 +98,10 @@ func TestA2APushNotificationsAreTheChatsWebhook(t *testing.T) {
 // replica sharing a database with another finds them saved: 200).
 func startA2A(t *testing.T, env ...string) *proc {
 	t.Helper()
-	p := startAgentd(t, append(env, "AGENTD_SANDBOX=none", "AGENTD_API_KEYS="+a2aKey+":acme")...)
+	// Read and write timeouts far below a run's length: the protocols'
+	// calls and streams must outlast them.
+	p := startAgentd(t, append(env, "AGENTD_SANDBOX=none", "AGENTD_API_KEYS="+a2aKey+":acme",
+		"AGENTD_READ_TIMEOUT=1s", "AGENTD_WRITE_TIMEOUT=1s")...)
 	p.auth = "Bearer " + a2aKey
 	for name, body := range a2aTeams {
 		if code, _, resp := p.do("PUT", "/v1/teams/"+name, []byte(body)); code != http.StatusCreated && code != http.StatusOK {

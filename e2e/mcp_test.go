@@ -170,13 +170,18 @@ func TestMCPGoClient(t *testing.T) {
 	if res.IsError || text != "first answer TERMINATE" || sc.Status != "completed" || sc.ChatID == "" {
 		t.Errorf("call: %q %s error=%v", text, b, res.IsError)
 	}
+	// The client hands notifications to its handler on a goroutine of
+	// their own: the progress may be handled after the result.
+	select {
+	case <-firstProgress:
+	case <-time.After(10 * time.Second):
+	}
 	mu.Lock()
 	if !slices.Equal(progress, []string{"writer: first answer TERMINATE"}) {
 		t.Errorf("progress %q", progress)
 	}
 	progress = nil
 	mu.Unlock()
-	<-firstProgress // the echo call's
 
 	read, err := session.ReadResource(ctx, &mcp.ReadResourceParams{URI: "agentd://chats/" + sc.ChatID})
 	if err != nil {
