@@ -59,6 +59,23 @@ func (c *call) task(ctx context.Context, taskID string) (*target, error) {
 	return &target{chat: ch, run: run}, nil
 }
 
+// loaded finds the task an id names and folds its state, or answers the
+// error and returns false.
+func (c *call) loaded(taskID string) (*target, *runView, bool) {
+	ctx := c.r.Context()
+	t, err := c.task(ctx, taskID)
+	if err != nil {
+		c.failErr(err, taskID)
+		return nil, nil, false
+	}
+	v, err := c.load(ctx, t.chat.ID, t.run)
+	if err != nil {
+		c.failErr(err, taskID)
+		return nil, nil, false
+	}
+	return t, v, true
+}
+
 // load folds the chat's log into the state of the run.
 func (c *call) load(ctx context.Context, chatID string, run int) (*runView, error) {
 	v := newRunView(chatID, run)
@@ -396,18 +413,9 @@ func (c *call) getTask(raw json.RawMessage) {
 		c.fail(e)
 		return
 	}
-	ctx := c.r.Context()
-	t, err := c.task(ctx, p.ID)
-	if err != nil {
-		c.failErr(err, p.ID)
-		return
+	if _, v, ok := c.loaded(p.ID); ok {
+		c.ok(v.task(c.historyLength(p.HistoryLength)))
 	}
-	v, err := c.load(ctx, t.chat.ID, t.run)
-	if err != nil {
-		c.failErr(err, p.ID)
-		return
-	}
-	c.ok(v.task(c.historyLength(p.HistoryLength)))
 }
 
 // cancelTask serves CancelTask: the chat's run is cancelled, and the task
@@ -419,14 +427,8 @@ func (c *call) cancelTask(raw json.RawMessage) {
 		return
 	}
 	ctx := c.r.Context()
-	t, err := c.task(ctx, p.ID)
-	if err != nil {
-		c.failErr(err, p.ID)
-		return
-	}
-	v, err := c.load(ctx, t.chat.ID, t.run)
-	if err != nil {
-		c.failErr(err, p.ID)
+	t, v, ok := c.loaded(p.ID)
+	if !ok {
 		return
 	}
 	if terminalState(v.state()) || t.run != t.chat.Run {
@@ -440,7 +442,7 @@ func (c *call) cancelTask(raw json.RawMessage) {
 	c.h.log.Info("a2a task cancel requested", "chat_id", t.chat.ID, "run", t.run, "team", c.team, "tenant", c.tenant)
 	wctx, cancel := context.WithTimeout(ctx, cancelWait)
 	defer cancel()
-	v, err = c.wait(wctx, t.chat.ID, t.run, v.lastSeq, true)
+	v, err := c.wait(wctx, t.chat.ID, t.run, v.lastSeq, true)
 	if err != nil {
 		if wctx.Err() == nil {
 			c.failErr(err, p.ID)
@@ -466,15 +468,8 @@ func (c *call) subscribe(raw json.RawMessage) {
 		c.fail(e)
 		return
 	}
-	ctx := c.r.Context()
-	t, err := c.task(ctx, p.ID)
-	if err != nil {
-		c.failErr(err, p.ID)
-		return
-	}
-	v, err := c.load(ctx, t.chat.ID, t.run)
-	if err != nil {
-		c.failErr(err, p.ID)
+	t, v, ok := c.loaded(p.ID)
+	if !ok {
 		return
 	}
 	if terminalState(v.state()) {

@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -83,15 +84,11 @@ func (v *runView) apply(e chat.Event) []StreamResponse {
 	if e.Seq > v.lastSeq {
 		v.lastSeq = e.Seq
 	}
-	if e.Type == chat.EventRunStarted {
-		var d struct {
-			Run int `json:"run"`
-		}
-		_ = json.Unmarshal(e.Data, &d)
+	if run, ok := chat.StartedRun(e); ok {
 		switch {
-		case d.Run == v.run:
+		case run == v.run:
 			v.started = true
-		case d.Run > v.run && v.started:
+		case run > v.run && v.started:
 			v.over = true
 		}
 		return nil
@@ -136,13 +133,7 @@ func (v *runView) fold(e chat.Event) []StreamResponse {
 		v.status = TaskStatus{State: StateInputRequired, Message: &msg, Timestamp: ts}
 		return []StreamResponse{v.statusUpdate()}
 	case e.Type.Terminal():
-		var d struct {
-			Status     chat.Status `json:"status"`
-			StopReason string      `json:"stop_reason"`
-			StopDetail string      `json:"stop_detail"`
-			Error      string      `json:"error"`
-		}
-		_ = json.Unmarshal(e.Data, &d)
+		d, _ := chat.EndingOf(e)
 		var out []StreamResponse
 		st := TaskStatus{Timestamp: ts}
 		switch d.Status {
@@ -156,7 +147,7 @@ func (v *runView) fold(e chat.Event) []StreamResponse {
 			m := v.agentText(fmt.Sprintf("%s-%d", v.chatID, e.Seq), d.StopDetail)
 			st.State, st.Message = StateCanceled, &m
 		default:
-			m := v.agentText(fmt.Sprintf("%s-%d", v.chatID, e.Seq), firstNonEmpty(d.Error, d.StopDetail, "the run failed"))
+			m := v.agentText(fmt.Sprintf("%s-%d", v.chatID, e.Seq), cmp.Or(d.Error, d.StopDetail, "the run failed"))
 			st.State, st.Message = StateFailed, &m
 		}
 		v.status = st
@@ -231,7 +222,7 @@ func inputPrompt(data json.RawMessage) string {
 		return "The team waits for input."
 	}
 	var b strings.Builder
-	b.WriteString(firstNonEmpty(p.Reason, "The team waits for input."))
+	b.WriteString(cmp.Or(p.Reason, "The team waits for input."))
 	switch p.Kind {
 	case chat.InputSpeaker:
 		fmt.Fprintf(&b, "\nReply with the name of the next speaker: %s.", strings.Join(p.Candidates, ", "))
@@ -245,15 +236,6 @@ func inputPrompt(data json.RawMessage) string {
 		b.WriteString("\nReply \"approve\" to run it all, anything else to reject it (the text is the reason), or a data part {\"approvals\": [...]}.")
 	}
 	return b.String()
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, x := range s {
-		if x != "" {
-			return x
-		}
-	}
-	return ""
 }
 
 func mustJSON(v any) json.RawMessage {

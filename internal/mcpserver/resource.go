@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,7 +34,7 @@ func (ts *tenantServer) listChats(ctx context.Context, p *mcp.ListResourcesParam
 	for _, c := range chats {
 		title := c.Name
 		if c.Team != nil {
-			title = fmt.Sprintf("%s (team %s v%d)", firstNonEmpty(c.Name, "chat"), c.Team.Name, c.Team.Version)
+			title = fmt.Sprintf("%s (team %s v%d)", cmp.Or(c.Name, "chat"), c.Team.Name, c.Team.Version)
 		}
 		res.Resources = append(res.Resources, &mcp.Resource{URI: chatURIPrefix + c.ID, Name: c.ID, Title: title,
 			Description: fmt.Sprintf("status %s, %d messages", c.Status, c.MessageCount), MIMEType: "text/plain"})

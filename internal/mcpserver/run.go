@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -131,18 +132,12 @@ func (ts *tenantServer) follow(ctx context.Context, req *mcp.CallToolRequest, ch
 					p.Kind, p.Reason, chatID, p.RequestID)
 				return result(text, final, false), string(chat.StatusAwaitingInput), nil
 			case e.Type.Terminal():
-				var d struct {
-					Status     string `json:"status"`
-					StopReason string `json:"stop_reason"`
-					StopDetail string `json:"stop_detail"`
-					Error      string `json:"error"`
+				d, _ := chat.EndingOf(e)
+				final.Status, final.StopReason = string(d.Status), string(d.StopReason)
+				if d.Status == chat.StatusCompleted {
+					return result(final.FinalMessage, final, false), final.Status, nil
 				}
-				_ = json.Unmarshal(e.Data, &d)
-				final.Status, final.StopReason = d.Status, d.StopReason
-				if d.Status == string(chat.StatusCompleted) {
-					return result(final.FinalMessage, final, false), d.Status, nil
-				}
-				return result(fmt.Sprintf("The team's run %s: %s", d.Status, firstNonEmpty(d.Error, d.StopDetail)), final, true), d.Status, nil
+				return result(fmt.Sprintf("The team's run %s: %s", d.Status, cmp.Or(d.Error, d.StopDetail)), final, true), final.Status, nil
 			}
 		}
 		if len(evs) == eventPage {
@@ -179,13 +174,4 @@ func result(text string, rr runResult, isError bool) *mcp.CallToolResult {
 
 func errorResult(text string, structured any) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: structured, IsError: true}
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, x := range s {
-		if x != "" {
-			return x
-		}
-	}
-	return ""
 }
