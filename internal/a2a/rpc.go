@@ -136,10 +136,15 @@ func (h *Handler) ServeRPC(w http.ResponseWriter, r *http.Request, tenant, team 
 		h.answer(w, r, "", nil, nil, &rpcError{Code: codeInvalidRequest, Message: msg, outcome: invalidRequestOutcome})
 		return
 	}
+	if !json.Valid(body) {
+		h.answer(w, r, "", nil, nil, &rpcError{Code: codeParseError, Message: "the body is not JSON", outcome: parseErrorOutcome})
+		return
+	}
 	var req rpcRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&req); err != nil || dec.More() {
-		h.answer(w, r, "", nil, nil, &rpcError{Code: codeParseError, Message: "the body is not one JSON object", outcome: parseErrorOutcome})
+	if err := json.NewDecoder(bytes.NewReader(body)).Decode(&req); err != nil {
+		// Valid JSON, but no request object: a batch (which A2A does not
+		// use), or a request whose members have the wrong types.
+		h.answer(w, r, "", nil, nil, &rpcError{Code: codeInvalidRequest, Message: "the body must be one JSON-RPC request object", outcome: invalidRequestOutcome})
 		return
 	}
 	if req.JSONRPC != jsonRPCVersion || req.Method == "" || len(req.Method) > maxMethodBytes {
