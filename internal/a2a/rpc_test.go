@@ -126,3 +126,51 @@ func TestRPCErrorsAreA2ACodes(t *testing.T) {
 		t.Errorf("GetTask: %s %+v", b, got.Error)
 	}
 }
+
+// Every other method of the service refuses: a fuzzed request may reach
+// any of them.
+func (fakeChats) Cancel(context.Context, string, string) (*chat.Chat, bool, error) {
+	return nil, false, chat.ErrNotFound
+}
+
+func (fakeChats) Input(context.Context, string, string, *chat.Input) error {
+	return chat.ErrNoPendingInput
+}
+
+func (fakeChats) SubmitRun(context.Context, string, string, []byte) (*chat.Chat, int, error) {
+	return nil, 0, &chat.BusyError{}
+}
+
+func (fakeChats) GetTeam(context.Context, string, string, int) (*chat.Team, error) {
+	return nil, chat.ErrTeamNotFound
+}
+
+// FuzzServeRPC: whatever the body, the answer is one JSON-RPC response
+// (or an event stream), never a panic.
+func FuzzServeRPC(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "c1-run-1", "historyLength": 1}}`,
+		`{"jsonrpc": "2.0", "id": "a", "method": "SendMessage", "params": {"message": {"messageId": "m", "contextId": "c1", "parts": [{"text": "x"}]}}}`,
+		`{"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": {"taskId": "c1-run-1", "parts": [{"data": {"approvals": []}}]}}}`,
+		`{"jsonrpc": "2.0", "id": 3, "method": "CreateTaskPushNotificationConfig", "params": {"taskId": "c1-run-1", "url": "http://x"}}`,
+		`{"jsonrpc": "2.0", "id": 4, "method": "SubscribeToTask", "params": {"id": "c1-run-1"}}`,
+		`[]`, `null`, `{"jsonrpc": "2.0"}`,
+	} {
+		f.Add(s)
+	}
+	h, err := New(Config{MaxBodyBytes: 1 << 16}, fakeChats{}, nil, prometheus.NewRegistry())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		w := httptest.NewRecorder()
+		h.ServeRPC(w, httptest.NewRequest(http.MethodPost, "/a2a/echo", strings.NewReader(body)), "acme", "echo")
+		if w.Header().Get("Content-Type") == sseContentType {
+			return
+		}
+		var resp map[string]json.RawMessage
+		if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil || string(resp["jsonrpc"]) != `"2.0"` {
+			t.Fatalf("%q answered %s", body, w.Body.String())
+		}
+	})
+}
