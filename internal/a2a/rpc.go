@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/spec"
@@ -25,6 +26,10 @@ const (
 	codeTaskNotCancelable       = -32002
 	codeUnsupportedOperation    = -32004
 	codeContentTypeNotSupported = -32005
+	codeVersionNotSupported     = -32009
+	versionOutcome              = "version_not_supported"
+	// versionHeader names the protocol version a client speaks.
+	versionHeader               = "A2A-Version"
 	jsonRPCVersion              = "2.0"
 	problemsDataKey             = "errors"
 	internalErrorMessage        = "internal error"
@@ -149,6 +154,11 @@ func (h *Handler) ServeRPC(w http.ResponseWriter, r *http.Request, tenant, team 
 	}
 	if req.JSONRPC != jsonRPCVersion || req.Method == "" || len(req.Method) > maxMethodBytes {
 		h.answer(w, r, "", req.ID, nil, &rpcError{Code: codeInvalidRequest, Message: `a JSON-RPC 2.0 request needs "jsonrpc": "2.0" and a method`, outcome: invalidRequestOutcome})
+		return
+	}
+	if v := r.Header.Get(versionHeader); v != "" && v != protocolVersion && !strings.HasPrefix(v, "1.") && v != "1" {
+		h.answer(w, r, req.Method, req.ID, nil, &rpcError{Code: codeVersionNotSupported,
+			Message: fmt.Sprintf("A2A version %q is not served: this agent speaks %s", v, protocolVersion), outcome: versionOutcome})
 		return
 	}
 	c := &call{h: h, w: w, r: r, tenant: tenant, team: team, id: req.ID, method: req.Method}

@@ -107,6 +107,14 @@ func TestRPCErrorsAreA2ACodes(t *testing.T) {
 			}
 		})
 	}
+	// A client of another protocol version is told so.
+	w0 := httptest.NewRecorder()
+	r0 := httptest.NewRequest(http.MethodPost, "/a2a/echo", strings.NewReader(`{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "c1-run-1"}}`))
+	r0.Header.Set("A2A-Version", "0.3")
+	h.ServeRPC(w0, r0, "acme", "echo")
+	if !strings.Contains(w0.Body.String(), `"code":-32009`) {
+		t.Errorf("version 0.3: %s", w0.Body.String())
+	}
 	// The spec's problems are listed.
 	resp := post(t, h, msg(`, "parts": [{"text": ""}]`))
 	b, _ := json.Marshal(resp.Error.Data)
