@@ -216,6 +216,32 @@ func TestA2AClientDrivesSavedTeams(t *testing.T) {
 		if code != http.StatusOK || c.Run != 2 || c.Team.Name != "echo" || c.Status != "completed" {
 			t.Errorf("the context's chat: %d %s", code, body)
 		}
+		// The card and a call's answer are what the contract says.
+		code, _, body = p.do("GET", "/a2a/echo/.well-known/agent-card.json", nil)
+		if code != http.StatusOK {
+			t.Fatalf("card: %d %s", code, body)
+		}
+		conforms(t, "A2AAgentCard", body)
+		code, _, body = p.do("POST", "/a2a/echo", []byte(`{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "`+r.Second.ID+`", "historyLength": 0}}`))
+		if code != http.StatusOK || !strings.Contains(string(body), `"state":"TASK_STATE_COMPLETED"`) || strings.Contains(string(body), `"history"`) {
+			t.Errorf("GetTask with historyLength 0: %d %s", code, body)
+		}
+		conforms(t, "JSONRPCResponse", body)
+		// Without the key: 401, as on /v1.
+		saved := p.auth
+		p.auth = ""
+		if code, _, _ := p.do("GET", "/a2a/echo/.well-known/agent-card.json", nil); code != http.StatusUnauthorized {
+			t.Errorf("card without a key: %d", code)
+		}
+		p.auth = saved
+		// The calls are counted, under the route's pattern.
+		metrics := p.metricsText()
+		for _, want := range []string{`agentd_a2a_calls_total{method="SendMessage",outcome="ok"}`, `agentd_a2a_calls_total{method="AgentCard",outcome="ok"}`,
+			`agentd_http_requests_total{code="200",method="POST",route="/a2a/{team}"}`} {
+			if !strings.Contains(metrics, want) {
+				t.Errorf("metrics lack %s:\n%s", want, grepLines([]byte(metrics), "agentd_"))
+			}
+		}
 	})
 
 	t.Run("stream", func(t *testing.T) {
