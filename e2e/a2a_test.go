@@ -94,6 +94,69 @@ func TestA2APushNotificationsAreTheChatsWebhook(t *testing.T) {
 	}
 }
 
+// TestA2ASpeakerChoiceIsInputRequired: a team whose speakers are chosen
+// by hand asks for each one as input-required, and the name sent in the
+// task is the choice (plain JSON-RPC, as any client sends it).
+func TestA2ASpeakerChoiceIsInputRequired(t *testing.T) {
+	t.Parallel()
+	p := startA2A(t, "AGENTD_DATA_DIR="+t.TempDir())
+	pick := `{"speaker_selection": {"method": "manual"}, "max_round": 2, "agents": [
+		{"name": "colours", "type": "assistant", "model": {"provider": "replay", "responses": ["Yellow."]}},
+		{"name": "fruits", "type": "assistant", "model": {"provider": "replay", "responses": ["A banana."]}}]}`
+	if code, _, resp := p.do("PUT", "/v1/teams/pick", []byte(pick)); code != http.StatusCreated {
+		t.Fatalf("PUT pick: %d %s", code, resp)
+	}
+	type task struct {
+		ID        string `json:"id"`
+		ContextID string `json:"contextId"`
+		Status    struct {
+			State   string `json:"state"`
+			Message struct {
+				Parts []struct {
+					Text string `json:"text"`
+				} `json:"parts"`
+				Metadata struct {
+					PendingInput struct {
+						Kind       string   `json:"kind"`
+						Candidates []string `json:"candidates"`
+					} `json:"pendingInput"`
+				} `json:"metadata"`
+			} `json:"message"`
+		} `json:"status"`
+	}
+	send := func(extra, text string) task {
+		t.Helper()
+		body := `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"messageId": "` + text + `", "role": "ROLE_USER", ` +
+			extra + `"parts": [{"text": "` + text + `"}]}}}`
+		code, _, resp := p.do("POST", "/a2a/pick", []byte(body))
+		var r struct {
+			Result struct {
+				Task task `json:"task"`
+			} `json:"result"`
+			Error *struct{ Code int } `json:"error"`
+		}
+		mustUnmarshal(t, resp, &r)
+		if code != http.StatusOK || r.Error != nil {
+			t.Fatalf("send %q: %d %s", text, code, resp)
+		}
+		return r.Result.Task
+	}
+	asked := send("", "a colour, then a fruit of it")
+	pi := asked.Status.Message.Metadata.PendingInput
+	if asked.Status.State != "TASK_STATE_INPUT_REQUIRED" || pi.Kind != "speaker" || !slices.Equal(pi.Candidates, []string{"colours", "fruits"}) ||
+		!strings.Contains(asked.Status.Message.Parts[0].Text, "colours, fruits") {
+		t.Fatalf("asked %+v", asked)
+	}
+	again := send(`"taskId": "`+asked.ID+`", `, "colours")
+	if again.ID != asked.ID || again.Status.State != "TASK_STATE_INPUT_REQUIRED" {
+		t.Fatalf("after choosing colours %+v", again)
+	}
+	done := send(`"contextId": "`+asked.ContextID+`", `, "fruits")
+	if done.ID != asked.ID || done.Status.State != "TASK_STATE_COMPLETED" || done.Status.Message.Parts[0].Text != "A banana." {
+		t.Errorf("after choosing fruits %+v", done)
+	}
+}
+
 // startA2A starts agentd with an API key and saves the A2A teams (a
 // replica sharing a database with another finds them saved: 200).
 func startA2A(t *testing.T, env ...string) *proc {
