@@ -242,7 +242,11 @@ func runA2A(t *testing.T, base, scenario, team string, args ...string) a2aRun {
 func TestA2AClientDrivesSavedTeams(t *testing.T) {
 	needA2AJS(t)
 	t.Parallel()
-	p := startA2A(t, "AGENTD_DATA_DIR="+t.TempDir())
+	backends(t, testA2AClient)
+}
+
+func testA2AClient(t *testing.T, env []string) {
+	p := startA2A(t, env...)
 
 	t.Run("send", func(t *testing.T) {
 		t.Parallel()
