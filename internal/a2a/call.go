@@ -79,14 +79,22 @@ func (c *call) loaded(taskID string) (*target, *runView, bool) {
 // load folds the chat's log into the state of the run.
 func (c *call) load(ctx context.Context, chatID string, run int) (*runView, error) {
 	v := newRunView(chatID, run)
-	return v, c.follow(ctx, v, nil)
+	return v, c.follow(ctx, v, 0, nil)
 }
 
-// follow folds the chat's events after v.lastSeq into v, handing what
-// each makes to emit (nil: nothing is sent), until none are left.
-func (c *call) follow(ctx context.Context, v *runView, emit func([]StreamResponse) error) error {
+// follow folds the chat's events after v.lastSeq into v, up to seq upTo
+// (0: all there are), handing what each makes to emit (nil: nothing is
+// sent).
+func (c *call) follow(ctx context.Context, v *runView, upTo int64, emit func([]StreamResponse) error) error {
 	for {
-		evs, err := c.h.chats.Events(ctx, c.tenant, v.chatID, v.lastSeq, eventPage)
+		limit := eventPage
+		if upTo > 0 {
+			if v.lastSeq >= upTo {
+				return nil
+			}
+			limit = int(min(int64(eventPage), upTo-v.lastSeq))
+		}
+		evs, err := c.h.chats.Events(ctx, c.tenant, v.chatID, v.lastSeq, limit)
 		if err != nil {
 			return err
 		}
@@ -98,7 +106,7 @@ func (c *call) follow(ctx context.Context, v *runView, emit func([]StreamRespons
 				}
 			}
 		}
-		if len(evs) < eventPage {
+		if len(evs) < limit {
 			return nil
 		}
 	}
@@ -146,9 +154,10 @@ func (c *call) sendMessage(raw json.RawMessage, stream bool) {
 	var (
 		chatID string
 		run    int
-		// since is the seq the answer is about: a task settled by an
-		// event up to it (the input request just answered) is not yet
-		// the answer to this message.
+		// since is where the chat's log stood when the message was
+		// taken: a task settled by an event up to it (the input request
+		// just answered) is not yet the answer to this message, and a
+		// stream shows the task as it stood then and everything after.
 		since int64
 		err   error
 	)
@@ -174,7 +183,7 @@ func (c *call) sendMessage(raw json.RawMessage, stream bool) {
 			c.fail(invalidParams("a new task takes its task as text parts"))
 			return
 		}
-		chatID, run, err = c.create(ctx, m.MessageID, text, push)
+		chatID, run, since, err = c.create(ctx, m.MessageID, text, push)
 	}
 	if err != nil {
 		c.failErr(err, m.TaskID)
@@ -195,14 +204,14 @@ func (c *call) sendMessage(raw json.RawMessage, stream bool) {
 // create starts a chat of the team with the text as its task: run 1. The
 // messageId is the create's idempotency key, so a client's retry of the
 // same message is the same task.
-func (c *call) create(ctx context.Context, messageID, text string, push *TaskPushNotificationConfig) (string, int, error) {
+func (c *call) create(ctx context.Context, messageID, text string, push *TaskPushNotificationConfig) (string, int, int64, error) {
 	req := map[string]any{"team_ref": c.team, "task": text}
 	if e := pushBody(req, push); e != nil {
-		return "", 0, e
+		return "", 0, 0, e
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
-		return "", 0, err
+		return "", 0, 0, err
 	}
 	key := ""
 	if messageID != "" {
@@ -210,12 +219,12 @@ func (c *call) create(ctx context.Context, messageID, text string, push *TaskPus
 	}
 	ch, created, err := c.h.chats.Create(ctx, &chat.CreateParams{Tenant: c.tenant, Body: body, IdempotencyKey: key})
 	if err != nil {
-		return "", 0, err
+		return "", 0, 0, err
 	}
 	if created {
 		c.h.log.Info("a2a task created", "chat_id", ch.ID, "team", c.team, "tenant", c.tenant)
 	}
-	return ch.ID, 1, nil
+	return ch.ID, 1, ch.LastSeq, nil
 }
 
 // continueContext handles a message to a known context without a task:
@@ -242,12 +251,12 @@ func (c *call) continueContext(ctx context.Context, m *Message, text string, dat
 	if err != nil {
 		return "", 0, 0, err
 	}
-	_, n, err := c.h.chats.SubmitRun(ctx, c.tenant, ch.ID, body)
+	after, n, err := c.h.chats.SubmitRun(ctx, c.tenant, ch.ID, body)
 	if err != nil {
 		return "", 0, 0, err
 	}
 	c.h.log.Info("a2a task posted", "chat_id", ch.ID, "run", n, "team", c.team, "tenant", c.tenant)
-	return ch.ID, n, 0, nil
+	return ch.ID, n, after.LastSeq, nil
 }
 
 // answerTask handles a message naming a task: the answer to the input
@@ -395,7 +404,7 @@ func (c *call) wait(ctx context.Context, chatID string, run int, since int64, bl
 		case <-wake:
 		case <-tick.C:
 		}
-		if err := c.follow(ctx, v, nil); err != nil {
+		if err := c.follow(ctx, v, 0, nil); err != nil {
 			return nil, err
 		}
 	}

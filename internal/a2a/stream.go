@@ -2,16 +2,17 @@ package a2a
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
 )
 
 // streamTask answers a streaming call with an event stream: the task as
-// it stands (v, or folded now), then a status or artifact update per
-// event of the run, until the task settles after seq since (ends, or asks
-// for input). The stream subscribes before it reads the log, so no event
+// it stood at seq since when the call was a message (or v, as it stands,
+// for a subscription), then a status or artifact update per later event
+// of the run, until the task settles after since (ends, or asks for
+// input). A message's stream thus shows its whole run however fast the
+// team is. The stream subscribes before it reads the log, so no event
 // falls between the snapshot and the updates, and none is sent twice.
 func (c *call) streamTask(chatID string, run int, since int64, historyLength *int, v *runView) {
 	ctx := c.r.Context()
@@ -19,9 +20,10 @@ func (c *call) streamTask(chatID string, run int, since int64, historyLength *in
 	defer stop()
 	var err error
 	if v == nil {
-		v, err = c.load(ctx, chatID, run)
+		v = newRunView(chatID, run)
+		err = c.follow(ctx, v, since, nil)
 	} else {
-		err = c.follow(ctx, v, nil)
+		err = c.follow(ctx, v, 0, nil)
 	}
 	if err != nil {
 		c.failErr(err, TaskID(chatID, run))
@@ -36,7 +38,11 @@ func (c *call) streamTask(chatID string, run int, since int64, historyLength *in
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	c.w.WriteHeader(http.StatusOK)
-	send := func(out []StreamResponse) error {
+	// written is false once a write failed: the client is gone, which is
+	// no error of ours to log.
+	written := true
+	send := func(out []StreamResponse) (err error) {
+		defer func() { written = err == nil }()
 		for i := range out {
 			b, err := json.Marshal(rpcResponse{JSONRPC: jsonRPCVersion, ID: nullIfEmpty(c.id), Result: out[i]})
 			if err != nil {
@@ -53,7 +59,21 @@ func (c *call) streamTask(chatID string, run int, since int64, historyLength *in
 	}
 	beat := time.NewTicker(c.h.cfg.Heartbeat)
 	defer beat.Stop()
-	for !v.settledAfter(since) {
+	for {
+		// What came after the snapshot, or since the last read.
+		if err := c.follow(ctx, v, 0, send); err != nil {
+			if ctx.Err() == nil && written {
+				c.h.log.Error("a2a stream: read the chat's log", "chat_id", chatID, "run", run, "error", err)
+				e, _ := rpcErrorOf(err, TaskID(chatID, run))
+				b, _ := json.Marshal(rpcResponse{JSONRPC: jsonRPCVersion, ID: nullIfEmpty(c.id), Error: e})
+				_, _ = fmt.Fprintf(c.w, "data: %s\n\n", b)
+				_ = rc.Flush()
+			}
+			return
+		}
+		if v.settledAfter(since) {
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -67,16 +87,6 @@ func (c *call) streamTask(chatID string, run int, since int64, historyLength *in
 				return
 			}
 		case <-wake:
-		}
-		if err := c.follow(ctx, v, send); err != nil {
-			if !errors.Is(err, ctx.Err()) && ctx.Err() == nil {
-				c.h.log.Error("a2a stream: read the chat's log", "chat_id", chatID, "run", run, "error", err)
-				e, _ := rpcErrorOf(err, TaskID(chatID, run))
-				b, _ := json.Marshal(rpcResponse{JSONRPC: jsonRPCVersion, ID: nullIfEmpty(c.id), Error: e})
-				_, _ = fmt.Fprintf(c.w, "data: %s\n\n", b)
-				_ = rc.Flush()
-			}
-			return
 		}
 	}
 }
