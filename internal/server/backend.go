@@ -24,7 +24,7 @@ import (
 // The handlers of agentd as an application backend (docs/backend.md): metadata search and changes, erasure, webhook
 // deliveries, saved teams.
 
-// Backend is what these handlers need of the chat runtime; *chat.Runtime
+// Backend is what these handlers need of the chat runtime; *runtime.Runtime
 // satisfies it.
 type Backend interface {
 	// PatchMetadata merges a patch into a chat's metadata (null removes a key).
@@ -226,6 +226,8 @@ type teamsResource struct {
 	responder
 	cfg   Config
 	chats Chats
+	// saved is told of every new team version (the MCP tools follow).
+	saved func(ctx context.Context, tenant string)
 }
 
 // Routes returns the router of the teams resource, to be mounted at
@@ -314,6 +316,9 @@ func (t *teamsResource) put(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		t.writeError(w, r, mapErr(err))
 		return
+	}
+	if created && t.saved != nil {
+		t.saved(r.Context(), Tenant(r.Context()))
 	}
 	resp := newTeamResponse(tm, true)
 	resp.Warnings = warnings

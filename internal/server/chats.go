@@ -142,7 +142,7 @@ func (c *chatsResource) waitTerminal(ctx context.Context, ch *chat.Chat, wait ti
 	// Start from where this replica's worker has the chat, if it runs it;
 	// else read after subscribing: a commit between the caller's read and
 	// the subscription would otherwise never wake us. Then only the
-	// progress is read, when a wake-up did not bring it (see chat.Wake),
+	// progress is read, when a wake-up did not bring it (see runtime.Wake),
 	// and the whole chat once at the end, unless the wake-up of the append
 	// that ended it brought that too.
 	wk, signal, unsubscribe := c.chats.Follow(ch.ID)

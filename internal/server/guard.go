@@ -26,8 +26,8 @@ const corsMaxAge = 600
 
 // Request and response headers a browser app on an allowed origin may use.
 var (
-	corsAllowHeaders  = "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, X-Request-Id"
-	corsExposeHeaders = "Location, Retry-After, X-Request-Id, Idempotency-Key"
+	corsAllowHeaders  = "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, X-Request-Id, A2A-Version, A2A-Extensions, Mcp-Session-Id, Mcp-Protocol-Version"
+	corsExposeHeaders = "Location, Retry-After, X-Request-Id, Idempotency-Key, Mcp-Session-Id"
 	corsAllowMethods  = "GET, POST, PUT, PATCH, DELETE, OPTIONS"
 )
 

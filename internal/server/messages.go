@@ -38,7 +38,7 @@ func (c *chatsResource) messages(w http.ResponseWriter, r *http.Request) {
 	var (
 		signal <-chan runtime.Wake
 		expiry <-chan time.Time
-		// known is the progress a wake-up brought (see chat.Wake): the
+		// known is the progress a wake-up brought (see runtime.Wake): the
 		// next round needs no read of the store for it.
 		known *chat.Progress
 	)

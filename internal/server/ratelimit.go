@@ -127,7 +127,7 @@ func (l *limits) acquire(id string, now time.Time) (release func(), perKey bool,
 	}, false, true
 }
 
-// limit is the /v1 middleware applying the request rate and the caps on
+// limit is the /v1 (and agent protocol) middleware applying the request rate and the caps on
 // streams (SSE) and long polls (wait_s). It runs before authentication, so
 // that a flood of requests with wrong keys is limited too.
 func (s *Server) limit(next http.Handler) http.Handler {
@@ -164,9 +164,10 @@ func (s *Server) limit(next http.Handler) http.Handler {
 }
 
 // waits reports whether a request holds its connection for long: an event
-// stream, or a create or message read with wait_s.
+// stream, a create or message read with wait_s, or a call of an agent
+// protocol (which may wait for a run or stream it).
 func waits(r *http.Request) bool {
-	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/events") {
+	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/events") || agentCall(r) {
 		return true
 	}
 	v := r.URL.Query().Get("wait_s")

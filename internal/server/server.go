@@ -27,14 +27,16 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/a2a"
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/component"
 	"github.com/agentd/agentd/internal/console"
+	"github.com/agentd/agentd/internal/mcpserver"
 )
 
 // Chats is what the HTTP layer needs from the chat runtime. It is declared by
 // its consumer so that handlers can be tested against a fake and so that the
-// server never depends on how chats are stored or run; *chat.Runtime
+// server never depends on how chats are stored or run; *runtime.Runtime
 // satisfies it.
 type Chats interface {
 	// Create validates a raw spec and creates a chat; created is false when
@@ -189,6 +191,9 @@ type Server struct {
 	allow           allowTable
 	limits          *limits
 	console         *console.Console
+	a2a             *a2a.Handler
+	mcp             *mcpserver.Handler
+	reg             prometheus.Registerer
 }
 
 // New returns a Server that serves chats. Its HTTP metrics are registered on
@@ -216,7 +221,13 @@ func New(cfg Config, chats Chats, logger *slog.Logger, reg prometheus.Registerer
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{responder: responder{logger}, cfg: cfg, chats: chats, metrics: metrics, gatherer: gatherer, limits: newLimits(cfg)}
+	s := &Server{responder: responder{logger}, cfg: cfg, chats: chats, metrics: metrics, gatherer: gatherer, limits: newLimits(cfg), reg: reg}
+	if s.a2a, err = newA2A(cfg, chats, s); err != nil {
+		return nil, err
+	}
+	if s.mcp, err = mcpserver.New(mcpserver.Config{MaxBodyBytes: cfg.MaxBodyBytes}, chats, logger, reg); err != nil {
+		return nil, err
+	}
 	if len(cfg.APIKeys) > 0 {
 		s.keys = make(map[[sha256.Size]byte]string, len(cfg.APIKeys))
 		for key, tenant := range cfg.APIKeys {
@@ -278,8 +289,9 @@ func (s *Server) routes() chi.Router {
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.limit, s.authenticate)
 		r.Mount("/chats", (&chatsResource{responder: s.responder, cfg: s.cfg, chats: s.chats, metrics: s.metrics}).Routes())
-		r.Mount("/teams", (&teamsResource{responder: s.responder, cfg: s.cfg, chats: s.chats}).Routes())
+		r.Mount("/teams", (&teamsResource{responder: s.responder, cfg: s.cfg, chats: s.chats, saved: s.mcp.TeamsChanged}).Routes())
 	})
+	s.agentRoutes(r)
 	return r
 }
 

@@ -1,0 +1,62 @@
+// The official MCP TypeScript client (@modelcontextprotocol/sdk) against a
+// running agentd's /mcp: prints one JSON line of what it saw, which
+// e2e/mcp_test.go checks.
+//
+// usage: node mcp.mjs BASE_URL API_KEY SCENARIO
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+
+const [base, key, scenario] = process.argv.slice(2);
+const auth = { Authorization: `Bearer ${key}` };
+
+const client = new Client({ name: 'agentd-e2e', version: '1.0.0' });
+let listChanged;
+const changed = new Promise((resolve) => { listChanged = resolve; });
+client.setNotificationHandler(ToolListChangedNotificationSchema, () => listChanged());
+await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: auth } }));
+
+const out = {};
+const toolNames = async () => (await client.listTools()).tools.map((t) => t.name).sort();
+out.tools = await toolNames();
+
+switch (scenario) {
+  case 'call': {
+    const progress = [];
+    const res = await client.callTool({ name: 'run_echo', arguments: { task: 'say it' } }, undefined,
+      { onprogress: (p) => progress.push(p.message) });
+    out.call = { text: res.content.map((c) => c.text).join(''), isError: res.isError ?? false, structured: res.structuredContent };
+    out.progress = progress;
+    const read = await client.readResource({ uri: `agentd://chats/${res.structuredContent.chat_id}` });
+    out.transcript = read.contents[0].text;
+    const listed = await client.listResources();
+    out.resources = listed.resources.map((r) => r.uri);
+    // A team saved now is a tool the session is told about.
+    const put = await fetch(`${base}/v1/teams/fresh`, { method: 'PUT', headers: { ...auth, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ agents: [{ name: 'solo', type: 'assistant', model: { provider: 'replay', responses: ['fresh TERMINATE'] } }] }) });
+    out.put = put.status;
+    await Promise.race([changed, new Promise((_, reject) => setTimeout(() => reject(new Error('no tools/list_changed within 10s')), 10000))]);
+    out.toolsAfter = await toolNames();
+    break;
+  }
+  case 'cancel': {
+    // Cancel the call once the team has said something: the run ends.
+    const ac = new AbortController();
+    let chatSeen = 0;
+    try {
+      await client.callTool({ name: 'run_slow', arguments: { task: 'take your time' } }, undefined,
+        { signal: ac.signal, onprogress: () => { chatSeen++; ac.abort(); } });
+      out.cancel = 'completed';
+    } catch (e) {
+      out.cancel = e.name === 'AbortError' || /abort/i.test(String(e)) ? 'aborted' : String(e);
+    }
+    out.progressBeforeAbort = chatSeen;
+    const listed = await client.listResources();
+    out.resources = listed.resources.map((r) => r.uri);
+    break;
+  }
+  default:
+    throw new Error(`unknown scenario ${scenario}`);
+}
+await client.close();
+console.log(JSON.stringify(out));
