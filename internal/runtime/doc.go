@@ -17,9 +17,10 @@
 //     from memory; deltas.go: a stream's queue of deltas and the text of
 //     replies in progress; relay.go: deltas between replicas, through the
 //     store.
-//   - service.go, service_runs.go, backend_service.go, progress.go: what
-//     the HTTP layer calls — create, read, input, cancel; runs, stop and
-//     forks; metadata, erasure, retention, saved teams and deliveries.
+//   - service.go, service_runs.go, progress.go: what the HTTP layer calls —
+//     create, read, input, cancel; runs, stop and forks; and, for agentd
+//     as an application backend, teams.go (saved teams), metadata.go,
+//     retention.go (erasure) and deliveries.go.
 //   - metrics.go and trace.go: Prometheus series and spans.
 //
 // Its name is the job it does; callers that also need Go's runtime package

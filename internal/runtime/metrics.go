@@ -172,3 +172,33 @@ func (s *statusCollector) get() (map[chat.Status]int64, error) {
 	s.counts, s.at = counts, s.now()
 	return counts, nil
 }
+
+// appMetrics are the series of these features.
+type appMetrics struct {
+	erased  *prometheus.CounterVec
+	patched prometheus.Counter
+	teams   prometheus.Counter
+	errors  *prometheus.CounterVec
+}
+
+func newAppMetrics(reg prometheus.Registerer) (*appMetrics, error) {
+	m := &appMetrics{
+		erased: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_chats_erased_total",
+			Help: "Chats erased, by cause (request: DELETE /v1/chats/{id}; retention: AGENTD_RETENTION)."}, []string{"cause"}),
+		patched: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_chat_metadata_patches_total",
+			Help: "Metadata changes (PATCH /v1/chats/{id})."}),
+		teams: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_team_versions_created_total",
+			Help: "Saved team versions created."}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_retention_errors_total",
+			Help: "Retention passes that failed (the next pass tries again)."}, []string{"stage"}),
+	}
+	for _, c := range []prometheus.Collector{m.erased, m.patched, m.teams, m.errors} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	m.erased.WithLabelValues("request")
+	m.erased.WithLabelValues("retention")
+	m.errors.WithLabelValues("erase")
+	return m, nil
+}

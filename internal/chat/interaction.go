@@ -8,6 +8,10 @@ import (
 	"github.com/agentd/agentd/internal/spec"
 )
 
+// This file holds what a client sends a chat and is shown of it: the
+// create request, pending input and its answer, deltas of replies in
+// progress, and the message view of an event.
+
 // ErrNoPendingInput is returned by Runtime.Input when the chat is not waiting
 // for input or the request_id is stale; the HTTP layer answers 409.
 var ErrNoPendingInput = errors.New("no input is pending for this request_id")
