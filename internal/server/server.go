@@ -30,6 +30,7 @@ import (
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/component"
 	"github.com/agentd/agentd/internal/console"
+	"github.com/agentd/agentd/internal/openaiapi"
 )
 
 // Chats is what the HTTP layer needs from the chat runtime. It is declared by
@@ -189,6 +190,7 @@ type Server struct {
 	allow           allowTable
 	limits          *limits
 	console         *console.Console
+	openai          *openaiapi.Handler
 }
 
 // New returns a Server that serves chats. Its HTTP metrics are registered on
@@ -224,6 +226,11 @@ func New(cfg Config, chats Chats, logger *slog.Logger, reg prometheus.Registerer
 		}
 	}
 	if s.console, err = newConsole(); err != nil {
+		return nil, err
+	}
+	s.openai, err = openaiapi.New(openaiapi.Config{MaxBodyBytes: cfg.MaxBodyBytes, Heartbeat: cfg.Heartbeat, Fail: s.writeError},
+		chats, logger, reg)
+	if err != nil {
 		return nil, err
 	}
 	s.router = s.routes()
@@ -280,6 +287,7 @@ func (s *Server) routes() chi.Router {
 		r.Mount("/chats", (&chatsResource{responder: s.responder, cfg: s.cfg, chats: s.chats, metrics: s.metrics}).Routes())
 		r.Mount("/teams", (&teamsResource{responder: s.responder, cfg: s.cfg, chats: s.chats}).Routes())
 	})
+	s.openAIRoutes(r)
 	return r
 }
 
