@@ -35,7 +35,7 @@ func TestRunFollower(t *testing.T) {
 		usage   chat.Usage
 	}{
 		{
-			name: "pieces of the final reply",
+			name:   "pieces of the final reply",
 			deltas: []chat.Delta{{Name: "a", Content: "early", AfterSeq: 5}, {Name: "b", Content: "Hel", AfterSeq: 6}, {Name: "b", Content: "lo", AfterSeq: 6}},
 			events: []chat.Event{
 				message(2, "a", "run 1", chat.MessageData{Kind: chat.KindModel, Usage: usage(100, 100)}),
