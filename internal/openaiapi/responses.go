@@ -200,7 +200,7 @@ func (h *Handler) Responses(w http.ResponseWriter, r *http.Request, tenant, key 
 			return
 		}
 	} else {
-		if ch, err = h.conversationChat(ctx, tenant, chatID, team); err != nil {
+		if _, err = h.conversationChat(ctx, tenant, chatID, team); err != nil {
 			h.fail(w, r, err)
 			return
 		}

@@ -23,7 +23,6 @@ const (
 	outcomeFailed        outcome = "failed"
 	outcomeCancelled     outcome = "cancelled"
 	outcomeTimeout       outcome = "timeout"
-	outcomeGone          outcome = "gone"
 )
 
 // runResult is what a run said and how it ended.
