@@ -235,3 +235,44 @@ func needOpenAIJS(t *testing.T) {
 		t.Skip(msg)
 	}
 }
+
+// TestOpenAIDocsExampleRuns runs the JavaScript example of docs/openai.md,
+// as written but for the server's address, against the team the page
+// saves: the page's example works.
+func TestOpenAIDocsExampleRuns(t *testing.T) {
+	t.Parallel()
+	needOpenAIJS(t)
+	page, err := os.ReadFile("../docs/openai.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := func(fence string) string {
+		_, rest, ok := strings.Cut(string(page), "\n"+fence+"\n")
+		body, _, closed := strings.Cut(rest, "\n```\n")
+		if !ok || !closed {
+			t.Fatalf("docs/openai.md has no %s block", fence)
+		}
+		return body
+	}
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none")
+	if code, _, body := p.do("PUT", "/v1/teams/writer", []byte(block("```json team"))); code != http.StatusCreated {
+		t.Fatalf("save the page's team: %d %s", code, body)
+	}
+	script := strings.ReplaceAll(block("```js"), "http://127.0.0.1:8080", p.base)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "--input-type=module", "-")
+	cmd.Dir = "js" // where node_modules/openai is
+	cmd.Stdin = strings.NewReader(script)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the page's example: %v\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"Tabs, for accessibility. {", "Tabs, for accessibility. / Spaces, after all. / chat "} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the example printed %q, without %q", out, want)
+		}
+	}
+}
