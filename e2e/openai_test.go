@@ -68,7 +68,7 @@ type openAIResult struct {
 // run's final message; an unknown team is OpenAI's 404 model_not_found.
 func TestOpenAISDKRunsASavedTeam(t *testing.T) {
 	t.Parallel()
-	needOpenAIJS(t)
+	needJS(t, "openai")
 	fake := openaitest.New(openaitest.WithAPIKey("sk-test-key"))
 	defer fake.Close()
 	fake.Respond(writerReply)
@@ -223,25 +223,12 @@ func TestOpenAIChatCompletionIdempotencyKey(t *testing.T) {
 	}
 }
 
-// needOpenAIJS fails (CI) or skips without node and the openai package.
-func needOpenAIJS(t *testing.T) {
-	t.Helper()
-	needJS(t)
-	if _, err := os.Stat("js/node_modules/openai"); err != nil {
-		msg := "e2e/js/node_modules/openai (npm ci --prefix e2e/js) is needed for the OpenAI SDK tests"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg + " (CI=true: a failure, not a skip)")
-		}
-		t.Skip(msg)
-	}
-}
-
 // TestOpenAIDocsExampleRuns runs the JavaScript example of docs/openai.md,
 // as written but for the server's address, against the team the page
 // saves: the page's example works.
 func TestOpenAIDocsExampleRuns(t *testing.T) {
 	t.Parallel()
-	needOpenAIJS(t)
+	needJS(t, "openai")
 	page, err := os.ReadFile("../docs/openai.md")
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package openaiapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // completionRequest is the body of POST /openai/v1/chat/completions.
@@ -128,9 +130,7 @@ func (h *Handler) ChatCompletions(w http.ResponseWriter, r *http.Request, tenant
 		return
 	}
 	var probs problems
-	if req.Model == "" {
-		probs.add("model", "is required: team:<name> of a saved team")
-	}
+	requireModel(req.Model, &probs)
 	conv := readConversation("messages", req.Messages, &probs)
 	refuse(&probs, "is not supported: the team's agents have their own tools and models",
 		"tools", req.Tools, "tool_choice", req.ToolChoice, "functions", req.Functions, "function_call", req.FunctionCall, "audio", req.Audio)
@@ -147,12 +147,7 @@ func (h *Handler) ChatCompletions(w http.ResponseWriter, r *http.Request, tenant
 		h.fail(w, r, err)
 		return
 	}
-	body, err := json.Marshal(createBody{TeamRef: team.ref(), Task: conv.task, Messages: conv.history, Metadata: req.Metadata})
-	if err != nil {
-		h.fail(w, r, fmt.Errorf("encode create request: %w", err))
-		return
-	}
-	ch, _, err := h.rt.Create(ctx, &chat.CreateParams{Tenant: tenant, Body: body, IdempotencyKey: key})
+	ch, err := h.createChat(ctx, tenant, key, team, conv.task, conv.history, req.Metadata)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -163,14 +158,8 @@ func (h *Handler) ChatCompletions(w http.ResponseWriter, r *http.Request, tenant
 		h.streamCompletion(w, r, tenant, ch, req)
 		return
 	}
-	res, err := h.follow(ctx, tenant, ch.ID, 1, 0, nil)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	h.count(endpointCompletions, res)
-	if e := endError(res); e != nil {
-		WriteError(w, e)
+	res, ok := h.answer(w, r, endpointCompletions, tenant, ch.ID, 1, 0)
+	if !ok {
 		return
 	}
 	h.writeJSON(w, r, completion{ID: completionID(ch.ID), Object: "chat.completion", Created: ch.CreatedAt.Unix(), Model: req.Model,
@@ -261,6 +250,40 @@ func finalPieces(res *runResult) []string {
 	default:
 		return []string{res.final.Content}
 	}
+}
+
+// requireModel checks that a request names a model.
+func requireModel(model string, probs *problems) {
+	if model == "" {
+		probs.add("model", "is required: team:<name> of a saved team")
+	}
+}
+
+// createChat creates the chat a request runs in: from the saved team,
+// with the task, the history before it and the request's metadata.
+func (h *Handler) createChat(ctx context.Context, tenant, key string, team teamModel, task string, history []spec.HistoryMessage, md map[string]string) (*chat.Chat, error) {
+	body, err := json.Marshal(createBody{TeamRef: team.ref(), Task: task, Messages: history, Metadata: md})
+	if err != nil {
+		return nil, fmt.Errorf("encode create request: %w", err)
+	}
+	ch, _, err := h.rt.Create(ctx, &chat.CreateParams{Tenant: tenant, Body: body, IdempotencyKey: key})
+	return ch, err
+}
+
+// answer follows a run to its end for a request that is not streamed;
+// when the run did not complete it answers the error itself (ok false).
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request, endpoint, tenant, chatID string, run int, after int64) (*runResult, bool) {
+	res, err := h.follow(r.Context(), tenant, chatID, run, after, nil)
+	if err != nil {
+		h.fail(w, r, err)
+		return nil, false
+	}
+	h.count(endpoint, res)
+	if e := endError(res); e != nil {
+		WriteError(w, e)
+		return nil, false
+	}
+	return res, true
 }
 
 // chatHeader names the chat a response answers from, for clients that

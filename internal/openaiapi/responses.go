@@ -135,9 +135,7 @@ func (h *Handler) Responses(w http.ResponseWriter, r *http.Request, tenant, key 
 		return
 	}
 	var probs problems
-	if req.Model == "" {
-		probs.add("model", "is required: team:<name> of a saved team")
-	}
+	requireModel(req.Model, &probs)
 	refuse(&probs, "is not supported: the team's agents have their own tools and prompts",
 		"tools", req.Tools, "tool_choice", req.ToolChoice, "prompt", req.Prompt)
 	if req.Background != nil && *req.Background {
@@ -190,12 +188,7 @@ func (h *Handler) Responses(w http.ResponseWriter, r *http.Request, tenant, key 
 		if req.Instructions != nil && *req.Instructions != "" {
 			history = append([]spec.HistoryMessage{{Role: spec.RoleSystem, Content: spec.MessageContent{Text: *req.Instructions}}}, history...)
 		}
-		body, err := json.Marshal(createBody{TeamRef: team.ref(), Task: conv.task, Messages: history, Metadata: req.Metadata})
-		if err != nil {
-			h.fail(w, r, fmt.Errorf("encode create request: %w", err))
-			return
-		}
-		if ch, _, err = h.rt.Create(ctx, &chat.CreateParams{Tenant: tenant, Body: body, IdempotencyKey: key}); err != nil {
+		if ch, err = h.createChat(ctx, tenant, key, team, conv.task, history, req.Metadata); err != nil {
 			h.fail(w, r, err)
 			return
 		}
@@ -218,17 +211,9 @@ func (h *Handler) Responses(w http.ResponseWriter, r *http.Request, tenant, key 
 		h.streamResponse(w, r, tenant, rs, after)
 		return
 	}
-	res, err := h.follow(ctx, tenant, ch.ID, run, after, nil)
-	if err != nil {
-		h.fail(w, r, err)
-		return
+	if res, ok := h.answer(w, r, endpointResponses, tenant, ch.ID, run, after); ok {
+		h.writeJSON(w, r, rs.object(res))
 	}
-	h.count(endpointResponses, res)
-	if e := endError(res); e != nil {
-		WriteError(w, e)
-		return
-	}
-	h.writeJSON(w, r, rs.object(res))
 }
 
 // conversationChat returns the chat a next response continues: one of the
