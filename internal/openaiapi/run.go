@@ -123,7 +123,7 @@ func (f *runFollower) event(e chat.Event) bool {
 			res.outcome, res.detail = outcomeCancelled, "the run was cancelled"
 		default:
 			res.outcome = outcomeFailed
-			res.detail = "the run failed: " + strings.Join(nonEmpty(d.Error, d.StopDetail, string(d.StopReason)), ": ")
+			res.detail = "the run failed: " + failure(d)
 		}
 		return true
 	}
@@ -168,14 +168,19 @@ func (f *runFollower) message(e chat.Event) {
 	}
 }
 
-func nonEmpty(ss ...string) []string {
-	var out []string
-	for _, s := range ss {
-		if s != "" {
-			out = append(out, s)
-		}
+// failure says why a run failed: its error, and the stop's detail when
+// that says more (it often repeats the error), else the stop reason.
+func failure(d chat.TerminalData) string {
+	switch {
+	case d.Error != "" && d.StopDetail != "" && !strings.Contains(d.Error, d.StopDetail):
+		return d.Error + ": " + d.StopDetail
+	case d.Error != "":
+		return d.Error
+	case d.StopDetail != "":
+		return d.StopDetail
+	default:
+		return string(d.StopReason)
 	}
-	return out
 }
 
 // eventPage is how many events one read takes.
