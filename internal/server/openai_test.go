@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -125,6 +126,27 @@ func TestOpenAIParam(t *testing.T) {
 	} {
 		if got := openAIParam(in); got != want {
 			t.Errorf("openAIParam(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestOpenAIRunsCountAsStreams: a request that runs a team holds its
+// connection while the run lasts, so it counts against the caps on
+// streams and long polls; reading models or a response does not.
+func TestOpenAIRunsCountAsStreams(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		method, path string
+		want         bool
+	}{
+		{"POST", "/openai/v1/chat/completions", true},
+		{"POST", "/openai/v1/responses", true},
+		{"GET", "/openai/v1/models", false},
+		{"GET", "/openai/v1/responses/resp_x_1", false},
+		{"POST", "/v1/chats", false},
+	} {
+		if got := waits(httptest.NewRequest(c.method, c.path, nil)); got != c.want {
+			t.Errorf("%s %s: waits = %v, want %v", c.method, c.path, got, c.want)
 		}
 	}
 }
