@@ -169,15 +169,21 @@ func followJS(ctx context.Context, url string, opened func()) clientResult {
 	return res
 }
 
-// needJS fails (CI) or skips without node and the e2e/js packages.
-func needJS(t *testing.T) {
+// needJS fails (CI) or skips without node and the e2e/js packages (the
+// eventsource client, and the packages named).
+func needJS(t *testing.T, packages ...string) {
 	t.Helper()
 	_, errNode := exec.LookPath("node")
-	_, errMod := os.Stat("js/node_modules/eventsource")
+	var errMod error
+	for _, pkg := range append([]string{"eventsource"}, packages...) {
+		if _, err := os.Stat("js/node_modules/" + pkg); err != nil {
+			errMod = err
+		}
+	}
 	if errNode == nil && errMod == nil {
 		return
 	}
-	msg := "node and e2e/js/node_modules (npm ci --prefix e2e/js) are needed for the JavaScript client"
+	msg := "node and e2e/js/node_modules (npm ci --prefix e2e/js) are needed for the JavaScript clients"
 	if os.Getenv("CI") == "true" {
 		t.Fatal(msg + " (CI=true: a failure, not a skip)")
 	}

@@ -73,12 +73,14 @@ func (r *Runtime) ListTeams(ctx context.Context, p *chat.ListTeamsParams) ([]*ch
 const teamRefKey = "team_ref"
 
 // teamRefOverrides are the fields a request with team_ref may set besides
-// the task: everything else comes from the saved team.
-var teamRefOverrides = map[string]bool{"task": true, "name": true, "metadata": true, "max_round": true, "webhook": true}
+// the task: everything else comes from the saved team. messages, the
+// conversation before the task, is how a client that keeps its own
+// history (the OpenAI-compatible API's chat completions) runs a team on it.
+var teamRefOverrides = map[string]bool{"task": true, "name": true, "metadata": true, "max_round": true, "webhook": true, "messages": true}
 
 // resolveTeamRef turns a create request with team_ref into the spec it
 // stands for: the saved team's spec with the request's task and its
-// overrides of name, metadata, max_round and webhook. It returns body
+// overrides of name, metadata, max_round, webhook and messages. It returns body
 // unchanged and a nil ref for a request without team_ref.
 func (r *Runtime) resolveTeamRef(ctx context.Context, tenant string, body []byte) ([]byte, *chat.TeamRef, error) {
 	if !bytes.Contains(body, []byte(teamRefKey)) && !bytes.Contains(body, []byte(`\u`)) {
@@ -95,7 +97,7 @@ func (r *Runtime) resolveTeamRef(ctx context.Context, tenant string, body []byte
 	var probs problem.List
 	for k := range top {
 		if k != teamRefKey && !teamRefOverrides[k] {
-			probs.Add(problem.Key("", k), "comes from the saved team: a request with team_ref sets only task, name, metadata, max_round and webhook")
+			probs.Add(problem.Key("", k), "comes from the saved team: a request with team_ref sets only task, name, metadata, max_round, webhook and messages")
 		}
 	}
 	var ref string

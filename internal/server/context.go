@@ -10,6 +10,7 @@ const (
 	requestIDKey contextKey = iota
 	tenantKey
 	requestInfoKey
+	openAIShapeKey
 )
 
 // RequestID returns the id of the request ctx belongs to ("" outside a request).

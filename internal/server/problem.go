@@ -11,6 +11,7 @@ import (
 	"github.com/agentd/agentd/internal/runtime"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/openaiapi"
 	"github.com/agentd/agentd/internal/spec"
 )
 
@@ -183,6 +184,13 @@ func (rs responder) writeError(w http.ResponseWriter, r *http.Request, err error
 	} else if p.retryAfter > 0 {
 		rs.logger.Warn("request failed: store unavailable", "request_id", RequestID(r.Context()),
 			"method", r.Method, "path", r.URL.Path, "error", err)
+	}
+	if isOpenAIShaped(r.Context()) {
+		if p.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(p.retryAfter))
+		}
+		openaiapi.WriteError(w, openAIError(err, p))
+		return
 	}
 	b, mErr := json.Marshal(p)
 	if mErr != nil {

@@ -164,10 +164,14 @@ func (s *Server) limit(next http.Handler) http.Handler {
 }
 
 // waits reports whether a request holds its connection for long: an event
-// stream, a create or message read with wait_s, or a call of an agent
-// protocol (which may wait for a run or stream it).
+// stream, a create or message read with wait_s, a call of an agent
+// protocol (which may wait for a run or stream it), or a run through the
+// OpenAI-compatible API (a chat completion or a response).
 func waits(r *http.Request) bool {
 	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/events") || agentCall(r) {
+		return true
+	}
+	if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, openAIPrefix) {
 		return true
 	}
 	v := r.URL.Query().Get("wait_s")

@@ -32,6 +32,7 @@ import (
 	"github.com/agentd/agentd/internal/component"
 	"github.com/agentd/agentd/internal/console"
 	"github.com/agentd/agentd/internal/mcpserver"
+	"github.com/agentd/agentd/internal/openaiapi"
 )
 
 // Chats is what the HTTP layer needs from the chat runtime. It is declared by
@@ -194,6 +195,7 @@ type Server struct {
 	a2a             *a2a.Handler
 	mcp             *mcpserver.Handler
 	reg             prometheus.Registerer
+	openai          *openaiapi.Handler
 }
 
 // New returns a Server that serves chats. Its HTTP metrics are registered on
@@ -235,6 +237,11 @@ func New(cfg Config, chats Chats, logger *slog.Logger, reg prometheus.Registerer
 		}
 	}
 	if s.console, err = newConsole(); err != nil {
+		return nil, err
+	}
+	s.openai, err = openaiapi.New(openaiapi.Config{MaxBodyBytes: cfg.MaxBodyBytes, Heartbeat: cfg.Heartbeat, Fail: s.writeError},
+		chats, logger, reg)
+	if err != nil {
 		return nil, err
 	}
 	s.router = s.routes()
@@ -292,6 +299,7 @@ func (s *Server) routes() chi.Router {
 		r.Mount("/teams", (&teamsResource{responder: s.responder, cfg: s.cfg, chats: s.chats, saved: s.mcp.TeamsChanged}).Routes())
 	})
 	s.agentRoutes(r)
+	s.openAIRoutes(r)
 	return r
 }
 
