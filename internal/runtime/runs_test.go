@@ -13,6 +13,7 @@ import (
 	"github.com/agentd/agentd/internal/runtime"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/chat/engine"
 	"github.com/agentd/agentd/internal/spec"
 )
 
@@ -355,6 +356,7 @@ func TestForkCopiesTheLog(t *testing.T) {
 	if f.ForkedFrom == nil || f.ForkedFrom.ChatID != src.ID || f.ForkedFrom.Seq != end1 || f.ID == src.ID {
 		t.Fatalf("fork = %+v", f.ForkedFrom)
 	}
+	checkForkRun(t, f)
 	waitRun(t, rt, f.ID, 2)
 	fevs, _ := db.ListEvents(context.Background(), &chat.ListEventsParams{ChatID: f.ID, Limit: 100})
 	for i := range end1 {
@@ -386,13 +388,15 @@ func TestForkCopiesTheLog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Written with the fork, not by a worker afterwards.
-		made, err := db.ListEvents(context.Background(), &chat.ListEventsParams{ChatID: mid.ID, After: turn1, Limit: 1})
-		if err != nil || len(made) != 1 || made[0].Type != chat.EventChatCancelled {
-			t.Fatalf("the event after the fork point, as the fork returns: %+v, %v", made, err)
+		// Written with the fork, not by a worker afterwards: the cut of
+		// the copied run and the start of the fork's own.
+		checkForkRun(t, mid)
+		made, err := db.ListEvents(context.Background(), &chat.ListEventsParams{ChatID: mid.ID, After: turn1, Limit: 2})
+		if err != nil || len(made) != 2 || made[0].Type != chat.EventChatCancelled || made[1].Type != chat.EventRunStarted {
+			t.Fatalf("the events after the fork point, as the fork returns: %+v, %v", made, err)
 		}
 		waitRun(t, rt, mid.ID, 2)
-		want := []string{"run 1", "user:count", "a:a1", "cancelled 1: External termination requested",
+		want := []string{"run 1", "user:count", "a:a1", "cancelled 1: " + engine.ForkCutDetail,
 			"run 2", "user:instead", "b:b1", "c:c1", "end 2: Maximum number of turns 2 reached."}
 		if got := runEvents(t, db, mid.ID); !slices.Equal(got, want) {
 			t.Fatalf("fork in a run's middle: log =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -428,6 +432,16 @@ func TestForkCopiesTheLog(t *testing.T) {
 	}
 	if _, err := rt.Fork(context.Background(), "other", src.ID, nil); !errors.Is(err, chat.ErrNotFound) {
 		t.Fatalf("fork of another tenant's chat: %v", err)
+	}
+}
+
+// checkForkRun checks the answer to a fork with a run: the fork's own run,
+// run 2, is under way (a client that waits for the end waits for it), and
+// none is left queued.
+func checkForkRun(t *testing.T, f *chat.Chat) {
+	t.Helper()
+	if f.Status.Terminal() || f.Run != 2 || f.QueuedRuns != 0 {
+		t.Fatalf("fork with a run answers %s (%s), run %d, %d queued; want its run 2 under way", f.Status, f.StopDetail, f.Run, f.QueuedRuns)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/chat/engine"
@@ -152,18 +153,20 @@ func (r *Runtime) Fork(ctx context.Context, tenant, id string, body []byte) (*ch
 		return nil, fmt.Errorf("new chat id: %w", err)
 	}
 	now := r.now()
-	if run != nil && !st.Status.Terminal() {
-		// The request's run interrupts the run the copy leaves in
-		// progress (or waiting for a human). It ends in the copy itself,
-		// cancelled as an interrupt ends a run: created unowned and
-		// running, the fork could otherwise be claimed, and a turn of the
-		// copied run taken, before the new run is queued.
-		e := engine.WithRun(engine.CancelledEvent(), st.Run)
-		e.Seq, e.CreatedAt = st.LastSeq+1, now
-		if err := st.Apply(e); err != nil {
-			return nil, fmt.Errorf("%w: end the copied run: %v", ErrLogBroken, err)
+	if run != nil {
+		// The fork's own run starts in the fork's log as it is written,
+		// so the fork answers running at that run, and nothing can take
+		// a turn of the copied run first. A run the copy leaves in
+		// progress (or waiting for a human) is cut where it was forked,
+		// as an interrupt would end it.
+		if !st.Status.Terminal() {
+			if err := appendFolded(st, &evs, now, engine.ForkCutEvent(st.Run)); err != nil {
+				return nil, fmt.Errorf("%w: end the copied run: %v", ErrLogBroken, err)
+			}
 		}
-		evs = append(evs, e)
+		if err := appendFolded(st, &evs, now, st.RunStartEvents(st.Run+1, run.Queued)...); err != nil {
+			return nil, fmt.Errorf("%w: start the fork's run: %v", ErrLogBroken, err)
+		}
 	}
 	upd := st.Update(now)
 	for i := range evs {
@@ -175,16 +178,28 @@ func (r *Runtime) Fork(ctx context.Context, tenant, id string, body []byte) (*ch
 		return nil, err
 	}
 	r.metrics.created.Inc()
-	r.parents.remember(ctx, c.ID, now)
-	r.log.Info("chat forked", "chat_id", c.ID, "forked_from", src.ID, "at_seq", at, "status", c.Status)
 	if run != nil {
-		if c, _, err = r.queueRun(ctx, tenant, c.ID, run); err != nil {
-			return nil, fmt.Errorf("start the run of fork %s: %w", fid, err)
-		}
-	} else if !c.Status.Terminal() && c.Status != chat.StatusAwaitingInput {
-		r.sched.kick() // the copied run goes on
+		r.metrics.runsPosted.WithLabelValues(chat.IfBusyInterrupt, "queued").Inc()
+	}
+	r.parents.remember(ctx, c.ID, now)
+	r.log.Info("chat forked", "chat_id", c.ID, "forked_from", src.ID, "at_seq", at, "status", c.Status, "run", c.Run)
+	if !c.Status.Terminal() && c.Status != chat.StatusAwaitingInput {
+		r.sched.kick() // its run, copied or its own, goes on
 	}
 	return c, nil
+}
+
+// appendFolded folds events made for a chat's log after its last event
+// and adds them to evs, numbered and dated.
+func appendFolded(st *engine.State, evs *[]chat.Event, now time.Time, made ...chat.Event) error {
+	for _, e := range made {
+		e.Seq, e.CreatedAt = st.LastSeq+1, now
+		if err := st.Apply(e); err != nil {
+			return err
+		}
+		*evs = append(*evs, e)
+	}
+	return nil
 }
 
 // foldPrefix reads a chat's log up to seq at and folds it.
