@@ -32,11 +32,19 @@ const brokenLogPrefix = "the chat's log cannot be read"
 
 // SubmitRun posts the next run of a chat (POST /v1/chats/{id}/runs) and
 // returns the chat afterwards and the run's number. A busy chat answers as
-// the request's if_busy says: a *BusyError for reject.
-func (r *Runtime) SubmitRun(ctx context.Context, tenant, id string, body []byte) (*chat.Chat, int, error) {
+// the request's if_busy says: a *BusyError for reject. With a key
+// (Idempotency-Key), a repeat of the request gets the first answer.
+func (r *Runtime) SubmitRun(ctx context.Context, tenant, id, key string, body []byte) (*chat.Chat, int, error) {
 	c, err := r.store.GetChat(ctx, tenant, id)
 	if err != nil {
 		return nil, 0, err
+	}
+	k := keyedRequest(tenant, id, chat.OpRun, key, body)
+	if a, err := r.answered(ctx, k); a != nil || err != nil {
+		if err != nil {
+			return nil, 0, err
+		}
+		return replayed(a, c.Spec), a.Run, nil
 	}
 	sp, err := r.specs.decode(c.Spec)
 	if err != nil {
@@ -49,39 +57,55 @@ func (r *Runtime) SubmitRun(ctx context.Context, tenant, id string, body []byte)
 	if c.Status == chat.StatusFailed && strings.HasPrefix(c.Error, brokenLogPrefix) {
 		return nil, 0, ErrLogBroken
 	}
-	return r.queueRun(ctx, tenant, id, req)
-}
-
-// queueRun stores a decoded run request and tells the worker that will run
-// it.
-func (r *Runtime) queueRun(ctx context.Context, tenant, id string, req *engine.RunRequest) (*chat.Chat, int, error) {
-	c, n, err := r.store.SubmitRun(ctx, &chat.SubmitRunParams{Tenant: tenant, ChatID: id, Request: chat.MustJSON(req.Queued),
-		IfBusy: req.IfBusy, Key: uuid.NewString(), Now: r.now()})
+	sc, n, err := r.store.SubmitRun(ctx, &chat.SubmitRunParams{Tenant: tenant, ChatID: id, Request: chat.MustJSON(req.Queued),
+		IfBusy: req.IfBusy, Key: uuid.NewString(), Now: r.now(), Keyed: k})
 	var busy *chat.BusyError
 	switch {
 	case errors.As(err, &busy):
 		r.metrics.runsPosted.WithLabelValues(req.IfBusy, "busy").Inc()
 		return nil, 0, err
 	case err != nil:
-		return nil, 0, err
+		a, err := r.repeated(ctx, k, err)
+		if err != nil {
+			return nil, 0, err
+		}
+		return replayed(a, c.Spec), a.Run, nil
 	}
 	r.metrics.runsPosted.WithLabelValues(req.IfBusy, "queued").Inc()
 	r.parents.remember(ctx, id, r.now())
-	r.log.Info("run posted", "chat_id", id, "run", n, "if_busy", req.IfBusy, "queued_runs", c.QueuedRuns)
-	if c.CancelRequested {
+	r.log.Info("run posted", "chat_id", id, "run", n, "if_busy", req.IfBusy, "queued_runs", sc.QueuedRuns, "keyed", k != nil)
+	if sc.CancelRequested {
 		r.sched.cancel(id, errCancelRequested) // the interrupted run, if it runs here
 	}
 	r.sched.runQueued(id)
-	return c, n, nil
+	return sc, n, nil
 }
 
 // StopRun asks a chat's active run to end after its current turn (POST
 // /stop, AgentChat's ExternalTermination). changed is false when no run
-// was active.
-func (r *Runtime) StopRun(ctx context.Context, tenant, id string) (*chat.Chat, bool, error) {
-	c, err := r.store.RequestStop(ctx, tenant, id)
+// was active. With a key, a repeat gets the first answer.
+func (r *Runtime) StopRun(ctx context.Context, tenant, id, key string) (*chat.Chat, bool, error) {
+	k := keyedRequest(tenant, id, chat.OpStop, key, nil)
+	a, err := r.answered(ctx, k)
 	if err != nil {
 		return nil, false, err
+	}
+	var c *chat.Chat
+	if a == nil {
+		c, err = r.store.RequestStop(ctx, tenant, id, k)
+		if err != nil {
+			if a, err = r.repeated(ctx, k, err); err != nil {
+				return nil, false, err
+			}
+		}
+	}
+	if a != nil {
+		cur, err := r.store.GetChat(ctx, tenant, id)
+		if err != nil {
+			return nil, false, err
+		}
+		c = replayed(a, cur.Spec)
+		return c, !c.Status.Terminal(), nil
 	}
 	if c.Status.Terminal() {
 		return c, false, nil
@@ -102,7 +126,8 @@ type forkRequest struct {
 // spec, in the state that copy leaves it, with forked_from set. A run in
 // the request starts on it at once (it interrupts a run the copy left in
 // progress). It is how a client edits history or tries another path.
-func (r *Runtime) Fork(ctx context.Context, tenant, id string, body []byte) (*chat.Chat, error) {
+// With a key, a repeat gets the first fork.
+func (r *Runtime) Fork(ctx context.Context, tenant, id, key string, body []byte) (*chat.Chat, error) {
 	var fr forkRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -114,6 +139,13 @@ func (r *Runtime) Fork(ctx context.Context, tenant, id string, body []byte) (*ch
 	src, err := r.store.GetChat(ctx, tenant, id)
 	if err != nil {
 		return nil, err
+	}
+	k := keyedRequest(tenant, id, chat.OpFork, key, body)
+	if a, err := r.answered(ctx, k); a != nil || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		return replayed(a, src.Spec), nil
 	}
 	sp, err := r.specs.decode(src.Spec)
 	if err != nil {
@@ -173,9 +205,14 @@ func (r *Runtime) Fork(ctx context.Context, tenant, id string, body []byte) (*ch
 		evs[i].ChatID = ""
 	}
 	c, _, err := r.store.CreateChat(ctx, &chat.CreateChatParams{ID: fid.String(), Tenant: tenant, Name: src.Name, Spec: src.Spec,
-		Metadata: src.Metadata, CreatedAt: now, Events: evs, State: &upd, ForkedFrom: &chat.ForkRef{ChatID: src.ID, Seq: at}, Team: src.Team})
+		Metadata: src.Metadata, CreatedAt: now, Events: evs, State: &upd, ForkedFrom: &chat.ForkRef{ChatID: src.ID, Seq: at}, Team: src.Team,
+		Keyed: k})
 	if err != nil {
-		return nil, err
+		a, err := r.repeated(ctx, k, err)
+		if err != nil {
+			return nil, err
+		}
+		return replayed(a, src.Spec), nil
 	}
 	r.metrics.created.Inc()
 	if run != nil {
