@@ -21,7 +21,7 @@ type rowQuerier interface {
 func (s *Store) Answered(ctx context.Context, k *chat.KeyedRequest) (*chat.Answer, error) {
 	a, err := findAnswer(ctx, s.pool, k)
 	if err == nil && a == nil {
-		err = fmt.Errorf("answer of %s key %q on chat %s: %w", k.Op, k.Key, k.ChatID, chat.ErrNotFound)
+		err = param.NotAnswered(k)
 	}
 	return a, err
 }
@@ -41,15 +41,12 @@ func findAnswer(ctx context.Context, q rowQuerier, k *chat.KeyedRequest) (*chat.
 		WHERE r.chat_id = $1 AND r.op = $2 AND r.key = $3 AND ($4 = '' OR c.tenant = $4)`,
 		cid, k.Op, k.Key, k.Tenant).Scan(&hash, &answer)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
+		return param.Answer(k, false, "", nil)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("answer of %s key %q on chat %s: %w", k.Op, k.Key, cid, translate(err))
 	}
-	if hash != k.RequestHash {
-		return nil, fmt.Errorf("%s key %q on chat %s was used for another request: %w", k.Op, k.Key, cid, chat.ErrConflict)
-	}
-	return chat.DecodeAnswer(answer)
+	return param.Answer(k, true, hash, answer)
 }
 
 // checkKeyed is the start of a write that carries k (nil: none): nil if
@@ -61,14 +58,7 @@ func checkKeyed(ctx context.Context, tx pgx.Tx, k *chat.KeyedRequest) error {
 	if k == nil {
 		return nil
 	}
-	a, err := findAnswer(ctx, tx, k)
-	switch {
-	case err != nil:
-		return err
-	case a != nil:
-		return &chat.AnsweredError{Answer: a}
-	}
-	return nil
+	return param.Repeat(findAnswer(ctx, tx, k))
 }
 
 // storeAnswer records the answer of k (nil: none) in the write's
