@@ -2,18 +2,13 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentd/agentd/internal/chat"
-	"github.com/agentd/agentd/internal/llm"
-	"github.com/agentd/agentd/internal/runtime"
-	"github.com/agentd/agentd/internal/store"
 )
 
 // TestKeyedPostsOnAChat: POST /runs, /fork, /stop and /input take an
@@ -22,31 +17,9 @@ import (
 // another body is a 409 problem, counted, and a bad key is a 400 at the
 // header before anything is done.
 func TestKeyedPostsOnAChat(t *testing.T) {
-	db, err := store.Open(t.Context(), store.Config{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if err := db.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	models, err := llm.New(llm.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openStore(t)
 	reg := prometheus.NewRegistry()
-	rt, err := runtime.New(runtime.Config{Store: db, Models: models, Registerer: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = rt.Stop(ctx)
-	})
+	rt := startRuntime(t, db, reg)
 	ts := newTestServer(t, Config{}, rt)
 	body := decodeJSON(t, ts.do(t, http.MethodPost, "/v1/chats?wait_s=30", `{"task": "go", "max_round": 1, "agents": [{"name": "a",
 		"type": "assistant", "model": {"provider": "replay", "responses": ["r1", "r2", "r3"]}}]}`), http.StatusCreated)
@@ -102,25 +75,8 @@ func TestKeyedPostsOnAChat(t *testing.T) {
 }
 
 // keyedCount reads agentd_keyed_requests_total{op, outcome} (0 if absent).
-func keyedCount(t *testing.T, reg *prometheus.Registry, op, outcome string) float64 {
+func keyedCount(t *testing.T, reg prometheus.Gatherer, op, outcome string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "agentd_keyed_requests_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["op"] == op && labels["outcome"] == outcome {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	v, _ := metric(t, reg, "agentd_keyed_requests_total", map[string]string{"op": op, "outcome": outcome})
+	return v
 }
