@@ -165,10 +165,7 @@ func (r *Runtime) Fork(ctx context.Context, tenant, id, key string, body []byte)
 		for _, p := range rp {
 			probs = append(probs, spec.Problem{Path: "/run" + p.Path, Message: p.Message})
 		}
-		if rr != nil {
-			rr.IfBusy = chat.IfBusyInterrupt
-		}
-		run = rr
+		run = rr // its if_busy does not apply: the fork's run starts at once
 	}
 	if len(probs) > 0 {
 		return nil, &spec.ValidationError{Problems: probs}
@@ -216,6 +213,7 @@ func (r *Runtime) Fork(ctx context.Context, tenant, id, key string, body []byte)
 	}
 	r.metrics.created.Inc()
 	if run != nil {
+		// Counted as the interrupt it is of a run the copy left going.
 		r.metrics.runsPosted.WithLabelValues(chat.IfBusyInterrupt, "queued").Inc()
 	}
 	r.parents.remember(ctx, c.ID, now)
