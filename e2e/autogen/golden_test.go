@@ -460,7 +460,7 @@ func runAgentd(t *testing.T, sc scenario, fx fixture, sandboxes chat.Sandboxes) 
 	)
 	script := newScriptServer(t, sc, body, func(i int) {
 		<-created
-		if _, stopped, err := rt.StopRun(context.Background(), "", chatID); err != nil || !stopped {
+		if _, stopped, err := rt.StopRun(context.Background(), "", chatID, ""); err != nil || !stopped {
 			t.Errorf("stop at request %d: stopped %v, %v", i, stopped, err)
 		}
 	})
@@ -549,7 +549,7 @@ func runAgentd(t *testing.T, sc scenario, fx fixture, sandboxes chat.Sandboxes) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, n, err := rt.SubmitRun(ctx, "", chatID, b)
+		_, n, err := rt.SubmitRun(ctx, "", chatID, "", b)
 		var invalid *agentdspec.ValidationError
 		switch {
 		case errors.As(err, &invalid):

@@ -40,10 +40,12 @@ type Chats interface {
 	Subscribe(chatID string) (<-chan runtime.Wake, func())
 	// Cancel asks a chat's run to stop.
 	Cancel(ctx context.Context, tenant, id string) (*chat.Chat, bool, error)
-	// Input answers the chat's pending input request.
-	Input(ctx context.Context, tenant, id string, in *chat.Input) error
-	// SubmitRun posts the chat's next run (a /v1 runs request body).
-	SubmitRun(ctx context.Context, tenant, id string, body []byte) (*chat.Chat, int, error)
+	// Input answers the chat's pending input request; key is an
+	// Idempotency-Key ("" for none).
+	Input(ctx context.Context, tenant, id, key string, in *chat.Input) (*chat.Chat, error)
+	// SubmitRun posts the chat's next run (a /v1 runs request body); key
+	// is an Idempotency-Key ("" for none).
+	SubmitRun(ctx context.Context, tenant, id, key string, body []byte) (*chat.Chat, int, error)
 	// GetTeam returns a saved team (the latest version for 0).
 	GetTeam(ctx context.Context, tenant, name string, version int) (*chat.Team, error)
 }

@@ -251,7 +251,7 @@ func (c *call) continueContext(ctx context.Context, m *Message, text string, dat
 	if err != nil {
 		return "", 0, 0, err
 	}
-	after, n, err := c.h.chats.SubmitRun(ctx, c.tenant, ch.ID, body)
+	after, n, err := c.h.chats.SubmitRun(ctx, c.tenant, ch.ID, "", body)
 	if err != nil {
 		return "", 0, 0, err
 	}
@@ -308,7 +308,7 @@ func (c *call) answer(ctx context.Context, ch *chat.Chat, text string, data json
 	default:
 		in.Content = &text
 	}
-	if err := c.h.chats.Input(ctx, c.tenant, ch.ID, &in); err != nil {
+	if _, err := c.h.chats.Input(ctx, c.tenant, ch.ID, "", &in); err != nil {
 		return 0, err
 	}
 	c.h.log.Info("a2a input answered", "chat_id", ch.ID, "run", ch.Run, "kind", p.Kind, "team", c.team, "tenant", c.tenant)

@@ -142,11 +142,11 @@ func (fakeChats) Cancel(context.Context, string, string) (*chat.Chat, bool, erro
 	return nil, false, chat.ErrNotFound
 }
 
-func (fakeChats) Input(context.Context, string, string, *chat.Input) error {
-	return chat.ErrNoPendingInput
+func (fakeChats) Input(context.Context, string, string, string, *chat.Input) (*chat.Chat, error) {
+	return nil, chat.ErrNoPendingInput
 }
 
-func (fakeChats) SubmitRun(context.Context, string, string, []byte) (*chat.Chat, int, error) {
+func (fakeChats) SubmitRun(context.Context, string, string, string, []byte) (*chat.Chat, int, error) {
 	return nil, 0, &chat.BusyError{}
 }
 

@@ -101,10 +101,14 @@ type Store interface {
 	QueuedRun(ctx context.Context, chatID string, after int) (*QueuedRun, error)
 	// RequestStop records a stop request (POST /stop) on a chat whose run
 	// has not ended and returns the chat as it is afterwards (unchanged
-	// when its run had ended).
-	RequestStop(ctx context.Context, tenant, id string) (*Chat, error)
+	// when its run had ended). With keyed set, the answer is stored with
+	// its key, or, if the key was answered, nothing is done and the
+	// answer is an *AnsweredError (ErrConflict for another request).
+	RequestStop(ctx context.Context, tenant, id string, keyed *KeyedRequest) (*Chat, error)
 	// CountByStatus returns the number of chats in each status.
 	CountByStatus(ctx context.Context) (map[Status]int64, error)
+	// KeyedStore reads the answers of keyed requests.
+	KeyedStore
 	// AppStore serves webhooks, search, erasure and saved teams (backend.go).
 	AppStore
 }
@@ -205,6 +209,11 @@ type CreateChatParams struct {
 	// Deliveries are webhook deliveries of Events, written to the outbox
 	// in the same transaction.
 	Deliveries []Delivery
+	// Keyed, for a fork, is the keyed POST /fork on the source chat that
+	// makes it: its answer (the fork) is stored in the same transaction,
+	// or, if the key was answered, nothing is written and the answer is
+	// an *AnsweredError (ErrConflict for another request).
+	Keyed *KeyedRequest
 }
 
 // Progress is how far a chat has got: the part of a Chat that changes with
@@ -308,6 +317,10 @@ type SubmitRunParams struct {
 	// Key identifies this run among every run ever queued for the chat.
 	Key string
 	Now time.Time
+	// Keyed, when set, stores the answer with the client's key in the same
+	// transaction; a key already answered writes nothing and returns an
+	// *AnsweredError (ErrConflict for another request).
+	Keyed *KeyedRequest
 }
 
 // QueuedRun is a run posted and not started yet.
@@ -335,6 +348,8 @@ type SubmitInputParams struct {
 	RequestID string
 	Response  json.RawMessage
 	Now       time.Time
+	// Keyed: as in SubmitRunParams.
+	Keyed *KeyedRequest
 }
 
 // ClaimParams are the arguments of Store.Claim.

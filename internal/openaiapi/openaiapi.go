@@ -39,7 +39,7 @@ type Runtime interface {
 	// replies its models stream.
 	Stream(chatID string) (<-chan runtime.Wake, *runtime.DeltaQueue, func())
 	// SubmitRun posts the next run of a chat and returns its number.
-	SubmitRun(ctx context.Context, tenant, id string, body []byte) (*chat.Chat, int, error)
+	SubmitRun(ctx context.Context, tenant, id, key string, body []byte) (*chat.Chat, int, error)
 	// GetTeam returns a version of a saved team (the latest for 0), or
 	// chat.ErrTeamNotFound.
 	GetTeam(ctx context.Context, tenant, name string, version int) (*chat.Team, error)

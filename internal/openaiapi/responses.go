@@ -198,7 +198,7 @@ func (h *Handler) Responses(w http.ResponseWriter, r *http.Request, tenant, key 
 			return
 		}
 		body, _ := json.Marshal(map[string]string{"task": conv.task})
-		if ch, run, err = h.rt.SubmitRun(ctx, tenant, chatID, body); err != nil {
+		if ch, run, err = h.rt.SubmitRun(ctx, tenant, chatID, "", body); err != nil {
 			h.fail(w, r, err)
 			return
 		}

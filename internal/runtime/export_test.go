@@ -81,7 +81,7 @@ func RunStateProperty(t *testing.T, rt *Runtime, db *FaultyStore, seed uint64, m
 		}
 		if w.st.Status == chat.StatusRunning && rng.IntN(20) == 0 {
 			// POST /stop, and the word of it that reaches the worker.
-			if _, err := db.RequestStop(ctx, "", w.id); err != nil {
+			if _, err := db.RequestStop(ctx, "", w.id, nil); err != nil {
 				t.Fatal(err)
 			}
 			w.flags.stop.Store(true)

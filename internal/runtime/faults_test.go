@@ -578,7 +578,7 @@ func drive(ctx context.Context, rt *runtime.Runtime, id string) driven {
 			}
 			if !slices.Contains(answered, p.RequestID) {
 				content := "go on"
-				err := rt.Input(ctx, "", id, &chat.Input{RequestID: p.RequestID, Content: &content})
+				err := answerInput(rt, ctx, id, &chat.Input{RequestID: p.RequestID, Content: &content})
 				switch {
 				case err == nil:
 					answered = append(answered, p.RequestID)

@@ -195,7 +195,7 @@ func TestGraphRunsGoOn(t *testing.T) {
 	}
 	run := func(task string) *chat.Chat {
 		t.Helper()
-		_, n, err := rt.SubmitRun(context.Background(), "", c.ID, []byte(`{"task": "`+task+`"}`))
+		_, n, err := rt.SubmitRun(context.Background(), "", c.ID, "", []byte(`{"task": "`+task+`"}`))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -87,7 +87,7 @@ func pending(t testing.TB, c *chat.Chat) chat.PendingInput {
 func say(t testing.TB, rt *runtime.Runtime, c *chat.Chat, content string) {
 	t.Helper()
 	p := pending(t, c)
-	if err := rt.Input(context.Background(), "", c.ID, &chat.Input{RequestID: p.RequestID, Content: &content}); err != nil {
+	if err := answerInput(rt, context.Background(), c.ID, &chat.Input{RequestID: p.RequestID, Content: &content}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -117,7 +117,7 @@ func TestHumanInputAlways(t *testing.T) {
 	// The same request_id twice: 409, and nothing is appended.
 	before := mustLastSeq(t, db, c.ID)
 	content := "again"
-	if err := rt.Input(context.Background(), "", c.ID, &chat.Input{RequestID: p.RequestID, Content: &content}); !errors.Is(err, chat.ErrNoPendingInput) {
+	if err := answerInput(rt, context.Background(), c.ID, &chat.Input{RequestID: p.RequestID, Content: &content}); !errors.Is(err, chat.ErrNoPendingInput) {
 		t.Fatalf("second answer to one request: %v", err)
 	}
 	c = nextPause(t, rt, c)
@@ -219,16 +219,16 @@ func TestManualSelection(t *testing.T) {
 	}
 	bad := "zed"
 	var ve *spec.ValidationError
-	if err := rt.Input(context.Background(), "", c.ID, &chat.Input{RequestID: p.RequestID, Speaker: &bad}); !errors.As(err, &ve) || ve.Problems[0].Path != "/speaker" {
+	if err := answerInput(rt, context.Background(), c.ID, &chat.Input{RequestID: p.RequestID, Speaker: &bad}); !errors.As(err, &ve) || ve.Problems[0].Path != "/speaker" {
 		t.Fatalf("unknown speaker: %v", err)
 	}
 	b := "b"
-	if err := rt.Input(context.Background(), "", c.ID, &chat.Input{RequestID: p.RequestID, Speaker: &b}); err != nil {
+	if err := answerInput(rt, context.Background(), c.ID, &chat.Input{RequestID: p.RequestID, Speaker: &b}); err != nil {
 		t.Fatal(err)
 	}
 	c = nextPause(t, rt, c)
 	a := "a"
-	if err := rt.Input(context.Background(), "", c.ID, &chat.Input{RequestID: pending(t, c).RequestID, Speaker: &a}); err != nil {
+	if err := answerInput(rt, context.Background(), c.ID, &chat.Input{RequestID: pending(t, c).RequestID, Speaker: &a}); err != nil {
 		t.Fatal(err)
 	}
 	c = waitTerminal(t, rt, c.ID, 5*time.Second)
@@ -380,4 +380,10 @@ func TestTimeoutConditionCutsALongTurn(t *testing.T) {
 	if c.StopReason != chat.StopTimeout || c.StopDetail != "Timeout of 0.5 seconds reached" || time.Since(start) > 3*time.Second {
 		t.Fatalf("chat = %+v after %v", c, time.Since(start))
 	}
+}
+
+// answerInput answers a chat's input request without an Idempotency-Key.
+func answerInput(rt *runtime.Runtime, ctx context.Context, id string, in *chat.Input) error {
+	_, err := rt.Input(ctx, "", id, "", in)
+	return err
 }

@@ -99,7 +99,7 @@ func TestMultiModalTaskProblems(t *testing.T) {
 	c := create(t, rt, threeAgents(1, ""))
 	waitRun(t, rt, c.ID, 1)
 	big := base64.StdEncoding.EncodeToString(append(opaquePNG(t), make([]byte, 100)...))
-	_, _, err := rt.SubmitRun(context.Background(), "", c.ID, []byte(`{"task": [
+	_, _, err := rt.SubmitRun(context.Background(), "", c.ID, "", []byte(`{"task": [
 		{"type": "MultiModalMessage", "content": "not a list"},
 		{"type": "MultiModalMessage", "content": ["x", {"image": {"data": "aGVsbG8="}}, {"data": "`+big+`"}, 7]},
 		{"type": "MultiModalMessage", "content": []}]}`))
@@ -115,7 +115,7 @@ func TestMultiModalTaskProblems(t *testing.T) {
 	if !slices.Equal(paths, want) {
 		t.Errorf("problems = %+v, want paths %q", ve.Problems, want)
 	}
-	_, _, err = rt.SubmitRun(context.Background(), "", c.ID, []byte(`{"task": {"type": "MultiModalMessage", "content": ["x", {"image": {"data": "aGVsbG8="}}, {"data": "`+big+`"}]}}`))
+	_, _, err = rt.SubmitRun(context.Background(), "", c.ID, "", []byte(`{"task": {"type": "MultiModalMessage", "content": ["x", {"image": {"data": "aGVsbG8="}}, {"data": "`+big+`"}]}}`))
 	paths = nil
 	if errors.As(err, &ve) {
 		for _, p := range ve.Problems {
@@ -189,11 +189,11 @@ func TestHumanSendsImages(t *testing.T) {
 	p := pending(t, c)
 	bad := &chat.Input{RequestID: p.RequestID, Parts: []spec.Part{{Text: "see"}, {Image: &spec.ImagePart{Data: []byte("no image")}}}}
 	var ve *spec.ValidationError
-	if err := rt.Input(context.Background(), "", c.ID, bad); !errors.As(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Path != "/content/1/image/data" {
+	if err := answerInput(rt, context.Background(), c.ID, bad); !errors.As(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Path != "/content/1/image/data" {
 		t.Fatalf("a part that is no image: %v", err)
 	}
 	good := &chat.Input{RequestID: p.RequestID, Parts: []spec.Part{{Text: "see"}, {Image: &spec.ImagePart{Data: opaquePNG(t)}}}}
-	if err := rt.Input(context.Background(), "", c.ID, good); err != nil {
+	if err := answerInput(rt, context.Background(), c.ID, good); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, rt, c.ID, 5*time.Second, chat.StatusAwaitingInput)

@@ -29,7 +29,10 @@ type metrics struct {
 	// runsPosted counts POST /runs by answer (queued, rejected: busy);
 	// runs counts runs started by workers (a chat's first included).
 	runsPosted *prometheus.CounterVec
-	runs       prometheus.Counter
+	// keyed counts requests with an Idempotency-Key on a chat that were
+	// answered from their key (repeated) or refused (conflict).
+	keyed *prometheus.CounterVec
+	runs  prometheus.Counter
 	// deltasRelayed counts deltas relayed to and from other replicas
 	// (direction sent, received); deltaRelayFailures those that could not
 	// be sent.
@@ -79,6 +82,8 @@ func newMetrics(reg prometheus.Registerer, store chat.Store, statusTTL time.Dura
 		panics:      prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_worker_panics_total", Help: "Workers that panicked; their chats failed with an internal error."}),
 		runsPosted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_runs_posted_total",
 			Help: "Runs posted to chats, by if_busy and outcome (queued, busy: rejected because a run was active)."}, []string{"if_busy", "outcome"}),
+		keyed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_keyed_requests_total",
+			Help: "Requests on a chat (runs, fork, stop, input) whose Idempotency-Key was answered before, by op and outcome (repeated: given the first answer; conflict: the key answered another request, 409)."}, []string{"op", "outcome"}),
 		runs: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_runs_started_total",
 			Help: "Runs after a chat's first that workers started (POST /runs, POST /fork with a run)."}),
 		deltasRelayed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_deltas_relayed_total",
@@ -91,7 +96,7 @@ func newMetrics(reg prometheus.Registerer, store chat.Store, statusTTL time.Dura
 			Help: "Steps of parallel branches (a graph's nodes that run at once) under way on this replica."}),
 	}
 	for _, c := range []prometheus.Collector{m.created, m.finished, m.turns, m.messages, m.events, m.appendErrors,
-		m.appendSeconds, m.modelCalls, m.modelSeconds, m.tokens, m.workers, m.claimErrors, m.panics, m.runsPosted, m.runs,
+		m.appendSeconds, m.modelCalls, m.modelSeconds, m.tokens, m.workers, m.claimErrors, m.panics, m.runsPosted, m.keyed, m.runs,
 		m.deltasRelayed, m.deltaRelayFailures, m.structuredInvalid, m.parallelBranches, &statusCollector{store: store, ttl: statusTTL, now: now}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

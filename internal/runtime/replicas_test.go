@@ -90,7 +90,7 @@ func TestAnsweredInputIsNeverShownAgain(t *testing.T) {
 			p := pending(t, c)
 			answeredOn := replicas[turn%len(replicas)]
 			speaker := p.Candidates[turn%len(p.Candidates)]
-			if err := answeredOn.Input(ctx, "", c.ID, &chat.Input{RequestID: p.RequestID, Speaker: &speaker}); err != nil {
+			if err := answerInput(answeredOn, ctx, c.ID, &chat.Input{RequestID: p.RequestID, Speaker: &speaker}); err != nil {
 				t.Fatal(err)
 			}
 			for i, rt := range replicas {
@@ -188,7 +188,7 @@ func TestRunsPostedToAnotherReplica(t *testing.T) {
 	slow := create(t, rt1, `{"task": "go", "max_round": 5, "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": [
 		{"content": "x1", "delay_ms": 1500}, {"content": "x2", "delay_ms": 1500}]}}]}`)
 	runningOn(t, rt1, slow.ID)
-	if _, stopped, err := rt2.StopRun(context.Background(), "", slow.ID); err != nil || !stopped {
+	if _, stopped, err := rt2.StopRun(context.Background(), "", slow.ID, ""); err != nil || !stopped {
 		t.Fatalf("stop through replica 2: %v, %v", stopped, err)
 	}
 	waitTerminal(t, rt2, slow.ID, 10*time.Second)

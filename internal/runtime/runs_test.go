@@ -13,6 +13,7 @@ import (
 	"github.com/agentd/agentd/internal/runtime"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/chat/engine"
 	"github.com/agentd/agentd/internal/spec"
 )
 
@@ -41,7 +42,7 @@ func waitRun(t testing.TB, rt *runtime.Runtime, id string, n int) *chat.Chat {
 
 func submitRun(t testing.TB, rt *runtime.Runtime, id, body string) int {
 	t.Helper()
-	_, n, err := rt.SubmitRun(context.Background(), "", id, []byte(body))
+	_, n, err := rt.SubmitRun(context.Background(), "", id, "", []byte(body))
 	if err != nil {
 		t.Fatalf("SubmitRun(%s): %v", body, err)
 	}
@@ -141,7 +142,7 @@ func TestIfBusy(t *testing.T) {
 		"model": {"provider": "replay", "responses": [{"content": "r1", "delay_ms": 300}, {"content": "r2", "delay_ms": 300},
 		{"content": "r3", "delay_ms": 300}, {"content": "r4", "delay_ms": 1500}]}}]}`
 	c := create(t, rt, slow)
-	_, _, err := rt.SubmitRun(context.Background(), "", c.ID, []byte(`{"task": "x"}`))
+	_, _, err := rt.SubmitRun(context.Background(), "", c.ID, "", []byte(`{"task": "x"}`))
 	var busy *chat.BusyError
 	if !errors.As(err, &busy) || busy.Run != 1 {
 		t.Fatalf("reject while run 1 runs: %v", err)
@@ -159,7 +160,7 @@ func TestIfBusy(t *testing.T) {
 	// which is the only run queued after it and the next to start.
 	submitRun(t, rt, c.ID, `{"task": "fifth", "if_busy": "enqueue"}`)
 	submitRun(t, rt, c.ID, `{"task": "sixth", "if_busy": "enqueue"}`)
-	queued, n, err := rt.SubmitRun(context.Background(), "", c.ID, []byte(`{"task": "seventh", "if_busy": "interrupt"}`))
+	queued, n, err := rt.SubmitRun(context.Background(), "", c.ID, "", []byte(`{"task": "seventh", "if_busy": "interrupt"}`))
 	if err != nil || n != 7 {
 		t.Fatalf("interrupting run %d, want 7: %v", n, err)
 	}
@@ -192,7 +193,7 @@ func TestStopEndsTheRunAfterItsTurn(t *testing.T) {
 		"agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": [
 			{"content": "working", "delay_ms": 1500}, {"content": "more"}, {"content": "DONE", "delay_ms": 1500}]}}]}`)
 	waitForEvent(t, rt, db, c.ID, chat.EventSpeakerSelected)
-	if _, changed, err := rt.StopRun(context.Background(), "", c.ID); err != nil || !changed {
+	if _, changed, err := rt.StopRun(context.Background(), "", c.ID, ""); err != nil || !changed {
 		t.Fatalf("StopRun: %v, %v", changed, err)
 	}
 	got := waitRun(t, rt, c.ID, 1)
@@ -209,7 +210,7 @@ func TestStopEndsTheRunAfterItsTurn(t *testing.T) {
 		last := evs[len(evs)-1]
 		return last.Type == chat.EventSpeakerSelected && slices.ContainsFunc(evs, func(e chat.Event) bool { return e.Content == "more" })
 	})
-	if _, changed, err := rt.StopRun(context.Background(), "", c.ID); err != nil || !changed {
+	if _, changed, err := rt.StopRun(context.Background(), "", c.ID, ""); err != nil || !changed {
 		t.Fatalf("StopRun: %v, %v", changed, err)
 	}
 	got = waitRun(t, rt, c.ID, 2)
@@ -217,7 +218,7 @@ func TestStopEndsTheRunAfterItsTurn(t *testing.T) {
 		t.Fatalf("run 2 ended %s %q", got.StopReason, got.StopDetail)
 	}
 	// No run is active: nothing to stop.
-	if _, changed, err := rt.StopRun(context.Background(), "", c.ID); err != nil || changed {
+	if _, changed, err := rt.StopRun(context.Background(), "", c.ID, ""); err != nil || changed {
 		t.Fatalf("StopRun of an ended chat: %v, %v", changed, err)
 	}
 }
@@ -311,7 +312,7 @@ func TestSwarmHandsOffToUserAndBack(t *testing.T) {
 		t.Fatalf("the refused run's task joined the thread: %v", runEvents(t, db, c.ID))
 	}
 	// The task is checked against the chat's agents when it is posted.
-	_, _, err := rt.SubmitRun(context.Background(), "", c.ID, []byte(`{"task": {"type": "HandoffMessage", "target": "nobody", "content": "x"}, "if_busy": "sometimes", "bogus": 1}`))
+	_, _, err := rt.SubmitRun(context.Background(), "", c.ID, "", []byte(`{"task": {"type": "HandoffMessage", "target": "nobody", "content": "x"}, "if_busy": "sometimes", "bogus": 1}`))
 	var ve *spec.ValidationError
 	if !errors.As(err, &ve) {
 		t.Fatalf("a bad run: %v", err)
@@ -348,13 +349,14 @@ func TestForkCopiesTheLog(t *testing.T) {
 			break
 		}
 	}
-	f, err := rt.Fork(context.Background(), "", src.ID, fmt.Appendf(nil, `{"at_seq": %d, "run": {"task": "instead"}}`, end1))
+	f, err := rt.Fork(context.Background(), "", src.ID, "", fmt.Appendf(nil, `{"at_seq": %d, "run": {"task": "instead"}}`, end1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f.ForkedFrom == nil || f.ForkedFrom.ChatID != src.ID || f.ForkedFrom.Seq != end1 || f.ID == src.ID {
 		t.Fatalf("fork = %+v", f.ForkedFrom)
 	}
+	checkForkRun(t, f)
 	waitRun(t, rt, f.ID, 2)
 	fevs, _ := db.ListEvents(context.Background(), &chat.ListEventsParams{ChatID: f.ID, Limit: 100})
 	for i := range end1 {
@@ -382,17 +384,19 @@ func TestForkCopiesTheLog(t *testing.T) {
 		}
 	}
 	for range 5 {
-		mid, err := rt.Fork(context.Background(), "", src.ID, fmt.Appendf(nil, `{"at_seq": %d, "run": {"task": "instead"}}`, turn1))
+		mid, err := rt.Fork(context.Background(), "", src.ID, "", fmt.Appendf(nil, `{"at_seq": %d, "run": {"task": "instead"}}`, turn1))
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Written with the fork, not by a worker afterwards.
-		made, err := db.ListEvents(context.Background(), &chat.ListEventsParams{ChatID: mid.ID, After: turn1, Limit: 1})
-		if err != nil || len(made) != 1 || made[0].Type != chat.EventChatCancelled {
-			t.Fatalf("the event after the fork point, as the fork returns: %+v, %v", made, err)
+		// Written with the fork, not by a worker afterwards: the cut of
+		// the copied run and the start of the fork's own.
+		checkForkRun(t, mid)
+		made, err := db.ListEvents(context.Background(), &chat.ListEventsParams{ChatID: mid.ID, After: turn1, Limit: 2})
+		if err != nil || len(made) != 2 || made[0].Type != chat.EventChatCancelled || made[1].Type != chat.EventRunStarted {
+			t.Fatalf("the events after the fork point, as the fork returns: %+v, %v", made, err)
 		}
 		waitRun(t, rt, mid.ID, 2)
-		want := []string{"run 1", "user:count", "a:a1", "cancelled 1: External termination requested",
+		want := []string{"run 1", "user:count", "a:a1", "cancelled 1: " + engine.ForkCutDetail,
 			"run 2", "user:instead", "b:b1", "c:c1", "end 2: Maximum number of turns 2 reached."}
 		if got := runEvents(t, db, mid.ID); !slices.Equal(got, want) {
 			t.Fatalf("fork in a run's middle: log =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -401,7 +405,7 @@ func TestForkCopiesTheLog(t *testing.T) {
 	// At a turn's end inside a run, without a run: nothing ends the
 	// copied run; it carries on where the source was, the next agent
 	// speaks and the run ends as the source's did.
-	plain, err := rt.Fork(context.Background(), "", src.ID, fmt.Appendf(nil, `{"at_seq": %d}`, turn1))
+	plain, err := rt.Fork(context.Background(), "", src.ID, "", fmt.Appendf(nil, `{"at_seq": %d}`, turn1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,13 +425,23 @@ func TestForkCopiesTheLog(t *testing.T) {
 			break
 		}
 	}
-	_, err = rt.Fork(context.Background(), "", src.ID, fmt.Appendf(nil, `{"at_seq": %d}`, sel))
+	_, err = rt.Fork(context.Background(), "", src.ID, "", fmt.Appendf(nil, `{"at_seq": %d}`, sel))
 	var ve *spec.ValidationError
 	if !errors.As(err, &ve) || ve.Problems[0].Path != "/at_seq" {
 		t.Fatalf("fork inside a turn: %v", err)
 	}
-	if _, err := rt.Fork(context.Background(), "other", src.ID, nil); !errors.Is(err, chat.ErrNotFound) {
+	if _, err := rt.Fork(context.Background(), "other", src.ID, "", nil); !errors.Is(err, chat.ErrNotFound) {
 		t.Fatalf("fork of another tenant's chat: %v", err)
+	}
+}
+
+// checkForkRun checks the answer to a fork with a run: the fork's own run,
+// run 2, is under way (a client that waits for the end waits for it), and
+// none is left queued.
+func checkForkRun(t *testing.T, f *chat.Chat) {
+	t.Helper()
+	if f.Status.Terminal() || f.Run != 2 || f.QueuedRuns != 0 {
+		t.Fatalf("fork with a run answers %s (%s), run %d, %d queued; want its run 2 under way", f.Status, f.StopDetail, f.Run, f.QueuedRuns)
 	}
 }
 
@@ -451,13 +465,13 @@ func TestToolApproval(t *testing.T) {
 	}
 	lookup, use := p.ToolCalls[0].ID, p.ToolCalls[1].ID
 	// Every problem at once: an edit that fails the schema, a call left out.
-	err := rt.Input(context.Background(), "", c.ID, &chat.Input{RequestID: p.RequestID, Approvals: []chat.Approval{
+	err := answerInput(rt, context.Background(), c.ID, &chat.Input{RequestID: p.RequestID, Approvals: []chat.Approval{
 		{ToolCallID: use, Approve: true, Arguments: json.RawMessage(`{"id": 5}`)}}})
 	var ve *spec.ValidationError
 	if !errors.As(err, &ve) || len(ve.Problems) != 2 {
 		t.Fatalf("a bad approval: %v", err)
 	}
-	if err := rt.Input(context.Background(), "", c.ID, &chat.Input{RequestID: p.RequestID, Approvals: []chat.Approval{
+	if err := answerInput(rt, context.Background(), c.ID, &chat.Input{RequestID: p.RequestID, Approvals: []chat.Approval{
 		{ToolCallID: lookup, Approve: false, Reason: "not now"},
 		{ToolCallID: use, Approve: true, Arguments: json.RawMessage(`{"id": "42"}`)}}}); err != nil {
 		t.Fatal(err)

@@ -180,21 +180,30 @@ func (r *Runtime) Cancel(ctx context.Context, tenant, id string) (*chat.Chat, bo
 // Input answers a chat's pending input request: a human message for a
 // user_proxy, or the speaker of a manual selection. The answer is stored
 // (once per request_id) and the chat becomes claimable; its worker appends
-// the answer to the log, since only a worker writes the log.
-func (r *Runtime) Input(ctx context.Context, tenant, id string, in *chat.Input) error {
+// the answer to the log, since only a worker writes the log. It returns
+// the chat as the answer left it; with a key, a repeat gets the first
+// answer.
+func (r *Runtime) Input(ctx context.Context, tenant, id, key string, in *chat.Input) (*chat.Chat, error) {
 	c, err := r.store.GetChat(ctx, tenant, id)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	k := keyedRequest(tenant, id, chat.OpInput, key, chat.MustJSON(in))
+	if a, err := r.answered(ctx, k); a != nil || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		return replayed(a, c.Spec), nil
 	}
 	if c.Status != chat.StatusAwaitingInput || len(c.PendingInput) == 0 || len(c.InputResponse) > 0 {
-		return chat.ErrNoPendingInput
+		return nil, chat.ErrNoPendingInput
 	}
 	var p chat.PendingInput
 	if err := json.Unmarshal(c.PendingInput, &p); err != nil {
-		return fmt.Errorf("decode pending input of chat %s: %w", id, err)
+		return nil, fmt.Errorf("decode pending input of chat %s: %w", id, err)
 	}
 	if in.RequestID != p.RequestID {
-		return chat.ErrNoPendingInput
+		return nil, chat.ErrNoPendingInput
 	}
 	var probs problem.List
 	switch p.Kind {
@@ -228,15 +237,21 @@ func (r *Runtime) Input(ctx context.Context, tenant, id string, in *chat.Input) 
 		probs.Add("/approvals", "this request asks for a %s, not approvals", p.Kind)
 	}
 	if probs.Len() > 0 {
-		return &spec.ValidationError{Problems: probs.Items()}
+		return nil, &spec.ValidationError{Problems: probs.Items()}
 	}
-	if _, err := r.store.SubmitInput(ctx, &chat.SubmitInputParams{Tenant: tenant, ChatID: id, RequestID: in.RequestID, Response: chat.MustJSON(in), Now: r.now()}); err != nil {
-		return err
+	sc, err := r.store.SubmitInput(ctx, &chat.SubmitInputParams{Tenant: tenant, ChatID: id, RequestID: in.RequestID, Response: chat.MustJSON(in),
+		Now: r.now(), Keyed: k})
+	if err != nil {
+		a, err := r.repeated(ctx, k, err)
+		if err != nil {
+			return nil, err
+		}
+		return replayed(a, c.Spec), nil
 	}
 	r.parents.remember(ctx, id, r.now())
 	r.log.Info("input received", "chat_id", id, "input_request_id", in.RequestID, "kind", p.Kind)
 	r.sched.kick()
-	return nil
+	return sc, nil
 }
 
 // SandboxNeeded reports whether a chat may still use its sandbox: it exists

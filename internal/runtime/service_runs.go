@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/chat/engine"
@@ -32,11 +33,19 @@ const brokenLogPrefix = "the chat's log cannot be read"
 
 // SubmitRun posts the next run of a chat (POST /v1/chats/{id}/runs) and
 // returns the chat afterwards and the run's number. A busy chat answers as
-// the request's if_busy says: a *BusyError for reject.
-func (r *Runtime) SubmitRun(ctx context.Context, tenant, id string, body []byte) (*chat.Chat, int, error) {
+// the request's if_busy says: a *BusyError for reject. With a key
+// (Idempotency-Key), a repeat of the request gets the first answer.
+func (r *Runtime) SubmitRun(ctx context.Context, tenant, id, key string, body []byte) (*chat.Chat, int, error) {
 	c, err := r.store.GetChat(ctx, tenant, id)
 	if err != nil {
 		return nil, 0, err
+	}
+	k := keyedRequest(tenant, id, chat.OpRun, key, body)
+	if a, err := r.answered(ctx, k); a != nil || err != nil {
+		if err != nil {
+			return nil, 0, err
+		}
+		return replayed(a, c.Spec), a.Run, nil
 	}
 	sp, err := r.specs.decode(c.Spec)
 	if err != nil {
@@ -49,39 +58,55 @@ func (r *Runtime) SubmitRun(ctx context.Context, tenant, id string, body []byte)
 	if c.Status == chat.StatusFailed && strings.HasPrefix(c.Error, brokenLogPrefix) {
 		return nil, 0, ErrLogBroken
 	}
-	return r.queueRun(ctx, tenant, id, req)
-}
-
-// queueRun stores a decoded run request and tells the worker that will run
-// it.
-func (r *Runtime) queueRun(ctx context.Context, tenant, id string, req *engine.RunRequest) (*chat.Chat, int, error) {
-	c, n, err := r.store.SubmitRun(ctx, &chat.SubmitRunParams{Tenant: tenant, ChatID: id, Request: chat.MustJSON(req.Queued),
-		IfBusy: req.IfBusy, Key: uuid.NewString(), Now: r.now()})
+	sc, n, err := r.store.SubmitRun(ctx, &chat.SubmitRunParams{Tenant: tenant, ChatID: id, Request: chat.MustJSON(req.Queued),
+		IfBusy: req.IfBusy, Key: uuid.NewString(), Now: r.now(), Keyed: k})
 	var busy *chat.BusyError
 	switch {
 	case errors.As(err, &busy):
 		r.metrics.runsPosted.WithLabelValues(req.IfBusy, "busy").Inc()
 		return nil, 0, err
 	case err != nil:
-		return nil, 0, err
+		a, err := r.repeated(ctx, k, err)
+		if err != nil {
+			return nil, 0, err
+		}
+		return replayed(a, c.Spec), a.Run, nil
 	}
 	r.metrics.runsPosted.WithLabelValues(req.IfBusy, "queued").Inc()
 	r.parents.remember(ctx, id, r.now())
-	r.log.Info("run posted", "chat_id", id, "run", n, "if_busy", req.IfBusy, "queued_runs", c.QueuedRuns)
-	if c.CancelRequested {
+	r.log.Info("run posted", "chat_id", id, "run", n, "if_busy", req.IfBusy, "queued_runs", sc.QueuedRuns, "keyed", k != nil)
+	if sc.CancelRequested {
 		r.sched.cancel(id, errCancelRequested) // the interrupted run, if it runs here
 	}
 	r.sched.runQueued(id)
-	return c, n, nil
+	return sc, n, nil
 }
 
 // StopRun asks a chat's active run to end after its current turn (POST
 // /stop, AgentChat's ExternalTermination). changed is false when no run
-// was active.
-func (r *Runtime) StopRun(ctx context.Context, tenant, id string) (*chat.Chat, bool, error) {
-	c, err := r.store.RequestStop(ctx, tenant, id)
+// was active. With a key, a repeat gets the first answer.
+func (r *Runtime) StopRun(ctx context.Context, tenant, id, key string) (*chat.Chat, bool, error) {
+	k := keyedRequest(tenant, id, chat.OpStop, key, nil)
+	a, err := r.answered(ctx, k)
 	if err != nil {
 		return nil, false, err
+	}
+	var c *chat.Chat
+	if a == nil {
+		c, err = r.store.RequestStop(ctx, tenant, id, k)
+		if err != nil {
+			if a, err = r.repeated(ctx, k, err); err != nil {
+				return nil, false, err
+			}
+		}
+	}
+	if a != nil {
+		cur, err := r.store.GetChat(ctx, tenant, id)
+		if err != nil {
+			return nil, false, err
+		}
+		c = replayed(a, cur.Spec)
+		return c, !c.Status.Terminal(), nil
 	}
 	if c.Status.Terminal() {
 		return c, false, nil
@@ -102,7 +127,8 @@ type forkRequest struct {
 // spec, in the state that copy leaves it, with forked_from set. A run in
 // the request starts on it at once (it interrupts a run the copy left in
 // progress). It is how a client edits history or tries another path.
-func (r *Runtime) Fork(ctx context.Context, tenant, id string, body []byte) (*chat.Chat, error) {
+// With a key, a repeat gets the first fork.
+func (r *Runtime) Fork(ctx context.Context, tenant, id, key string, body []byte) (*chat.Chat, error) {
 	var fr forkRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -114,6 +140,13 @@ func (r *Runtime) Fork(ctx context.Context, tenant, id string, body []byte) (*ch
 	src, err := r.store.GetChat(ctx, tenant, id)
 	if err != nil {
 		return nil, err
+	}
+	k := keyedRequest(tenant, id, chat.OpFork, key, body)
+	if a, err := r.answered(ctx, k); a != nil || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		return replayed(a, src.Spec), nil
 	}
 	sp, err := r.specs.decode(src.Spec)
 	if err != nil {
@@ -131,10 +164,7 @@ func (r *Runtime) Fork(ctx context.Context, tenant, id string, body []byte) (*ch
 	if len(fr.Run) > 0 && string(fr.Run) != "null" {
 		rr, rp := engine.DecodeRunRequest(fr.Run, sp, r.limits)
 		probs.AddAll("/run", rp)
-		if rr != nil {
-			rr.IfBusy = chat.IfBusyInterrupt
-		}
-		run = rr
+		run = rr // its if_busy does not apply: the fork's run starts at once
 	}
 	if probs.Len() > 0 {
 		return nil, &spec.ValidationError{Problems: probs.Items()}
@@ -151,39 +181,59 @@ func (r *Runtime) Fork(ctx context.Context, tenant, id string, body []byte) (*ch
 		return nil, fmt.Errorf("new chat id: %w", err)
 	}
 	now := r.now()
-	if run != nil && !st.Status.Terminal() {
-		// The request's run interrupts the run the copy leaves in
-		// progress (or waiting for a human). It ends in the copy itself,
-		// cancelled as an interrupt ends a run: created unowned and
-		// running, the fork could otherwise be claimed, and a turn of the
-		// copied run taken, before the new run is queued.
-		e := engine.WithRun(engine.CancelledEvent(), st.Run)
-		e.Seq, e.CreatedAt = st.LastSeq+1, now
-		if err := st.Apply(e); err != nil {
-			return nil, fmt.Errorf("%w: end the copied run: %v", ErrLogBroken, err)
+	if run != nil {
+		// The fork's own run starts in the fork's log as it is written,
+		// so the fork answers running at that run, and nothing can take
+		// a turn of the copied run first. A run the copy leaves in
+		// progress (or waiting for a human) is cut where it was forked,
+		// as an interrupt would end it.
+		if !st.Status.Terminal() {
+			if err := appendFolded(st, &evs, now, engine.ForkCutEvent(st.Run)); err != nil {
+				return nil, fmt.Errorf("%w: end the copied run: %v", ErrLogBroken, err)
+			}
 		}
-		evs = append(evs, e)
+		if err := appendFolded(st, &evs, now, st.RunStartEvents(st.Run+1, run.Queued)...); err != nil {
+			return nil, fmt.Errorf("%w: start the fork's run: %v", ErrLogBroken, err)
+		}
 	}
 	upd := st.Update(now)
 	for i := range evs {
 		evs[i].ChatID = ""
 	}
 	c, _, err := r.store.CreateChat(ctx, &chat.CreateChatParams{ID: fid.String(), Tenant: tenant, Name: src.Name, Spec: src.Spec,
-		Metadata: src.Metadata, CreatedAt: now, Events: evs, State: &upd, ForkedFrom: &chat.ForkRef{ChatID: src.ID, Seq: at}, Team: src.Team})
+		Metadata: src.Metadata, CreatedAt: now, Events: evs, State: &upd, ForkedFrom: &chat.ForkRef{ChatID: src.ID, Seq: at}, Team: src.Team,
+		Keyed: k})
 	if err != nil {
-		return nil, err
+		a, err := r.repeated(ctx, k, err)
+		if err != nil {
+			return nil, err
+		}
+		return replayed(a, src.Spec), nil
 	}
 	r.metrics.created.Inc()
-	r.parents.remember(ctx, c.ID, now)
-	r.log.Info("chat forked", "chat_id", c.ID, "forked_from", src.ID, "at_seq", at, "status", c.Status)
 	if run != nil {
-		if c, _, err = r.queueRun(ctx, tenant, c.ID, run); err != nil {
-			return nil, fmt.Errorf("start the run of fork %s: %w", fid, err)
-		}
-	} else if !c.Status.Terminal() && c.Status != chat.StatusAwaitingInput {
-		r.sched.kick() // the copied run goes on
+		// Counted as the interrupt it is of a run the copy left going.
+		r.metrics.runsPosted.WithLabelValues(chat.IfBusyInterrupt, "queued").Inc()
+	}
+	r.parents.remember(ctx, c.ID, now)
+	r.log.Info("chat forked", "chat_id", c.ID, "forked_from", src.ID, "at_seq", at, "status", c.Status, "run", c.Run)
+	if !c.Status.Terminal() && c.Status != chat.StatusAwaitingInput {
+		r.sched.kick() // its run, copied or its own, goes on
 	}
 	return c, nil
+}
+
+// appendFolded folds events made for a chat's log after its last event
+// and adds them to evs, numbered and dated.
+func appendFolded(st *engine.State, evs *[]chat.Event, now time.Time, made ...chat.Event) error {
+	for _, e := range made {
+		e.Seq, e.CreatedAt = st.LastSeq+1, now
+		if err := st.Apply(e); err != nil {
+			return err
+		}
+		*evs = append(*evs, e)
+	}
+	return nil
 }
 
 // foldPrefix reads a chat's log up to seq at and folds it.

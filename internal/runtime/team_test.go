@@ -96,7 +96,7 @@ func TestStopWaitsForTheTeamAgentsAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLog(t, rt, db, c.ID, "the inner writer's selection", innerWriterSelected)
-	if _, _, err := rt.StopRun(context.Background(), "", c.ID); err != nil {
+	if _, _, err := rt.StopRun(context.Background(), "", c.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	got := waitTerminal(t, rt, c.ID, 15*time.Second)

@@ -228,7 +228,7 @@ func (c *chatsResource) get(w http.ResponseWriter, r *http.Request) {
 // input handles POST /v1/chats/{id}/input: 202 with the chat, since the
 // worker resumes the chat asynchronously.
 func (c *chatsResource) input(w http.ResponseWriter, r *http.Request) {
-	id, withSpec, ok := c.chatParams(w, r)
+	id, key, withSpec, ok := c.keyedParams(w, r)
 	if !ok {
 		return
 	}
@@ -246,12 +246,7 @@ func (c *chatsResource) input(w http.ResponseWriter, r *http.Request) {
 		c.writeError(w, r, err)
 		return
 	}
-	tenant := Tenant(r.Context())
-	if err := c.chats.Input(r.Context(), tenant, id, in.toInput()); err != nil {
-		c.writeError(w, r, err)
-		return
-	}
-	ch, err := c.chats.Get(r.Context(), tenant, id)
+	ch, err := c.chats.Input(r.Context(), Tenant(r.Context()), id, key, in.toInput())
 	if err != nil {
 		c.writeError(w, r, err)
 		return
@@ -263,18 +258,18 @@ func (c *chatsResource) input(w http.ResponseWriter, r *http.Request) {
 // recorded (the worker ends the chat shortly), 200 when the chat had already
 // ended and is returned unchanged. Repeating it is harmless.
 func (c *chatsResource) cancel(w http.ResponseWriter, r *http.Request) {
-	c.request(w, r, c.chats.Cancel)
-}
-
-// request answers a request the chat's worker acts on (cancel, stop): 202
-// when it was recorded, 200 with the chat unchanged when there was nothing
-// to do. No body is read.
-func (c *chatsResource) request(w http.ResponseWriter, r *http.Request, do func(ctx context.Context, tenant, id string) (*chat.Chat, bool, error)) {
 	id, withSpec, ok := c.chatParams(w, r)
 	if !ok {
 		return
 	}
-	ch, changed, err := do(r.Context(), Tenant(r.Context()), id)
+	ch, changed, err := c.chats.Cancel(r.Context(), Tenant(r.Context()), id)
+	c.requested(w, r, ch, changed, withSpec, err)
+}
+
+// requested answers a request the chat's worker acts on (cancel, stop):
+// 202 when it was recorded, 200 with the chat unchanged when there was
+// nothing to do. No body is read.
+func (c *chatsResource) requested(w http.ResponseWriter, r *http.Request, ch *chat.Chat, changed, withSpec bool, err error) {
 	if err != nil {
 		c.writeError(w, r, err)
 		return
@@ -289,7 +284,7 @@ func (c *chatsResource) request(w http.ResponseWriter, r *http.Request, do func(
 // runs handles POST /v1/chats/{id}/runs: 202 with the chat and the posted
 // run's number; a worker starts the run (docs/runs.md).
 func (c *chatsResource) runs(w http.ResponseWriter, r *http.Request) {
-	id, withSpec, ok := c.chatParams(w, r)
+	id, key, withSpec, ok := c.keyedParams(w, r)
 	if !ok {
 		return
 	}
@@ -305,7 +300,7 @@ func (c *chatsResource) runs(w http.ResponseWriter, r *http.Request) {
 		c.writeError(w, r, err)
 		return
 	}
-	ch, n, err := c.chats.SubmitRun(r.Context(), Tenant(r.Context()), id, body)
+	ch, n, err := c.chats.SubmitRun(r.Context(), Tenant(r.Context()), id, key, body)
 	if err != nil {
 		c.writeError(w, r, err)
 		return
@@ -317,12 +312,17 @@ func (c *chatsResource) runs(w http.ResponseWriter, r *http.Request) {
 // the run ends after its current turn. 202 when a run was asked to stop,
 // 200 with the chat unchanged when none was active.
 func (c *chatsResource) stop(w http.ResponseWriter, r *http.Request) {
-	c.request(w, r, c.chats.StopRun)
+	id, key, withSpec, ok := c.keyedParams(w, r)
+	if !ok {
+		return
+	}
+	ch, changed, err := c.chats.StopRun(r.Context(), Tenant(r.Context()), id, key)
+	c.requested(w, r, ch, changed, withSpec, err)
 }
 
 // fork handles POST /v1/chats/{id}/fork: 201 with the new chat.
 func (c *chatsResource) fork(w http.ResponseWriter, r *http.Request) {
-	id, withSpec, ok := c.chatParams(w, r)
+	id, key, withSpec, ok := c.keyedParams(w, r)
 	if !ok {
 		return
 	}
@@ -337,7 +337,7 @@ func (c *chatsResource) fork(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ch, err := c.chats.Fork(r.Context(), Tenant(r.Context()), id, body)
+	ch, err := c.chats.Fork(r.Context(), Tenant(r.Context()), id, key, body)
 	if err != nil {
 		c.writeError(w, r, err)
 		return
@@ -359,6 +359,21 @@ func (c *chatsResource) chatParams(w http.ResponseWriter, r *http.Request) (id s
 		return "", false, false
 	}
 	return id, withSpec, true
+}
+
+// keyedParams reads, besides chatParams, the Idempotency-Key of a POST on
+// the chat that creates something ("" if none).
+func (c *chatsResource) keyedParams(w http.ResponseWriter, r *http.Request) (id, key string, withSpec, ok bool) {
+	id, withSpec, ok = c.chatParams(w, r)
+	if !ok {
+		return "", "", false, false
+	}
+	key, err := idempotencyKey(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return "", "", false, false
+	}
+	return id, key, withSpec, true
 }
 
 // writeDeadlineSlack is added to a long poll's wait for the time it takes to

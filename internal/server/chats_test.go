@@ -349,14 +349,13 @@ func TestInput(t *testing.T) {
 	t.Parallel()
 	var got *chat.Input
 	ts := newTestServer(t, Config{MaxBodyBytes: 256}, &fakeChats{
-		input: func(_ context.Context, tenant, id string, in *chat.Input) error {
+		input: func(_ context.Context, tenant, id, _ string, in *chat.Input) (*chat.Chat, error) {
 			got = in
 			if in.RequestID != "r1" {
-				return chat.ErrNoPendingInput
+				return nil, chat.ErrNoPendingInput
 			}
-			return nil
+			return sampleChat(chat.StatusRunning), nil
 		},
-		get: func(context.Context, string, string) (*chat.Chat, error) { return sampleChat(chat.StatusRunning), nil },
 	})
 	path := "/v1/chats/" + testChatID + "/input"
 

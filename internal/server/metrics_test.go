@@ -6,55 +6,53 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agentd/agentd/internal/chat"
 )
 
-// counterValue returns agentd_http_requests_total for the labels (0 if absent).
-func counterValue(t *testing.T, ts *testServer, method, route, code string) float64 {
+// metric returns the value of the counter, or the number of observations
+// of the histogram, of the family name whose labels include want (zeros
+// if absent).
+func metric(t *testing.T, g prometheus.Gatherer, name string, want map[string]string) (value float64, observations uint64) {
 	t.Helper()
-	families, err := ts.reg.Gather()
+	families, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range families {
-		if f.GetName() != "agentd_http_requests_total" {
+		if f.GetName() != name {
 			continue
 		}
+	metrics:
 		for _, m := range f.GetMetric() {
 			labels := map[string]string{}
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if labels["method"] == method && labels["route"] == route && labels["code"] == code {
-				return m.GetCounter().GetValue()
+			for k, v := range want {
+				if labels[k] != v {
+					continue metrics
+				}
 			}
+			return m.GetCounter().GetValue(), m.GetHistogram().GetSampleCount()
 		}
 	}
-	return 0
+	return 0, 0
+}
+
+// counterValue returns agentd_http_requests_total for the labels (0 if absent).
+func counterValue(t *testing.T, ts *testServer, method, route, code string) float64 {
+	t.Helper()
+	v, _ := metric(t, ts.reg, "agentd_http_requests_total", map[string]string{"method": method, "route": route, "code": code})
+	return v
 }
 
 // histogramCount returns the number of observations of the duration histogram for the labels.
 func histogramCount(t *testing.T, ts *testServer, method, route string) uint64 {
 	t.Helper()
-	families, err := ts.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "agentd_http_request_duration_seconds" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["method"] == method && labels["route"] == route {
-				return m.GetHistogram().GetSampleCount()
-			}
-		}
-	}
-	return 0
+	_, n := metric(t, ts.reg, "agentd_http_request_duration_seconds", map[string]string{"method": method, "route": route})
+	return n
 }
 
 // Metrics are labelled by route pattern, never by raw path.

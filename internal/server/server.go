@@ -66,18 +66,23 @@ type Chats interface {
 	Stream(chatID string) (<-chan runtime.Wake, *runtime.DeltaQueue, func())
 	// Cancel asks a chat to stop; changed is false when it was already terminal.
 	Cancel(ctx context.Context, tenant, id string) (c *chat.Chat, changed bool, err error)
-	// Input answers a chat's pending input request, or returns chat.ErrNoPendingInput.
-	Input(ctx context.Context, tenant, id string, in *chat.Input) error
+	// The four requests below take the request's Idempotency-Key ("" if
+	// none): a repeat of a key gets the first answer (the chat as that
+	// request left it), a key used for another request is chat.ErrConflict.
+
+	// Input answers a chat's pending input request and returns the chat as
+	// the answer left it, or returns chat.ErrNoPendingInput.
+	Input(ctx context.Context, tenant, id, key string, in *chat.Input) (*chat.Chat, error)
 	// SubmitRun posts the next run of a chat (the request body as sent)
 	// and returns the chat and the run's number; a busy chat whose request
 	// says reject is a *chat.BusyError.
-	SubmitRun(ctx context.Context, tenant, id string, body []byte) (*chat.Chat, int, error)
+	SubmitRun(ctx context.Context, tenant, id, key string, body []byte) (*chat.Chat, int, error)
 	// StopRun asks the active run to end after its current turn; changed
 	// is false when no run was active.
-	StopRun(ctx context.Context, tenant, id string) (c *chat.Chat, changed bool, err error)
+	StopRun(ctx context.Context, tenant, id, key string) (c *chat.Chat, changed bool, err error)
 	// Fork creates a chat from a copy of another's log (the request body
 	// as sent).
-	Fork(ctx context.Context, tenant, id string, body []byte) (*chat.Chat, error)
+	Fork(ctx context.Context, tenant, id, key string, body []byte) (*chat.Chat, error)
 	// CheckCreate validates a create request as Create does and returns
 	// the spec the chat would be created from, creating nothing.
 	CheckCreate(ctx context.Context, tenant string, body []byte) ([]byte, error)

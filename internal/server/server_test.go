@@ -40,7 +40,7 @@ type fakeChats struct {
 	events    func(ctx context.Context, tenant, id string, after int64, limit int) ([]chat.Event, error)
 	subscribe func(chatID string) (<-chan runtime.Wake, func())
 	cancel    func(ctx context.Context, tenant, id string) (*chat.Chat, bool, error)
-	input     func(ctx context.Context, tenant, id string, in *chat.Input) error
+	input     func(ctx context.Context, tenant, id, key string, in *chat.Input) (*chat.Chat, error)
 	ready     func() bool
 }
 
@@ -124,11 +124,11 @@ func (f *fakeChats) Cancel(ctx context.Context, tenant, id string) (*chat.Chat, 
 	return f.cancel(ctx, tenant, id)
 }
 
-func (f *fakeChats) Input(ctx context.Context, tenant, id string, in *chat.Input) error {
+func (f *fakeChats) Input(ctx context.Context, tenant, id, key string, in *chat.Input) (*chat.Chat, error) {
 	if f.input == nil {
-		return f.Chats.Input(ctx, tenant, id, in)
+		return f.Chats.Input(ctx, tenant, id, key, in)
 	}
-	return f.input(ctx, tenant, id, in)
+	return f.input(ctx, tenant, id, key, in)
 }
 
 func (f *fakeChats) Ready() bool {

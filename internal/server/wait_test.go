@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agentd/agentd/internal/runtime"
 
 	"github.com/agentd/agentd/internal/chat"
@@ -33,11 +35,9 @@ func (p *readCounter) GetChat(ctx context.Context, tenant, id string) (*chat.Cha
 	return p.Store.GetChat(ctx, tenant, id)
 }
 
-// A client waiting for a chat run on this replica is woken with what each
-// append committed, starting from where the worker has the chat, and the
-// append that ends it brings the chat: it reads nothing from the store,
-// and is answered what a read of the store answers.
-func TestWaitingOnALocalChatReadsNothing(t *testing.T) {
+// openStore opens an embedded store of the test's own, migrated.
+func openStore(t *testing.T) store.DB {
+	t.Helper()
 	db, err := store.Open(t.Context(), store.Config{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -46,12 +46,18 @@ func TestWaitingOnALocalChatReadsNothing(t *testing.T) {
 	if err := db.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	counted := &readCounter{Store: db}
+	return db
+}
+
+// startRuntime starts a real runtime on st (metrics on reg, if set) with
+// the replay models, stopped when the test ends.
+func startRuntime(t *testing.T, st chat.Store, reg prometheus.Registerer) *runtime.Runtime {
+	t.Helper()
 	models, err := llm.New(llm.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := runtime.New(runtime.Config{Store: counted, Models: models})
+	rt, err := runtime.New(runtime.Config{Store: st, Models: models, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +69,16 @@ func TestWaitingOnALocalChatReadsNothing(t *testing.T) {
 		defer cancel()
 		_ = rt.Stop(ctx)
 	})
+	return rt
+}
+
+// A client waiting for a chat run on this replica is woken with what each
+// append committed, starting from where the worker has the chat, and the
+// append that ends it brings the chat: it reads nothing from the store,
+// and is answered what a read of the store answers.
+func TestWaitingOnALocalChatReadsNothing(t *testing.T) {
+	counted := &readCounter{Store: openStore(t)}
+	rt := startRuntime(t, counted, nil)
 	var responses []string
 	for i := range 12 {
 		responses = append(responses, fmt.Sprintf(`{"content": "turn %d", "delay_ms": 20}`, i))

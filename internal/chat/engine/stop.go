@@ -39,6 +39,19 @@ func CancelledEvent() chat.Event {
 	return terminalEvent(chat.StatusCancelled, chat.StopCancelled, "External termination requested", "")
 }
 
+// ForkCutDetail is the stop detail of a run a fork cut: the fork's log
+// ends the run it copied where it was forked, so that its own run starts
+// there. The stop reason stays cancelled (a run ended from outside, not
+// by a condition of its own), and the detail tells it from a client's
+// cancel.
+const ForkCutDetail = "Cut where the chat was forked, to start the fork's own run"
+
+// ForkCutEvent ends, in a fork's log, the run it copied unfinished (see
+// ForkCutDetail).
+func ForkCutEvent(run int) chat.Event {
+	return WithRun(terminalEvent(chat.StatusCancelled, chat.StopCancelled, ForkCutDetail, ""), run)
+}
+
 // AfterMessage is the event the current state calls for, if any: a fired
 // termination condition completes the chat — or, when a user_proxy asks a
 // human on termination (TERMINATE), pauses it for that human — and

@@ -414,7 +414,22 @@ func (s *Store) SubmitInput(ctx context.Context, p *chat.SubmitInputParams) (*ch
 	if !ok {
 		return nil, fmt.Errorf("submit input to chat %q: %w", p.ChatID, chat.ErrNotFound)
 	}
-	c, err := scanChat(s.pool.QueryRow(ctx, `WITH s AS (
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("submit input to chat %s: %w", cid, translate(err))
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if p.Keyed != nil {
+		// Held to the commit: two requests with one key are answered one
+		// after the other.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM chat_state WHERE id = $1 FOR NO KEY UPDATE`, cid); err != nil {
+			return nil, fmt.Errorf("submit input to chat %s: %w", cid, translate(err))
+		}
+		if err := checkKeyed(ctx, tx, p.Keyed); err != nil {
+			return nil, fmt.Errorf("submit input to chat %s: %w", cid, err)
+		}
+	}
+	c, err := scanChat(tx.QueryRow(ctx, `WITH s AS (
 			UPDATE chat_state AS s SET input_response = $1, status = 'running', pending_input = NULL FROM chats c
 			WHERE s.id = $2 AND c.id = s.id AND ($3 = '' OR c.tenant = $3) AND s.status = 'awaiting_input'
 			  AND s.input_response IS NULL AND s.owner IS NULL AND s.pending_input->>'request_id' = $4
@@ -427,6 +442,12 @@ func (s *Store) SubmitInput(ctx context.Context, p *chat.SubmitInputParams) (*ch
 		return nil, fmt.Errorf("submit input %q to chat %s: %w", p.RequestID, cid, chat.ErrNoPendingInput)
 	}
 	if err != nil {
+		return nil, fmt.Errorf("submit input to chat %s: %w", cid, translate(err))
+	}
+	if err := storeAnswer(ctx, tx, p.Keyed, c, 0, param.Time(p.Now, s.now)); err != nil {
+		return nil, fmt.Errorf("submit input to chat %s: %w", cid, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("submit input to chat %s: %w", cid, translate(err))
 	}
 	return c, nil

@@ -41,6 +41,9 @@ func (s *Store) SubmitRun(ctx context.Context, p *chat.SubmitRunParams) (*chat.C
 	if err != nil {
 		return nil, 0, fmt.Errorf("submit run to chat %s: %w", cid, translate(err))
 	}
+	if err := checkKeyed(ctx, tx, p.Keyed); err != nil {
+		return nil, 0, fmt.Errorf("submit run to chat %s: %w", cid, err)
+	}
 	plan, err := param.PlanRun(chat.Status(status), run, lastRun, p.IfBusy)
 	if err != nil {
 		return nil, 0, fmt.Errorf("submit run to chat %s: %w", cid, err)
@@ -60,6 +63,9 @@ func (s *Store) SubmitRun(ctx context.Context, p *chat.SubmitRunParams) (*chat.C
 		SELECT `+chatColumns+` FROM chats c JOIN s ON s.id = c.id`, cid, n, cancel))
 	if err != nil {
 		return nil, 0, fmt.Errorf("submit run to chat %s: %w", cid, translate(err))
+	}
+	if err := storeAnswer(ctx, tx, p.Keyed, c, n, param.Time(p.Now, s.now)); err != nil {
+		return nil, 0, fmt.Errorf("submit run to chat %s: %w", cid, err)
 	}
 	// Notifications go out at commit: every replica looks for the chat to
 	// claim it, and the one running it cuts the interrupted turn.
@@ -94,24 +100,51 @@ func (s *Store) QueuedRun(ctx context.Context, chatID string, after int) (*chat.
 	return &q, nil
 }
 
-// RequestStop implements chat.Store.
-func (s *Store) RequestStop(ctx context.Context, tenant, id string) (*chat.Chat, error) {
+// RequestStop implements chat.Store. A keyed request holds the chat's
+// state row from its check to its commit, so two requests with one key
+// are answered one after the other.
+func (s *Store) RequestStop(ctx context.Context, tenant, id string, keyed *chat.KeyedRequest) (*chat.Chat, error) {
 	cid, ok := param.ChatID(id)
 	if !ok {
 		return nil, fmt.Errorf("request stop of chat %q: %w", id, chat.ErrNotFound)
 	}
-	c, err := scanChat(s.pool.QueryRow(ctx, `WITH s AS (
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("request stop of chat %s: %w", cid, translate(err))
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if keyed != nil {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM chat_state WHERE id = $1 FOR NO KEY UPDATE`, cid); err != nil {
+			return nil, fmt.Errorf("request stop of chat %s: %w", cid, translate(err))
+		}
+		if err := checkKeyed(ctx, tx, keyed); err != nil {
+			return nil, fmt.Errorf("request stop of chat %s: %w", cid, err)
+		}
+	}
+	stopped := true
+	c, err := scanChat(tx.QueryRow(ctx, `WITH s AS (
 			UPDATE chat_state AS s SET stop_requested = true FROM chats c
 			WHERE s.id = $1 AND c.id = s.id AND ($2 = '' OR c.tenant = $2) AND s.status NOT IN ('completed', 'failed', 'cancelled')
 			RETURNING s.*)
 		SELECT `+chatColumns+` FROM chats c JOIN s ON s.id = c.id`, cid, tenant))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return s.GetChat(ctx, tenant, cid)
+		stopped = false
+		c, err = scanChat(tx.QueryRow(ctx, `SELECT `+chatColumns+` FROM `+chatFrom+` WHERE c.id = $1 AND ($2 = '' OR c.tenant = $2)`, cid, tenant))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("request stop of chat %s: %w", cid, translate(err))
 	}
-	s.notifyChat(ctx, channelStop, cid)
+	if err := storeAnswer(ctx, tx, keyed, c, 0, s.now()); err != nil {
+		return nil, fmt.Errorf("request stop of chat %s: %w", cid, err)
+	}
+	if stopped {
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, channelStop, cid); err != nil {
+			return nil, fmt.Errorf("request stop of chat %s: notify: %w", cid, translate(err))
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("request stop of chat %s: %w", cid, translate(err))
+	}
 	return c, nil
 }
 
@@ -143,6 +176,9 @@ func (s *Store) createFork(ctx context.Context, id string, p *chat.CreateChatPar
 		return nil, false, fmt.Errorf("create chat %s: %w", id, translate(err))
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := checkKeyed(ctx, tx, p.Keyed); err != nil {
+		return nil, false, fmt.Errorf("create chat %s: %w", id, err)
+	}
 	var teamName, teamVersion any
 	if p.Team != nil {
 		teamName, teamVersion = p.Team.Name, int32(p.Team.Version)
@@ -170,6 +206,9 @@ func (s *Store) createFork(ctx context.Context, id string, p *chat.CreateChatPar
 	c, err := scanChat(tx.QueryRow(ctx, `SELECT `+chatColumns+` FROM `+chatFrom+` WHERE c.id = $1`, id))
 	if err != nil {
 		return nil, false, fmt.Errorf("create chat %s: %w", id, translate(err))
+	}
+	if err := storeAnswer(ctx, tx, p.Keyed, c, 0, created); err != nil {
+		return nil, false, fmt.Errorf("create chat %s: %w", id, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, false, fmt.Errorf("create chat %s: %w", id, translate(err))

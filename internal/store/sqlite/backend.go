@@ -131,6 +131,7 @@ func eraseChat(ctx context.Context, tx *sql.Tx, id, tenant string, at int64) err
 		`DELETE FROM events WHERE chat_id = ?`,
 		`DELETE FROM webhook_deliveries WHERE chat_id = ?`,
 		`DELETE FROM chat_runs WHERE chat_id = ?`,
+		`DELETE FROM chat_requests WHERE chat_id = ?`,
 		`DELETE FROM chats WHERE id = ?`,
 		`DELETE FROM chat_erasures WHERE chat_id = ?`,
 	} {

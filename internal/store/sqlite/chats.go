@@ -158,6 +158,9 @@ func (s *Store) CreateChat(ctx context.Context, p *chat.CreateChatParams) (*chat
 	if erased > 0 {
 		return nil, false, fmt.Errorf("create chat %s: the id belongs to an erased chat: %w", id, chat.ErrConflict)
 	}
+	if err := checkKeyed(ctx, tx, p.Keyed); err != nil {
+		return nil, false, fmt.Errorf("create chat %s: %w", id, err)
+	}
 	var teamName, teamVersion any
 	if p.Team != nil {
 		teamName, teamVersion = p.Team.Name, p.Team.Version
@@ -212,6 +215,9 @@ func (s *Store) CreateChat(ctx context.Context, p *chat.CreateChatParams) (*chat
 		if err := insertDeliveries(ctx, tx, id, p.Deliveries, created); err != nil {
 			return nil, false, fmt.Errorf("create chat %s: %w", id, translate(err))
 		}
+	}
+	if err := storeAnswer(ctx, tx, p.Keyed, c, 0, created); err != nil {
+		return nil, false, fmt.Errorf("create chat %s: %w", id, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, false, fmt.Errorf("create chat %s: commit: %w", id, translate(err))
@@ -357,18 +363,36 @@ func (s *Store) SubmitInput(ctx context.Context, p *chat.SubmitInputParams) (*ch
 	if !ok {
 		return nil, fmt.Errorf("submit input to chat %q: %w", p.ChatID, chat.ErrNotFound)
 	}
-	c, err := scanChat(s.writer.QueryRowContext(ctx, `UPDATE chats SET input_response = ?, status = 'running', pending_input = NULL
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("submit input to chat %s: %w", cid, err)
+	}
+	defer tx.Rollback() // a no-op after Commit
+	if err := checkKeyed(ctx, tx, p.Keyed); err != nil {
+		return nil, fmt.Errorf("submit input to chat %s: %w", cid, err)
+	}
+	c, err := scanChat(tx.QueryRowContext(ctx, `UPDATE chats SET input_response = ?, status = 'running', pending_input = NULL
 		WHERE id = ? AND (? = '' OR tenant = ?) AND status = 'awaiting_input' AND input_response IS NULL
 		  AND owner IS NULL AND json_extract(pending_input, '$.request_id') = ?
 		RETURNING `+chatColumns, string(p.Response), cid, p.Tenant, p.Tenant, p.RequestID))
 	if errors.Is(err, sql.ErrNoRows) {
-		if _, err := s.GetChat(ctx, p.Tenant, cid); err != nil {
-			return nil, err
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM chats WHERE id = ? AND (? = '' OR tenant = ?)`, cid, p.Tenant, p.Tenant).Scan(&n); err != nil {
+			return nil, fmt.Errorf("submit input to chat %s: %w", cid, translate(err))
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("submit input to chat %s: %w", cid, chat.ErrNotFound)
 		}
 		return nil, fmt.Errorf("submit input %q to chat %s: %w", p.RequestID, cid, chat.ErrNoPendingInput)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("submit input to chat %s: %w", cid, translate(err))
+	}
+	if err := storeAnswer(ctx, tx, p.Keyed, c, 0, param.Time(p.Now, s.now)); err != nil {
+		return nil, fmt.Errorf("submit input to chat %s: %w", cid, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("submit input to chat %s: commit: %w", cid, translate(err))
 	}
 	return c, nil
 }

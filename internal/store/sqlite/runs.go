@@ -34,6 +34,9 @@ func (s *Store) SubmitRun(ctx context.Context, p *chat.SubmitRunParams) (*chat.C
 	if err != nil {
 		return nil, 0, fmt.Errorf("submit run to chat %s: %w", cid, translate(err))
 	}
+	if err := checkKeyed(ctx, tx, p.Keyed); err != nil {
+		return nil, 0, fmt.Errorf("submit run to chat %s: %w", cid, err)
+	}
 	plan, err := param.PlanRun(chat.Status(status), run, lastRun, p.IfBusy)
 	if err != nil {
 		return nil, 0, fmt.Errorf("submit run to chat %s: %w", cid, err)
@@ -52,6 +55,9 @@ func (s *Store) SubmitRun(ctx context.Context, p *chat.SubmitRunParams) (*chat.C
 		WHERE id = ? RETURNING `+chatColumns, n, cancel, cid))
 	if err != nil {
 		return nil, 0, fmt.Errorf("submit run to chat %s: %w", cid, translate(err))
+	}
+	if err := storeAnswer(ctx, tx, p.Keyed, c, n, param.Time(p.Now, s.now)); err != nil {
+		return nil, 0, fmt.Errorf("submit run to chat %s: %w", cid, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, 0, fmt.Errorf("submit run to chat %s: commit: %w", cid, translate(err))
@@ -80,19 +86,33 @@ func (s *Store) QueuedRun(ctx context.Context, chatID string, after int) (*chat.
 }
 
 // RequestStop implements chat.Store.
-func (s *Store) RequestStop(ctx context.Context, tenant, id string) (*chat.Chat, error) {
+func (s *Store) RequestStop(ctx context.Context, tenant, id string, keyed *chat.KeyedRequest) (*chat.Chat, error) {
 	cid, ok := param.ChatID(id)
 	if !ok {
 		return nil, fmt.Errorf("request stop of chat %q: %w", id, chat.ErrNotFound)
 	}
-	c, err := scanChat(s.writer.QueryRowContext(ctx, `UPDATE chats SET stop_requested = 1
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("request stop of chat %s: %w", cid, err)
+	}
+	defer tx.Rollback() // a no-op after Commit
+	if err := checkKeyed(ctx, tx, keyed); err != nil {
+		return nil, fmt.Errorf("request stop of chat %s: %w", cid, err)
+	}
+	c, err := scanChat(tx.QueryRowContext(ctx, `UPDATE chats SET stop_requested = 1
 		WHERE id = ? AND (? = '' OR tenant = ?) AND status NOT IN ('completed', 'failed', 'cancelled')
 		RETURNING `+chatColumns, cid, tenant, tenant))
 	if errors.Is(err, sql.ErrNoRows) {
-		return s.GetChat(ctx, tenant, cid)
+		c, err = scanChat(tx.QueryRowContext(ctx, `SELECT `+chatColumns+` FROM chats WHERE id = ? AND (? = '' OR tenant = ?)`, cid, tenant, tenant))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("request stop of chat %s: %w", cid, translate(err))
+	}
+	if err := storeAnswer(ctx, tx, keyed, c, 0, s.now()); err != nil {
+		return nil, fmt.Errorf("request stop of chat %s: %w", cid, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("request stop of chat %s: commit: %w", cid, translate(err))
 	}
 	return c, nil
 }

@@ -213,7 +213,7 @@ func testClaimNextRun(t *testing.T, s chat.Store) {
 	stopping := running(t, s, at(2*time.Second))
 	mustSubmitRun(t, s, next, chat.IfBusyEnqueue, uuid.NewString(), 2)
 	stopping = advance(t, s, stopping, chat.ChatUpdate{Status: chat.StatusAwaitingInput, ReleaseLease: true, UpdatedAt: at(2 * time.Second)})
-	if _, err := s.RequestStop(t.Context(), "", stopping.ID); err != nil {
+	if _, err := s.RequestStop(t.Context(), "", stopping.ID, nil); err != nil {
 		t.Fatal(err)
 	}
 	now := at(10 * time.Hour)
@@ -244,7 +244,7 @@ func testClaimNextRun(t *testing.T, s chat.Store) {
 func testRequestStop(t *testing.T, s chat.Store) {
 	c := running(t, s, base)
 	for range 2 { // idempotent
-		got, err := s.RequestStop(t.Context(), "acme", c.ID)
+		got, err := s.RequestStop(t.Context(), "acme", c.ID, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +261,7 @@ func testRequestStop(t *testing.T, s chat.Store) {
 	if ended.StopRequested {
 		t.Fatalf("the append that ended the run left its stop request")
 	}
-	got, err := s.RequestStop(t.Context(), "", c.ID)
+	got, err := s.RequestStop(t.Context(), "", c.ID, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func testRequestStop(t *testing.T, s chat.Store) {
 	for name, tc := range map[string]struct{ tenant, id string }{
 		"other tenant": {"globex", c.ID}, "missing": {"", uuid.NewString()}, "not a UUID": {"", "nope"},
 	} {
-		if _, err := s.RequestStop(t.Context(), tc.tenant, tc.id); !errors.Is(err, chat.ErrNotFound) {
+		if _, err := s.RequestStop(t.Context(), tc.tenant, tc.id, nil); !errors.Is(err, chat.ErrNotFound) {
 			t.Errorf("RequestStop %s: err = %v, want ErrNotFound", name, err)
 		}
 	}

@@ -110,6 +110,9 @@ func CheckCreate(p *chat.CreateChatParams) (string, error) {
 	if err := checkEvents(id, 1, p.Events); err != nil {
 		return "", err
 	}
+	if p.Keyed != nil && (p.State == nil || p.ForkedFrom == nil || p.Keyed.ChatID != p.ForkedFrom.ChatID) {
+		return "", fmt.Errorf("%w: chat %s: only a fork is keyed, on the chat it is forked from", ErrInvalid, id)
+	}
 	return id, nil
 }
 
