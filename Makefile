@@ -8,7 +8,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Debian's interpreter, which has the python3-* packages the Python client needs.
 PYTHON  ?= /usr/bin/python3
 
-.PHONY: run build test bench fuzz lint fmt clients golden test-python lint-python test-autogen-client
+.PHONY: run build test test-go bench fuzz lint fmt clients golden test-python lint-python test-autogen-client
 
 ## run: serve on 127.0.0.1:8080 with the embedded SQLite store in ./agentd-data
 run:
@@ -18,11 +18,15 @@ run:
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/agentd ./cmd/agentd
 
-## test: lint, then every test with the race detector (end-to-end tests build and run the real binary;
+## test: lint, then test-go
+test: lint test-go
+
+## test-go: every test with the race detector (end-to-end tests build and run the real binary;
 ## e2e's TestPythonClient runs the Python client's pytest suite against it, alongside the Go tests);
 ## ends with the list of skipped tests and why (internal/testsummary reads go test -json); with CI=true
-## a skipped test fails the run unless internal/testsummary/allowed-skips.txt allows it
-test: lint
+## a skipped test fails the run unless internal/testsummary/allowed-skips.txt allows it.
+## .ci/run runs lint and test-go apart, to lint while the sandbox image is being built
+test-go:
 	bash -o pipefail -c '$(GO) test -race -count=1 -timeout 20m -json $(PKGS) | $(GO) run ./internal/testsummary'
 
 ## bench: throughput and memory figures (messages appended per second, memory per running chat, SSE fan-out to 1,000 streams of one chat: delivery p50/p99 next to a bare SSE server, and store reads per append), warm sandbox exec latency, worst-case text_match cost per message

@@ -24,7 +24,7 @@ engine=$(image_engine)
 version=${VERSION:-$(git describe --always --dirty 2>/dev/null || echo dev)}
 need_mmdebstrap
 
-tmp=$(mktemp -d /tmp/agentd-images.XXXXXX)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/agentd-images.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 exists() { [ -z "${FORCE:-}" ] && "$engine" image inspect "$1" >/dev/null 2>&1; }

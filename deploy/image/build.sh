@@ -22,7 +22,7 @@ base=${BASE:-localhost/agentd-base:local}
 version=${VERSION:-$(git describe --always --dirty 2>/dev/null || echo dev)}
 engine=$(image_engine)
 
-tmp=$(mktemp -d /tmp/agentd-image.XXXXXX)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/agentd-image.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 if [ -n "${FORCE:-}" ] || ! "$engine" image inspect "$base" >/dev/null 2>&1; then

@@ -31,7 +31,7 @@ fi
 engine=$(image_engine)
 need_mmdebstrap
 
-tmp=$(mktemp -d /tmp/agentd-sandbox-rootfs.XXXXXX)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/agentd-sandbox-rootfs.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 # The sandbox user is uid/gid 1000 with no shell and no password, the same as

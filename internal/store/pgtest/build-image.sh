@@ -16,7 +16,7 @@ image=${1:-agentd-postgres-test:latest}
 engine=$(image_engine)
 need_mmdebstrap
 
-tmp=$(mktemp -d /tmp/agentd-postgres-rootfs.XXXXXX)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/agentd-postgres-rootfs.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 # The entrypoint: a fresh cluster on first start, reachable from the host
