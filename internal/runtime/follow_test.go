@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/runtime"
 	"github.com/agentd/agentd/internal/store"
 )
 
@@ -24,7 +25,10 @@ func TestFollowingALocalChatNeedsNoRead(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			db := open(t)
-			rt := newRuntime(t, db)
+			// Leases of a minute: with the tests' 600 ms, a loaded machine
+			// may let a renewal slip and the chat's worker end before the
+			// chat did, and then the chat is not one this replica runs.
+			rt := newRuntime(t, db, func(c *runtime.Config) { c.LeaseDuration = time.Minute })
 			sp := bytes.Replace(twoAgentSpec(6, 20, ""), []byte(`"max_round"`),
 				[]byte(`"metadata": {"ticket": "ABC-1",  "owner": {"team": "x"}}, "name": "review", "max_round"`), 1)
 			c := create(t, rt, string(sp))
