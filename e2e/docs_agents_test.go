@@ -54,9 +54,9 @@ func TestAgentDocsExamplesRun(t *testing.T) {
 	needA2AJS(t)
 	t.Parallel()
 	p := startA2A(t, "AGENTD_DATA_DIR="+t.TempDir())
-	team := fencedBlocks(t, "../docs/a2a.md", "json")
+	team := fencedBlocks(t, "../docs/a2a.md", "json team")
 	if len(team) != 1 {
-		t.Fatalf("docs/a2a.md has %d json blocks, want the team's", len(team))
+		t.Fatalf("docs/a2a.md has %d json team blocks, want the team's", len(team))
 	}
 	if code, _, body := p.do("PUT", "/v1/teams/notes", []byte(team[0])); code != http.StatusCreated {
 		t.Fatalf("PUT the docs' team: %d %s", code, body)
