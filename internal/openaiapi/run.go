@@ -123,7 +123,7 @@ func (f *runFollower) event(e chat.Event) bool {
 			res.outcome, res.detail = outcomeCancelled, "the run was cancelled"
 		default:
 			res.outcome = outcomeFailed
-			res.detail = "the run failed: " + failure(d)
+			res.detail = "the run failed: " + d.Failure()
 		}
 		return true
 	}
@@ -165,21 +165,6 @@ func (f *runFollower) message(e chat.Event) {
 				delete(f.replies, k)
 			}
 		}
-	}
-}
-
-// failure says why a run failed: its error, and the stop's detail when
-// that says more (it often repeats the error), else the stop reason.
-func failure(d chat.TerminalData) string {
-	switch {
-	case d.Error != "" && d.StopDetail != "" && !strings.Contains(d.Error, d.StopDetail):
-		return d.Error + ": " + d.StopDetail
-	case d.Error != "":
-		return d.Error
-	case d.StopDetail != "":
-		return d.StopDetail
-	default:
-		return string(d.StopReason)
 	}
 }
 
