@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -244,4 +245,38 @@ func threadChat(t *testing.T, p *proc, team string) string {
 		t.Fatalf("chats of %s: %d %s", team, code, body)
 	}
 	return list.Chats[0].ID
+}
+
+// TestAGUIDocExampleRuns runs docs/ag-ui.md's script against its team on
+// the real binary and checks it prints what the page says.
+func TestAGUIDocExampleRuns(t *testing.T) {
+	t.Parallel()
+	needJS(t, "@ag-ui/client")
+	const key = "sk-agentd-agui-docs"
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none", "AGENTD_API_KEYS="+key+":acme")
+	p.auth = "Bearer " + key
+	team := fencedBlocks(t, "../docs/ag-ui.md", "json team")
+	code := fencedBlocks(t, "../docs/ag-ui.md", "js")
+	output := fencedBlocks(t, "../docs/ag-ui.md", "")
+	if len(team) != 1 || len(code) != 1 || len(output) != 1 {
+		t.Fatalf("docs/ag-ui.md has %d team, %d js and %d output blocks, want one of each", len(team), len(code), len(output))
+	}
+	if status, _, body := p.do("PUT", "/v1/teams/review", []byte(team[0])); status != http.StatusCreated {
+		t.Fatalf("PUT the docs' team: %d %s", status, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "--input-type=module", "-")
+	cmd.Dir = "js" // where the pinned clients are installed
+	cmd.Stdin = strings.NewReader(code[0])
+	cmd.Env = append(os.Environ(), "AGENTD_URL="+p.base, "AGENTD_API_KEY="+key)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the example: %v\n%s", err, stderr.String())
+	}
+	if got, want := trimLines(string(out)), trimLines(output[0]); got != want {
+		t.Errorf("the example printed\n%s\nthe doc says\n%s", got, want)
+	}
 }
