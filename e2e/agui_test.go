@@ -248,7 +248,8 @@ func threadChat(t *testing.T, p *proc, team string) string {
 }
 
 // TestAGUIDocExampleRuns runs docs/ag-ui.md's script against its team on
-// the real binary and checks it prints what the page says.
+// the real binary and checks it prints what the page says; then the
+// route's errors.
 func TestAGUIDocExampleRuns(t *testing.T) {
 	t.Parallel()
 	needJS(t, "@ag-ui/client")
@@ -278,5 +279,23 @@ func TestAGUIDocExampleRuns(t *testing.T) {
 	}
 	if got, want := trimLines(string(out)), trimLines(output[0]); got != want {
 		t.Errorf("the example printed\n%s\nthe doc says\n%s", got, want)
+	}
+
+	// Errors before a stream are problems, as on /v1: every problem of
+	// the body at once, an unknown team, a missing key.
+	status, _, body := p.do("POST", "/ag-ui/review", []byte(`{"messages": [{"id": "1", "role": "assistant", "content": "hi"}]}`))
+	if status != http.StatusUnprocessableEntity || !strings.Contains(string(body), `"/threadId"`) || !strings.Contains(string(body), `"/runId"`) {
+		t.Errorf("an input without ids: %d %s", status, body)
+	}
+	status, _, body = p.do("POST", "/ag-ui/review", []byte(`{"threadId": "t1", "runId": "r1", "messages": [{"id": "1", "role": "assistant", "content": "hi"}]}`))
+	if status != http.StatusUnprocessableEntity || !strings.Contains(string(body), `"/messages"`) {
+		t.Errorf("a new thread without a task: %d %s", status, body)
+	}
+	if status, _, body = p.do("POST", "/ag-ui/nope", []byte(`{"threadId": "t", "runId": "r", "messages": [{"id": "1", "role": "user", "content": "hi"}]}`)); status != http.StatusNotFound {
+		t.Errorf("an unknown team: %d %s", status, body)
+	}
+	p.auth = ""
+	if status, _, body = p.do("POST", "/ag-ui/review", []byte(`{}`)); status != http.StatusUnauthorized {
+		t.Errorf("without a key: %d %s", status, body)
 	}
 }
