@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/runtime"
 	"github.com/agentd/agentd/internal/spec"
 )
 
@@ -31,7 +31,7 @@ const (
 	outcomeInterrupted = "interrupted"
 )
 
-// eventPageSize is how many events one read takes.
+// eventPageSize is how many events one read of a snapshot takes.
 const eventPageSize = 256
 
 // maxSnapshotEvents bounds the events read for a resumed thread's
@@ -234,75 +234,25 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, tenant string, 
 }
 
 // follow maps the run's events and deltas to the stream until the run
-// ends (its outcome) or the wait passes. Deltas are taken before the
-// events a wake-up announces: a reply's deltas are queued before its
-// message is committed.
+// ends (its outcome) or the wait passes.
 func (h *Handler) follow(ctx context.Context, tenant string, st *started, m *mapper, send func(...Event) error, idle func() error) (string, error) {
-	signal, deltas, unsubscribe := h.rt.Stream(st.chatID)
-	defer unsubscribe()
-	timer := time.NewTimer(h.cfg.RunWait)
-	defer timer.Stop()
-	beat := time.NewTicker(h.cfg.Heartbeat)
-	defer beat.Stop()
-	var taken []chat.Delta
-	take := func() error {
-		taken = deltas.Take(taken[:0])
-		for _, d := range taken {
-			if err := send(m.delta(d)...); err != nil {
-				return err
+	outcome := ""
+	fl := &runtime.Follow{Tenant: tenant, ChatID: st.chatID, After: st.after, Wait: h.cfg.RunWait, Heartbeat: h.cfg.Heartbeat, Idle: idle,
+		Event: func(e chat.Event) (bool, error) {
+			out, done := m.event(e)
+			if done {
+				outcome = outcomeOf(out[len(out)-1])
 			}
-		}
-		return nil
+			return done, send(out...)
+		},
+		Delta: func(d chat.Delta) error { return send(m.delta(d)...) }}
+	err := fl.Run(ctx, h.rt)
+	if errors.Is(err, runtime.ErrFollowWait) {
+		err := send(m.finish(Event{"type": typeRunError, "code": "run_timeout",
+			"message": fmt.Sprintf("the run did not end within %s; it goes on: follow chat %s at /v1/chats/%s", h.cfg.RunWait, st.chatID, st.chatID)})...)
+		return outcomeTimeout, err
 	}
-	after := st.after
-	for read := true; ; {
-		if read {
-			read = false
-			if err := take(); err != nil {
-				return "", err
-			}
-			for {
-				evs, err := h.rt.Events(ctx, tenant, st.chatID, after, eventPageSize)
-				if err != nil {
-					return "", fmt.Errorf("read events of chat %s: %w", st.chatID, err)
-				}
-				for _, e := range evs {
-					after = e.Seq
-					out, done := m.event(e)
-					if err := send(out...); err != nil {
-						return "", err
-					}
-					if done {
-						return outcomeOf(out[len(out)-1]), nil
-					}
-				}
-				if len(evs) < eventPageSize {
-					break
-				}
-			}
-		}
-		select {
-		case _, ok := <-signal:
-			if !ok {
-				return "", errors.New("the server is shutting down")
-			}
-			read = true
-		case <-deltas.Ready():
-			if err := take(); err != nil {
-				return "", err
-			}
-		case <-beat.C:
-			if err := idle(); err != nil {
-				return "", err
-			}
-		case <-timer.C:
-			err := send(m.finish(Event{"type": typeRunError, "code": "run_timeout",
-				"message": fmt.Sprintf("the run did not end within %s; it goes on: follow chat %s at /v1/chats/%s", h.cfg.RunWait, st.chatID, st.chatID)})...)
-			return outcomeTimeout, err
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-	}
+	return outcome, err
 }
 
 // outcomeOf is the metric's outcome of a run's last event.
