@@ -32,7 +32,7 @@ type aguiEvent struct {
 	Outcome      *struct {
 		Type       string `json:"type"`
 		Interrupts []struct {
-			ID, Reason, Message string
+			ID, Reason, Message, ToolCallID string
 		} `json:"interrupts"`
 	} `json:"outcome"`
 	Messages []struct {
@@ -81,7 +81,8 @@ func (r aguiRun) texts() (texts []string, contents []int) {
 }
 
 // aguiTeams: calc calls a tool (an HTTP tool of the test) and a writer
-// streams its reply; review's user_proxy asks a human.
+// streams its reply; review's user_proxy asks a human; held's tool call
+// waits for approval.
 const (
 	aguiCalc = `{"max_round": 2, "tools": [{"name": "add",
 		"parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}, "implementation": {"type": "http", "url": %q}}],
@@ -91,6 +92,10 @@ const (
 	aguiReview = `{"max_round": 10, "termination": {"text_mention": {"text": "TERMINATE"}}, "agents": [
 		{"name": "writer", "type": "assistant", "model": {"provider": "replay", "responses": ["draft one", "draft two TERMINATE"]}},
 		{"name": "editor", "type": "user_proxy", "human_input_mode": "ALWAYS"}]}`
+	aguiHeld = `{"max_round": 1, "tools": [{"name": "add",
+		"parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}, "implementation": {"type": "http", "url": %q}}],
+		"agents": [{"name": "calc", "type": "assistant", "tools": ["add"], "tool_approval": "always", "tool_call_summary_format": "{result}",
+			"model": {"provider": "replay", "responses": [{"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]}]}}]}`
 )
 
 // TestAGUIClientRunsASavedTeam: HttpAgent runs a tool-using team (steps
@@ -98,7 +103,9 @@ const (
 // reply in the model's own fragments adding up to its message) and a team
 // that asks a human: the run ends with an interrupt, the next run's
 // resume answers it and the thread completes, and a later run on the
-// thread is the chat's next run, starting with a messages snapshot.
+// thread is the chat's next run, starting with a messages snapshot; a
+// held tool call is an interrupt that a resume approves with edited
+// arguments.
 func TestAGUIClientRunsASavedTeam(t *testing.T) {
 	t.Parallel()
 	needJS(t, "@ag-ui/client")
@@ -117,7 +124,7 @@ func TestAGUIClientRunsASavedTeam(t *testing.T) {
 	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none", "AGENTD_API_KEYS="+key+":acme",
 		"AGENTD_TOOL_ALLOW_PRIVATE=true", "OPENAI_API_KEY=sk-test-key", "OPENAI_BASE_URL="+fake.URL())
 	p.auth = "Bearer " + key
-	for name, spec := range map[string]string{"calc": fmt.Sprintf(aguiCalc, tool.URL), "review": aguiReview} {
+	for name, spec := range map[string]string{"calc": fmt.Sprintf(aguiCalc, tool.URL), "review": aguiReview, "held": fmt.Sprintf(aguiHeld, tool.URL)} {
 		if code, _, body := p.do("PUT", "/v1/teams/"+name, []byte(spec)); code != http.StatusCreated {
 			t.Fatalf("save team %s: %d %s", name, code, body)
 		}
@@ -125,7 +132,7 @@ func TestAGUIClientRunsASavedTeam(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "js/agui.mjs", p.base, key, "calc", "review")
+	cmd := exec.CommandContext(ctx, "node", "js/agui.mjs", p.base, key, "calc", "review", "held")
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -134,6 +141,7 @@ func TestAGUIClientRunsASavedTeam(t *testing.T) {
 	}
 	var got struct {
 		Tools, Asked, Answered, Again aguiRun
+		Held, Approved                aguiRun
 		ThreadID                      string `json:"threadId"`
 	}
 	mustUnmarshal(t, out, &got)
@@ -227,6 +235,24 @@ func TestAGUIClientRunsASavedTeam(t *testing.T) {
 	mustUnmarshal(t, body, &c)
 	if c.Run != 2 || c.Status != "awaiting_input" {
 		t.Errorf("the thread's chat: run %d %s", c.Run, c.Status)
+	}
+
+	// Approvals: the held call is an interrupt naming it; the resume
+	// approves it with edited arguments, and its result is theirs.
+	r = got.Held
+	last = r.Events[len(r.Events)-1]
+	if last.Outcome == nil || last.Outcome.Type != "interrupt" || last.Outcome.Interrupts[0].Reason != "agentd:approval" || last.Outcome.Interrupts[0].ToolCallID == "" {
+		t.Fatalf("held: %v %+v (error %q)", r.types(), last.Outcome, r.Error)
+	}
+	r = got.Approved
+	result = ""
+	for _, e := range r.Events {
+		if e.Type == "TOOL_CALL_RESULT" && e.ToolCallID == last.Outcome.Interrupts[0].ToolCallID {
+			_ = json.Unmarshal(e.Content, &result)
+		}
+	}
+	if r.Error != "" || result != "5" || r.Events[len(r.Events)-1].Type != "RUN_FINISHED" {
+		t.Errorf("approved with edited arguments: %v, result %q (error %q)", r.types(), result, r.Error)
 	}
 }
 

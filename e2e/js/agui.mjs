@@ -2,10 +2,10 @@
 // HttpAgent) and prints what it saw as JSON: the events of each run and
 // the messages the client holds after it.
 //
-//   node agui.mjs <base URL> <API key> <tool team> <human team>
+//   node agui.mjs <base URL> <API key> <tool team> <human team> <approval team>
 import { HttpAgent } from "@ag-ui/client";
 
-const [base, key, toolTeam, humanTeam] = process.argv.slice(2);
+const [base, key, toolTeam, humanTeam, approvalTeam] = process.argv.slice(2);
 
 function agent(team) {
   return new HttpAgent({ url: `${base}/ag-ui/${team}`, headers: { Authorization: `Bearer ${key}` } });
@@ -42,5 +42,13 @@ out.answered = await run(human, { resume: [{ interruptId: interrupt?.id ?? "none
 user(human, "And a third.");
 out.again = await run(human);
 out.threadId = human.threadId;
+
+// Approvals: the held call is approved with edited arguments.
+const held = agent(approvalTeam);
+user(held, "Add 1 and 2, with approval.");
+out.held = await run(held);
+const hold = held.pendingInterrupts[0];
+out.approved = await run(held, { resume: [{ interruptId: hold?.id ?? "none", status: "resolved",
+  payload: { approvals: [{ tool_call_id: hold?.toolCallId ?? "none", approve: true, arguments: { a: 2, b: 3 } }] } }] });
 
 console.log(JSON.stringify(out));
