@@ -203,6 +203,9 @@ func (m *mapper) message(e chat.Event) []Event {
 	}
 	out := m.enter(msg.Name)
 	id := messageID(msg.Seq)
+	// parent is the id the client knows the message by: its stream's
+	// when it streamed.
+	parent := id
 	if k, s := m.streamOf(msg); s != nil {
 		delete(m.streams, k)
 		sent := s.sent.String()
@@ -211,7 +214,7 @@ func (m *mapper) message(e chat.Event) []Event {
 				out = append(out, Event{"type": typeTextMessageContent, "messageId": s.id, "delta": rest})
 			}
 			out = append(out, Event{"type": typeTextMessageEnd, "messageId": s.id})
-			id = ""
+			id, parent = "", s.id
 		} else {
 			// What streamed is not the message: close it and send the
 			// message whole under its own id.
@@ -229,7 +232,7 @@ func (m *mapper) message(e chat.Event) []Event {
 			Event{"type": typeTextMessageEnd, "messageId": id})
 	}
 	for _, tc := range msg.ToolCalls {
-		out = append(out, Event{"type": typeToolCallStart, "toolCallId": tc.ID, "toolCallName": tc.Function.Name, "parentMessageId": messageID(msg.Seq)})
+		out = append(out, Event{"type": typeToolCallStart, "toolCallId": tc.ID, "toolCallName": tc.Function.Name, "parentMessageId": parent})
 		if tc.Function.Arguments != "" {
 			out = append(out, Event{"type": typeToolCallArgs, "toolCallId": tc.ID, "delta": tc.Function.Arguments})
 		}

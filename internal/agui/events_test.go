@@ -228,3 +228,18 @@ func TestSnapshotMessages(t *testing.T) {
 		t.Errorf("snapshot =\n%v\nwant\n%v", got, want)
 	}
 }
+
+func TestMapperToolCallOfAStreamedReply(t *testing.T) {
+	m := newMapper("t", "r", 1)
+	call := msg(3, chat.RoleAssistant, "a", "Let me add.", chat.KindModel)
+	call.ToolCalls = []chat.ToolCall{{ID: "c1", Type: "function", Function: chat.FunctionCall{Name: "add", Arguments: "{}"}}}
+	out, _ := run(t, m, ev(2, chat.EventRunStarted, chat.RunData{Run: 1}), chat.Delta{Name: "a", Content: "Let me add.", AfterSeq: 2}, call)
+	if got := texts(t, out); !reflect.DeepEqual(got, map[string]string{"reply-2-a": "Let me add."}) {
+		t.Errorf("messages = %v", got)
+	}
+	// The call's parent is the message as the client knows it: its stream.
+	last := out[len(out)-1]
+	if last.Type() != typeToolCallEnd || out[len(out)-3]["parentMessageId"] != "reply-2-a" {
+		t.Errorf("events %s, TOOL_CALL_START %v", types(out), out[len(out)-3])
+	}
+}
