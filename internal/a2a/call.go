@@ -304,7 +304,7 @@ func (c *call) answer(ctx context.Context, ch *chat.Chat, text string, data json
 		s := strings.TrimSpace(text)
 		in.Speaker = &s
 	case p.Kind == chat.InputApproval:
-		in.Approvals = approvals(&p, text)
+		in.Approvals = p.ApprovalsFromText(text)
 	default:
 		in.Content = &text
 	}
@@ -313,26 +313,6 @@ func (c *call) answer(ctx context.Context, ch *chat.Chat, text string, data json
 	}
 	c.h.log.Info("a2a input answered", "chat_id", ch.ID, "run", ch.Run, "kind", p.Kind, "team", c.team, "tenant", c.tenant)
 	return ch.LastSeq, nil
-}
-
-// approvals are the decisions a text makes on what a request holds:
-// "approve" (or "yes") runs it all, any other text rejects it all with
-// the text as the reason.
-func approvals(p *chat.PendingInput, text string) []chat.Approval {
-	t := strings.TrimSpace(text)
-	ok := strings.EqualFold(t, "approve") || strings.EqualFold(t, "approved") || strings.EqualFold(t, "yes")
-	reason := ""
-	if !ok {
-		reason = t
-	}
-	if len(p.ToolCalls) == 0 {
-		return []chat.Approval{{Approve: ok, Reason: reason}}
-	}
-	out := make([]chat.Approval, len(p.ToolCalls))
-	for i, tc := range p.ToolCalls {
-		out[i] = chat.Approval{ToolCallID: tc.ID, Approve: ok, Reason: reason}
-	}
-	return out
 }
 
 // messageContent is a message's text parts joined, and its data part (one

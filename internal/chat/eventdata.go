@@ -6,7 +6,10 @@ package chat
 // the runtime and by the HTTP layer's views of a message; their JSON is
 // the log's schema, so a field is never renamed.
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // Message kinds recorded in a message event's data.
 const (
@@ -137,4 +140,19 @@ func StartedRun(e Event) (int, bool) {
 		return 0, false
 	}
 	return d.Run, true
+}
+
+// Failure says why a run failed: its error, and the stop's detail when
+// that says more (it often repeats the error), else the stop reason.
+func (d TerminalData) Failure() string {
+	switch {
+	case d.Error != "" && d.StopDetail != "" && !strings.Contains(d.Error, d.StopDetail):
+		return d.Error + ": " + d.StopDetail
+	case d.Error != "":
+		return d.Error
+	case d.StopDetail != "":
+		return d.StopDetail
+	default:
+		return string(d.StopReason)
+	}
 }

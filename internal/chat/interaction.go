@@ -3,6 +3,7 @@ package chat
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/agentd/agentd/internal/spec"
@@ -112,4 +113,24 @@ func EventPayload(e Event) any {
 		return struct{}{}
 	}
 	return e.Data
+}
+
+// ApprovalsFromText are the decisions a text makes on what p holds, for
+// protocols whose answers are text: "approve" (or "approved", "yes") runs
+// it all, any other text rejects it all with the text as the reason.
+func (p *PendingInput) ApprovalsFromText(text string) []Approval {
+	t := strings.TrimSpace(text)
+	ok := strings.EqualFold(t, "approve") || strings.EqualFold(t, "approved") || strings.EqualFold(t, "yes")
+	reason := ""
+	if !ok {
+		reason = t
+	}
+	if len(p.ToolCalls) == 0 {
+		return []Approval{{Approve: ok, Reason: reason}}
+	}
+	out := make([]Approval, len(p.ToolCalls))
+	for i, tc := range p.ToolCalls {
+		out[i] = Approval{ToolCallID: tc.ID, Approve: ok, Reason: reason}
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/runtime"
 )
 
 // A request of this API answers one run: it follows the chat's log from
@@ -123,7 +124,7 @@ func (f *runFollower) event(e chat.Event) bool {
 			res.outcome, res.detail = outcomeCancelled, "the run was cancelled"
 		default:
 			res.outcome = outcomeFailed
-			res.detail = "the run failed: " + failure(d)
+			res.detail = "the run failed: " + d.Failure()
 		}
 		return true
 	}
@@ -168,90 +169,27 @@ func (f *runFollower) message(e chat.Event) {
 	}
 }
 
-// failure says why a run failed: its error, and the stop's detail when
-// that says more (it often repeats the error), else the stop reason.
-func failure(d chat.TerminalData) string {
-	switch {
-	case d.Error != "" && d.StopDetail != "" && !strings.Contains(d.Error, d.StopDetail):
-		return d.Error + ": " + d.StopDetail
-	case d.Error != "":
-		return d.Error
-	case d.StopDetail != "":
-		return d.StopDetail
-	default:
-		return string(d.StopReason)
-	}
-}
-
 // eventPage is how many events one read takes.
 const eventPageSize = 256
 
-// errRuntimeStopped: the runtime ended the subscription (shutting down).
-var errRuntimeStopped = errors.New("the server is shutting down")
-
 // follow follows run of chat from after until the run ends or the wait
 // (Config.RunWait) passes, calling idle at each heartbeat while it waits
-// (nil: none). Deltas are taken before the events a wake-up announces:
-// a reply's deltas are queued before its message is committed.
+// (nil: none).
 func (h *Handler) follow(ctx context.Context, tenant, chatID string, run int, after int64, idle func() error) (*runResult, error) {
-	signal, deltas, unsubscribe := h.rt.Stream(chatID)
-	defer unsubscribe()
 	f := newRunFollower(chatID, run)
-	timer := time.NewTimer(h.cfg.RunWait)
-	defer timer.Stop()
-	var heartbeat <-chan time.Time
-	if idle != nil {
-		t := time.NewTicker(h.cfg.Heartbeat)
-		defer t.Stop()
-		heartbeat = t.C
+	fl := &runtime.Follow{Tenant: tenant, ChatID: chatID, After: after, Wait: h.cfg.RunWait, Heartbeat: h.cfg.Heartbeat, Idle: idle,
+		Event: func(e chat.Event) (bool, error) { return f.event(e), nil },
+		Delta: func(d chat.Delta) error { f.delta(d); return nil }}
+	err := fl.Run(ctx, h.rt)
+	if errors.Is(err, runtime.ErrFollowWait) {
+		f.res.outcome = outcomeTimeout
+		f.res.detail = fmt.Sprintf("the run did not end within %s; it goes on: follow chat %s at /v1/chats/%s", h.cfg.RunWait, chatID, chatID)
+		return f.res, nil
 	}
-	var taken []chat.Delta
-	take := func() {
-		taken = deltas.Take(taken[:0])
-		for _, d := range taken {
-			f.delta(d)
-		}
+	if err != nil {
+		return nil, err
 	}
-	for read := true; ; {
-		if read {
-			read = false
-			take()
-			for {
-				evs, err := h.rt.Events(ctx, tenant, chatID, after, eventPageSize)
-				if err != nil {
-					return nil, fmt.Errorf("read events of chat %s: %w", chatID, err)
-				}
-				for _, e := range evs {
-					after = e.Seq
-					if f.event(e) {
-						return f.res, nil
-					}
-				}
-				if len(evs) < eventPageSize {
-					break
-				}
-			}
-		}
-		select {
-		case _, ok := <-signal:
-			if !ok {
-				return nil, errRuntimeStopped
-			}
-			read = true
-		case <-deltas.Ready():
-			take()
-		case <-heartbeat:
-			if err := idle(); err != nil {
-				return nil, err
-			}
-		case <-timer.C:
-			f.res.outcome = outcomeTimeout
-			f.res.detail = fmt.Sprintf("the run did not end within %s; it goes on: follow chat %s at /v1/chats/%s", h.cfg.RunWait, chatID, chatID)
-			return f.res, nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
+	return f.res, nil
 }
 
 // endError is the error answering a run that did not complete, nil for

@@ -1,99 +1,117 @@
-package runtime_test
+package runtime
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"reflect"
+	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
-	"github.com/agentd/agentd/internal/runtime"
-	"github.com/agentd/agentd/internal/store"
 )
 
-// A chat this replica runs is followed without reading the store: the
-// subscription starts from where the worker has it, every append brings its
-// progress, and the append that ends the chat brings the chat as the store
-// now holds it. On both stores, since what the store keeps of a time or a
-// JSON value is what the follower must be told.
-func TestFollowingALocalChatNeedsNoRead(t *testing.T) {
-	for name, open := range map[string]func(*testing.T) store.DB{
-		"sqlite":   func(t *testing.T) store.DB { return openStore(t) },
-		"postgres": openPostgres,
-	} {
-		t.Run(name, func(t *testing.T) {
-			db := open(t)
-			// Leases of a minute: with the tests' 600 ms, a loaded machine
-			// may let a renewal slip and the chat's worker end before the
-			// chat did, and then the chat is not one this replica runs.
-			rt := newRuntime(t, db, func(c *runtime.Config) { c.LeaseDuration = time.Minute })
-			sp := bytes.Replace(twoAgentSpec(6, 20, ""), []byte(`"max_round"`),
-				[]byte(`"metadata": {"ticket": "ABC-1",  "owner": {"team": "x"}}, "name": "review", "max_round"`), 1)
-			c := create(t, rt, string(sp))
-			wk, sig, done := rt.Follow(c.ID)
-			defer done()
-			if !wk.Known {
-				t.Fatal("following a chat this replica runs did not start from where its worker has it")
-			}
-			var ended *chat.Chat
-			deadline := time.After(20 * time.Second)
-			for ended == nil {
-				if e, ok := wk.Ended(c); ok {
-					ended = e
-					break
-				}
-				if wk.Progress.Status.Terminal() {
-					t.Fatalf("terminal wake-up without the chat: %+v", wk)
-				}
-				select {
-				case next := <-sig:
-					if !next.Known {
-						t.Fatalf("wake-up without the progress for a chat this replica runs: %+v", next)
-					}
-					if next.Progress.LastSeq <= wk.Progress.LastSeq {
-						t.Fatalf("wake-up at seq %d after %d", next.Progress.LastSeq, wk.Progress.LastSeq)
-					}
-					wk = next
-				case <-deadline:
-					t.Fatalf("chat not ended; last wake-up %+v", wk)
-				}
-			}
-			stored, err := rt.Get(context.Background(), "", c.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got, want := comparable(t, ended), comparable(t, stored); !reflect.DeepEqual(got, want) {
-				t.Fatalf("the chat as its last append left it:\n%+v\nthe chat as stored:\n%+v", got, want)
-			}
-			if stored.Status != chat.StatusCompleted || stored.LastSeq != wk.Progress.LastSeq {
-				t.Fatalf("stored chat %s at seq %d, wake-up at seq %d", stored.Status, stored.LastSeq, wk.Progress.LastSeq)
-			}
-		})
+// followSource is a chat's log in memory with its wake-ups and deltas.
+type followSource struct {
+	mu     sync.Mutex
+	log    []chat.Event
+	signal chan Wake
+	deltas *DeltaQueue
+}
+
+func newFollowSource() *followSource {
+	return &followSource{signal: make(chan Wake, 1), deltas: NewDeltaQueue()}
+}
+
+func (s *followSource) Events(_ context.Context, _, _ string, after int64, limit int) ([]chat.Event, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []chat.Event
+	for _, e := range s.log {
+		if e.Seq > after && len(out) < limit {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func (s *followSource) Stream(string) (<-chan Wake, *DeltaQueue, func()) {
+	return s.signal, s.deltas, func() {}
+}
+
+// commit appends an event and wakes the follower.
+func (s *followSource) commit(e chat.Event) {
+	s.mu.Lock()
+	s.log = append(s.log, e)
+	s.mu.Unlock()
+	select {
+	case s.signal <- Wake{}:
+	default:
 	}
 }
 
-// comparable is c with its JSON values decoded (a store may keep them in a
-// normal form of its own) and its times in UTC.
-func comparable(t *testing.T, c *chat.Chat) map[string]any {
-	t.Helper()
-	b, err := json.Marshal(c)
-	if err != nil {
-		t.Fatal(err)
+func TestFollowTakesDeltasBeforeTheirMessage(t *testing.T) {
+	src := newFollowSource()
+	for seq := int64(1); seq <= followPage+3; seq++ { // more than a page before the follow starts
+		src.log = append(src.log, chat.Event{Seq: seq, Type: chat.EventSpeakerSelected})
 	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{"CreatedAt", "UpdatedAt", "CompletedAt", "InputExpiresAt", "LeaseExpiresAt"} {
-		if s, ok := m[k].(string); ok {
-			tm, err := time.Parse(time.RFC3339Nano, s)
-			if err != nil {
-				t.Fatal(err)
+	var got []string
+	f := &Follow{ChatID: "c", After: 2, Wait: time.Minute,
+		Event: func(e chat.Event) (bool, error) {
+			if e.Type == chat.EventMessage {
+				got = append(got, "message:"+e.Content)
 			}
-			m[k] = tm.UTC().Format(time.RFC3339Nano)
-		}
+			return e.Type.Terminal(), nil
+		},
+		Delta: func(d chat.Delta) error { got = append(got, "delta:"+d.Content); return nil }}
+	done := make(chan error, 1)
+	go func() { done <- f.Run(context.Background(), src) }()
+	// The deltas are queued, then the message committed with one wake-up:
+	// the deltas come first.
+	last := int64(followPage + 3)
+	src.deltas.Push(chat.Delta{Name: "a", Content: "He", AfterSeq: last})
+	src.deltas.Push(chat.Delta{Name: "a", Content: "llo", AfterSeq: last})
+	src.commit(chat.Event{Seq: last + 1, Type: chat.EventMessage, Content: "Hello"})
+	src.commit(chat.Event{Seq: last + 2, Type: chat.EventChatCompleted})
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
-	return m
+	// The queue may have joined the fragments: what matters is that they
+	// are all there, before the message.
+	if len(got) == 0 {
+		t.Fatal("nothing followed")
+	}
+	deltas := ""
+	for _, g := range got[:len(got)-1] {
+		deltas += strings.TrimPrefix(g, "delta:")
+	}
+	if deltas != "Hello" || got[len(got)-1] != "message:Hello" {
+		t.Errorf("followed %v, want the deltas before the message", got)
+	}
+}
+
+func TestFollowEnds(t *testing.T) {
+	never := func(chat.Event) (bool, error) { return false, nil }
+	none := func(chat.Delta) error { return nil }
+
+	src := newFollowSource()
+	f := &Follow{ChatID: "c", Wait: 20 * time.Millisecond, Event: never, Delta: none}
+	if err := f.Run(context.Background(), src); !errors.Is(err, ErrFollowWait) {
+		t.Errorf("past the wait: %v, want ErrFollowWait", err)
+	}
+
+	src = newFollowSource()
+	close(src.signal)
+	f = &Follow{ChatID: "c", Wait: time.Minute, Event: never, Delta: none}
+	if err := f.Run(context.Background(), src); !errors.Is(err, ErrStopped) {
+		t.Errorf("a closed subscription: %v, want ErrStopped", err)
+	}
+
+	// An idle stream's heartbeat failing (the client went away) ends it.
+	gone := errors.New("client gone")
+	f = &Follow{ChatID: "c", Wait: time.Minute, Heartbeat: 5 * time.Millisecond, Event: never, Delta: none,
+		Idle: func() error { return gone }}
+	if err := f.Run(context.Background(), newFollowSource()); !errors.Is(err, gone) {
+		t.Errorf("a failed heartbeat: %v", err)
+	}
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/a2a"
+	"github.com/agentd/agentd/internal/agui"
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/component"
 	"github.com/agentd/agentd/internal/console"
@@ -201,6 +202,7 @@ type Server struct {
 	mcp             *mcpserver.Handler
 	reg             prometheus.Registerer
 	openai          *openaiapi.Handler
+	agui            *agui.Handler
 }
 
 // New returns a Server that serves chats. Its HTTP metrics are registered on
@@ -245,6 +247,11 @@ func New(cfg Config, chats Chats, logger *slog.Logger, reg prometheus.Registerer
 		return nil, err
 	}
 	s.openai, err = openaiapi.New(openaiapi.Config{MaxBodyBytes: cfg.MaxBodyBytes, Heartbeat: cfg.Heartbeat, Fail: s.writeError},
+		chats, logger, reg)
+	if err != nil {
+		return nil, err
+	}
+	s.agui, err = agui.New(agui.Config{MaxBodyBytes: cfg.MaxBodyBytes, Heartbeat: cfg.Heartbeat, Fail: s.writeError},
 		chats, logger, reg)
 	if err != nil {
 		return nil, err
@@ -305,6 +312,7 @@ func (s *Server) routes() chi.Router {
 	})
 	s.agentRoutes(r)
 	s.openAIRoutes(r)
+	s.aguiRoutes(r)
 	return r
 }
 

@@ -1,0 +1,327 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/internal/llm/openaitest"
+)
+
+// AG-UI, driven by the official client (@ag-ui/client's HttpAgent,
+// e2e/js/agui.mjs) against the real binary.
+
+// aguiEvent is an AG-UI event as the client handed it to its subscriber.
+type aguiEvent struct {
+	Type         string          `json:"type"`
+	StepName     string          `json:"stepName"`
+	MessageID    string          `json:"messageId"`
+	Delta        string          `json:"delta"`
+	ToolCallID   string          `json:"toolCallId"`
+	ToolCallName string          `json:"toolCallName"`
+	Content      json.RawMessage `json:"content"`
+	ThreadID     string          `json:"threadId"`
+	Outcome      *struct {
+		Type       string `json:"type"`
+		Interrupts []struct {
+			ID, Reason, Message, ToolCallID string
+		} `json:"interrupts"`
+	} `json:"outcome"`
+	Messages []struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	} `json:"messages"`
+}
+
+// aguiRun is one run as agui.mjs reports it.
+type aguiRun struct {
+	Events     []aguiEvent `json:"events"`
+	Error      string      `json:"error"`
+	Interrupts []struct {
+		ID string `json:"id"`
+	} `json:"interrupts"`
+}
+
+// types lists a run's event types, a step's with its name.
+func (r aguiRun) types() []string {
+	var ts []string
+	for _, e := range r.Events {
+		if e.StepName != "" {
+			ts = append(ts, e.Type+":"+e.StepName)
+			continue
+		}
+		ts = append(ts, e.Type)
+	}
+	return ts
+}
+
+// texts adds up each streamed message by its id, in the order they began,
+// with how many CONTENT events each had.
+func (r aguiRun) texts() (texts []string, contents []int) {
+	index := map[string]int{}
+	for _, e := range r.Events {
+		switch e.Type {
+		case "TEXT_MESSAGE_START":
+			index[e.MessageID] = len(texts)
+			texts, contents = append(texts, ""), append(contents, 0)
+		case "TEXT_MESSAGE_CONTENT":
+			texts[index[e.MessageID]] += e.Delta
+			contents[index[e.MessageID]]++
+		}
+	}
+	return texts, contents
+}
+
+// aguiTeams: calc calls a tool (an HTTP tool of the test) and a writer
+// streams its reply; review's user_proxy asks a human; held's tool call
+// waits for approval.
+const (
+	aguiCalc = `{"max_round": 2, "tools": [{"name": "add",
+		"parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}, "implementation": {"type": "http", "url": %q}}],
+		"agents": [{"name": "calc", "type": "assistant", "tools": ["add"], "tool_call_summary_format": "{result}",
+			"model": {"provider": "replay", "responses": [{"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]}]}},
+			{"name": "writer", "type": "assistant", "model": {"provider": "openai", "model": "gpt-test"}}]}`
+	aguiReview = `{"max_round": 10, "termination": {"text_mention": {"text": "TERMINATE"}}, "agents": [
+		{"name": "writer", "type": "assistant", "model": {"provider": "replay", "responses": ["draft one", "draft two TERMINATE"]}},
+		{"name": "editor", "type": "user_proxy", "human_input_mode": "ALWAYS"}]}`
+	aguiHeld = `{"max_round": 1, "tools": [{"name": "add",
+		"parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}, "implementation": {"type": "http", "url": %q}}],
+		"agents": [{"name": "calc", "type": "assistant", "tools": ["add"], "tool_approval": "always", "tool_call_summary_format": "{result}",
+			"model": {"provider": "replay", "responses": [{"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]}]}}]}`
+)
+
+// TestAGUIClientRunsASavedTeam: HttpAgent runs a tool-using team (steps
+// per turn, the tool call with its arguments and result, the writer's
+// reply in the model's own fragments adding up to its message) and a team
+// that asks a human: the run ends with an interrupt, the next run's
+// resume answers it and the thread completes, and a later run on the
+// thread is the chat's next run, starting with a messages snapshot; a
+// held tool call is an interrupt that a resume approves with edited
+// arguments.
+func TestAGUIClientRunsASavedTeam(t *testing.T) {
+	t.Parallel()
+	needJS(t, "@ag-ui/client")
+	tool := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Arguments struct{ A, B int } `json:"arguments"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		fmt.Fprintf(w, "%d", body.Arguments.A+body.Arguments.B)
+	}))
+	defer tool.Close()
+	fake := openaitest.New(openaitest.WithAPIKey("sk-test-key"))
+	defer fake.Close()
+	fake.Respond(writerReply)
+	const key = "sk-agentd-agui-e2e"
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none", "AGENTD_API_KEYS="+key+":acme",
+		"AGENTD_TOOL_ALLOW_PRIVATE=true", "OPENAI_API_KEY=sk-test-key", "OPENAI_BASE_URL="+fake.URL())
+	p.auth = "Bearer " + key
+	for name, spec := range map[string]string{"calc": fmt.Sprintf(aguiCalc, tool.URL), "review": aguiReview, "held": fmt.Sprintf(aguiHeld, tool.URL)} {
+		if code, _, body := p.do("PUT", "/v1/teams/"+name, []byte(spec)); code != http.StatusCreated {
+			t.Fatalf("save team %s: %d %s", name, code, body)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "js/agui.mjs", p.base, key, "calc", "review", "held")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node agui.mjs: %v\n%s", err, stderr.String())
+	}
+	var got struct {
+		Tools, Asked, Answered, Again aguiRun
+		Held, Approved                aguiRun
+		ThreadID                      string `json:"threadId"`
+	}
+	mustUnmarshal(t, out, &got)
+
+	// The tool-using team: steps per turn, the tool call, the messages.
+	r := got.Tools
+	if r.Error != "" {
+		t.Fatalf("tools run raised %s", r.Error)
+	}
+	want := "RUN_STARTED STEP_STARTED:calc TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT " +
+		"TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END STEP_FINISHED:calc STEP_STARTED:writer TEXT_MESSAGE_START"
+	if ts := strings.Join(r.types(), " "); !strings.HasPrefix(ts, want) || !strings.HasSuffix(ts, "TEXT_MESSAGE_END STEP_FINISHED:writer RUN_FINISHED") {
+		t.Errorf("events:\n got %s\nwant %s … TEXT_MESSAGE_END STEP_FINISHED:writer RUN_FINISHED", ts, want)
+	}
+	var args, result string
+	for _, e := range r.Events {
+		switch e.Type {
+		case "TOOL_CALL_START":
+			if e.ToolCallName != "add" {
+				t.Errorf("tool call %+v", e)
+			}
+		case "TOOL_CALL_ARGS":
+			args += e.Delta
+		case "TOOL_CALL_RESULT":
+			_ = json.Unmarshal(e.Content, &result)
+		}
+	}
+	var a struct{ A, B int }
+	if json.Unmarshal([]byte(args), &a) != nil || a.A != 1 || a.B != 2 || result != "3" {
+		t.Errorf("tool call arguments %q, result %q", args, result)
+	}
+	id := threadChat(t, p, "calc")
+	var said []string
+	for _, m := range p.messages(id) {
+		if m.Role != "user" && m.Content != "" && m.Role != "tool" {
+			said = append(said, m.Content)
+		}
+	}
+	texts, contents := r.texts()
+	if strings.Join(texts, "|") != strings.Join(said, "|") || len(contents) != 2 || contents[1] < 2 {
+		t.Errorf("streamed messages %q (%v CONTENT events each), the chat's %q", texts, contents, said)
+	}
+
+	// The human: an interrupt, answered by the next run's resume.
+	r = got.Asked
+	last := r.Events[len(r.Events)-1]
+	if r.Error != "" || last.Type != "RUN_FINISHED" || last.Outcome == nil || last.Outcome.Type != "interrupt" ||
+		len(last.Outcome.Interrupts) != 1 || len(r.Interrupts) != 1 || r.Interrupts[0].ID != last.Outcome.Interrupts[0].ID {
+		t.Fatalf("asked: %v (error %q, interrupts %+v)", r.types(), r.Error, r.Interrupts)
+	}
+	if texts, _ := r.texts(); strings.Join(texts, "|") != "draft one" {
+		t.Errorf("asked: messages %q", texts)
+	}
+	r = got.Answered
+	last = r.Events[len(r.Events)-1]
+	if texts, _ := r.texts(); r.Error != "" || last.Type != "RUN_FINISHED" || last.Outcome.Type != "success" || strings.Join(texts, "|") != "draft two TERMINATE" {
+		t.Errorf("answered: %v %q (error %q)", r.types(), texts, r.Error)
+	}
+	if r.Events[1].Type != "MESSAGES_SNAPSHOT" {
+		t.Errorf("a resumed thread's run began %v", r.types())
+	}
+	id = threadChat(t, p, "review")
+	var human []string
+	for _, m := range p.messages(id) {
+		if m.Name == "editor" {
+			human = append(human, m.Content)
+		}
+	}
+	if strings.Join(human, "|") != "one more pass" {
+		t.Errorf("the human's messages %q", human)
+	}
+
+	// A later run on the thread: the chat's run 2, after a snapshot of
+	// the thread so far; the editor's turn is next, so it asks the human.
+	r = got.Again
+	if len(r.Events) < 3 || r.Events[1].Type != "MESSAGES_SNAPSHOT" || r.Events[len(r.Events)-1].Outcome == nil || r.Events[len(r.Events)-1].Outcome.Type != "interrupt" {
+		t.Fatalf("again: %v (error %q)", r.types(), r.Error)
+	}
+	var snap []string
+	for _, m := range r.Events[1].Messages {
+		snap = append(snap, m.Role+":"+m.Content)
+	}
+	if want := "user:Write a draft.|assistant:draft one|user:one more pass|assistant:draft two TERMINATE"; strings.Join(snap, "|") != want {
+		t.Errorf("snapshot %q, want %q", snap, want)
+	}
+	var c struct {
+		Run    int    `json:"run"`
+		Status string `json:"status"`
+	}
+	_, _, body := p.do("GET", "/v1/chats/"+id, nil)
+	mustUnmarshal(t, body, &c)
+	if c.Run != 2 || c.Status != "awaiting_input" {
+		t.Errorf("the thread's chat: run %d %s", c.Run, c.Status)
+	}
+
+	// Approvals: the held call is an interrupt naming it; the resume
+	// approves it with edited arguments, and its result is theirs.
+	r = got.Held
+	last = r.Events[len(r.Events)-1]
+	if last.Outcome == nil || last.Outcome.Type != "interrupt" || last.Outcome.Interrupts[0].Reason != "agentd:approval" || last.Outcome.Interrupts[0].ToolCallID == "" {
+		t.Fatalf("held: %v %+v (error %q)", r.types(), last.Outcome, r.Error)
+	}
+	r = got.Approved
+	result = ""
+	for _, e := range r.Events {
+		if e.Type == "TOOL_CALL_RESULT" && e.ToolCallID == last.Outcome.Interrupts[0].ToolCallID {
+			_ = json.Unmarshal(e.Content, &result)
+		}
+	}
+	if r.Error != "" || result != "5" || r.Events[len(r.Events)-1].Type != "RUN_FINISHED" {
+		t.Errorf("approved with edited arguments: %v, result %q (error %q)", r.types(), result, r.Error)
+	}
+}
+
+// threadChat is the one chat of a team made for an AG-UI thread.
+func threadChat(t *testing.T, p *proc, team string) string {
+	t.Helper()
+	code, _, body := p.do("GET", "/v1/chats?team="+url.QueryEscape(team), nil)
+	var list struct {
+		Chats []struct {
+			ID       string            `json:"id"`
+			Metadata map[string]string `json:"metadata"`
+		} `json:"chats"`
+	}
+	mustUnmarshal(t, body, &list)
+	if code != http.StatusOK || len(list.Chats) != 1 || list.Chats[0].Metadata["ag_ui_thread"] == "" {
+		t.Fatalf("chats of %s: %d %s", team, code, body)
+	}
+	return list.Chats[0].ID
+}
+
+// TestAGUIDocExampleRuns runs docs/ag-ui.md's script against its team on
+// the real binary and checks it prints what the page says; then the
+// route's errors.
+func TestAGUIDocExampleRuns(t *testing.T) {
+	t.Parallel()
+	needJS(t, "@ag-ui/client")
+	const key = "sk-agentd-agui-docs"
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none", "AGENTD_API_KEYS="+key+":acme")
+	p.auth = "Bearer " + key
+	team := fencedBlocks(t, "../docs/ag-ui.md", "json team")
+	code := fencedBlocks(t, "../docs/ag-ui.md", "js")
+	output := fencedBlocks(t, "../docs/ag-ui.md", "")
+	if len(team) != 1 || len(code) != 1 || len(output) != 1 {
+		t.Fatalf("docs/ag-ui.md has %d team, %d js and %d output blocks, want one of each", len(team), len(code), len(output))
+	}
+	if status, _, body := p.do("PUT", "/v1/teams/review", []byte(team[0])); status != http.StatusCreated {
+		t.Fatalf("PUT the docs' team: %d %s", status, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "--input-type=module", "-")
+	cmd.Dir = "js" // where the pinned clients are installed
+	cmd.Stdin = strings.NewReader(code[0])
+	cmd.Env = append(os.Environ(), "AGENTD_URL="+p.base, "AGENTD_API_KEY="+key)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the example: %v\n%s", err, stderr.String())
+	}
+	if got, want := trimLines(string(out)), trimLines(output[0]); got != want {
+		t.Errorf("the example printed\n%s\nthe doc says\n%s", got, want)
+	}
+
+	// Errors before a stream are problems, as on /v1: every problem of
+	// the body at once, an unknown team, a missing key.
+	status, _, body := p.do("POST", "/ag-ui/review", []byte(`{"messages": [{"id": "1", "role": "assistant", "content": "hi"}]}`))
+	if status != http.StatusUnprocessableEntity || !strings.Contains(string(body), `"/threadId"`) || !strings.Contains(string(body), `"/runId"`) {
+		t.Errorf("an input without ids: %d %s", status, body)
+	}
+	status, _, body = p.do("POST", "/ag-ui/review", []byte(`{"threadId": "t1", "runId": "r1", "messages": [{"id": "1", "role": "assistant", "content": "hi"}]}`))
+	if status != http.StatusUnprocessableEntity || !strings.Contains(string(body), `"/messages"`) {
+		t.Errorf("a new thread without a task: %d %s", status, body)
+	}
+	if status, _, body = p.do("POST", "/ag-ui/nope", []byte(`{"threadId": "t", "runId": "r", "messages": [{"id": "1", "role": "user", "content": "hi"}]}`)); status != http.StatusNotFound {
+		t.Errorf("an unknown team: %d %s", status, body)
+	}
+	p.auth = ""
+	if status, _, body = p.do("POST", "/ag-ui/review", []byte(`{}`)); status != http.StatusUnauthorized {
+		t.Errorf("without a key: %d %s", status, body)
+	}
+}

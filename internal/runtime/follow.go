@@ -1,0 +1,118 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentd/agentd/internal/chat"
+)
+
+// Follow is how the protocol front-ends (internal/openaiapi, internal/agui)
+// follow one run of a chat: its committed events and the deltas of the
+// replies in progress, in the order a client must see them. Deltas are
+// taken before the events a wake-up announces: a reply's deltas are
+// queued before its message is committed.
+type Follow struct {
+	Tenant, ChatID string
+	// After is the seq the events start after.
+	After int64
+	// Wait bounds the whole follow: past it, Run returns ErrFollowWait.
+	Wait time.Duration
+	// Heartbeat is the interval of Idle calls while nothing happens (0:
+	// none).
+	Heartbeat time.Duration
+	// Event takes each committed event; done ends the follow.
+	Event func(chat.Event) (done bool, err error)
+	// Delta takes each delta.
+	Delta func(chat.Delta) error
+	// Idle is called at each heartbeat.
+	Idle func() error
+}
+
+// FollowSource is what Follow reads; *Runtime is one.
+type FollowSource interface {
+	Events(ctx context.Context, tenant, id string, after int64, limit int) ([]chat.Event, error)
+	Stream(chatID string) (<-chan Wake, *DeltaQueue, func())
+}
+
+// Errors of Follow.Run besides the callbacks' and the context's.
+var (
+	// ErrFollowWait: the run did not end within Follow.Wait.
+	ErrFollowWait = errors.New("the wait for the run is over")
+	// ErrStopped: the runtime ended the subscription (shutting down).
+	ErrStopped = errors.New("the server is shutting down")
+)
+
+// followPage is how many events one read takes.
+const followPage = 256
+
+// Run follows until Event reports the end, the wait passes, a callback
+// fails or ctx ends.
+func (f *Follow) Run(ctx context.Context, src FollowSource) error {
+	signal, deltas, unsubscribe := src.Stream(f.ChatID)
+	defer unsubscribe()
+	timer := time.NewTimer(f.Wait)
+	defer timer.Stop()
+	var heartbeat <-chan time.Time
+	if f.Heartbeat > 0 && f.Idle != nil {
+		t := time.NewTicker(f.Heartbeat)
+		defer t.Stop()
+		heartbeat = t.C
+	}
+	var taken []chat.Delta
+	take := func() error {
+		taken = deltas.Take(taken[:0])
+		for _, d := range taken {
+			if err := f.Delta(d); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	after := f.After
+	for read := true; ; {
+		if read {
+			read = false
+			if err := take(); err != nil {
+				return err
+			}
+			for {
+				evs, err := src.Events(ctx, f.Tenant, f.ChatID, after, followPage)
+				if err != nil {
+					return fmt.Errorf("read events of chat %s: %w", f.ChatID, err)
+				}
+				for _, e := range evs {
+					after = e.Seq
+					done, err := f.Event(e)
+					if err != nil || done {
+						return err
+					}
+				}
+				if len(evs) < followPage {
+					break
+				}
+			}
+		}
+		select {
+		case _, ok := <-signal:
+			if !ok {
+				return ErrStopped
+			}
+			read = true
+		case <-deltas.Ready():
+			if err := take(); err != nil {
+				return err
+			}
+		case <-heartbeat:
+			if err := f.Idle(); err != nil {
+				return err
+			}
+		case <-timer.C:
+			return ErrFollowWait
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
