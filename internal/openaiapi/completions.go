@@ -94,6 +94,9 @@ type completion struct {
 type chunkDelta struct {
 	Role    string  `json:"role,omitempty"`
 	Content *string `json:"content,omitempty"`
+	// Reasoning carries the team's replies while the run goes on, in the
+	// field OpenAI-compatible servers stream a model's thinking in.
+	Reasoning *string `json:"reasoning_content,omitempty"`
 }
 
 type chunkChoice struct {
@@ -168,10 +171,12 @@ func (h *Handler) ChatCompletions(w http.ResponseWriter, r *http.Request, tenant
 }
 
 // streamCompletion answers a chat completion as chunks: the assistant's
-// role at once, then, when the run has ended and its final message is
-// known, that message's streamed fragments (or its whole text), the
-// finish reason, the usage when asked for, and [DONE]. A run that does
-// not complete ends the stream with an error chunk, which the SDKs raise.
+// role at once, every reply of the run as reasoning_content while it is
+// typed (live.go), then, when the run has ended and its final message is
+// known, that message's streamed fragments (or its whole text) as
+// content, the finish reason, the usage when asked for, and [DONE]. A run
+// that does not complete ends the stream with an error chunk, which the
+// SDKs raise.
 func (h *Handler) streamCompletion(w http.ResponseWriter, r *http.Request, tenant string, ch *chat.Chat, req completionRequest) {
 	ctx := r.Context()
 	rc := http.NewResponseController(w)
@@ -190,7 +195,23 @@ func (h *Handler) streamCompletion(w http.ResponseWriter, r *http.Request, tenan
 	if send(chunkDelta{Role: "assistant", Content: &empty}, nil, nil) != nil || rc.Flush() != nil {
 		return
 	}
-	res, err := h.follow(ctx, tenant, ch.ID, 1, 0, func() error { return heartbeat(w, rc) })
+	// The team's replies as they are typed, as reasoning: each one's
+	// speaker begins it.
+	live, last := newLiveReplies(), -1
+	live.more = func(i int, name, s string) error {
+		if i != last {
+			head := name + ": "
+			if last >= 0 {
+				head = "\n\n" + head
+			}
+			s, last = head+s, i
+		}
+		if err := send(chunkDelta{Reasoning: &s}, nil, nil); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	res, err := h.follow(ctx, tenant, ch.ID, 1, 0, func() error { return heartbeat(w, rc) }, live)
 	if err != nil {
 		h.streamFailed(w, rc, r, err)
 		return
@@ -273,7 +294,7 @@ func (h *Handler) createChat(ctx context.Context, tenant, key string, team teamM
 // answer follows a run to its end for a request that is not streamed;
 // when the run did not complete it answers the error itself (ok false).
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request, endpoint, tenant, chatID string, run int, after int64) (*runResult, bool) {
-	res, err := h.follow(r.Context(), tenant, chatID, run, after, nil)
+	res, err := h.follow(r.Context(), tenant, chatID, run, after, nil, nil)
 	if err != nil {
 		h.fail(w, r, err)
 		return nil, false
