@@ -18,6 +18,22 @@ import (
 // that name and creates one.
 const threadKey = "ag_ui_thread"
 
+// firstRunKey is the chat metadata key holding the runId of the run that
+// made a thread's chat, so that the same run posted again (a client that
+// lost its stream) is that run again and not the thread's next one.
+const firstRunKey = "ag_ui_run"
+
+// runKey is the idempotency key of a run: the request's Idempotency-Key,
+// else its runId, which the client names uniquely per run. A POST with a
+// runId the thread already ran is that run again (its answer, streamed
+// from its start), never a second run.
+func runKey(key string, in *runAgentInput) string {
+	if key != "" {
+		return key
+	}
+	return "ag-ui-run:" + in.RunID
+}
+
 // chatHeader names the chat a thread is, for clients that want to read
 // it through /v1.
 const chatHeader = "Agentd-Chat-Id"
@@ -41,8 +57,8 @@ const maxSnapshotEvents = 20 * eventPageSize
 // Run serves POST /ag-ui/{team}: the run a RunAgentInput asks for, on the
 // chat its thread is, streamed as AG-UI events. Errors found before the
 // stream begins are answered as problems; after, as RUN_ERROR. key is
-// the request's Idempotency-Key ("" for none), which a later run takes
-// as POST /v1/chats/{id}/runs does.
+// the request's Idempotency-Key ("" for none: the runId serves, see
+// runKey), which a later run takes as POST /v1/chats/{id}/runs does.
 func (h *Handler) Run(w http.ResponseWriter, r *http.Request, tenant, team, key string) {
 	ctx := r.Context()
 	in, err := h.readInput(w, r)
@@ -88,7 +104,7 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 		if task == "" {
 			return nil, invalid(spec.Problem{Path: "/messages", Message: "the last message is the new thread's task, so it must be the user's and hold text"})
 		}
-		body, err := json.Marshal(map[string]any{"team_ref": team, "task": task, "metadata": map[string]string{threadKey: in.ThreadID}})
+		body, err := json.Marshal(map[string]any{"team_ref": team, "task": task, "metadata": map[string]string{threadKey: in.ThreadID, firstRunKey: in.RunID}})
 		if err != nil {
 			return nil, fmt.Errorf("encode create request: %w", err)
 		}
@@ -100,11 +116,12 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 		}
 		return &started{chatID: ch.ID, run: 1}, nil
 	}
-	snap, err := h.snapshot(ctx, tenant, ch)
-	if err != nil {
-		return nil, err
+	if firstRun(ch) == in.RunID {
+		// The run that made the thread's chat, posted again.
+		return &started{chatID: ch.ID, run: 1}, nil
 	}
-	st := &started{chatID: ch.ID, snapshot: snap}
+	st := &started{chatID: ch.ID}
+	key = runKey(key, in)
 	if ch.Status == chat.StatusAwaitingInput {
 		var p chat.PendingInput
 		if err := json.Unmarshal(ch.PendingInput, &p); err != nil {
@@ -118,21 +135,39 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 			return nil, err
 		}
 		st.run, st.after, st.answered = ch.Run, ch.LastSeq, true
-		return st, nil
+	} else {
+		if task == "" {
+			return nil, invalid(spec.Problem{Path: "/messages", Message: "the last message is the run's task, so it must be the user's and hold text"})
+		}
+		body, err := json.Marshal(map[string]string{"task": task})
+		if err != nil {
+			return nil, fmt.Errorf("encode run request: %w", err)
+		}
+		// A repeat of the key answers the chat as the run's post left it:
+		// its events start after that.
+		posted, n, err := h.rt.SubmitRun(ctx, tenant, ch.ID, key, body)
+		if err != nil {
+			return nil, err
+		}
+		st.run, st.after = n, posted.LastSeq
 	}
-	if task == "" {
-		return nil, invalid(spec.Problem{Path: "/messages", Message: "the last message is the run's task, so it must be the user's and hold text"})
-	}
-	body, err := json.Marshal(map[string]string{"task": task})
-	if err != nil {
-		return nil, fmt.Errorf("encode run request: %w", err)
-	}
-	after, n, err := h.rt.SubmitRun(ctx, tenant, ch.ID, key, body)
-	if err != nil {
+	// The snapshot is the thread up to where the run starts, which a
+	// repeated run's stream then replays.
+	if st.snapshot, err = h.snapshot(ctx, tenant, ch.ID, st.after); err != nil {
 		return nil, err
 	}
-	st.run, st.after = n, after.LastSeq
 	return st, nil
+}
+
+// firstRun is the runId of the run that made a thread's chat ("" for a
+// chat made otherwise).
+func firstRun(ch *chat.Chat) string {
+	var md map[string]any
+	if json.Unmarshal(ch.Metadata, &md) != nil {
+		return ""
+	}
+	id, _ := md[firstRunKey].(string)
+	return id
 }
 
 // thread returns the chat a thread is: the chat the thread's id names
@@ -159,23 +194,23 @@ func (h *Handler) thread(ctx context.Context, tenant, team, threadID string) (*c
 	return h.rt.Get(ctx, tenant, chats[0].ID)
 }
 
-// snapshot reads a chat's messages so far as AG-UI messages.
-func (h *Handler) snapshot(ctx context.Context, tenant string, ch *chat.Chat) ([]map[string]any, error) {
+// snapshot reads a chat's messages up to seq upTo as AG-UI messages.
+func (h *Handler) snapshot(ctx context.Context, tenant, chatID string, upTo int64) ([]map[string]any, error) {
 	var evs []chat.Event
 	var after int64
-	if ch.LastSeq > maxSnapshotEvents {
-		after = ch.LastSeq - maxSnapshotEvents
+	if upTo > maxSnapshotEvents {
+		after = upTo - maxSnapshotEvents
 	}
-	for after < ch.LastSeq {
-		page, err := h.rt.Events(ctx, tenant, ch.ID, after, eventPageSize)
+	for after < upTo {
+		page, err := h.rt.Events(ctx, tenant, chatID, after, eventPageSize)
 		if err != nil {
-			return nil, fmt.Errorf("read events of chat %s: %w", ch.ID, err)
+			return nil, fmt.Errorf("read events of chat %s: %w", chatID, err)
 		}
 		if len(page) == 0 {
 			break
 		}
 		for _, e := range page {
-			if e.Seq <= ch.LastSeq {
+			if e.Seq <= upTo {
 				evs = append(evs, e)
 			}
 			after = e.Seq

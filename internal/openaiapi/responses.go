@@ -125,8 +125,8 @@ func readInput(raw json.RawMessage, probs *problems) []inputMessage {
 // or conversation, a new chat from the saved team the model names (the
 // last user message is the task, the input before it and instructions the
 // history); with one, the next run of that chat. key is the request's
-// Idempotency-Key ("" for none), which only a request starting a
-// conversation takes.
+// Idempotency-Key ("" for none): a repeat is the same chat or run, and its
+// answer, not another.
 func (h *Handler) Responses(w http.ResponseWriter, r *http.Request, tenant, key string) {
 	ctx := r.Context()
 	var req responseRequest
@@ -165,9 +165,6 @@ func (h *Handler) Responses(w http.ResponseWriter, r *http.Request, tenant, key 
 		if req.Metadata != nil {
 			probs.add("metadata", "belongs to the conversation: set it when it starts (or PATCH /v1/chats/{id})")
 		}
-		if key != "" {
-			probs.add("Idempotency-Key", "applies to a request that starts a conversation; a next response is a new run, which takes none")
-		}
 	}
 	if err := probs.err(); err != nil {
 		h.fail(w, r, err)
@@ -198,7 +195,9 @@ func (h *Handler) Responses(w http.ResponseWriter, r *http.Request, tenant, key 
 			return
 		}
 		body, _ := json.Marshal(map[string]string{"task": conv.task})
-		if ch, run, err = h.rt.SubmitRun(ctx, tenant, chatID, "", body); err != nil {
+		// With a key, a repeat is the run its first post made, and ch
+		// the chat as that post left it.
+		if ch, run, err = h.rt.SubmitRun(ctx, tenant, chatID, key, body); err != nil {
 			h.fail(w, r, err)
 			return
 		}
