@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"net/url"
 	"os/exec"
 	"slices"
@@ -27,6 +26,8 @@ type lbKillResult struct {
 		Texts []string `json:"texts"`
 		Ended string   `json:"ended"`
 		Error string   `json:"error"`
+		// Messages are the assistant messages HttpAgent holds at the end.
+		Messages []string `json:"messages"`
 	}
 	Attempts  int      `json:"attempts"`
 	LastError string   `json:"lastError"`
@@ -36,13 +37,14 @@ type lbKillResult struct {
 // TestProtocolStreamsThroughLBAfterKill9 streams a run through haproxy in
 // front of two replicas with each protocol's official client (AG-UI's
 // HttpAgent, the openai client's chat completion and Responses streams),
-// kills the replica that runs the chat (kill -9) mid-reply, and retries
-// the same request (the same runId, the same Idempotency-Key): the first
-// stream does not end as if the run had (the client raises an error, or,
-// on the replica that survived, the stream follows the chat over to the
-// other replica and ends with the whole answer), and the retry gets the
-// answer of the one run, which the other replica finished: the chat has
-// one run and each of its turns once.
+// and, once it has said something, a second client of the same run (the
+// same runId, the same Idempotency-Key) straight from the other replica;
+// then kills the replica that runs the chat (kill -9) mid-reply. The
+// stream the killed replica served is cut and the client raises it; the
+// first client then retries the same request and gets the one run's
+// answer, which the other replica finished; the second client's stream
+// follows the chat over to that replica and ends with the answer. The
+// chat has one run and each of its turns once.
 func TestProtocolStreamsThroughLBAfterKill9(t *testing.T) {
 	needJS(t, "@ag-ui/client", "openai")
 	t.Parallel()
@@ -52,6 +54,70 @@ func TestProtocolStreamsThroughLBAfterKill9(t *testing.T) {
 			lbKill(t, mode)
 		})
 	}
+}
+
+// lbClient is a run of js/lbkill.mjs: its lines as they come.
+type lbClient struct {
+	lines  chan []byte
+	stderr *syncBuffer
+	done   chan error
+}
+
+func startLBClient(ctx context.Context, t *testing.T, base, mode, key string, args ...string) *lbClient {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "node", append([]string{"js/lbkill.mjs", base, a2aKey, "turns", mode, key}, args...)...)
+	c := &lbClient{lines: make(chan []byte, 16), stderr: &syncBuffer{}, done: make(chan error, 1)}
+	cmd.Stderr = c.stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			c.lines <- slices.Clone(sc.Bytes())
+		}
+		close(c.lines)
+		c.done <- cmd.Wait()
+	}()
+	return c
+}
+
+// opened waits for the client's line saying the run has said something,
+// and returns the chat (AG-UI: the thread) it named.
+func (c *lbClient) opened(t *testing.T) string {
+	t.Helper()
+	for b := range c.lines {
+		var line struct {
+			Opened bool   `json:"opened"`
+			Chat   string `json:"chat"`
+		}
+		mustUnmarshal(t, b, &line)
+		if line.Opened {
+			return line.Chat
+		}
+	}
+	t.Fatalf("lbkill.mjs ended before the run said anything: %v\n%s", <-c.done, c.stderr.String())
+	return ""
+}
+
+// result waits for the client's end and returns what it printed last.
+func (c *lbClient) result(t *testing.T) lbKillResult {
+	t.Helper()
+	var last []byte
+	for b := range c.lines {
+		last = b
+	}
+	if err := <-c.done; err != nil {
+		t.Fatalf("lbkill.mjs: %v\n%s", err, c.stderr.String())
+	}
+	var res lbKillResult
+	mustUnmarshal(t, last, &res)
+	return res
 }
 
 func lbKill(t *testing.T, mode string) {
@@ -71,91 +137,70 @@ func lbKill(t *testing.T, mode string) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "js/lbkill.mjs", lb, a2aKey, "turns", mode, "k-"+mode)
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	key := "k-" + mode
+	first := startLBClient(ctx, t, lb, mode, key)
+	chatID := first.opened(t)
+	if mode == "agui" { // the thread's chat
+		code, _, body := p1.do("GET", "/v1/chats?metadata.ag_ui_thread="+url.QueryEscape(chatID), nil)
+		var list struct {
+			Chats []struct{ ID string } `json:"chats"`
+		}
+		mustUnmarshal(t, body, &list)
+		if code != 200 || len(list.Chats) != 1 {
+			t.Fatalf("the thread's chat: %d %s", code, body)
+		}
+		chatID = list.Chats[0].ID
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	// The replica that runs the chat is killed. The one that created it
+	// (for AG-UI, posted the run) serves the first stream.
+	posted := "chat created"
+	if mode == "agui" {
+		posted = "ag-ui run posted"
 	}
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	var chatID string
 	var killed, served *proc
-	var res lbKillResult
-	for sc.Scan() {
-		var line struct {
-			Opened bool   `json:"opened"`
-			Chat   string `json:"chat"`
+	for _, p := range []*proc{p1, p2} {
+		logged := p.logs.String()
+		if loggedWith(logged, "chat claimed", chatID) {
+			killed = p
 		}
-		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			t.Fatalf("lbkill.mjs: %q: %v", sc.Text(), err)
+		if loggedWith(logged, posted, chatID) {
+			served = p
 		}
-		if !line.Opened {
-			mustUnmarshal(t, sc.Bytes(), &res)
-			continue
-		}
-		chatID = line.Chat
-		if mode == "agui" { // the thread's chat
-			code, _, body := p1.do("GET", "/v1/chats?metadata.ag_ui_thread="+url.QueryEscape(line.Chat), nil)
-			var list struct {
-				Chats []struct{ ID string } `json:"chats"`
-			}
-			mustUnmarshal(t, body, &list)
-			if code != 200 || len(list.Chats) != 1 {
-				t.Fatalf("the thread's chat: %d %s", code, body)
-			}
-			chatID = list.Chats[0].ID
-		}
-		// The replica that runs the chat is killed; the one that created
-		// it serves the stream (for AG-UI, the one that posted the run).
-		posted := "chat created"
-		if mode == "agui" {
-			posted = "ag-ui run posted"
-		}
-		for _, p := range []*proc{p1, p2} {
-			logged := p.logs.String()
-			if loggedWith(logged, "chat claimed", chatID) {
-				killed = p
-			}
-			if loggedWith(logged, posted, chatID) {
-				served = p
-			}
-		}
-		if killed == nil || served == nil {
-			t.Fatalf("no replica logged that it runs chat %s (runs %v, serves %v)", chatID, killed != nil, served != nil)
-		}
-		killed.kill9()
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("lbkill.mjs: %v\n%s", err, stderr.String())
-	}
-	if killed == nil {
-		t.Fatalf("the run said nothing before it ended: %+v", res)
+	if killed == nil || served == nil {
+		t.Fatalf("no replica logged that it runs chat %s (runs %v, serves %v)", chatID, killed != nil, served != nil)
 	}
 	survivor := p1
 	if killed == p1 {
 		survivor = p2
 	}
+	second := startLBClient(ctx, t, survivor.base, mode, key, "once")
+	second.opened(t)
+	killed.kill9()
+	res, also := first.result(t), second.result(t)
+
 	c := survivor.waitTerminal(chatID, 30*time.Second)
 	msgs := survivor.messages(chatID)
 	final := msgs[len(msgs)-1].Content
-	t.Logf("%s: stream served by the killed replica: %v; first attempt %+v; retried %d times (last error %q), then %+v; unhandled rejections %q",
+	t.Logf("%s: first stream served by the killed replica: %v; it got %+v; retried %d times (last error %q), then %+v; unhandled rejections %q",
 		mode, served == killed, res.First, res.Attempts, res.LastError, res.Again, res.Unhandled)
+	t.Logf("%s: the stream on the survivor got %+v", mode, also.First)
 
-	// The first stream: an error the client raised, or the whole answer.
+	// The first stream: the cut raised by the client, no success.
+	if served == killed && (res.First.Error == "" || res.First.Ended != "") {
+		t.Errorf("the stream of the killed replica ended %q, error %q: want the client to raise the cut", res.First.Ended, res.First.Error)
+	}
 	if res.First.Error == "" && !slices.Contains(res.First.Texts, final) {
 		t.Errorf("the first stream ended %q without an error and without the answer %q: %q", res.First.Ended, final, res.First.Texts)
 	}
-	if served == killed && res.First.Error == "" {
-		t.Errorf("the stream of the killed replica ended %q without the client raising an error", res.First.Ended)
+	// The stream on the survivor: followed the chat to its end.
+	success := map[string]string{"agui": "RUN_FINISHED", "chat": "stop", "responses": "completed"}[mode]
+	if also.First.Error != "" || also.First.Ended != success || len(also.First.Texts) == 0 || also.First.Texts[len(also.First.Texts)-1] != final {
+		t.Errorf("the stream on the surviving replica got %+v, want %s with the final message %q", also.First, success, final)
 	}
 	// The retry: the one run's answer.
-	if res.Again.Error != "" || len(res.Again.Texts) == 0 || res.Again.Texts[len(res.Again.Texts)-1] != final {
-		t.Errorf("the retry got %+v, want the run's final message %q", res.Again, final)
+	if res.Again.Error != "" || res.Again.Ended != success || len(res.Again.Texts) == 0 || res.Again.Texts[len(res.Again.Texts)-1] != final {
+		t.Errorf("the retry got %+v, want %s with the run's final message %q", res.Again, success, final)
 	}
 	var runs struct {
 		Run int `json:"run"`
@@ -165,14 +210,19 @@ func lbKill(t *testing.T, mode string) {
 	if c.Status != "completed" || runs.Run != 1 {
 		t.Errorf("the chat is %s after %d runs, want one completed run", c.Status, runs.Run)
 	}
-	var turns []string
+	var turns, said []string
 	for _, m := range msgs {
 		if m.Role == "assistant" {
-			turns = append(turns, m.Name)
+			turns, said = append(turns, m.Name), append(said, m.Content)
 		}
 	}
 	if strings.Join(turns, ",") != "a,b,a,b" {
 		t.Errorf("the chat's turns are %v, want a,b,a,b once each", turns)
+	}
+	// HttpAgent's messages are the thread's, a reply cut by the kill not
+	// among them.
+	if mode == "agui" && !slices.Equal(also.First.Messages, said) {
+		t.Errorf("HttpAgent on the surviving replica holds %q, the thread %q", also.First.Messages, said)
 	}
 }
 

@@ -4,13 +4,14 @@
 // {"opened": …, "chat": …} once the run has said something (the test then
 // kills the replica that runs it), then retries the same request (the
 // same runId, or the same Idempotency-Key) until one attempt ends, and
-// prints what the first attempt and the one that ended got.
+// prints what the first attempt and the one that ended got. With "once",
+// it makes the first attempt only (a second client of the same run).
 //
-//   node lbkill.mjs <base URL> <bearer key> <team> <agui|chat|responses> <idempotency key>
+//   node lbkill.mjs <base URL> <bearer key> <team> <agui|chat|responses> <idempotency key> [once]
 import { HttpAgent } from '@ag-ui/client';
 import OpenAI from 'openai';
 
-const [base, apiKey, team, mode, key] = process.argv.slice(2);
+const [base, apiKey, team, mode, key, once] = process.argv.slice(2);
 const task = 'count slowly';
 const line = (o) => process.stdout.write(JSON.stringify(o) + '\n');
 // HttpAgent 1.0.0 raises a broken stream's error from runAgent and also
@@ -26,7 +27,7 @@ const open = (chat) => {
 // attempt runs the request once: the texts it got, how it ended, and the
 // error the client raised.
 async function attempt() {
-  const got = { texts: [], ended: '', error: '' };
+  const got = { texts: [], ended: '', error: '', messages: [] };
   try {
     if (mode === 'agui') {
       const agent = new HttpAgent({ url: `${base}/ag-ui/${team}`, threadId: `thread-${key}`, headers: { Authorization: `Bearer ${apiKey}` } });
@@ -37,6 +38,7 @@ async function attempt() {
         onRunFinishedEvent: () => { got.ended = 'RUN_FINISHED'; },
         onRunErrorEvent: ({ event }) => { got.ended = `RUN_ERROR ${event.code}`; },
       });
+      got.messages = agent.messages.filter((m) => m.role === 'assistant').map((m) => m.content);
     } else {
       const client = new OpenAI({ baseURL: `${base}/openai/v1`, apiKey, maxRetries: 0 });
       const headers = { 'Idempotency-Key': key };
@@ -67,7 +69,7 @@ async function attempt() {
 }
 
 const out = { first: await attempt(), attempts: 1 };
-for (;;) {
+for (; once !== 'once';) {
   const again = await attempt();
   if ((!again.error && !again.ended.startsWith('RUN_ERROR')) || out.attempts > 60) {
     out.again = again;

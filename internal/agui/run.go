@@ -277,6 +277,16 @@ func (h *Handler) follow(ctx context.Context, tenant string, st *started, m *map
 			out, done := m.event(e)
 			if done {
 				outcome = outcomeOf(out[len(out)-1])
+				if m.voided {
+					// The client holds a fragment of a reply that was
+					// made again: the thread as it is replaces it.
+					snap, err := h.snapshot(ctx, tenant, st.chatID, e.Seq)
+					if err != nil {
+						return true, err
+					}
+					last := out[len(out)-1]
+					out = append(out[:len(out)-1], Event{"type": typeMessagesSnapshot, "messages": snap}, last)
+				}
 			}
 			return done, send(out...)
 		},
