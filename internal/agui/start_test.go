@@ -1,0 +1,90 @@
+package agui
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/agentd/agentd/internal/chat"
+)
+
+// threadRuntime is a Runtime holding one thread's chat: made by the run
+// r1, its run 1 over, three events long. It records the runs posted and
+// answers a repeat of a key with the chat as the key's first post left it.
+type threadRuntime struct {
+	Runtime
+	ch    *chat.Chat
+	posts []string // the keys of SubmitRun's calls
+	runs  map[string]int
+}
+
+func (f *threadRuntime) Get(_ context.Context, _, id string) (*chat.Chat, error) {
+	if id != f.ch.ID {
+		return nil, chat.ErrNotFound
+	}
+	return f.ch, nil
+}
+
+func (f *threadRuntime) List(context.Context, *chat.ListChatsParams) ([]*chat.Chat, string, error) {
+	return []*chat.Chat{f.ch}, "", nil
+}
+
+func (f *threadRuntime) Events(_ context.Context, _, _ string, after int64, _ int) ([]chat.Event, error) {
+	var out []chat.Event
+	for _, e := range []chat.Event{ev(1, chat.EventRunStarted, chat.RunData{Run: 1}), msg(2, chat.RoleUser, "user", "task", chat.KindTask),
+		msg(3, chat.RoleAssistant, "a", "answer", chat.KindModel)} {
+		if e.Seq > after {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func (f *threadRuntime) SubmitRun(_ context.Context, _, _, key string, _ []byte) (*chat.Chat, int, error) {
+	f.posts = append(f.posts, key)
+	if n, ok := f.runs[key]; ok {
+		return &chat.Chat{ID: f.ch.ID, LastSeq: 3, Run: n - 1}, n, nil // as the first post left it
+	}
+	f.runs[key] = len(f.runs) + 2
+	return &chat.Chat{ID: f.ch.ID, LastSeq: 3, Run: 1}, f.runs[key], nil
+}
+
+// TestStartKeysRuns: the run that made a thread's chat, posted again, is
+// that run from its start (no post, no snapshot); another run is posted
+// keyed by its runId, or by the Idempotency-Key when there is one, and a
+// repeat is the same run, after the same snapshot.
+func TestStartKeysRuns(t *testing.T) {
+	md, _ := json.Marshal(map[string]string{threadKey: "t1", firstRunKey: "r1"})
+	f := &threadRuntime{ch: &chat.Chat{ID: "c1", Team: &chat.TeamRef{Name: "team"}, Status: chat.StatusCompleted, Run: 1, LastSeq: 3, Metadata: md},
+		runs: map[string]int{}}
+	h := &Handler{rt: f}
+	input := func(runID string) *runAgentInput {
+		return &runAgentInput{ThreadID: "t1", RunID: runID, Messages: []inputMessage{{ID: "m", Role: "user", Content: json.RawMessage(`"more"`)}}}
+	}
+	for _, c := range []struct {
+		name, runID, key string
+		run              int
+		after            int64
+		snapshot         int
+		posts            int
+	}{
+		{"the first run again", "r1", "", 1, 0, 0, 0},
+		{"a next run", "r2", "", 2, 3, 2, 1},
+		{"the next run again", "r2", "", 2, 3, 2, 2},
+		{"a run with a key", "r3", "k", 3, 3, 2, 3},
+		{"the key again, another runId", "r4", "k", 3, 3, 2, 4},
+	} {
+		st, err := h.start(context.Background(), "acme", "team", c.key, input(c.runID))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if st.chatID != "c1" || st.run != c.run || st.after != c.after || len(st.snapshot) != c.snapshot || len(f.posts) != c.posts {
+			t.Errorf("%s: run %d after %d, %d snapshot messages, %d posts; want run %d after %d, %d, %d",
+				c.name, st.run, st.after, len(st.snapshot), len(f.posts), c.run, c.after, c.snapshot, c.posts)
+		}
+	}
+	if want := []string{"ag-ui-run:r2", "ag-ui-run:r2", "k", "k"}; !slices.Equal(f.posts, want) {
+		t.Errorf("runs posted with keys %q, want %q", f.posts, want)
+	}
+}
