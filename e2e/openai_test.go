@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"net/http"
 	"os"
@@ -334,34 +333,22 @@ func TestOpenAIStreamsLive(t *testing.T) {
 	}
 	for _, mode := range []string{"chat", "responses"} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		cmd := exec.CommandContext(ctx, "node", "js/openai_live.mjs", p.base, "none", "critics", mode, "Write about logs.")
-		var stderr syncBuffer
-		cmd.Stderr = &stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(out)
+		script := startNode(ctx, t, "js/openai_live.mjs", p.base, "none", "critics", mode, "Write about logs.")
 		var chatID, statusAtFirst string
 		var last struct {
 			Chat, Reasoning, Content string
 			Done                     bool
 			Items                    []string
 		}
-		for sc.Scan() {
+		for b := range script.lines {
 			last.Done = false
-			mustUnmarshal(t, sc.Bytes(), &last)
+			mustUnmarshal(t, b, &last)
 			if !last.Done && chatID == "" {
 				chatID = last.Chat
 				statusAtFirst = p.get(chatID).Status // the run, as the first fragment arrived
 			}
 		}
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("%s: node openai_live.mjs: %v\n%s", mode, err, stderr.String())
-		}
+		script.wait(t)
 		cancel()
 		if !last.Done || chatID == "" {
 			t.Fatalf("%s: no reasoning fragment came (last line %+v)", mode, last)

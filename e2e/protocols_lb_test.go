@@ -56,17 +56,19 @@ func TestProtocolStreamsThroughLBAfterKill9(t *testing.T) {
 	}
 }
 
-// lbClient is a run of js/lbkill.mjs: its lines as they come.
-type lbClient struct {
+// nodeScript is a node script of e2e/js run by a test: the lines it
+// prints, as they come, then its end.
+type nodeScript struct {
 	lines  chan []byte
 	stderr *syncBuffer
 	done   chan error
 }
 
-func startLBClient(ctx context.Context, t *testing.T, base, mode, key string, args ...string) *lbClient {
+// startNode runs node with args (a script of e2e/js and its arguments).
+func startNode(ctx context.Context, t *testing.T, args ...string) *nodeScript {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, "node", append([]string{"js/lbkill.mjs", base, a2aKey, "turns", mode, key}, args...)...)
-	c := &lbClient{lines: make(chan []byte, 16), stderr: &syncBuffer{}, done: make(chan error, 1)}
+	cmd := exec.CommandContext(ctx, "node", args...)
+	c := &nodeScript{lines: make(chan []byte, 16), stderr: &syncBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = c.stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -87,9 +89,25 @@ func startLBClient(ctx context.Context, t *testing.T, base, mode, key string, ar
 	return c
 }
 
-// opened waits for the client's line saying the run has said something,
+// wait waits for the script's end, failing the test if it failed.
+func (c *nodeScript) wait(t *testing.T) {
+	t.Helper()
+	for range c.lines {
+	}
+	if err := <-c.done; err != nil {
+		t.Fatalf("node: %v\n%s", err, c.stderr.String())
+	}
+}
+
+// startLBClient runs js/lbkill.mjs on base (args: "once" or none).
+func startLBClient(ctx context.Context, t *testing.T, base, mode, key string, args ...string) *nodeScript {
+	t.Helper()
+	return startNode(ctx, t, append([]string{"js/lbkill.mjs", base, a2aKey, "turns", mode, key}, args...)...)
+}
+
+// opened waits for lbkill.mjs's line saying the run has said something,
 // and returns the chat (AG-UI: the thread) it named.
-func (c *lbClient) opened(t *testing.T) string {
+func (c *nodeScript) opened(t *testing.T) string {
 	t.Helper()
 	for b := range c.lines {
 		var line struct {
@@ -105,8 +123,8 @@ func (c *lbClient) opened(t *testing.T) string {
 	return ""
 }
 
-// result waits for the client's end and returns what it printed last.
-func (c *lbClient) result(t *testing.T) lbKillResult {
+// result waits for lbkill.mjs's end and returns what it printed last.
+func (c *nodeScript) result(t *testing.T) lbKillResult {
 	t.Helper()
 	var last []byte
 	for b := range c.lines {

@@ -75,7 +75,7 @@ func (h *Handler) Run(w http.ResponseWriter, r *http.Request, tenant, team, key 
 		h.cfg.Fail(w, r, err)
 		return
 	}
-	h.log.Info("ag-ui run posted", "chat_id", st.chatID, "run", st.run, "thread_id", in.ThreadID, "team", team, "tenant", tenant, "resumed", st.snapshot != nil)
+	h.log.Info("ag-ui run posted", "chat_id", st.chatID, "run", st.run, "thread_id", in.ThreadID, "team", team, "tenant", tenant, "resumed", st.snapshot != nil, "repeated", st.repeated)
 	h.stream(w, r, tenant, in, st)
 }
 
@@ -90,6 +90,8 @@ type started struct {
 	answered bool
 	// snapshot are the thread's messages so far, for a resumed thread.
 	snapshot []map[string]any
+	// repeated: the run that made the thread's chat, posted again.
+	repeated bool
 }
 
 // start posts the run: a new chat for an unknown thread, else the
@@ -118,7 +120,7 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 	}
 	if firstRun(ch) == in.RunID {
 		// The run that made the thread's chat, posted again.
-		return &started{chatID: ch.ID, run: 1}, nil
+		return &started{chatID: ch.ID, run: 1, repeated: true}, nil
 	}
 	st := &started{chatID: ch.ID}
 	key = runKey(key, in)
