@@ -51,7 +51,22 @@ func TestProtocolStreamsThroughLBAfterKill9(t *testing.T) {
 	for _, mode := range []string{"agui", "chat", "responses"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			lbKill(t, mode)
+			lbKill(t, mode, false)
+		})
+	}
+}
+
+// TestProtocolStreamsThroughLBAfterSIGTERM is the same with the replica
+// stopped (SIGTERM, no drain): the stream it served ends with the
+// protocol's own error event (RUN_ERROR, an SSE error), which the client
+// raises, before the connection closes.
+func TestProtocolStreamsThroughLBAfterSIGTERM(t *testing.T) {
+	needJS(t, "@ag-ui/client", "openai")
+	t.Parallel()
+	for _, mode := range []string{"agui", "chat", "responses"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			lbKill(t, mode, true)
 		})
 	}
 }
@@ -138,7 +153,7 @@ func (c *nodeScript) result(t *testing.T) lbKillResult {
 	return res
 }
 
-func lbKill(t *testing.T, mode string) {
+func lbKill(t *testing.T, mode string, term bool) {
 	fake := openaitest.New(openaitest.WithAPIKey("sk-test-key"))
 	defer fake.Close()
 	fake.Respond(func(req openaitest.Request) openaitest.Reply {
@@ -194,7 +209,11 @@ func lbKill(t *testing.T, mode string) {
 	}
 	second := startLBClient(ctx, t, survivor.base, mode, key, "once")
 	second.opened(t)
-	killed.kill9()
+	if term {
+		killed.stop()
+	} else {
+		killed.kill9()
+	}
 	res, also := first.result(t), second.result(t)
 
 	c := survivor.waitTerminal(chatID, 30*time.Second)
@@ -204,11 +223,21 @@ func lbKill(t *testing.T, mode string) {
 		mode, served == killed, res.First, res.Attempts, res.LastError, res.Again, res.Unhandled)
 	t.Logf("%s: the stream on the survivor got %+v", mode, also.First)
 
-	// The first stream: the cut raised by the client, no success.
-	if served == killed && (res.First.Error == "" || res.First.Ended != "") {
-		t.Errorf("the stream of the killed replica ended %q, error %q: want the client to raise the cut", res.First.Ended, res.First.Error)
+	// The first stream: an error the client raised (HttpAgent hands a
+	// RUN_ERROR to its subscribers and resolves), never a success. A
+	// replica stopped says why in the protocol's error event; one killed
+	// cannot, and the client raises the cut.
+	raised := res.First.Error != "" || strings.HasPrefix(res.First.Ended, "RUN_ERROR")
+	if served == killed {
+		said := res.First.Ended == "RUN_ERROR stream_interrupted" || strings.Contains(res.First.Error, "the server is shutting down")
+		switch {
+		case term && !said:
+			t.Errorf("the stream of the stopped replica ended %q, error %q: want its error event saying the server is shutting down", res.First.Ended, res.First.Error)
+		case !term && (res.First.Error == "" || res.First.Ended != ""):
+			t.Errorf("the stream of the killed replica ended %q, error %q: want the client to raise the cut", res.First.Ended, res.First.Error)
+		}
 	}
-	if res.First.Error == "" && !slices.Contains(res.First.Texts, final) {
+	if !raised && !slices.Contains(res.First.Texts, final) {
 		t.Errorf("the first stream ended %q without an error and without the answer %q: %q", res.First.Ended, final, res.First.Texts)
 	}
 	// The stream on the survivor: followed the chat to its end.

@@ -256,8 +256,11 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, tenant string, 
 		return rc.Flush()
 	})
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && !runtime.ServerEnded(ctx) {
 			return // the client went away; the run goes on
+		}
+		if runtime.ServerEnded(ctx) {
+			err = runtime.ErrStopped
 		}
 		outcome = outcomeInterrupted
 		h.log.Warn("ag-ui: stream ended early", "chat_id", st.chatID, "run", st.run, "error", err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/runtime"
 	"github.com/agentd/agentd/internal/spec"
 )
 
@@ -243,7 +244,8 @@ func (h *Handler) streamCompletion(w http.ResponseWriter, r *http.Request, tenan
 // streamFailed ends a stream whose run could not be followed: an error
 // the SDKs raise, unless the client went away.
 func (h *Handler) streamFailed(w io.Writer, rc *http.ResponseController, r *http.Request, err error) {
-	if r.Context().Err() != nil {
+	ok, err := streamEnded(r.Context(), err)
+	if !ok {
 		return
 	}
 	h.log.Warn("openai api: stream ended early", "path", r.URL.Path, "error", err)
@@ -295,6 +297,17 @@ func (h *Handler) createChat(ctx context.Context, tenant, key string, team teamM
 // when the run did not complete it answers the error itself (ok false).
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request, endpoint, tenant, chatID string, run int, after int64) (*runResult, bool) {
 	res, err := h.follow(r.Context(), tenant, chatID, run, after, nil, nil)
+	if err != nil && runtime.ServerEnded(r.Context()) {
+		// The run was posted and goes on elsewhere: a repeat with the
+		// request's Idempotency-Key gets its answer, one without runs
+		// the team again.
+		h.log.Warn("openai api: answer cut by shutdown", "path", r.URL.Path, "chat_id", chatID, "run", run)
+		e := NewError(http.StatusServiceUnavailable, "server_shutting_down", "",
+			"the server is shutting down; the run goes on: repeat the request with its Idempotency-Key for its answer")
+		e.NoRetry = true
+		WriteError(w, e)
+		return nil, false
+	}
 	if err != nil {
 		h.fail(w, r, err)
 		return nil, false

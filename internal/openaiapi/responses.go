@@ -443,7 +443,7 @@ func (h *Handler) streamResponse(w http.ResponseWriter, r *http.Request, tenant 
 	live, items := h.liveItems(emit, rc, rs)
 	res, err := h.follow(ctx, tenant, rs.ch.ID, rs.run, after, func() error { return heartbeat(w, rc) }, live)
 	if err != nil {
-		if ctx.Err() == nil {
+		if ok, err := streamEnded(ctx, err); ok {
 			h.log.Warn("openai api: stream ended early", "path", r.URL.Path, "error", err)
 			_ = emit("error", map[string]any{"code": "stream_interrupted", "message": "the stream was interrupted (" + err.Error() + "); the run goes on", "param": nil})
 			_ = rc.Flush()

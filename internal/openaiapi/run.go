@@ -202,6 +202,19 @@ func (h *Handler) follow(ctx context.Context, tenant, chatID string, run int, af
 	return f.res, nil
 }
 
+// streamEnded says why a stream that could not follow its run ends: err,
+// or that the server is shutting down; ok is false when the client went
+// away and no one is left to tell.
+func streamEnded(ctx context.Context, err error) (ok bool, why error) {
+	switch {
+	case runtime.ServerEnded(ctx):
+		return true, runtime.ErrStopped
+	case ctx.Err() != nil:
+		return false, err
+	}
+	return true, err
+}
+
 // endError is the error answering a run that did not complete, nil for
 // one that did.
 func endError(res *runResult) *Error {
