@@ -158,7 +158,7 @@ func lbKill(t *testing.T, mode string, term bool) {
 	defer fake.Close()
 	fake.Respond(func(req openaitest.Request) openaitest.Reply {
 		n := len(req.Chat.Messages)
-		return openaitest.Reply{Pieces: []string{"turn", " after", " " + strings.Repeat("·", n), " messages", "."}, PieceDelay: 300 * time.Millisecond}
+		return openaitest.Reply{Pieces: []string{"turn", " after", " " + strings.Repeat("·", n), " messages", "."}, PieceDelay: 400 * time.Millisecond}
 	})
 	env := []string{"AGENTD_DATABASE_URL=" + pgtest.URL(t), "AGENTD_LEASE_TTL=2s", "AGENTD_SHUTDOWN_DRAIN=0s",
 		"OPENAI_API_KEY=sk-test-key", "OPENAI_BASE_URL=" + fake.URL()}
