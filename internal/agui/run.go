@@ -18,9 +18,10 @@ import (
 // that name and creates one.
 const threadKey = "ag_ui_thread"
 
-// firstRunKey is the chat metadata key holding the runId of the run that
-// made a thread's chat, so that the same run posted again (a client that
-// lost its stream) is that run again and not the thread's next one.
+// firstRunKey is the chat metadata key holding the key (runKey) of the
+// run that made a thread's chat, so that the same run posted again (a
+// client that lost its stream) is that run again and not the thread's
+// next one.
 const firstRunKey = "ag_ui_run"
 
 // runKey is the idempotency key of a run: the request's Idempotency-Key,
@@ -106,7 +107,7 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 		if task == "" {
 			return nil, invalid(spec.Problem{Path: "/messages", Message: "the last message is the new thread's task, so it must be the user's and hold text"})
 		}
-		body, err := json.Marshal(map[string]any{"team_ref": team, "task": task, "metadata": map[string]string{threadKey: in.ThreadID, firstRunKey: in.RunID}})
+		body, err := json.Marshal(map[string]any{"team_ref": team, "task": task, "metadata": map[string]string{threadKey: in.ThreadID, firstRunKey: runKey(key, in)}})
 		if err != nil {
 			return nil, fmt.Errorf("encode create request: %w", err)
 		}
@@ -118,12 +119,12 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 		}
 		return &started{chatID: ch.ID, run: 1}, nil
 	}
-	if firstRun(ch) == in.RunID {
+	key = runKey(key, in)
+	if firstRun(ch) == key {
 		// The run that made the thread's chat, posted again.
 		return &started{chatID: ch.ID, run: 1, repeated: true}, nil
 	}
 	st := &started{chatID: ch.ID}
-	key = runKey(key, in)
 	if ch.Status == chat.StatusAwaitingInput {
 		var p chat.PendingInput
 		if err := json.Unmarshal(ch.PendingInput, &p); err != nil {
@@ -161,7 +162,7 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 	return st, nil
 }
 
-// firstRun is the runId of the run that made a thread's chat ("" for a
+// firstRun is the key of the run that made a thread's chat ("" for a
 // chat made otherwise).
 func firstRun(ch *chat.Chat) string {
 	var md map[string]any

@@ -55,7 +55,7 @@ func (f *threadRuntime) SubmitRun(_ context.Context, _, _, key string, _ []byte)
 // keyed by its runId, or by the Idempotency-Key when there is one, and a
 // repeat is the same run, after the same snapshot.
 func TestStartKeysRuns(t *testing.T) {
-	md, _ := json.Marshal(map[string]string{threadKey: "t1", firstRunKey: "r1"})
+	md, _ := json.Marshal(map[string]string{threadKey: "t1", firstRunKey: "ag-ui-run:r1"})
 	f := &threadRuntime{ch: &chat.Chat{ID: "c1", Team: &chat.TeamRef{Name: "team"}, Status: chat.StatusCompleted, Run: 1, LastSeq: 3, Metadata: md},
 		runs: map[string]int{}}
 	h := &Handler{rt: f}
@@ -70,10 +70,11 @@ func TestStartKeysRuns(t *testing.T) {
 		posts            int
 	}{
 		{"the first run again", "r1", "", 1, 0, 0, 0},
-		{"a next run", "r2", "", 2, 3, 2, 1},
-		{"the next run again", "r2", "", 2, 3, 2, 2},
-		{"a run with a key", "r3", "k", 3, 3, 2, 3},
-		{"the key again, another runId", "r4", "k", 3, 3, 2, 4},
+		{"the first run's runId with a key", "r1", "k0", 2, 3, 2, 1},
+		{"a next run", "r2", "", 3, 3, 2, 2},
+		{"the next run again", "r2", "", 3, 3, 2, 3},
+		{"a run with a key", "r3", "k", 4, 3, 2, 4},
+		{"the key again, another runId", "r4", "k", 4, 3, 2, 5},
 	} {
 		st, err := h.start(context.Background(), "acme", "team", c.key, input(c.runID))
 		if err != nil {
@@ -84,7 +85,7 @@ func TestStartKeysRuns(t *testing.T) {
 				c.name, st.run, st.after, len(st.snapshot), len(f.posts), c.run, c.after, c.snapshot, c.posts)
 		}
 	}
-	if want := []string{"ag-ui-run:r2", "ag-ui-run:r2", "k", "k"}; !slices.Equal(f.posts, want) {
+	if want := []string{"k0", "ag-ui-run:r2", "ag-ui-run:r2", "k", "k"}; !slices.Equal(f.posts, want) {
 		t.Errorf("runs posted with keys %q, want %q", f.posts, want)
 	}
 }
