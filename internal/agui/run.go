@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/runtime"
@@ -125,7 +126,14 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 		return &started{chatID: ch.ID, run: 1, repeated: true}, nil
 	}
 	st := &started{chatID: ch.ID}
-	if ch.Status == chat.StatusAwaitingInput {
+	if len(in.Resume) > 0 && !awaits(ch, in.Resume) {
+		// The interrupt was answered already (a client that lost the
+		// stream of its resume posts it again): the run from there.
+		if st.run, st.after, err = h.answered(ctx, tenant, ch, in.Resume[0].InterruptID); err != nil {
+			return nil, err
+		}
+		st.answered, st.repeated = true, true
+	} else if ch.Status == chat.StatusAwaitingInput {
 		var p chat.PendingInput
 		if err := json.Unmarshal(ch.PendingInput, &p); err != nil {
 			return nil, fmt.Errorf("decode pending input of chat %s: %w", ch.ID, err)
@@ -160,6 +168,56 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 		return nil, err
 	}
 	return st, nil
+}
+
+// awaits reports whether ch waits for the input an interrupt of resume
+// names.
+func awaits(ch *chat.Chat, resume []resumeEntry) bool {
+	if ch.Status != chat.StatusAwaitingInput {
+		return false
+	}
+	var p chat.PendingInput
+	if json.Unmarshal(ch.PendingInput, &p) != nil {
+		return false
+	}
+	return slices.ContainsFunc(resume, func(e resumeEntry) bool { return e.InterruptID == p.RequestID })
+}
+
+// answered finds where an answered interrupt of ch left its run: the run
+// and the seq of its input request, from which the run's stream goes on
+// as it did after the answer. An interrupt the chat's latest events do
+// not hold is a 409.
+func (h *Handler) answered(ctx context.Context, tenant string, ch *chat.Chat, interruptID string) (run int, after int64, err error) {
+	var from int64
+	if ch.LastSeq > maxSnapshotEvents {
+		from = ch.LastSeq - maxSnapshotEvents
+	}
+	later := 0 // runs started after the request
+	for from < ch.LastSeq {
+		page, err := h.rt.Events(ctx, tenant, ch.ID, from, eventPageSize)
+		if err != nil {
+			return 0, 0, fmt.Errorf("read events of chat %s: %w", ch.ID, err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, e := range page {
+			from = e.Seq
+			switch e.Type {
+			case chat.EventRunStarted:
+				later++
+			case chat.EventInputRequested:
+				var p chat.PendingInput
+				if chat.DecodeData(e, &p) == nil && p.RequestID == interruptID {
+					after, later = e.Seq, 0
+				}
+			}
+		}
+	}
+	if after == 0 {
+		return 0, 0, fmt.Errorf("%w: the interrupt %s is not the thread's: it was never asked, or too long ago", chat.ErrNoPendingInput, interruptID)
+	}
+	return ch.Run - later, after, nil
 }
 
 // firstRun is the key of the run that made a thread's chat ("" for a

@@ -3,6 +3,7 @@ package agui
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"testing"
 
@@ -14,9 +15,10 @@ import (
 // answers a repeat of a key with the chat as the key's first post left it.
 type threadRuntime struct {
 	Runtime
-	ch    *chat.Chat
-	posts []string // the keys of SubmitRun's calls
-	runs  map[string]int
+	ch     *chat.Chat
+	events []chat.Event // the chat's log, when not the three events above
+	posts  []string     // the keys of SubmitRun's calls
+	runs   map[string]int
 }
 
 func (f *threadRuntime) Get(_ context.Context, _, id string) (*chat.Chat, error) {
@@ -31,9 +33,13 @@ func (f *threadRuntime) List(context.Context, *chat.ListChatsParams) ([]*chat.Ch
 }
 
 func (f *threadRuntime) Events(_ context.Context, _, _ string, after int64, _ int) ([]chat.Event, error) {
+	log := f.events
+	if log == nil {
+		log = []chat.Event{ev(1, chat.EventRunStarted, chat.RunData{Run: 1}), msg(2, chat.RoleUser, "user", "task", chat.KindTask),
+			msg(3, chat.RoleAssistant, "a", "answer", chat.KindModel)}
+	}
 	var out []chat.Event
-	for _, e := range []chat.Event{ev(1, chat.EventRunStarted, chat.RunData{Run: 1}), msg(2, chat.RoleUser, "user", "task", chat.KindTask),
-		msg(3, chat.RoleAssistant, "a", "answer", chat.KindModel)} {
+	for _, e := range log {
 		if e.Seq > after {
 			out = append(out, e)
 		}
@@ -87,5 +93,33 @@ func TestStartKeysRuns(t *testing.T) {
 	}
 	if want := []string{"k0", "ag-ui-run:r2", "ag-ui-run:r2", "k", "k"}; !slices.Equal(f.posts, want) {
 		t.Errorf("runs posted with keys %q, want %q", f.posts, want)
+	}
+}
+
+// TestStartReplaysAnsweredResume: a resume naming an interrupt the chat no
+// longer waits for (its answer landed, the client lost the stream) is
+// the run from that interrupt on, never a new run; an interrupt the
+// thread never had is a conflict.
+func TestStartReplaysAnsweredResume(t *testing.T) {
+	md, _ := json.Marshal(map[string]string{threadKey: "t1", firstRunKey: "ag-ui-run:r1"})
+	f := &threadRuntime{ch: &chat.Chat{ID: "c1", Team: &chat.TeamRef{Name: "team"}, Status: chat.StatusCompleted, Run: 2, LastSeq: 8, Metadata: md},
+		runs: map[string]int{}, events: []chat.Event{
+			ev(1, chat.EventRunStarted, chat.RunData{Run: 1}), msg(2, chat.RoleUser, "user", "task", chat.KindTask),
+			msg(3, chat.RoleAssistant, "a", "draft", chat.KindModel), ev(4, chat.EventInputRequested, chat.PendingInput{RequestID: "q1", Kind: chat.InputMessage}),
+			msg(5, chat.RoleUser, "human", "more", chat.KindHuman), msg(6, chat.RoleAssistant, "a", "done", chat.KindModel),
+			ev(7, chat.EventRunStarted, chat.RunData{Run: 2}), msg(8, chat.RoleUser, "user", "again", chat.KindTask)}}
+	h := &Handler{rt: f}
+	in := &runAgentInput{ThreadID: "t1", RunID: "r2", Resume: []resumeEntry{{InterruptID: "q1", Status: resumeResolve, Payload: json.RawMessage(`"more"`)}}}
+	st, err := h.start(context.Background(), "acme", "team", "", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.run != 1 || st.after != 4 || !st.answered || len(st.snapshot) != 2 || len(f.posts) != 0 {
+		t.Errorf("run %d after %d (answered %v), %d snapshot messages, %d posts; want run 1 after 4, answered, 2, 0",
+			st.run, st.after, st.answered, len(st.snapshot), len(f.posts))
+	}
+	in.Resume[0].InterruptID = "nope"
+	if _, err := h.start(context.Background(), "acme", "team", "", in); !errors.Is(err, chat.ErrNoPendingInput) {
+		t.Errorf("an interrupt the thread never had: %v, want ErrNoPendingInput", err)
 	}
 }
