@@ -34,40 +34,29 @@ type lbKillResult struct {
 	Unhandled []string `json:"unhandled"`
 }
 
-// TestProtocolStreamsThroughLBAfterKill9 streams a run through haproxy in
-// front of two replicas with each protocol's official client (AG-UI's
-// HttpAgent, the openai client's chat completion and Responses streams),
-// and, once it has said something, a second client of the same run (the
-// same runId, the same Idempotency-Key) straight from the other replica;
-// then kills the replica that runs the chat (kill -9) mid-reply. The
-// stream the killed replica served is cut and the client raises it; the
+// TestProtocolStreamsThroughLBWhenAReplicaEnds streams a run through
+// haproxy in front of two replicas with each protocol's official client
+// (AG-UI's HttpAgent, the openai client's chat completion and Responses
+// streams), and, once it has said something, a second client of the same
+// run (the same runId, the same Idempotency-Key) straight from the other
+// replica; then ends the replica that runs the chat mid-reply. Killed
+// (kill -9), its stream is cut and the client raises the cut; stopped
+// (SIGTERM, no drain), its stream ends with the protocol's error event
+// (RUN_ERROR, an SSE error), which the client raises. Either way the
 // first client then retries the same request and gets the one run's
 // answer, which the other replica finished; the second client's stream
-// follows the chat over to that replica and ends with the answer. The
+// follows the chat over to that replica and ends with the answer; the
 // chat has one run and each of its turns once.
-func TestProtocolStreamsThroughLBAfterKill9(t *testing.T) {
+func TestProtocolStreamsThroughLBWhenAReplicaEnds(t *testing.T) {
 	needJS(t, "@ag-ui/client", "openai")
 	t.Parallel()
-	for _, mode := range []string{"agui", "chat", "responses"} {
-		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
-			lbKill(t, mode, false)
-		})
-	}
-}
-
-// TestProtocolStreamsThroughLBAfterSIGTERM is the same with the replica
-// stopped (SIGTERM, no drain): the stream it served ends with the
-// protocol's own error event (RUN_ERROR, an SSE error), which the client
-// raises, before the connection closes.
-func TestProtocolStreamsThroughLBAfterSIGTERM(t *testing.T) {
-	needJS(t, "@ag-ui/client", "openai")
-	t.Parallel()
-	for _, mode := range []string{"agui", "chat", "responses"} {
-		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
-			lbKill(t, mode, true)
-		})
+	for _, end := range []string{"kill9", "sigterm"} {
+		for _, mode := range []string{"agui", "chat", "responses"} {
+			t.Run(end+"/"+mode, func(t *testing.T) {
+				t.Parallel()
+				lbKill(t, mode, end == "sigterm")
+			})
+		}
 	}
 }
 
