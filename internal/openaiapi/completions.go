@@ -249,6 +249,7 @@ func (h *Handler) streamFailed(w io.Writer, rc *http.ResponseController, r *http
 		return
 	}
 	h.log.Warn("openai api: stream ended early", "path", r.URL.Path, "error", err)
+	h.outcome.WithLabelValues(endpointCompletions, string(outcomeInterrupted)).Inc()
 	_ = writeData(w, NewError(http.StatusServiceUnavailable, "stream_interrupted", "", "the stream was interrupted ("+err.Error()+"); the run goes on").body())
 	_ = rc.Flush()
 }
@@ -302,6 +303,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, endpoint, tenan
 		// request's Idempotency-Key gets its answer, one without runs
 		// the team again.
 		h.log.Warn("openai api: answer cut by shutdown", "path", r.URL.Path, "chat_id", chatID, "run", run)
+		h.outcome.WithLabelValues(endpoint, string(outcomeInterrupted)).Inc()
 		e := NewError(http.StatusServiceUnavailable, "server_shutting_down", "",
 			"the server is shutting down; the run goes on: repeat the request with its Idempotency-Key for its answer")
 		e.NoRetry = true

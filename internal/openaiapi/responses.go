@@ -445,6 +445,7 @@ func (h *Handler) streamResponse(w http.ResponseWriter, r *http.Request, tenant 
 	if err != nil {
 		if ok, err := streamEnded(ctx, err); ok {
 			h.log.Warn("openai api: stream ended early", "path", r.URL.Path, "error", err)
+			h.outcome.WithLabelValues(endpointResponses, string(outcomeInterrupted)).Inc()
 			_ = emit("error", map[string]any{"code": "stream_interrupted", "message": "the stream was interrupted (" + err.Error() + "); the run goes on", "param": nil})
 			_ = rc.Flush()
 		}

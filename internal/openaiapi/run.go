@@ -24,6 +24,10 @@ const (
 	outcomeFailed        outcome = "failed"
 	outcomeCancelled     outcome = "cancelled"
 	outcomeTimeout       outcome = "timeout"
+	// outcomeInterrupted: the answer could not follow the run to its end
+	// (the server shut down under it, the log could not be read); the
+	// run goes on.
+	outcomeInterrupted outcome = "interrupted"
 )
 
 // runResult is what a run said and how it ended.
