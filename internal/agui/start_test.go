@@ -4,10 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/runtime"
 )
 
 // threadRuntime is a Runtime holding one thread's chat: made by the run
@@ -121,5 +128,70 @@ func TestStartReplaysAnsweredResume(t *testing.T) {
 	in.Resume[0].InterruptID = "nope"
 	if _, err := h.start(context.Background(), "acme", "team", "", in); !errors.Is(err, chat.ErrNoPendingInput) {
 		t.Errorf("an interrupt the thread never had: %v, want ErrNoPendingInput", err)
+	}
+}
+
+// logRuntime serves a chat's log in two parts, and between them the
+// deltas of a reply as a replica that took the chat over after the reply
+// had begun would: its first fragments, a reset, the reply made again.
+type logRuntime struct {
+	threadRuntime
+	deltas []chat.Delta
+	queue  *runtime.DeltaQueue
+	wake   chan runtime.Wake
+}
+
+func (f *logRuntime) Stream(string) (<-chan runtime.Wake, *runtime.DeltaQueue, func()) {
+	f.queue, f.wake = runtime.NewDeltaQueue(), make(chan runtime.Wake, 1)
+	return f.wake, f.queue, func() {}
+}
+
+func (f *logRuntime) Events(ctx context.Context, tenant, id string, after int64, limit int) ([]chat.Event, error) {
+	if after < 2 { // the run's start; then the reply is typed
+		for _, d := range f.deltas {
+			f.queue.Push(d)
+		}
+		f.wake <- runtime.Wake{}
+		return f.events[:2], nil
+	}
+	return f.threadRuntime.Events(ctx, tenant, id, after, limit)
+}
+
+// TestStreamEndsVoidedRunWithSnapshot: a run whose streamed reply was made
+// again ends with a snapshot of the thread right before RUN_FINISHED, so
+// the client drops the fragment it holds.
+func TestStreamEndsVoidedRunWithSnapshot(t *testing.T) {
+	f := &logRuntime{threadRuntime: threadRuntime{ch: &chat.Chat{ID: "c1"}, events: []chat.Event{
+		ev(1, chat.EventRunStarted, chat.RunData{Run: 1}), msg(2, chat.RoleUser, "user", "task", chat.KindTask),
+		msg(3, chat.RoleAssistant, "a", "Hi there", chat.KindModel), ev(4, chat.EventChatCompleted, chat.TerminalData{Status: chat.StatusCompleted})}},
+		deltas: []chat.Delta{{Name: "a", Content: "Hel", AfterSeq: 2}, {Name: "a", Reset: true, AfterSeq: 2}, {Name: "a", Content: "Hi there", AfterSeq: 2}}}
+	h := &Handler{rt: f, cfg: Config{RunWait: time.Minute}, log: slog.New(slog.DiscardHandler), outcome: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x"}, []string{"outcome"})}
+	w := httptest.NewRecorder()
+	h.stream(w, httptest.NewRequest("POST", "/ag-ui/team", nil), "acme", &runAgentInput{ThreadID: "t1", RunID: "r1"}, &started{chatID: "c1", run: 1})
+	var types []string
+	var snapshot []map[string]any
+	for line := range strings.Lines(w.Body.String()) {
+		data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
+		if !ok {
+			continue
+		}
+		var e struct {
+			Type     string           `json:"type"`
+			Messages []map[string]any `json:"messages"`
+		}
+		if err := json.Unmarshal([]byte(data), &e); err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, e.Type)
+		if e.Type == typeMessagesSnapshot {
+			snapshot = e.Messages
+		}
+	}
+	want := "RUN_STARTED STEP_STARTED TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END STEP_FINISHED MESSAGES_SNAPSHOT RUN_FINISHED"
+	if strings.Join(types, " ") != want {
+		t.Errorf("events\n got %s\nwant %s", strings.Join(types, " "), want)
+	}
+	if len(snapshot) != 2 || snapshot[1]["content"] != "Hi there" {
+		t.Errorf("snapshot %v, want the task and the reply as made again", snapshot)
 	}
 }
