@@ -141,6 +141,7 @@ func TestAGUIClientRunsASavedTeam(t *testing.T) {
 	}
 	var got struct {
 		Tools, Asked, Answered, Again aguiRun
+		AnsweredAgain                 aguiRun
 		Held, Approved                aguiRun
 		ThreadID                      string `json:"threadId"`
 	}
@@ -202,6 +203,12 @@ func TestAGUIClientRunsASavedTeam(t *testing.T) {
 	}
 	if r.Events[1].Type != "MESSAGES_SNAPSHOT" {
 		t.Errorf("a resumed thread's run began %v", r.types())
+	}
+	// The same resume posted again: the run from the answer on, again.
+	again := got.AnsweredAgain
+	last = again.Events[len(again.Events)-1]
+	if texts, _ := again.texts(); again.Error != "" || last.Type != "RUN_FINISHED" || last.Outcome.Type != "success" || strings.Join(texts, "|") != "draft two TERMINATE" {
+		t.Errorf("the resume posted again: %v %q (error %q)", again.types(), texts, again.Error)
 	}
 	id = threadChat(t, p, "review")
 	var human []string

@@ -306,3 +306,70 @@ func TestOpenAIRunThatAsksAHuman(t *testing.T) {
 		t.Errorf("responses stream: %d %s", code, body)
 	}
 }
+
+// openAILiveTeam: a poet (replayed, not streamed) and a critic whose model
+// streams its reply slowly: the run goes on for seconds after the critic's
+// first fragment.
+const openAILiveTeam = `{"max_round": 2, "agents": [
+	{"name": "poet", "type": "assistant", "model": {"provider": "replay", "responses": ["Logs scroll.", "Logs scroll again."]}},
+	{"name": "critic", "type": "assistant", "model": {"provider": "openai", "model": "gpt-test"}}]}`
+
+// TestOpenAIStreamsLive: a chat completion stream and a Responses stream,
+// read with the official openai client, show the team's replies as they
+// are typed (reasoning_content chunks; reasoning items): the first arrives
+// while the run still goes on, and they add up to the critic's reply; the
+// content (output_text) is the run's final message, exactly.
+func TestOpenAIStreamsLive(t *testing.T) {
+	t.Parallel()
+	needJS(t, "openai")
+	fake := openaitest.New(openaitest.WithAPIKey("sk-test-key"))
+	defer fake.Close()
+	fake.Respond(func(openaitest.Request) openaitest.Reply {
+		return openaitest.Reply{Pieces: []string{"Short", " lines,", " long", " nights:", " it scans."}, PieceDelay: 400 * time.Millisecond}
+	})
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none", "OPENAI_API_KEY=sk-test-key", "OPENAI_BASE_URL="+fake.URL())
+	if code, _, body := p.do("PUT", "/v1/teams/critics", []byte(openAILiveTeam)); code != http.StatusCreated {
+		t.Fatalf("save team: %d %s", code, body)
+	}
+	for _, mode := range []string{"chat", "responses"} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		script := startNode(ctx, t, "js/openai_live.mjs", p.base, "none", "critics", mode, "Write about logs.")
+		var chatID, statusAtFirst string
+		var last struct {
+			Chat, Reasoning, Content string
+			Done                     bool
+			Items                    []string
+		}
+		for b := range script.lines {
+			last.Done = false
+			mustUnmarshal(t, b, &last)
+			if !last.Done && chatID == "" {
+				chatID = last.Chat
+				statusAtFirst = p.get(chatID).Status // the run, as the first fragment arrived
+			}
+		}
+		script.wait(t)
+		cancel()
+		if !last.Done || chatID == "" {
+			t.Fatalf("%s: no reasoning fragment came (last line %+v)", mode, last)
+		}
+		if statusAtFirst != "running" {
+			t.Errorf("%s: the first fragment came when the chat was %s, not while it ran", mode, statusAtFirst)
+		}
+		msgs := p.messages(chatID)
+		final := msgs[len(msgs)-1]
+		if final.Name != "critic" || last.Content != final.Content {
+			t.Errorf("%s: content %q, the run's final message %s: %q", mode, last.Content, final.Name, final.Content)
+		}
+		want := "critic: " + final.Content
+		if mode == "responses" {
+			want = final.Content
+			if strings.Join(last.Items, ",") != "reasoning,message" {
+				t.Errorf("responses: output items %v, want a reasoning item and the message", last.Items)
+			}
+		}
+		if last.Reasoning != want {
+			t.Errorf("%s: reasoning %q, want %q", mode, last.Reasoning, want)
+		}
+	}
+}

@@ -55,9 +55,11 @@ type Main struct {
 	admin    *adminServer
 	// streams is the base context of every request; cancelling it ends
 	// long-lived SSE streams and long polls, which http.Server.Shutdown
-	// would otherwise wait for until the grace period ran out.
+	// would otherwise wait for until the grace period ran out. Its cause,
+	// runtime.ErrStopped, tells a protocol stream to say why it ends
+	// (runtime.ServerEnded) before its connection closes.
 	streams    context.Context
-	endStreams context.CancelFunc
+	endStreams context.CancelCauseFunc
 	served     chan error
 	closeOnce  sync.Once
 	closeErr   error
@@ -220,7 +222,7 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	m.streams, m.endStreams = context.WithCancel(context.Background())
+	m.streams, m.endStreams = context.WithCancelCause(context.Background())
 	m.http = &http.Server{
 		Handler:           m.server.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -263,7 +265,9 @@ func (m *Main) AdminAddr() string {
 // stopped with Ctrl-C ends at once); then the runtime
 // stops claiming and hands its chats back (their logs are durable; another
 // replica, or this one after a restart, continues them), SSE streams are
-// aborted so clients reconnect elsewhere from their last event id, the HTTP
+// aborted so clients reconnect elsewhere from their last event id (the
+// protocol streams, which cannot resume, first send their error event),
+// the HTTP
 // server drains, and the store closes last. Safe to call twice, or after a
 // failed Run.
 func (m *Main) Close() error {
@@ -297,7 +301,7 @@ func (m *Main) Close() error {
 			}
 		}
 		if m.endStreams != nil {
-			m.endStreams()
+			m.endStreams(runtime.ErrStopped)
 		}
 		if m.http != nil {
 			if err := m.http.Shutdown(ctx); err != nil {

@@ -39,6 +39,10 @@ user(human, "Write a draft.");
 out.asked = await run(human);
 const interrupt = human.pendingInterrupts[0];
 out.answered = await run(human, { resume: [{ interruptId: interrupt?.id ?? "none", status: "resolved", payload: "one more pass" }] });
+// The same resume again, from a client that lost its stream: the run as
+// the answer took it, not a second answer nor a new run.
+const lost = new HttpAgent({ url: `${base}/ag-ui/${humanTeam}`, headers: { Authorization: `Bearer ${key}` }, threadId: human.threadId });
+out.answeredAgain = await run(lost, { resume: [{ interruptId: interrupt?.id ?? "none", status: "resolved", payload: "one more pass" }] });
 user(human, "And a third.");
 out.again = await run(human);
 out.threadId = human.threadId;

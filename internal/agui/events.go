@@ -60,6 +60,10 @@ type mapper struct {
 	// streams are the replies being streamed, by agent and the seq they
 	// follow: their message id and the text sent so far.
 	streams map[streamKey]*stream
+	// voided: a reply streamed text that its message does not hold (its
+	// model call restarted, here or on a replica that took the chat
+	// over), so the client holds a fragment the thread does not.
+	voided bool
 }
 
 type streamKey struct {
@@ -219,6 +223,7 @@ func (m *mapper) message(e chat.Event) []Event {
 			// What streamed is not the message: close it and send the
 			// message whole under its own id.
 			out = append(out, Event{"type": typeTextMessageEnd, "messageId": s.id})
+			m.voided = true
 		}
 	}
 	if id != "" && msg.Content != "" && len(msg.ToolResponses) == 0 {

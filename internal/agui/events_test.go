@@ -154,6 +154,9 @@ func TestMapperStreamedReply(t *testing.T) {
 			if got := texts(t, out); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("messages = %v, want %v", got, tt.want)
 			}
+			if want := len(tt.want) > 1; m.voided != want {
+				t.Errorf("voided = %v, want %v: the client holds a fragment the thread does not", m.voided, want)
+			}
 			if types(out)[:len("STEP_STARTED:a TEXT_MESSAGE_START")] != "STEP_STARTED:a TEXT_MESSAGE_START" {
 				t.Errorf("events = %s", types(out))
 			}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/runtime"
@@ -17,6 +18,23 @@ import (
 // client names its threads, and a thread's first run finds no chat by
 // that name and creates one.
 const threadKey = "ag_ui_thread"
+
+// firstRunKey is the chat metadata key holding the key (runKey) of the
+// run that made a thread's chat, so that the same run posted again (a
+// client that lost its stream) is that run again and not the thread's
+// next one.
+const firstRunKey = "ag_ui_run"
+
+// runKey is the idempotency key of a run: the request's Idempotency-Key,
+// else its runId, which the client names uniquely per run. A POST with a
+// runId the thread already ran is that run again (its answer, streamed
+// from its start), never a second run.
+func runKey(key string, in *runAgentInput) string {
+	if key != "" {
+		return key
+	}
+	return "ag-ui-run:" + in.RunID
+}
 
 // chatHeader names the chat a thread is, for clients that want to read
 // it through /v1.
@@ -41,8 +59,8 @@ const maxSnapshotEvents = 20 * eventPageSize
 // Run serves POST /ag-ui/{team}: the run a RunAgentInput asks for, on the
 // chat its thread is, streamed as AG-UI events. Errors found before the
 // stream begins are answered as problems; after, as RUN_ERROR. key is
-// the request's Idempotency-Key ("" for none), which a later run takes
-// as POST /v1/chats/{id}/runs does.
+// the request's Idempotency-Key ("" for none: the runId serves, see
+// runKey), which a later run takes as POST /v1/chats/{id}/runs does.
 func (h *Handler) Run(w http.ResponseWriter, r *http.Request, tenant, team, key string) {
 	ctx := r.Context()
 	in, err := h.readInput(w, r)
@@ -59,7 +77,7 @@ func (h *Handler) Run(w http.ResponseWriter, r *http.Request, tenant, team, key 
 		h.cfg.Fail(w, r, err)
 		return
 	}
-	h.log.Info("ag-ui run posted", "chat_id", st.chatID, "run", st.run, "thread_id", in.ThreadID, "team", team, "tenant", tenant, "resumed", st.snapshot != nil)
+	h.log.Info("ag-ui run posted", "chat_id", st.chatID, "run", st.run, "thread_id", in.ThreadID, "team", team, "tenant", tenant, "resumed", st.snapshot != nil, "repeated", st.repeated)
 	h.stream(w, r, tenant, in, st)
 }
 
@@ -74,6 +92,8 @@ type started struct {
 	answered bool
 	// snapshot are the thread's messages so far, for a resumed thread.
 	snapshot []map[string]any
+	// repeated: the run that made the thread's chat, posted again.
+	repeated bool
 }
 
 // start posts the run: a new chat for an unknown thread, else the
@@ -88,7 +108,7 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 		if task == "" {
 			return nil, invalid(spec.Problem{Path: "/messages", Message: "the last message is the new thread's task, so it must be the user's and hold text"})
 		}
-		body, err := json.Marshal(map[string]any{"team_ref": team, "task": task, "metadata": map[string]string{threadKey: in.ThreadID}})
+		body, err := json.Marshal(map[string]any{"team_ref": team, "task": task, "metadata": map[string]string{threadKey: in.ThreadID, firstRunKey: runKey(key, in)}})
 		if err != nil {
 			return nil, fmt.Errorf("encode create request: %w", err)
 		}
@@ -100,12 +120,20 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 		}
 		return &started{chatID: ch.ID, run: 1}, nil
 	}
-	snap, err := h.snapshot(ctx, tenant, ch)
-	if err != nil {
-		return nil, err
+	key = runKey(key, in)
+	if firstRun(ch) == key {
+		// The run that made the thread's chat, posted again.
+		return &started{chatID: ch.ID, run: 1, repeated: true}, nil
 	}
-	st := &started{chatID: ch.ID, snapshot: snap}
-	if ch.Status == chat.StatusAwaitingInput {
+	st := &started{chatID: ch.ID}
+	if len(in.Resume) > 0 && !awaits(ch, in.Resume) {
+		// The interrupt was answered already (a client that lost the
+		// stream of its resume posts it again): the run from there.
+		if st.run, st.after, err = h.answered(ctx, tenant, ch, in.Resume[0].InterruptID); err != nil {
+			return nil, err
+		}
+		st.answered, st.repeated = true, true
+	} else if ch.Status == chat.StatusAwaitingInput {
 		var p chat.PendingInput
 		if err := json.Unmarshal(ch.PendingInput, &p); err != nil {
 			return nil, fmt.Errorf("decode pending input of chat %s: %w", ch.ID, err)
@@ -118,21 +146,89 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 			return nil, err
 		}
 		st.run, st.after, st.answered = ch.Run, ch.LastSeq, true
-		return st, nil
+	} else {
+		if task == "" {
+			return nil, invalid(spec.Problem{Path: "/messages", Message: "the last message is the run's task, so it must be the user's and hold text"})
+		}
+		body, err := json.Marshal(map[string]string{"task": task})
+		if err != nil {
+			return nil, fmt.Errorf("encode run request: %w", err)
+		}
+		// A repeat of the key answers the chat as the run's post left it:
+		// its events start after that.
+		posted, n, err := h.rt.SubmitRun(ctx, tenant, ch.ID, key, body)
+		if err != nil {
+			return nil, err
+		}
+		st.run, st.after = n, posted.LastSeq
 	}
-	if task == "" {
-		return nil, invalid(spec.Problem{Path: "/messages", Message: "the last message is the run's task, so it must be the user's and hold text"})
-	}
-	body, err := json.Marshal(map[string]string{"task": task})
-	if err != nil {
-		return nil, fmt.Errorf("encode run request: %w", err)
-	}
-	after, n, err := h.rt.SubmitRun(ctx, tenant, ch.ID, key, body)
-	if err != nil {
+	// The snapshot is the thread up to where the run starts, which a
+	// repeated run's stream then replays.
+	if st.snapshot, err = h.snapshot(ctx, tenant, ch.ID, st.after); err != nil {
 		return nil, err
 	}
-	st.run, st.after = n, after.LastSeq
 	return st, nil
+}
+
+// awaits reports whether ch waits for the input an interrupt of resume
+// names.
+func awaits(ch *chat.Chat, resume []resumeEntry) bool {
+	if ch.Status != chat.StatusAwaitingInput {
+		return false
+	}
+	var p chat.PendingInput
+	if json.Unmarshal(ch.PendingInput, &p) != nil {
+		return false
+	}
+	return slices.ContainsFunc(resume, func(e resumeEntry) bool { return e.InterruptID == p.RequestID })
+}
+
+// answered finds where an answered interrupt of ch left its run: the run
+// and the seq of its input request, from which the run's stream goes on
+// as it did after the answer. An interrupt the chat's latest events do
+// not hold is a 409.
+func (h *Handler) answered(ctx context.Context, tenant string, ch *chat.Chat, interruptID string) (run int, after int64, err error) {
+	var from int64
+	if ch.LastSeq > maxSnapshotEvents {
+		from = ch.LastSeq - maxSnapshotEvents
+	}
+	later := 0 // runs started after the request
+	for from < ch.LastSeq {
+		page, err := h.rt.Events(ctx, tenant, ch.ID, from, eventPageSize)
+		if err != nil {
+			return 0, 0, fmt.Errorf("read events of chat %s: %w", ch.ID, err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, e := range page {
+			from = e.Seq
+			switch e.Type {
+			case chat.EventRunStarted:
+				later++
+			case chat.EventInputRequested:
+				var p chat.PendingInput
+				if chat.DecodeData(e, &p) == nil && p.RequestID == interruptID {
+					after, later = e.Seq, 0
+				}
+			}
+		}
+	}
+	if after == 0 {
+		return 0, 0, fmt.Errorf("%w: the interrupt %s is not the thread's: it was never asked, or too long ago", chat.ErrNoPendingInput, interruptID)
+	}
+	return ch.Run - later, after, nil
+}
+
+// firstRun is the key of the run that made a thread's chat ("" for a
+// chat made otherwise).
+func firstRun(ch *chat.Chat) string {
+	var md map[string]any
+	if json.Unmarshal(ch.Metadata, &md) != nil {
+		return ""
+	}
+	id, _ := md[firstRunKey].(string)
+	return id
 }
 
 // thread returns the chat a thread is: the chat the thread's id names
@@ -159,23 +255,23 @@ func (h *Handler) thread(ctx context.Context, tenant, team, threadID string) (*c
 	return h.rt.Get(ctx, tenant, chats[0].ID)
 }
 
-// snapshot reads a chat's messages so far as AG-UI messages.
-func (h *Handler) snapshot(ctx context.Context, tenant string, ch *chat.Chat) ([]map[string]any, error) {
+// snapshot reads a chat's messages up to seq upTo as AG-UI messages.
+func (h *Handler) snapshot(ctx context.Context, tenant, chatID string, upTo int64) ([]map[string]any, error) {
 	var evs []chat.Event
 	var after int64
-	if ch.LastSeq > maxSnapshotEvents {
-		after = ch.LastSeq - maxSnapshotEvents
+	if upTo > maxSnapshotEvents {
+		after = upTo - maxSnapshotEvents
 	}
-	for after < ch.LastSeq {
-		page, err := h.rt.Events(ctx, tenant, ch.ID, after, eventPageSize)
+	for after < upTo {
+		page, err := h.rt.Events(ctx, tenant, chatID, after, eventPageSize)
 		if err != nil {
-			return nil, fmt.Errorf("read events of chat %s: %w", ch.ID, err)
+			return nil, fmt.Errorf("read events of chat %s: %w", chatID, err)
 		}
 		if len(page) == 0 {
 			break
 		}
 		for _, e := range page {
-			if e.Seq <= ch.LastSeq {
+			if e.Seq <= upTo {
 				evs = append(evs, e)
 			}
 			after = e.Seq
@@ -219,8 +315,11 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, tenant string, 
 		return rc.Flush()
 	})
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && !runtime.ServerEnded(ctx) {
 			return // the client went away; the run goes on
+		}
+		if runtime.ServerEnded(ctx) {
+			err = runtime.ErrStopped
 		}
 		outcome = outcomeInterrupted
 		h.log.Warn("ag-ui: stream ended early", "chat_id", st.chatID, "run", st.run, "error", err)
@@ -242,6 +341,16 @@ func (h *Handler) follow(ctx context.Context, tenant string, st *started, m *map
 			out, done := m.event(e)
 			if done {
 				outcome = outcomeOf(out[len(out)-1])
+				if m.voided {
+					// The client holds a fragment of a reply that was
+					// made again: the thread as it is replaces it.
+					snap, err := h.snapshot(ctx, tenant, st.chatID, e.Seq)
+					if err != nil {
+						return true, err
+					}
+					last := out[len(out)-1]
+					out = append(out[:len(out)-1], Event{"type": typeMessagesSnapshot, "messages": snap}, last)
+				}
 			}
 			return done, send(out...)
 		},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/runtime"
 	"github.com/agentd/agentd/internal/spec"
 )
 
@@ -94,6 +95,9 @@ type completion struct {
 type chunkDelta struct {
 	Role    string  `json:"role,omitempty"`
 	Content *string `json:"content,omitempty"`
+	// Reasoning carries the team's replies while the run goes on, in the
+	// field OpenAI-compatible servers stream a model's thinking in.
+	Reasoning *string `json:"reasoning_content,omitempty"`
 }
 
 type chunkChoice struct {
@@ -168,10 +172,12 @@ func (h *Handler) ChatCompletions(w http.ResponseWriter, r *http.Request, tenant
 }
 
 // streamCompletion answers a chat completion as chunks: the assistant's
-// role at once, then, when the run has ended and its final message is
-// known, that message's streamed fragments (or its whole text), the
-// finish reason, the usage when asked for, and [DONE]. A run that does
-// not complete ends the stream with an error chunk, which the SDKs raise.
+// role at once, every reply of the run as reasoning_content while it is
+// typed (live.go), then, when the run has ended and its final message is
+// known, that message's streamed fragments (or its whole text) as
+// content, the finish reason, the usage when asked for, and [DONE]. A run
+// that does not complete ends the stream with an error chunk, which the
+// SDKs raise.
 func (h *Handler) streamCompletion(w http.ResponseWriter, r *http.Request, tenant string, ch *chat.Chat, req completionRequest) {
 	ctx := r.Context()
 	rc := http.NewResponseController(w)
@@ -190,7 +196,23 @@ func (h *Handler) streamCompletion(w http.ResponseWriter, r *http.Request, tenan
 	if send(chunkDelta{Role: "assistant", Content: &empty}, nil, nil) != nil || rc.Flush() != nil {
 		return
 	}
-	res, err := h.follow(ctx, tenant, ch.ID, 1, 0, func() error { return heartbeat(w, rc) })
+	// The team's replies as they are typed, as reasoning: each one's
+	// speaker begins it.
+	live, last := newLiveReplies(), -1
+	live.more = func(i int, name, s string) error {
+		if i != last {
+			head := name + ": "
+			if last >= 0 {
+				head = "\n\n" + head
+			}
+			s, last = head+s, i
+		}
+		if err := send(chunkDelta{Reasoning: &s}, nil, nil); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	res, err := h.follow(ctx, tenant, ch.ID, 1, 0, func() error { return heartbeat(w, rc) }, live)
 	if err != nil {
 		h.streamFailed(w, rc, r, err)
 		return
@@ -222,10 +244,12 @@ func (h *Handler) streamCompletion(w http.ResponseWriter, r *http.Request, tenan
 // streamFailed ends a stream whose run could not be followed: an error
 // the SDKs raise, unless the client went away.
 func (h *Handler) streamFailed(w io.Writer, rc *http.ResponseController, r *http.Request, err error) {
-	if r.Context().Err() != nil {
+	ok, err := streamEnded(r.Context(), err)
+	if !ok {
 		return
 	}
 	h.log.Warn("openai api: stream ended early", "path", r.URL.Path, "error", err)
+	h.outcome.WithLabelValues(endpointCompletions, string(outcomeInterrupted)).Inc()
 	_ = writeData(w, NewError(http.StatusServiceUnavailable, "stream_interrupted", "", "the stream was interrupted ("+err.Error()+"); the run goes on").body())
 	_ = rc.Flush()
 }
@@ -273,7 +297,19 @@ func (h *Handler) createChat(ctx context.Context, tenant, key string, team teamM
 // answer follows a run to its end for a request that is not streamed;
 // when the run did not complete it answers the error itself (ok false).
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request, endpoint, tenant, chatID string, run int, after int64) (*runResult, bool) {
-	res, err := h.follow(r.Context(), tenant, chatID, run, after, nil)
+	res, err := h.follow(r.Context(), tenant, chatID, run, after, nil, nil)
+	if err != nil && runtime.ServerEnded(r.Context()) {
+		// The run was posted and goes on elsewhere: a repeat with the
+		// request's Idempotency-Key gets its answer, one without runs
+		// the team again.
+		h.log.Warn("openai api: answer cut by shutdown", "path", r.URL.Path, "chat_id", chatID, "run", run)
+		h.outcome.WithLabelValues(endpoint, string(outcomeInterrupted)).Inc()
+		e := NewError(http.StatusServiceUnavailable, "server_shutting_down", "",
+			"the server is shutting down; the run goes on: repeat the request with its Idempotency-Key for its answer")
+		e.NoRetry = true
+		WriteError(w, e)
+		return nil, false
+	}
 	if err != nil {
 		h.fail(w, r, err)
 		return nil, false

@@ -93,7 +93,7 @@ func New(cfg Config, rt Runtime, logger *slog.Logger, reg prometheus.Registerer)
 	}
 	outcome := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "agentd_openai_runs_total",
-		Help: "Runs answered through the OpenAI-compatible API, by endpoint and how the answer ended (completed, input_required, failed, cancelled, timeout).",
+		Help: "Runs answered through the OpenAI-compatible API, by endpoint and how the answer ended (completed, input_required, failed, cancelled, timeout, interrupted).",
 	}, []string{"endpoint", "outcome"})
 	if err := reg.Register(outcome); err != nil {
 		return nil, fmt.Errorf("register openai api metrics: %w", err)

@@ -125,8 +125,8 @@ func readInput(raw json.RawMessage, probs *problems) []inputMessage {
 // or conversation, a new chat from the saved team the model names (the
 // last user message is the task, the input before it and instructions the
 // history); with one, the next run of that chat. key is the request's
-// Idempotency-Key ("" for none), which only a request starting a
-// conversation takes.
+// Idempotency-Key ("" for none): a repeat is the same chat or run, and its
+// answer, not another.
 func (h *Handler) Responses(w http.ResponseWriter, r *http.Request, tenant, key string) {
 	ctx := r.Context()
 	var req responseRequest
@@ -165,9 +165,6 @@ func (h *Handler) Responses(w http.ResponseWriter, r *http.Request, tenant, key 
 		if req.Metadata != nil {
 			probs.add("metadata", "belongs to the conversation: set it when it starts (or PATCH /v1/chats/{id})")
 		}
-		if key != "" {
-			probs.add("Idempotency-Key", "applies to a request that starts a conversation; a next response is a new run, which takes none")
-		}
 	}
 	if err := probs.err(); err != nil {
 		h.fail(w, r, err)
@@ -198,7 +195,9 @@ func (h *Handler) Responses(w http.ResponseWriter, r *http.Request, tenant, key 
 			return
 		}
 		body, _ := json.Marshal(map[string]string{"task": conv.task})
-		if ch, run, err = h.rt.SubmitRun(ctx, tenant, chatID, "", body); err != nil {
+		// With a key, a repeat is the run its first post made, and ch
+		// the chat as that post left it.
+		if ch, run, err = h.rt.SubmitRun(ctx, tenant, chatID, key, body); err != nil {
 			h.fail(w, r, err)
 			return
 		}
@@ -343,20 +342,26 @@ type incompleteDetail struct {
 	Reason string `json:"reason"`
 }
 
-// outputItem is a message item of a response's output.
+// outputItem is a message item of a response's output, or a reasoning
+// item of a stream (a reply of the team while the run went on).
 type outputItem struct {
 	Type    string       `json:"type"`
 	ID      string       `json:"id"`
 	Status  string       `json:"status"`
-	Role    string       `json:"role"`
+	Role    string       `json:"role,omitempty"`
 	Content []outputPart `json:"content"`
+	// Summary is a reasoning item's (always empty: its content is the
+	// reply's text).
+	Summary []outputPart `json:"summary,omitzero"`
 }
 
+// outputPart is an output_text part, or a reasoning item's reasoning_text
+// (which has no annotations nor logprobs).
 type outputPart struct {
 	Type        string   `json:"type"`
 	Text        string   `json:"text"`
-	Annotations []string `json:"annotations"`
-	Logprobs    []string `json:"logprobs"`
+	Annotations []string `json:"annotations,omitzero"`
+	Logprobs    []string `json:"logprobs,omitzero"`
 }
 
 // object is the response for a run as res has seen it.
@@ -435,10 +440,12 @@ func (h *Handler) streamResponse(w http.ResponseWriter, r *http.Request, tenant 
 		emit("response.in_progress", map[string]any{"response": start}) != nil || rc.Flush() != nil {
 		return
 	}
-	res, err := h.follow(ctx, tenant, rs.ch.ID, rs.run, after, func() error { return heartbeat(w, rc) })
+	live, items := h.liveItems(emit, rc, rs)
+	res, err := h.follow(ctx, tenant, rs.ch.ID, rs.run, after, func() error { return heartbeat(w, rc) }, live)
 	if err != nil {
-		if ctx.Err() == nil {
+		if ok, err := streamEnded(ctx, err); ok {
 			h.log.Warn("openai api: stream ended early", "path", r.URL.Path, "error", err)
+			h.outcome.WithLabelValues(endpointResponses, string(outcomeInterrupted)).Inc()
 			_ = emit("error", map[string]any{"code": "stream_interrupted", "message": "the stream was interrupted (" + err.Error() + "); the run goes on", "param": nil})
 			_ = rc.Flush()
 		}
@@ -451,6 +458,7 @@ func (h *Handler) streamResponse(w http.ResponseWriter, r *http.Request, tenant 
 		return
 	}
 	final := rs.object(res)
+	final.Output = append(*items, final.Output...)
 	if res.outcome != outcomeCompleted {
 		typ := "response.failed"
 		if final.Status == "incomplete" {
@@ -464,7 +472,7 @@ func (h *Handler) streamResponse(w http.ResponseWriter, r *http.Request, tenant 
 		return
 	}
 	if res.final != nil {
-		if h.streamItem(emit, rs.ch.ID, res) != nil {
+		if h.streamItem(emit, rs.ch.ID, len(*items), res) != nil {
 			return
 		}
 	}
@@ -472,17 +480,55 @@ func (h *Handler) streamResponse(w http.ResponseWriter, r *http.Request, tenant 
 	_ = rc.Flush()
 }
 
-// streamItem emits the final message as an output item with its text in
-// output_text deltas.
-func (h *Handler) streamItem(emit func(string, map[string]any) error, chatID string, res *runResult) error {
+// liveItems streams the run's replies as they are typed as reasoning
+// items (live.go), one per reply, and collects them as they close for the
+// response that ends the stream.
+func (h *Handler) liveItems(emit func(string, map[string]any) error, rc *http.ResponseController, rs responseStart) (*liveReplies, *[]outputItem) {
+	live, items := newLiveReplies(), &[]outputItem{}
+	id := func(i int) string { return fmt.Sprintf("rs_%s_%d_%d", rs.ch.ID, rs.run, i) }
+	at := func(i int, f map[string]any) map[string]any {
+		f["item_id"], f["output_index"], f["content_index"] = id(i), i, 0
+		return f
+	}
+	live.begin = func(i int, _ string) error {
+		item := outputItem{Type: "reasoning", ID: id(i), Status: "in_progress", Content: []outputPart{}, Summary: []outputPart{}}
+		if err := emit("response.output_item.added", map[string]any{"output_index": i, "item": item}); err != nil {
+			return err
+		}
+		return emit("response.content_part.added", at(i, map[string]any{"part": outputPart{Type: "reasoning_text"}}))
+	}
+	live.more = func(i int, _, s string) error {
+		if err := emit("response.reasoning_text.delta", at(i, map[string]any{"delta": s})); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	live.end = func(i int, text string) error {
+		part := outputPart{Type: "reasoning_text", Text: text}
+		item := outputItem{Type: "reasoning", ID: id(i), Status: "completed", Content: []outputPart{part}, Summary: []outputPart{}}
+		*items = append(*items, item)
+		if err := emit("response.reasoning_text.done", at(i, map[string]any{"text": text})); err != nil {
+			return err
+		}
+		if err := emit("response.content_part.done", at(i, map[string]any{"part": part})); err != nil {
+			return err
+		}
+		return emit("response.output_item.done", map[string]any{"output_index": i, "item": item})
+	}
+	return live, items
+}
+
+// streamItem emits the final message as the output item at index with its
+// text in output_text deltas.
+func (h *Handler) streamItem(emit func(string, map[string]any) error, chatID string, index int, res *runResult) error {
 	m := res.final
 	item := messageItem(chatID, m, "in_progress")
 	part := outputPart{Type: "output_text", Text: "", Annotations: []string{}, Logprobs: []string{}}
 	at := func(f map[string]any) map[string]any {
-		f["item_id"], f["output_index"], f["content_index"] = item.ID, 0, 0
+		f["item_id"], f["output_index"], f["content_index"] = item.ID, index, 0
 		return f
 	}
-	if err := emit("response.output_item.added", map[string]any{"output_index": 0, "item": item}); err != nil {
+	if err := emit("response.output_item.added", map[string]any{"output_index": index, "item": item}); err != nil {
 		return err
 	}
 	if err := emit("response.content_part.added", at(map[string]any{"part": part})); err != nil {
@@ -500,5 +546,5 @@ func (h *Handler) streamItem(emit func(string, map[string]any) error, chatID str
 	if err := emit("response.content_part.done", at(map[string]any{"part": part})); err != nil {
 		return err
 	}
-	return emit("response.output_item.done", map[string]any{"output_index": 0, "item": messageItem(chatID, m, "completed")})
+	return emit("response.output_item.done", map[string]any{"output_index": index, "item": messageItem(chatID, m, "completed")})
 }

@@ -24,6 +24,10 @@ const (
 	outcomeFailed        outcome = "failed"
 	outcomeCancelled     outcome = "cancelled"
 	outcomeTimeout       outcome = "timeout"
+	// outcomeInterrupted: the answer could not follow the run to its end
+	// (the server shut down under it, the log could not be read); the
+	// run goes on.
+	outcomeInterrupted outcome = "interrupted"
 )
 
 // runResult is what a run said and how it ended.
@@ -174,13 +178,23 @@ const eventPageSize = 256
 
 // follow follows run of chat from after until the run ends or the wait
 // (Config.RunWait) passes, calling idle at each heartbeat while it waits
-// (nil: none).
-func (h *Handler) follow(ctx context.Context, tenant, chatID string, run int, after int64, idle func() error) (*runResult, error) {
+// (nil: none) and handing the run's replies in progress to live (nil:
+// none), whose open replies it closes when the run has ended.
+func (h *Handler) follow(ctx context.Context, tenant, chatID string, run int, after int64, idle func() error, live *liveReplies) (*runResult, error) {
 	f := newRunFollower(chatID, run)
 	fl := &runtime.Follow{Tenant: tenant, ChatID: chatID, After: after, Wait: h.cfg.RunWait, Heartbeat: h.cfg.Heartbeat, Idle: idle,
 		Event: func(e chat.Event) (bool, error) { return f.event(e), nil },
-		Delta: func(d chat.Delta) error { f.delta(d); return nil }}
+		Delta: func(d chat.Delta) error {
+			f.delta(d)
+			if live == nil || !f.res.started || f.res.ended {
+				return nil // not a reply of this run
+			}
+			return live.delta(d)
+		}}
 	err := fl.Run(ctx, h.rt)
+	if err == nil && live != nil {
+		err = live.close()
+	}
 	if errors.Is(err, runtime.ErrFollowWait) {
 		f.res.outcome = outcomeTimeout
 		f.res.detail = fmt.Sprintf("the run did not end within %s; it goes on: follow chat %s at /v1/chats/%s", h.cfg.RunWait, chatID, chatID)
@@ -190,6 +204,19 @@ func (h *Handler) follow(ctx context.Context, tenant, chatID string, run int, af
 		return nil, err
 	}
 	return f.res, nil
+}
+
+// streamEnded says why a stream that could not follow its run ends: err,
+// or that the server is shutting down; ok is false when the client went
+// away and no one is left to tell.
+func streamEnded(ctx context.Context, err error) (ok bool, why error) {
+	switch {
+	case runtime.ServerEnded(ctx):
+		return true, runtime.ErrStopped
+	case ctx.Err() != nil:
+		return false, err
+	}
+	return true, err
 }
 
 // endError is the error answering a run that did not complete, nil for

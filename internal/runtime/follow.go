@@ -45,6 +45,15 @@ var (
 	ErrStopped = errors.New("the server is shutting down")
 )
 
+// ServerEnded reports whether ctx, a request's, ended because the server
+// ends its streams as it shuts down (the request's base context cancelled
+// with ErrStopped as its cause), not because the client went away: a
+// protocol stream then still has a client to tell why it ends, which SSE
+// streams that resume by Last-Event-ID need not.
+func ServerEnded(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), ErrStopped)
+}
+
 // followPage is how many events one read takes.
 const followPage = 256
 

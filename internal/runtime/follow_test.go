@@ -115,3 +115,25 @@ func TestFollowEnds(t *testing.T) {
 		t.Errorf("a failed heartbeat: %v", err)
 	}
 }
+
+// TestServerEnded: a request's context ended by the server's shutdown
+// (its base context cancelled with ErrStopped) is told from one whose
+// client went away, through the contexts derived from it.
+func TestServerEnded(t *testing.T) {
+	t.Parallel()
+	base, end := context.WithCancelCause(context.Background())
+	req, cancelReq := context.WithCancel(base)
+	defer cancelReq()
+	if ServerEnded(req) {
+		t.Error("a live request counts as ended by the server")
+	}
+	gone, leave := context.WithCancel(base)
+	leave()
+	if ServerEnded(gone) {
+		t.Error("a request whose client went away counts as ended by the server")
+	}
+	end(ErrStopped)
+	if !ServerEnded(req) {
+		t.Error("a request of a server shutting down does not count as ended by it")
+	}
+}
