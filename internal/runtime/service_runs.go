@@ -146,7 +146,8 @@ func (r *Runtime) Fork(ctx context.Context, tenant, id, key string, body []byte)
 		if err != nil {
 			return nil, err
 		}
-		return replayed(a, src.Spec), nil
+		// The variables as of the fork's seq then, as the first answer showed them.
+		return r.withContext(ctx, replayed(a, src.Spec))
 	}
 	sp, err := r.specs.decode(src.Spec)
 	if err != nil {
@@ -208,8 +209,10 @@ func (r *Runtime) Fork(ctx context.Context, tenant, id, key string, body []byte)
 		if err != nil {
 			return nil, err
 		}
-		return replayed(a, src.Spec), nil
+		// The variables as of the fork's seq then, as the first answer showed them.
+		return r.withContext(ctx, replayed(a, src.Spec))
 	}
+	c.ContextVariables = engine.EncodeContext(st.ContextVariables())
 	r.metrics.created.Inc()
 	if run != nil {
 		// Counted as the interrupt it is of a run the copy left going.

@@ -91,22 +91,33 @@ func (s *State) ContextVariables() map[string]json.RawMessage { return s.vars }
 // foldContext folds a context.updated event. The map is replaced, never
 // written in place: clones of the state share it.
 func (s *State) foldContext(e chat.Event) error {
-	var u chat.ContextUpdate
-	if err := chat.DecodeData(e, &u); err != nil {
+	vars, err := FoldContext(s.vars, e)
+	if err != nil {
 		return err
 	}
-	for k, v := range u.Set {
-		c, err := canonicalJSON(v)
-		if err != nil {
-			return fmt.Errorf("variable %s: %w", k, err)
-		}
-		u.Set[k] = c
-	}
-	s.vars = ApplyContext(s.vars, u)
+	s.vars = vars
 	for _, in := range s.inners {
 		in.st.vars = s.vars
 	}
 	return nil
+}
+
+// FoldContext is vars after a context.updated event: what a chat's
+// variables are is the fold of those events alone, so a reader that
+// needs only the variables reads only them.
+func FoldContext(vars map[string]json.RawMessage, e chat.Event) (map[string]json.RawMessage, error) {
+	var u chat.ContextUpdate
+	if err := chat.DecodeData(e, &u); err != nil {
+		return nil, err
+	}
+	for k, v := range u.Set {
+		c, err := canonicalJSON(v)
+		if err != nil {
+			return nil, fmt.Errorf("variable %s: %w", k, err)
+		}
+		u.Set[k] = c
+	}
+	return ApplyContext(vars, u), nil
 }
 
 // canonicalJSON is a JSON value written one way: compact, the keys of its
