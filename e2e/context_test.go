@@ -1,0 +1,176 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/internal/llm/openaitest"
+)
+
+// contextView is a chat object's variables and where its log stands.
+type contextView struct {
+	LastSeq          int64           `json:"last_seq"`
+	Status           string          `json:"status"`
+	ContextVariables json.RawMessage `json:"context_variables"`
+}
+
+func (p *proc) contextOf(id string) contextView {
+	p.t.Helper()
+	code, _, b := p.do("GET", "/v1/chats/"+id, nil)
+	if code != http.StatusOK {
+		p.t.Fatalf("get %s: %d %s", id, code, b)
+	}
+	conforms(p.t, "Chat", b)
+	var v contextView
+	mustUnmarshal(p.t, b, &v)
+	return v
+}
+
+// patchContext sends PATCH /v1/chats/{id} with context_variables.
+func (p *proc) patchContext(id, change string) (int, []byte) {
+	p.t.Helper()
+	code, _, b := p.do("PATCH", "/v1/chats/"+id, []byte(`{"context_variables": `+change+`}`))
+	return code, b
+}
+
+// systemMessages are the system messages of the model requests so far.
+func systemMessages(fake *openaitest.Server) []string {
+	var out []string
+	for _, r := range fake.Requests() {
+		if r.Chat != nil && len(r.Chat.Messages) > 0 && r.Chat.Messages[0].Role == "system" {
+			var text string
+			_ = json.Unmarshal(r.Chat.Messages[0].Content, &text)
+			out = append(out, text)
+		}
+	}
+	return out
+}
+
+// waitRequests waits until the model has had n requests.
+func waitRequests(t *testing.T, fake *openaitest.Server, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for len(fake.Requests()) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the model had %d requests, want %d", len(fake.Requests()), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+const contextChat = `{"task": "My lamp broke.", "max_round": 1,
+	"context_variables": {"customer": "Ada", "tier": "gold", "severity": null},
+	"agents": [{"name": "sales", "type": "assistant", "model": {"provider": "openai", "model": "gpt-test"},
+	            "system_message_template": "Customer {customer} ({tier}), severity {severity}."}]}`
+
+// TestContextVariablesSurviveKill9: the replica is killed (-9) while the
+// turn after a context.updated waits on its model — the spec's variables
+// at creation, then a PATCH's between runs. The replica started after it
+// continues the chat from its log: the redone model call renders exactly
+// the committed variables, and the chat object shows them. A PATCH during
+// the run is a 409 that changes nothing; forks copy the variables as of
+// their seq; streams carry every change.
+func TestContextVariablesSurviveKill9(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, env []string) {
+		fake := openaitest.New(openaitest.WithAPIKey("sk-test-key"))
+		defer fake.Close()
+		never := make(chan struct{})
+		defer close(never)
+		var hold atomic.Bool
+		fake.Respond(func(openaitest.Request) openaitest.Reply {
+			if hold.Load() {
+				return openaitest.Reply{Content: "never sent", Hold: never}
+			}
+			return openaitest.Text("ok")
+		})
+		env = append(env, "OPENAI_API_KEY=sk-test-key", "OPENAI_BASE_URL="+fake.URL(), "AGENTD_LEASE_TTL=1s")
+
+		// Killed during the first turn, after the spec's variables.
+		hold.Store(true)
+		p := startAgentd(t, env...)
+		c := p.create([]byte(contextChat))
+		waitRequests(t, fake, 1)
+		p.kill9()
+		hold.Store(false)
+		p = startAgentd(t, env...)
+		p.waitTerminal(c.ID, 60*time.Second)
+		initial := `{"customer":"Ada","tier":"gold"}`
+		if got := string(p.contextOf(c.ID).ContextVariables); got != initial {
+			t.Fatalf("after recovery: variables %s, want %s", got, initial)
+		}
+		if got := systemMessages(fake); !slices.Equal(got, []string{"Customer Ada (gold), severity .", "Customer Ada (gold), severity ."}) {
+			t.Fatalf("system messages %q", got)
+		}
+
+		// Changed between runs, then killed during the next run's turn.
+		code, b := p.patchContext(c.ID, `{"tier": null, "severity": 9}`)
+		if code != http.StatusOK {
+			t.Fatalf("patch: %d %s", code, b)
+		}
+		conforms(t, "Chat", b)
+		var patched contextView
+		mustUnmarshal(t, b, &patched)
+		want := `{"customer":"Ada","severity":9}`
+		if string(patched.ContextVariables) != want {
+			t.Fatalf("patched: %s", patched.ContextVariables)
+		}
+		hold.Store(true)
+		p.mustPostRun(c.ID, `{"task": "Still broken."}`, 2)
+		waitRequests(t, fake, 3)
+		if code, b := p.patchContext(c.ID, `{"severity": 1}`); code != http.StatusConflict {
+			t.Fatalf("patch during a run: %d %s", code, b)
+		}
+		p.kill9()
+		hold.Store(false)
+		p = startAgentd(t, env...)
+		p.waitRun(c.ID, 2, 60*time.Second)
+		if got := string(p.contextOf(c.ID).ContextVariables); got != want {
+			t.Fatalf("after the second recovery: variables %s, want %s", got, want)
+		}
+		sys := systemMessages(fake)
+		if len(sys) != 4 || sys[2] != "Customer Ada (), severity 9." || sys[3] != sys[2] {
+			t.Fatalf("system messages %q", sys)
+		}
+
+		// Forks copy the variables as of their seq.
+		for at, want := range map[int64]string{patched.LastSeq - 1: initial, patched.LastSeq: want} {
+			code, _, b := p.do("POST", "/v1/chats/"+c.ID+"/fork", fmt.Appendf(nil, `{"at_seq": %d}`, at))
+			if code != http.StatusCreated {
+				t.Fatalf("fork at %d: %d %s", at, code, b)
+			}
+			conforms(t, "Chat", b)
+			var f struct {
+				ID               string          `json:"id"`
+				ContextVariables json.RawMessage `json:"context_variables"`
+			}
+			mustUnmarshal(t, b, &f)
+			if string(f.ContextVariables) != want || string(p.contextOf(f.ID).ContextVariables) != want {
+				t.Errorf("fork at %d: %s, want %s", at, f.ContextVariables, want)
+			}
+		}
+
+		// The stream replays every change, as the log has them.
+		evs, stop := p.stream(c.ID, 0)
+		defer stop()
+		var changes []string
+		for _, e := range collect(t, evs, 30*time.Second) {
+			if e.Type == "context.updated" {
+				// As the store gives it back (jsonb orders keys its own way).
+				var v any
+				mustUnmarshal(t, e.Data, &v)
+				b, _ := json.Marshal(v)
+				changes = append(changes, string(b))
+			}
+		}
+		if !slices.Equal(changes, []string{`{"by":{"client":"create"},"set":{"customer":"Ada","tier":"gold"}}`,
+			`{"by":{"client":"patch"},"removed":["tier"],"set":{"severity":9}}`}) {
+			t.Fatalf("context.updated events %q", changes)
+		}
+	})
+}
