@@ -36,11 +36,12 @@ type Backend interface {
 	Erase(ctx context.Context, tenant, id string) error
 	// Deliveries lists the webhook deliveries of a chat's events after a seq.
 	Deliveries(ctx context.Context, tenant, id string, after int64, limit int) ([]chat.DeliveryRecord, error)
-	// PutTeam stores a spec without a task as the next version of a team.
-	PutTeam(ctx context.Context, tenant, name string, body []byte) (*chat.Team, bool, error)
+	// PutTeam stores a spec without a task (its body decoded by
+	// spec.DecodeDraft) as the next version of a team.
+	PutTeam(ctx context.Context, tenant, name string, team *spec.Draft) (*chat.Team, bool, error)
 	// CheckTeam validates a team version as PutTeam does and returns the
 	// spec it would store, storing nothing.
-	CheckTeam(name string, body []byte) ([]byte, error)
+	CheckTeam(name string, team *spec.Draft) ([]byte, error)
 	// GetTeam returns a version of a team (the latest for 0).
 	GetTeam(ctx context.Context, tenant, name string, version int) (*chat.Team, error)
 	// ListTeams returns the latest version of each team.
@@ -319,7 +320,7 @@ func (t *teamsResource) put(w http.ResponseWriter, r *http.Request) {
 		warnings = stripWarnings(tr.Warnings, prefix)
 	}
 	if dryRun {
-		checked, err := t.chats.CheckTeam(name, specBody)
+		checked, err := t.chats.CheckTeam(name, spec.DecodeDraft(specBody))
 		if err != nil {
 			t.writeError(w, r, mapErr(err))
 			return
@@ -327,7 +328,7 @@ func (t *teamsResource) put(w http.ResponseWriter, r *http.Request) {
 		t.writeJSON(w, r, http.StatusOK, newDryRunResponse(checked, warnings))
 		return
 	}
-	tm, created, err := t.chats.PutTeam(r.Context(), Tenant(r.Context()), name, specBody)
+	tm, created, err := t.chats.PutTeam(r.Context(), Tenant(r.Context()), name, spec.DecodeDraft(specBody))
 	if err != nil {
 		t.writeError(w, r, mapErr(err))
 		return
