@@ -68,6 +68,19 @@ func (r *Runtime) withContext(ctx context.Context, c *chat.Chat) (*chat.Chat, er
 	return c, nil
 }
 
+// checkContextChange refuses (422 at /context_variables) a change that
+// would make the chat's variables, as they stand, too large.
+func (r *Runtime) checkContextChange(ctx context.Context, c *chat.Chat, change map[string]json.RawMessage, by string) error {
+	vars, err := r.contextOf(ctx, c.ID, c.LastSeq)
+	if err != nil {
+		return err
+	}
+	if msg := engine.ContextTooLarge(vars, chat.ContextUpdateOf(change, chat.ContextBy{Client: by})); msg != "" {
+		return &spec.ValidationError{Problems: []spec.Problem{{Path: "/context_variables", Message: msg}}}
+	}
+	return nil
+}
+
 // patchContextAttempts bounds how often PatchContext tries again when
 // its append was fenced: each retry re-reads the chat, and a chat whose
 // run started meanwhile is refused, so more than a few means something
@@ -130,9 +143,8 @@ func (r *Runtime) patchContextOnce(ctx context.Context, tenant, id string, chang
 		return nil, chat.ErrRunActive
 	}
 	u := chat.ContextUpdateOf(change, chat.ContextBy{Client: chat.ContextByPatch})
-	if n := len(engine.EncodeContext(engine.ApplyContext(st.ContextVariables(), u))); n > spec.MaxContextBytes {
-		return nil, &spec.ValidationError{Problems: []spec.Problem{{Path: "/context_variables",
-			Message: fmt.Sprintf("the chat's variables with these changes would be %d bytes encoded, over %d", n, spec.MaxContextBytes)}}}
+	if msg := engine.ContextTooLarge(st.ContextVariables(), u); msg != "" {
+		return nil, &spec.ValidationError{Problems: []spec.Problem{{Path: "/context_variables", Message: msg}}}
 	}
 	now := r.now()
 	var evs []chat.Event

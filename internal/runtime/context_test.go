@@ -125,7 +125,7 @@ func TestContextVariablesBetweenRuns(t *testing.T) {
 
 	// Forks copy the variables as of their seq.
 	for at, want := range map[int64]string{patchSeq - 1: `{"customer":"Ada","tier":"gold"}`, patchSeq: `{"customer":"Ada","severity":9}`} {
-		f, err := rt.Fork(ctx, "", c.ID, "", fmt.Appendf(nil, `{"at_seq": %d}`, at))
+		f, err := rt.Fork(ctx, "", c.ID, "", spec.DecodeForkRequest(fmt.Appendf(nil, `{"at_seq": %d}`, at)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,5 +135,36 @@ func TestContextVariablesBetweenRuns(t *testing.T) {
 		if g, _ := rt.Get(ctx, "", f.ID); varsOf(t, g) != want {
 			t.Errorf("fork at %d read back: %s, want %s", at, g.ContextVariables, want)
 		}
+	}
+
+	// A run's variables merge as it starts, before its task; a fork's
+	// right after the copy, and its run's after those.
+	submitRun(t, rt, c.ID, `{"task": "third", "context_variables": {"tier": "silver", "customer": null}}`)
+	waitRun(t, rt, c.ID, 3)
+	if got := model.system(2); got != "Customer  (silver), severity 9." {
+		t.Fatalf("run 3's system message %q", got)
+	}
+	f, err := rt.Fork(ctx, "", c.ID, "", spec.DecodeForkRequest([]byte(`{"context_variables": {"severity": 2}, "run": {"task": "t", "context_variables": {"customer": "Bo"}}}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitRun(t, rt, f.ID, 4)
+	if got := model.system(3); got != "Customer Bo (silver), severity 2." {
+		t.Fatalf("the fork's run's system message %q", got)
+	}
+	evs, _ = db.ListEvents(ctx, &chat.ListEventsParams{ChatID: f.ID, Type: chat.EventContextUpdated, Limit: 100})
+	var by []string
+	for _, e := range evs {
+		var u chat.ContextUpdate
+		_ = json.Unmarshal(e.Data, &u)
+		by = append(by, u.By.Client)
+	}
+	if strings.Join(by, ",") != "create,patch,run,fork,run" {
+		t.Errorf("the fork's changes came from %v", by)
+	}
+	// Too large with the chat's variables: refused when posted.
+	_, _, err = rt.SubmitRun(ctx, "", c.ID, "", spec.DecodeRunRequest([]byte(`{"context_variables": `+big+`}`)))
+	if !errors.As(err, &verr) {
+		t.Fatalf("a run over the limit: %v", err)
 	}
 }

@@ -57,6 +57,13 @@ func (r *Runtime) SubmitRun(ctx context.Context, tenant, id, key string, req *sp
 	if len(probs) > 0 {
 		return nil, 0, &spec.ValidationError{Problems: probs}
 	}
+	if len(queued.ContextVariables) > 0 {
+		// Checked against the variables now, for a clear answer; a run
+		// queued behind others is checked again as it starts.
+		if err := r.checkContextChange(ctx, c, queued.ContextVariables, chat.ContextByRun); err != nil {
+			return nil, 0, err
+		}
+	}
 	if c.Status == chat.StatusFailed && strings.HasPrefix(c.Error, brokenLogPrefix) {
 		return nil, 0, ErrLogBroken
 	}
@@ -170,11 +177,26 @@ func (r *Runtime) Fork(ctx context.Context, tenant, id, key string, req *spec.Fo
 	if msg := forkPointProblem(st, at); msg != "" {
 		return nil, &spec.ValidationError{Problems: []spec.Problem{{Path: "/at_seq", Message: msg}}}
 	}
+	var change *chat.ContextUpdate
+	if len(req.ContextVariables) > 0 {
+		u := chat.ContextUpdateOf(req.ContextVariables, chat.ContextBy{Client: chat.ContextByFork})
+		if msg := engine.ContextTooLarge(st.ContextVariables(), u); msg != "" {
+			return nil, &spec.ValidationError{Problems: []spec.Problem{{Path: "/context_variables", Message: msg}}}
+		}
+		change = &u
+	}
 	fid, err := uuid.NewV7()
 	if err != nil {
 		return nil, fmt.Errorf("new chat id: %w", err)
 	}
 	now := r.now()
+	if change != nil {
+		// The fork's own change comes right after the copy (before a run
+		// the request starts, whose own variables merge after it).
+		if err := appendFolded(st, &evs, now, chat.Storable(chat.ContextEvent(*change))); err != nil {
+			return nil, fmt.Errorf("%w: change the fork's variables: %v", ErrLogBroken, err)
+		}
+	}
 	if run != nil {
 		// The fork's own run starts in the fork's log as it is written,
 		// so the fork answers running at that run, and nothing can take

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"cmp"
 	"fmt"
 	"slices"
@@ -24,6 +25,9 @@ type QueuedRequest struct {
 	// Task is nil for a run without a new message.
 	Task     []spec.TaskMessage `json:"task,omitempty"`
 	MaxRound int                `json:"max_round,omitempty"`
+	// ContextVariables are merged into the chat's variables as the run
+	// starts (a null removes one).
+	ContextVariables map[string]json.RawMessage `json:"context_variables,omitempty"`
 }
 
 // CheckRun checks a run request decoded by spec.DecodeRunRequest against
@@ -46,7 +50,7 @@ func CheckRun(req *spec.RunRequest, sp *spec.Spec, limits spec.Limits) (*QueuedR
 	if probs.Len() > 0 {
 		return nil, inBodyOrder(probs.Items())
 	}
-	return &QueuedRequest{Task: req.Task, MaxRound: maxRound}, nil
+	return &QueuedRequest{Task: req.Task, MaxRound: maxRound, ContextVariables: req.ContextVariables}, nil
 }
 
 // inBodyOrder orders problems as the body's fields come (by name) and a
@@ -125,6 +129,15 @@ func (s *State) RunStartEvents(run int, req QueuedRequest) []chat.Event {
 	evs := []chat.Event{chat.WithData(chat.Event{Type: chat.EventRunStarted}, chat.RunData{Run: run, MaxRound: req.MaxRound})}
 	if msg := s.swarmResumeProblem(req.Task); msg != "" {
 		return append(evs, terminalEvent(chat.StatusFailed, chat.StopError, msg, msg))
+	}
+	if len(req.ContextVariables) > 0 {
+		// The run's variables are merged before its task: what its first
+		// turn (and a graph's edges from the task) sees.
+		u := chat.ContextUpdateOf(req.ContextVariables, chat.ContextBy{Client: chat.ContextByRun})
+		if msg := ContextTooLarge(s.vars, u); msg != "" {
+			return append(evs, terminalEvent(chat.StatusFailed, chat.StopError, msg, msg))
+		}
+		evs = append(evs, chat.ContextEvent(u))
 	}
 	evs = append(evs, taskEvents(req.Task)...)
 	return append(evs, runningEvent())

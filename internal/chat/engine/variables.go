@@ -157,6 +157,15 @@ func ApplyContext(vars map[string]json.RawMessage, u chat.ContextUpdate) map[str
 	return next
 }
 
+// ContextTooLarge says why an update cannot be applied to vars (the
+// result over spec.MaxContextBytes encoded), or "".
+func ContextTooLarge(vars map[string]json.RawMessage, u chat.ContextUpdate) string {
+	if n := len(EncodeContext(ApplyContext(vars, u))); n > spec.MaxContextBytes {
+		return fmt.Sprintf("the chat's context variables with these changes would be %d bytes encoded, over %d", n, spec.MaxContextBytes)
+	}
+	return ""
+}
+
 // EncodeContext is the variables as one JSON object (keys in order), {}
 // for none: what the chat object shows.
 func EncodeContext(vars map[string]json.RawMessage) json.RawMessage {
