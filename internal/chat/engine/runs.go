@@ -1,8 +1,8 @@
 package engine
 
 import (
-	"encoding/json"
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
