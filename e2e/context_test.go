@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -173,4 +174,86 @@ func TestContextVariablesSurviveKill9(t *testing.T) {
 			t.Fatalf("context.updated events %q", changes)
 		}
 	})
+}
+
+// conditionChat is a swarm whose triage hands off to escalation, without
+// a tool, when the severity it starts with is 8 or more.
+func conditionChat(severity int) []byte {
+	return fmt.Appendf(nil, `{"task": "My lamp broke.", "max_round": 2,
+		"context_variables": {"severity": %d, "tier": "gold"},
+		"speaker_selection": {"method": "swarm"},
+		"agents": [
+			{"name": "triage", "type": "assistant", "model": {"provider": "replay", "responses": ["What happened?", "Tell me more."]},
+			 "handoffs": [{"target": "escalation", "condition": "severity >= 8 && tier == \"gold\""}, "sales"]},
+			{"name": "sales", "type": "assistant", "model": {"provider": "replay", "responses": ["Buy a lamp."]}},
+			{"name": "escalation", "type": "assistant", "model": {"provider": "replay", "responses": ["Escalated."]},
+			 "system_message_template": "Severity {severity} case."}]}`, severity)
+}
+
+// TestConditionalHandoffOverHTTP: a hand-off with a CEL condition routes
+// as AG2's OnContextCondition does — when the agent is about to reply and
+// the expression holds, its turn is the hand-off, with no model call, and
+// the swarm goes on with the target; when it does not hold the agent
+// replies. Invalid, non-boolean and unknown-variable expressions are
+// refused at create, each at its path.
+func TestConditionalHandoffOverHTTP(t *testing.T) {
+	t.Parallel()
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir())
+	type msg struct {
+		Type    string `json:"type"`
+		Name    string `json:"name"`
+		Content string `json:"content"`
+		Handoff string `json:"handoff"`
+	}
+	run := func(severity int) []string {
+		c := p.create(conditionChat(severity))
+		p.waitTerminal(c.ID, 30*time.Second)
+		_, _, b := p.do("GET", "/v1/chats/"+c.ID+"/messages", nil)
+		var page struct{ Messages []msg }
+		mustUnmarshal(t, b, &page)
+		var got []string
+		for _, m := range page.Messages {
+			got = append(got, fmt.Sprintf("%s %s: %s %s", m.Type, m.Name, m.Content, m.Handoff))
+		}
+		return got
+	}
+	if got, want := run(9), []string{"TextMessage user: My lamp broke. ", "HandoffMessage triage: [Handing off to escalation] escalation",
+		"TextMessage escalation: Escalated. "}; !slices.Equal(got, want) {
+		t.Errorf("severity 9:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got, want := run(3), []string{"TextMessage user: My lamp broke. ", "TextMessage triage: What happened? ",
+		"TextMessage triage: Tell me more. "}; !slices.Equal(got, want) {
+		t.Errorf("severity 3:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	bad := `{"task": "t", "context_variables": {"severity": null},
+		"speaker_selection": {"method": "swarm"},
+		"agents": [
+			{"name": "triage", "type": "assistant", "model": {"provider": "replay", "responses": ["x"]},
+			 "handoffs": [{"target": "escalation", "condition": "severity >="},
+			              {"target": "escalation", "condition": "severity + 1"},
+			              {"target": "escalation", "condition": "priority > 3"}]},
+			{"name": "escalation", "type": "assistant", "model": {"provider": "replay", "responses": ["x"]}}]}`
+	code, _, b := p.do("POST", "/v1/chats", []byte(bad))
+	if code != http.StatusUnprocessableEntity {
+		t.Fatalf("bad conditions: %d %s", code, b)
+	}
+	conforms(t, "Problem", b)
+	var prob struct {
+		Errors []struct{ Path, Message string }
+	}
+	mustUnmarshal(t, b, &prob)
+	want := map[string]string{
+		"/agents/0/handoffs/0/condition": "Syntax error",
+		"/agents/0/handoffs/1/condition": "must be a boolean expression",
+		"/agents/0/handoffs/2/condition": "undeclared reference to 'priority'",
+	}
+	if len(prob.Errors) != len(want) {
+		t.Fatalf("problems %+v, want %v", prob.Errors, want)
+	}
+	for _, e := range prob.Errors {
+		if !strings.Contains(e.Message, want[e.Path]) || want[e.Path] == "" {
+			t.Errorf("problem %s: %s", e.Path, e.Message)
+		}
+	}
 }
