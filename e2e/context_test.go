@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -255,5 +256,29 @@ func TestConditionalHandoffOverHTTP(t *testing.T) {
 		if !strings.Contains(e.Message, want[e.Path]) || want[e.Path] == "" {
 			t.Errorf("problem %s: %s", e.Path, e.Message)
 		}
+	}
+}
+
+// TestChatCommandPrintsVariables: agentd chat prints a chat's variables
+// and each change of them.
+func TestChatCommandPrintsVariables(t *testing.T) {
+	t.Parallel()
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir())
+	spec := writeSpec(t, `{"task": "t", "max_round": 1, "context_variables": {"tier": "gold"},
+		"agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": ["ok"]}}]}`)
+	out, errOut, code := p.cli(nil, "run", spec)
+	if want := `── variables set {"tier":"gold"} (by create)`; code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("run: exit %d, want %q in\n%s%s", code, want, out, errOut)
+	}
+	id := regexp.MustCompile(`chat ([0-9a-f-]{36})`).FindStringSubmatch(out)
+	if id == nil {
+		t.Fatalf("no chat id in\n%s", out)
+	}
+	if code, b := p.patchContext(id[1], `{"tier": null, "severity": 9}`); code != http.StatusOK {
+		t.Fatalf("patch: %d %s", code, b)
+	}
+	out, errOut, code = p.cli(nil, "show", id[1])
+	if want := `  variables  {"severity":9}`; code != 0 || !strings.Contains(out, want+"\n") {
+		t.Fatalf("show: exit %d, want %q in\n%s%s", code, want, out, errOut)
 	}
 }
