@@ -282,3 +282,24 @@ func TestChatCommandPrintsVariables(t *testing.T) {
 		t.Fatalf("show: exit %d, want %q in\n%s%s", code, want, out, errOut)
 	}
 }
+
+// TestConsoleShowsVariables: the web console shows a chat's variables
+// among its facts and each change in its transcript, in Chromium.
+func TestConsoleShowsVariables(t *testing.T) {
+	t.Parallel()
+	b := newBrowser(t)
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none")
+	c := p.create(conditionChat(9))
+	p.waitTerminal(c.ID, 30*time.Second)
+	if code, body := p.patchContext(c.ID, `{"tier": null, "case": "C-7"}`); code != http.StatusOK {
+		t.Fatalf("patch: %d %s", code, body)
+	}
+	b.openChat(p.base, c.ID)
+	b.checkTranscript(p, c.ID)
+	b.waitJS("the variables among the facts", `document.querySelector('[data-fact="context_variables"]')?.textContent === 'variables case=C-7 · severity=9'`)
+	notes := eval[[]string](b, `[...document.querySelectorAll('#transcript li.context-change')].map(li => li.textContent)`)
+	want := []string{"Variables set severity=9 · tier=gold (by create).", "Variables set case=C-7; removed tier (by patch)."}
+	if !slices.Equal(notes, want) {
+		t.Errorf("the transcript's changes %q, want %q", notes, want)
+	}
+}
