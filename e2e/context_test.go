@@ -14,25 +14,6 @@ import (
 	"github.com/agentd/agentd/internal/llm/openaitest"
 )
 
-// contextView is a chat object's variables and where its log stands.
-type contextView struct {
-	LastSeq          int64           `json:"last_seq"`
-	Status           string          `json:"status"`
-	ContextVariables json.RawMessage `json:"context_variables"`
-}
-
-func (p *proc) contextOf(id string) contextView {
-	p.t.Helper()
-	code, _, b := p.do("GET", "/v1/chats/"+id, nil)
-	if code != http.StatusOK {
-		p.t.Fatalf("get %s: %d %s", id, code, b)
-	}
-	conforms(p.t, "Chat", b)
-	var v contextView
-	mustUnmarshal(p.t, b, &v)
-	return v
-}
-
 // patchContext sends PATCH /v1/chats/{id} with context_variables.
 func (p *proc) patchContext(id, change string) (int, []byte) {
 	p.t.Helper()
@@ -103,7 +84,7 @@ func TestContextVariablesSurviveKill9(t *testing.T) {
 		p = startAgentd(t, env...)
 		p.waitTerminal(c.ID, 60*time.Second)
 		initial := `{"customer":"Ada","tier":"gold"}`
-		if got := string(p.contextOf(c.ID).ContextVariables); got != initial {
+		if got := string(p.get(c.ID).ContextVariables); got != initial {
 			t.Fatalf("after recovery: variables %s, want %s", got, initial)
 		}
 		if got := systemMessages(fake); !slices.Equal(got, []string{"Customer Ada (gold), severity .", "Customer Ada (gold), severity ."}) {
@@ -116,7 +97,7 @@ func TestContextVariablesSurviveKill9(t *testing.T) {
 			t.Fatalf("patch: %d %s", code, b)
 		}
 		conforms(t, "Chat", b)
-		var patched contextView
+		var patched chatView
 		mustUnmarshal(t, b, &patched)
 		want := `{"customer":"Ada","severity":9}`
 		if string(patched.ContextVariables) != want {
@@ -132,7 +113,7 @@ func TestContextVariablesSurviveKill9(t *testing.T) {
 		hold.Store(false)
 		p = startAgentd(t, env...)
 		p.waitRun(c.ID, 2, 60*time.Second)
-		if got := string(p.contextOf(c.ID).ContextVariables); got != want {
+		if got := string(p.get(c.ID).ContextVariables); got != want {
 			t.Fatalf("after the second recovery: variables %s, want %s", got, want)
 		}
 		sys := systemMessages(fake)
@@ -152,7 +133,7 @@ func TestContextVariablesSurviveKill9(t *testing.T) {
 				ContextVariables json.RawMessage `json:"context_variables"`
 			}
 			mustUnmarshal(t, b, &f)
-			if string(f.ContextVariables) != want || string(p.contextOf(f.ID).ContextVariables) != want {
+			if string(f.ContextVariables) != want || string(p.get(f.ID).ContextVariables) != want {
 				t.Errorf("fork at %d: %s, want %s", at, f.ContextVariables, want)
 			}
 		}
