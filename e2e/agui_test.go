@@ -1,14 +1,17 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -152,7 +155,7 @@ func TestAGUIClientRunsASavedTeam(t *testing.T) {
 	if r.Error != "" {
 		t.Fatalf("tools run raised %s", r.Error)
 	}
-	want := "RUN_STARTED STEP_STARTED:calc TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT " +
+	want := "RUN_STARTED STATE_SNAPSHOT STEP_STARTED:calc TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT " +
 		"TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END STEP_FINISHED:calc STEP_STARTED:writer TEXT_MESSAGE_START"
 	if ts := strings.Join(r.types(), " "); !strings.HasPrefix(ts, want) || !strings.HasSuffix(ts, "TEXT_MESSAGE_END STEP_FINISHED:writer RUN_FINISHED") {
 		t.Errorf("events:\n got %s\nwant %s … TEXT_MESSAGE_END STEP_FINISHED:writer RUN_FINISHED", ts, want)
@@ -330,5 +333,97 @@ func TestAGUIDocExampleRuns(t *testing.T) {
 	p.auth = ""
 	if status, _, body = p.do("POST", "/ag-ui/review", []byte(`{}`)); status != http.StatusUnauthorized {
 		t.Errorf("without a key: %d %s", status, body)
+	}
+}
+
+// aguiStateTeam declares variables of its own, which a thread's state
+// is merged over.
+const aguiStateTeam = `{"max_round": 1, "context_variables": {"lang": "en", "tier": "silver"},
+	"agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": ["one", "two"]}}]}`
+
+// TestAGUIStateIsTheChatsContextVariables: HttpAgent's state is the
+// thread's context variables. A first run's state is merged over the
+// team's variables when the thread's chat is made; a PATCH between runs
+// and the client's own change of its state before the next run both
+// reach the chat (the run merges what the client changed), and after
+// each run the state HttpAgent holds equals the chat's variables.
+func TestAGUIStateIsTheChatsContextVariables(t *testing.T) {
+	t.Parallel()
+	needJS(t, "@ag-ui/client")
+	const key = "sk-agentd-agui-state"
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none", "AGENTD_API_KEYS="+key+":acme")
+	p.auth = "Bearer " + key
+	if code, _, body := p.do("PUT", "/v1/teams/desk", []byte(aguiStateTeam)); code != http.StatusCreated {
+		t.Fatalf("save team: %d %s", code, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "js/agui_state.mjs", p.base, key, "desk")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stdout)
+	type runState struct {
+		State     map[string]any   `json:"state"`
+		Snapshots []map[string]any `json:"snapshots"`
+		Error     string           `json:"error"`
+	}
+	next := func() runState {
+		t.Helper()
+		if !lines.Scan() {
+			t.Fatalf("agui_state.mjs ended: %v\n%s", cmd.Wait(), stderr.String())
+		}
+		var r runState
+		mustUnmarshal(t, lines.Bytes(), &r)
+		if r.Error != "" {
+			t.Fatalf("the run raised %s", r.Error)
+		}
+		return r
+	}
+	// vars are the chat's context variables, as JSON values.
+	vars := func(id string) map[string]any {
+		t.Helper()
+		var c struct {
+			ContextVariables map[string]any `json:"context_variables"`
+		}
+		_, _, body := p.do("GET", "/v1/chats/"+id, nil)
+		mustUnmarshal(t, body, &c)
+		return c.ContextVariables
+	}
+
+	first := next()
+	id := threadChat(t, p, "desk")
+	want := map[string]any{"lang": "en", "tier": "gold"}
+	if got := vars(id); !reflect.DeepEqual(got, want) || !reflect.DeepEqual(first.State, want) {
+		t.Errorf("after the first run: the chat's variables %v, HttpAgent's state %v; want both %v", got, first.State, want)
+	}
+	if code, _, body := p.do("PATCH", "/v1/chats/"+id, []byte(`{"context_variables": {"severity": 9}}`)); code != http.StatusOK {
+		t.Fatalf("patch: %d %s", code, body)
+	}
+	if _, err := io.WriteString(stdin, "patched\n"); err != nil {
+		t.Fatal(err)
+	}
+	second := next()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("agui_state.mjs: %v\n%s", err, stderr.String())
+	}
+	want = map[string]any{"lang": "en", "severity": float64(9), "tier": "platinum"}
+	if got := vars(id); !reflect.DeepEqual(got, want) || !reflect.DeepEqual(second.State, want) {
+		t.Errorf("after the second run: the chat's variables %v, HttpAgent's state %v; want both %v", got, second.State, want)
+	}
+	// The run began with the variables the PATCH left, then merged the
+	// client's change.
+	if len(second.Snapshots) < 2 || second.Snapshots[0]["severity"] != float64(9) || second.Snapshots[0]["tier"] != "gold" {
+		t.Errorf("the second run's state snapshots %v: want the PATCH's variables first, then the client's change", second.Snapshots)
 	}
 }
