@@ -219,6 +219,7 @@ func TestStreamCutByShutdown(t *testing.T) {
 				t.Fatal(err)
 			}
 			base, end := context.WithCancelCause(context.Background())
+			defer end(nil)
 			ctx, leave := context.WithCancel(base)
 			defer leave()
 			if shutdown {
