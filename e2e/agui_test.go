@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -266,6 +265,16 @@ func TestAGUIClientRunsASavedTeam(t *testing.T) {
 	}
 }
 
+// startAGUI starts agentd on SQLite for @ag-ui/client with one API key,
+// which its requests then carry.
+func startAGUI(t *testing.T, key string) *proc {
+	t.Helper()
+	needJS(t, "@ag-ui/client")
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none", "AGENTD_API_KEYS="+key+":acme")
+	p.auth = "Bearer " + key
+	return p
+}
+
 // threadChat is the one chat of a team made for an AG-UI thread.
 func threadChat(t *testing.T, p *proc, team string) string {
 	t.Helper()
@@ -288,10 +297,8 @@ func threadChat(t *testing.T, p *proc, team string) string {
 // route's errors.
 func TestAGUIDocExampleRuns(t *testing.T) {
 	t.Parallel()
-	needJS(t, "@ag-ui/client")
 	const key = "sk-agentd-agui-docs"
-	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none", "AGENTD_API_KEYS="+key+":acme")
-	p.auth = "Bearer " + key
+	p := startAGUI(t, key)
 	team := fencedBlocks(t, "../docs/ag-ui.md", "json team")
 	code := fencedBlocks(t, "../docs/ag-ui.md", "js")
 	output := fencedBlocks(t, "../docs/ag-ui.md", "")
@@ -349,30 +356,14 @@ const aguiStateTeam = `{"max_round": 1, "context_variables": {"lang": "en", "tie
 // each run the state HttpAgent holds equals the chat's variables.
 func TestAGUIStateIsTheChatsContextVariables(t *testing.T) {
 	t.Parallel()
-	needJS(t, "@ag-ui/client")
 	const key = "sk-agentd-agui-state"
-	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none", "AGENTD_API_KEYS="+key+":acme")
-	p.auth = "Bearer " + key
+	p := startAGUI(t, key)
 	if code, _, body := p.do("PUT", "/v1/teams/desk", []byte(aguiStateTeam)); code != http.StatusCreated {
 		t.Fatalf("save team: %d %s", code, body)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "js/agui_state.mjs", p.base, key, "desk")
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := bufio.NewScanner(stdout)
+	node := startNode(ctx, t, "js/agui_state.mjs", p.base, key, "desk")
 	type runState struct {
 		State     map[string]any   `json:"state"`
 		Snapshots []map[string]any `json:"snapshots"`
@@ -380,11 +371,12 @@ func TestAGUIStateIsTheChatsContextVariables(t *testing.T) {
 	}
 	next := func() runState {
 		t.Helper()
-		if !lines.Scan() {
-			t.Fatalf("agui_state.mjs ended: %v\n%s", cmd.Wait(), stderr.String())
+		b, ok := <-node.lines
+		if !ok {
+			t.Fatalf("agui_state.mjs ended: %v\n%s", <-node.done, node.stderr.String())
 		}
 		var r runState
-		mustUnmarshal(t, lines.Bytes(), &r)
+		mustUnmarshal(t, b, &r)
 		if r.Error != "" {
 			t.Fatalf("the run raised %s", r.Error)
 		}
@@ -410,13 +402,11 @@ func TestAGUIStateIsTheChatsContextVariables(t *testing.T) {
 	if code, _, body := p.do("PATCH", "/v1/chats/"+id, []byte(`{"context_variables": {"severity": 9}}`)); code != http.StatusOK {
 		t.Fatalf("patch: %d %s", code, body)
 	}
-	if _, err := io.WriteString(stdin, "patched\n"); err != nil {
+	if _, err := io.WriteString(node.stdin, "patched\n"); err != nil {
 		t.Fatal(err)
 	}
 	second := next()
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("agui_state.mjs: %v\n%s", err, stderr.String())
-	}
+	node.wait(t)
 	want = map[string]any{"lang": "en", "severity": float64(9), "tier": "platinum"}
 	if got := vars(id); !reflect.DeepEqual(got, want) || !reflect.DeepEqual(second.State, want) {
 		t.Errorf("after the second run: the chat's variables %v, HttpAgent's state %v; want both %v", got, second.State, want)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os/exec"
@@ -69,7 +70,10 @@ func TestProtocolStreamsThroughLBWhenAReplicaEnds(t *testing.T) {
 // nodeScript is a node script of e2e/js run by a test: the lines it
 // prints, as they come, then its end.
 type nodeScript struct {
-	lines  chan []byte
+	lines chan []byte
+	// stdin is the script's standard input, for a script that waits for
+	// the test.
+	stdin  io.WriteCloser
 	stderr *syncBuffer
 	done   chan error
 }
@@ -82,6 +86,9 @@ func startNode(ctx context.Context, t *testing.T, args ...string) *nodeScript {
 	cmd.Stderr = c.stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
+		t.Fatal(err)
+	}
+	if c.stdin, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
