@@ -3,6 +3,7 @@ package a2a
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -261,5 +262,16 @@ func TestStreamCutByShutdown(t *testing.T) {
 				t.Errorf("agentd_a2a_streams_cut_total{reason=shutdown} = %v, want 1", cut)
 			}
 		})
+	}
+}
+
+// TestShutdownIsAnA2AError: a call cut by the server's shutdown (a
+// blocking SendMessage waiting for its task) answers A2A's internal
+// error saying the task goes on, not the bare "internal error" of a
+// failure of ours.
+func TestShutdownIsAnA2AError(t *testing.T) {
+	e, internal := rpcErrorOf(fmt.Errorf("wait for the task: %w", runtime.ErrStopped), "c1-run-2")
+	if internal || e.Code != codeInternal || e.outcome != shutdownOutcome || !strings.Contains(e.Message, `task "c1-run-2" goes on`) {
+		t.Errorf("rpcErrorOf(ErrStopped) = %+v (ours: %v)", e, internal)
 	}
 }
