@@ -284,10 +284,14 @@ func TestMapperStateSnapshots(t *testing.T) {
 
 func TestChangedVars(t *testing.T) {
 	vars := map[string]json.RawMessage{"a": json.RawMessage(`{"x":1,"y":[1,2]}`), "b": json.RawMessage(`"s"`)}
-	state := map[string]json.RawMessage{"a": json.RawMessage(`{"y": [1, 2], "x": 1}`), "b": json.RawMessage(`"t"`), "c": json.RawMessage(`null`)}
+	state := map[string]json.RawMessage{"a": json.RawMessage(`{"y": [1, 2], "x": 1}`), "b": json.RawMessage(`"t"`),
+		"c": json.RawMessage(`3`), "b2": json.RawMessage(` null`)}
 	got := changedVars(state, vars)
-	if len(got) != 2 || string(got["b"]) != `"t"` || string(got["c"]) != "null" {
-		t.Errorf("changed %s, want b and c only (a is the same value)", got)
+	if len(got) != 2 || string(got["b"]) != `"t"` || string(got["c"]) != "3" {
+		t.Errorf("changed %s, want b and c only (a is the same value, b2 removes nothing)", got)
+	}
+	if got := changedVars(map[string]json.RawMessage{"b": json.RawMessage(`null`)}, vars); string(got["b"]) != "null" {
+		t.Errorf("the removal of a variable set: %s", got)
 	}
 	if changedVars(map[string]json.RawMessage{"b": json.RawMessage(`"s"`)}, vars) != nil {
 		t.Error("a state equal to the variables changes something")

@@ -203,15 +203,16 @@ func decodeVars(ch *chat.Chat) (map[string]json.RawMessage, error) {
 }
 
 // changedVars are the variables of state whose values vars does not hold
-// (nil for none): AG-UI clients send their whole state with every run,
+// (nil for none; a null is a removal): AG-UI clients send their whole state with every run,
 // which is the thread's own as the last run's snapshots left it, so
 // merging only what differs keeps the log free of changes that change
 // nothing.
 func changedVars(state, vars map[string]json.RawMessage) map[string]json.RawMessage {
 	var out map[string]json.RawMessage
 	for k, v := range state {
-		if old, ok := vars[k]; ok && sameJSON(old, v) {
-			continue
+		old, ok := vars[k]
+		if (ok && sameJSON(old, v)) || (!ok && string(bytes.TrimSpace(v)) == "null") {
+			continue // the same value, or the removal of a variable not set
 		}
 		if out == nil {
 			out = map[string]json.RawMessage{}
