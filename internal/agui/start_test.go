@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // threadRuntime is a Runtime holding one thread's chat: made by the run
@@ -54,7 +55,7 @@ func (f *threadRuntime) Events(_ context.Context, _, _ string, after int64, _ in
 	return out, nil
 }
 
-func (f *threadRuntime) SubmitRun(_ context.Context, _, _, key string, _ []byte) (*chat.Chat, int, error) {
+func (f *threadRuntime) SubmitRun(_ context.Context, _, _, key string, _ *spec.RunRequest) (*chat.Chat, int, error) {
 	f.posts = append(f.posts, key)
 	if n, ok := f.runs[key]; ok {
 		return &chat.Chat{ID: f.ch.ID, LastSeq: 3, Run: n - 1}, n, nil // as the first post left it

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // Errors a Store translates its database's errors into, so that callers never
@@ -299,11 +301,12 @@ type ChatUpdate struct {
 	Run int
 }
 
-// The answers to a busy chat of SubmitRunParams.IfBusy.
+// The answers to a busy chat of SubmitRunParams.IfBusy: a run request's
+// if_busy (spec.RunRequest).
 const (
-	IfBusyReject    = "reject"
-	IfBusyEnqueue   = "enqueue"
-	IfBusyInterrupt = "interrupt"
+	IfBusyReject    = spec.IfBusyReject
+	IfBusyEnqueue   = spec.IfBusyEnqueue
+	IfBusyInterrupt = spec.IfBusyInterrupt
 )
 
 // SubmitRunParams are the arguments of Store.SubmitRun.

@@ -194,10 +194,9 @@ func (h *Handler) Responses(w http.ResponseWriter, r *http.Request, tenant, key 
 			h.fail(w, r, err)
 			return
 		}
-		body, _ := json.Marshal(map[string]string{"task": conv.task})
 		// With a key, a repeat is the run its first post made, and ch
 		// the chat as that post left it.
-		if ch, run, err = h.rt.SubmitRun(ctx, tenant, chatID, key, body); err != nil {
+		if ch, run, err = h.rt.SubmitRun(ctx, tenant, chatID, key, spec.TextRun(conv.task)); err != nil {
 			h.fail(w, r, err)
 			return
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/runtime/runtimetest"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/llm/openaitest"
@@ -94,15 +95,15 @@ func TestMultiModalTaskReachesTheModelAsImageParts(t *testing.T) {
 // TestMultiModalTaskProblems: every problem of a multimodal task is named
 // with its pointer.
 func TestMultiModalTaskProblems(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db, func(c *runtime.Config) { c.Limits.MaxImageBytes = 100 })
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db, func(c *runtime.Config) { c.Limits.MaxImageBytes = 100 })
 	c := create(t, rt, threeAgents(1, ""))
 	waitRun(t, rt, c.ID, 1)
 	big := base64.StdEncoding.EncodeToString(append(opaquePNG(t), make([]byte, 100)...))
-	_, _, err := rt.SubmitRun(context.Background(), "", c.ID, "", []byte(`{"task": [
+	_, _, err := rt.SubmitRun(context.Background(), "", c.ID, "", spec.DecodeRunRequest([]byte(`{"task": [
 		{"type": "MultiModalMessage", "content": "not a list"},
 		{"type": "MultiModalMessage", "content": ["x", {"image": {"data": "aGVsbG8="}}, {"data": "`+big+`"}, 7]},
-		{"type": "MultiModalMessage", "content": []}]}`))
+		{"type": "MultiModalMessage", "content": []}]}`)))
 	var ve *spec.ValidationError
 	if !errors.As(err, &ve) {
 		t.Fatalf("err = %v, want a validation error", err)
@@ -115,7 +116,7 @@ func TestMultiModalTaskProblems(t *testing.T) {
 	if !slices.Equal(paths, want) {
 		t.Errorf("problems = %+v, want paths %q", ve.Problems, want)
 	}
-	_, _, err = rt.SubmitRun(context.Background(), "", c.ID, "", []byte(`{"task": {"type": "MultiModalMessage", "content": ["x", {"image": {"data": "aGVsbG8="}}, {"data": "`+big+`"}]}}`))
+	_, _, err = rt.SubmitRun(context.Background(), "", c.ID, "", spec.DecodeRunRequest([]byte(`{"task": {"type": "MultiModalMessage", "content": ["x", {"image": {"data": "aGVsbG8="}}, {"data": "`+big+`"}]}}`)))
 	paths = nil
 	if errors.As(err, &ve) {
 		for _, p := range ve.Problems {
@@ -182,8 +183,8 @@ func TestSelectorHistoryShowsImagesAsPlaceholders(t *testing.T) {
 // TestHumanSendsImages: a human's /input may be a MultiModalMessage; its
 // images are checked as a task's are.
 func TestHumanSendsImages(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	c := create(t, rt, fmt.Sprintf(reviewSpec, ""))
 	c = waitFor(t, rt, c.ID, 5*time.Second, chat.StatusAwaitingInput)
 	p := pending(t, c)

@@ -97,7 +97,7 @@ func (r *Runtime) CheckCreate(ctx context.Context, tenant string, body []byte) (
 
 // checkCreate is the validation of Create: the spec, its compacted body,
 // the task of run 1 and the saved team it came from, or every problem.
-func (r *Runtime) checkCreate(ctx context.Context, tenant string, body []byte) (*spec.Spec, []byte, []engine.TaskMessage, *chat.TeamRef, error) {
+func (r *Runtime) checkCreate(ctx context.Context, tenant string, body []byte) (*spec.Spec, []byte, []spec.TaskMessage, *chat.TeamRef, error) {
 	// A request naming a saved team (team_ref) becomes the team's spec
 	// with the request's task and overrides.
 	body, team, err := r.resolveTeamRef(ctx, tenant, body)
@@ -105,7 +105,7 @@ func (r *Runtime) checkCreate(ctx context.Context, tenant string, body []byte) (
 		return nil, nil, nil, nil, err
 	}
 	sp, compact, probs := spec.Check(body, r.limits, r.env())
-	var task []engine.TaskMessage
+	var task []spec.TaskMessage
 	if len(probs) == 0 {
 		task, probs = engine.SpecTask(sp, r.limits)
 	}

@@ -20,7 +20,7 @@ type backendChats struct {
 	fakeChats
 	patch   func(tenant, id string, patch map[string]json.RawMessage) (*chat.Chat, error)
 	erase   func(tenant, id string) error
-	putTeam func(tenant, name string, body []byte) (*chat.Team, bool, error)
+	putTeam func(tenant, name string, team *spec.Draft) (*chat.Team, bool, error)
 }
 
 func (f *backendChats) PatchMetadata(_ context.Context, tenant, id string, p map[string]json.RawMessage) (*chat.Chat, error) {
@@ -29,8 +29,8 @@ func (f *backendChats) PatchMetadata(_ context.Context, tenant, id string, p map
 
 func (f *backendChats) Erase(_ context.Context, tenant, id string) error { return f.erase(tenant, id) }
 
-func (f *backendChats) PutTeam(_ context.Context, tenant, name string, body []byte) (*chat.Team, bool, error) {
-	return f.putTeam(tenant, name, body)
+func (f *backendChats) PutTeam(_ context.Context, tenant, name string, team *spec.Draft) (*chat.Team, bool, error) {
+	return f.putTeam(tenant, name, team)
 }
 
 func TestListFilters(t *testing.T) {
@@ -117,7 +117,7 @@ func TestEraseAnswers(t *testing.T) {
 // under the /team it is wrapped in to be translated.
 func TestPutTeamComponentProblemPaths(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{}, &backendChats{putTeam: func(string, string, []byte) (*chat.Team, bool, error) {
+	ts := newTestServer(t, Config{}, &backendChats{putTeam: func(string, string, *spec.Draft) (*chat.Team, bool, error) {
 		return nil, false, &spec.ValidationError{Problems: []spec.Problem{{Path: "/max_round", Message: "too many"}}}
 	}})
 	p := decodeProblem(t, ts.do(t, http.MethodPut, "/v1/teams/support",
