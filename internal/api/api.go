@@ -93,6 +93,11 @@ type Chat struct {
 	// Team is the saved team (name and version) the chat was created
 	// from, null for a chat from a spec.
 	Team *TeamRef `json:"team"`
+	// ContextVariables are the chat's variables as of LastSeq
+	// (docs/context-variables.md), in the answers about one chat (GET,
+	// PATCH, fork, create); lists leave them out, as reading them reads
+	// the chat's log.
+	ContextVariables json.RawMessage `json:"context_variables,omitempty"`
 	// Spec is the spec the chat was created from, only with ?include=spec:
 	// it can be large, and most clients (lists, polls) never look at it.
 	Spec json.RawMessage `json:"spec,omitempty"`
@@ -131,6 +136,9 @@ type RunRequest struct {
 	Task     any    `json:"task,omitempty"`
 	IfBusy   string `json:"if_busy,omitempty"`
 	MaxRound int    `json:"max_round,omitempty"`
+	// ContextVariables are merged into the chat's as the run starts (a
+	// null value removes one).
+	ContextVariables map[string]any `json:"context_variables,omitempty"`
 }
 
 // TaskMessage is a message of a run's task.
@@ -146,6 +154,8 @@ type TaskMessage struct {
 type ForkRequest struct {
 	AtSeq int64       `json:"at_seq,omitempty"`
 	Run   *RunRequest `json:"run,omitempty"`
+	// ContextVariables are merged into the variables the copy leaves.
+	ContextVariables map[string]any `json:"context_variables,omitempty"`
 }
 
 // Input is the body of POST /v1/chats/{id}/input as a client writes it

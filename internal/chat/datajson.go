@@ -22,6 +22,9 @@ func encodeData(v any) json.RawMessage {
 		if d.Handoff != "" {
 			o.str("handoff", d.Handoff)
 		}
+		if d.Condition != "" {
+			o.str("condition", d.Condition)
+		}
 		if d.Usage != nil {
 			o.usage("usage", d.Usage)
 		}

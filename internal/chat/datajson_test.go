@@ -98,6 +98,18 @@ func TestEncodeDataIsJSONMarshal(t *testing.T) {
 	}
 }
 
+// TestEncodeDataPlainMessage: the fast path itself, for a message whose
+// every string needs no escape (the random test above mostly takes the
+// slow one: one escaped string among the fields is enough).
+func TestEncodeDataPlainMessage(t *testing.T) {
+	d := MessageData{Handoff: "escalation", Condition: "severity >= 8", Kind: KindHandoff, Turn: 2, End: true,
+		Usage: &Usage{PromptTokens: 3}, Thought: "t", Type: "HandoffMessage", RequestID: "r", Functions: []string{"f"}, Stop: true, Team: "x"}
+	want, _ := json.Marshal(d)
+	if got := encodeData(d); !bytes.Equal(got, want) {
+		t.Fatalf("encodeData =\n%s\njson.Marshal gives\n%s", got, want)
+	}
+}
+
 // A worker folds its own events from the values they were encoded from,
 // unless the encoding changed them: then it decodes, as a worker that reads
 // the log does.

@@ -251,6 +251,9 @@ type ListEventsParams struct {
 	ChatID string
 	After  int64
 	Limit  int
+	// Type, when set, lists only the events of that type (a chat's
+	// context.updated events, which its variables are the fold of).
+	Type EventType
 }
 
 // AppendParams are the arguments of Store.Append.

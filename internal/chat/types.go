@@ -96,6 +96,10 @@ const (
 	// a queued run.
 	EventRunStarted   EventType = "run.started"
 	EventMessageDelta EventType = "message.delta"
+	// EventContextUpdated changes the chat's context variables
+	// (docs/context-variables.md): the spec's at creation, a run's or a
+	// fork's, a client's PATCH between runs, a tool's during a turn.
+	EventContextUpdated EventType = "context.updated"
 )
 
 // Terminal reports whether the event ends a chat's log.
@@ -155,7 +159,10 @@ type Message struct {
 type MessageData struct {
 	CodeResult *CodeResult `json:"code_result,omitempty"`
 	Handoff    string      `json:"handoff,omitempty"`
-	Usage      *Usage      `json:"usage,omitempty"`
+	// Condition is the expression over the context variables that made a
+	// hand-off (a conditional hand-off's HandoffMessage).
+	Condition string `json:"condition,omitempty"`
+	Usage     *Usage `json:"usage,omitempty"`
 	// Thought is the model's reasoning (Message.Thought).
 	Thought string `json:"thought,omitempty"`
 	// Thinking are the signed thinking blocks of a reply that asked for
@@ -313,6 +320,11 @@ type Chat struct {
 	ForkedFrom *ForkRef
 	// Team is the saved team the chat was created from, if any.
 	Team *TeamRef
+	// ContextVariables are the chat's variables as of LastSeq (a JSON
+	// object), when the runtime read them for a response; the store
+	// leaves them nil (they are the fold of the log's context.updated
+	// events).
+	ContextVariables json.RawMessage `json:"-"`
 }
 
 // ForkRef names the chat and seq a fork's log was copied from.

@@ -21,15 +21,18 @@ import (
 // Graph chats get seeds of their own: their parallel steps, whose branches
 // end in any order, are where live state and log could drift most. So do
 // magentic_one chats: their orchestrator's ledgers, rounds and stalls are
-// folded from its messages.
+// folded from its messages. And swarms, whose tools change the context
+// variables their hand-offs are taken on.
 func TestStateProperty(t *testing.T) {
 	models, err := llm.New(llm.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for seed := range uint64(300) {
+	for seed := range uint64(340) {
 		method := ""
 		switch {
+		case seed >= 300:
+			method = "swarm"
 		case seed >= 250:
 			method = "magentic_one"
 		case seed >= 150:

@@ -69,6 +69,7 @@ func (r *Runtime) Create(ctx context.Context, p *chat.CreateParams) (*chat.Chat,
 		return nil, false, err
 	}
 	if created {
+		c.ContextVariables = engine.EncodeContext(foldContextEvents(evs))
 		if len(cp.Deliveries) > 0 {
 			r.webhooks.Queued()
 		}
@@ -117,7 +118,11 @@ func (r *Runtime) checkCreate(ctx context.Context, tenant string, body []byte) (
 
 // Get returns a chat of the tenant.
 func (r *Runtime) Get(ctx context.Context, tenant, id string) (*chat.Chat, error) {
-	return r.store.GetChat(ctx, tenant, id)
+	c, err := r.store.GetChat(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	return r.withContext(ctx, c)
 }
 
 // List returns a page of chats, newest first.

@@ -57,6 +57,13 @@ func (r *Runtime) SubmitRun(ctx context.Context, tenant, id, key string, req *sp
 	if len(probs) > 0 {
 		return nil, 0, &spec.ValidationError{Problems: probs}
 	}
+	if len(queued.ContextVariables) > 0 {
+		// Checked against the variables now, for a clear answer; a run
+		// queued behind others is checked again as it starts.
+		if err := r.checkContextChange(ctx, c, queued.ContextVariables, chat.ContextByRun); err != nil {
+			return nil, 0, err
+		}
+	}
 	if c.Status == chat.StatusFailed && strings.HasPrefix(c.Error, brokenLogPrefix) {
 		return nil, 0, ErrLogBroken
 	}
@@ -138,7 +145,8 @@ func (r *Runtime) Fork(ctx context.Context, tenant, id, key string, req *spec.Fo
 		if err != nil {
 			return nil, err
 		}
-		return replayed(a, src.Spec), nil
+		// The variables as of the fork's seq then, as the first answer showed them.
+		return r.withContext(ctx, replayed(a, src.Spec))
 	}
 	sp, err := r.specs.decode(src.Spec)
 	if err != nil {
@@ -169,11 +177,26 @@ func (r *Runtime) Fork(ctx context.Context, tenant, id, key string, req *spec.Fo
 	if msg := forkPointProblem(st, at); msg != "" {
 		return nil, &spec.ValidationError{Problems: []spec.Problem{{Path: "/at_seq", Message: msg}}}
 	}
+	var change *chat.ContextUpdate
+	if len(req.ContextVariables) > 0 {
+		u := chat.ContextUpdateOf(req.ContextVariables, chat.ContextBy{Client: chat.ContextByFork})
+		if msg := engine.ContextTooLarge(st.ContextVariables(), u); msg != "" {
+			return nil, &spec.ValidationError{Problems: []spec.Problem{{Path: "/context_variables", Message: msg}}}
+		}
+		change = &u
+	}
 	fid, err := uuid.NewV7()
 	if err != nil {
 		return nil, fmt.Errorf("new chat id: %w", err)
 	}
 	now := r.now()
+	if change != nil {
+		// The fork's own change comes right after the copy (before a run
+		// the request starts, whose own variables merge after it).
+		if err := appendFolded(st, &evs, now, chat.Storable(chat.ContextEvent(*change))); err != nil {
+			return nil, fmt.Errorf("%w: change the fork's variables: %v", ErrLogBroken, err)
+		}
+	}
 	if run != nil {
 		// The fork's own run starts in the fork's log as it is written,
 		// so the fork answers running at that run, and nothing can take
@@ -201,8 +224,10 @@ func (r *Runtime) Fork(ctx context.Context, tenant, id, key string, req *spec.Fo
 		if err != nil {
 			return nil, err
 		}
-		return replayed(a, src.Spec), nil
+		// The variables as of the fork's seq then, as the first answer showed them.
+		return r.withContext(ctx, replayed(a, src.Spec))
 	}
+	c.ContextVariables = engine.EncodeContext(st.ContextVariables())
 	r.metrics.created.Inc()
 	if run != nil {
 		// Counted as the interrupt it is of a run the copy left going.

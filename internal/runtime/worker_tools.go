@@ -104,8 +104,10 @@ func (w *worker) toolboxFor(ctx context.Context, a *spec.Agent) (*engine.Toolbox
 			}
 		}
 	}
-	for _, target := range a.Handoffs {
-		b.Add(engine.Offered{Def: engine.HandoffDef(target), Handoff: target})
+	for _, h := range a.Handoffs {
+		if !h.Conditional() { // a conditional hand-off is no tool (engine.State.handoffTaken)
+			b.Add(engine.Offered{Def: engine.HandoffDef(h), Handoff: h.Target})
+		}
 	}
 	return b, nil
 }

@@ -44,6 +44,8 @@ func newChatResponse(c *chat.Chat, withSpec bool) (api.Chat, error) {
 		QueuedRuns:   c.QueuedRuns,
 		ForkedFrom:   c.ForkedFrom,
 		Team:         c.Team,
+		// The runtime sets them where it read them.
+		ContextVariables: c.ContextVariables,
 	}
 	if withSpec {
 		resp.Spec = rawOrNull(c.Spec)

@@ -59,6 +59,9 @@ type RunRequest struct {
 	IfBusy string
 	// MaxRound is the run's own max_round; nil for the chat's.
 	MaxRound *int
+	// ContextVariables are merged into the chat's variables as the run
+	// starts (a null removes one); nil for no change.
+	ContextVariables map[string]json.RawMessage
 	// Problems are what decoding found wrong, each at its JSON pointer in
 	// the body. The request is refused with them and with what the check
 	// against the chat's spec finds (engine.CheckRun), all at once.
@@ -75,7 +78,7 @@ func DecodeRunRequest(body []byte) *RunRequest {
 	var fields map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&fields); err != nil || dec.More() {
-		req.Problems = []Problem{{Path: "", Message: "must be one JSON object: {\"task\"?, \"if_busy\"?, \"max_round\"?}"}}
+		req.Problems = []Problem{{Path: "", Message: "must be one JSON object: {\"task\"?, \"if_busy\"?, \"max_round\"?, \"context_variables\"?}"}}
 		return req
 	}
 	var probs problem.List
@@ -95,8 +98,13 @@ func DecodeRunRequest(body []byte) *RunRequest {
 				probs.Add("/max_round", "must be an integer")
 				req.MaxRound = nil
 			}
+		case "context_variables":
+			// Its size with the chat's variables is checked with the run.
+			if string(bytes.TrimSpace(raw)) != "null" {
+				req.ContextVariables, _ = CheckContext("/context_variables", raw, probs.Add)
+			}
 		default:
-			probs.Add(problem.Key("", k), "is not a field of a run: use task, if_busy, max_round")
+			probs.Add(problem.Key("", k), "is not a field of a run: use task, if_busy, max_round, context_variables")
 		}
 	}
 	req.Problems = probs.Items()
@@ -122,6 +130,9 @@ type ForkRequest struct {
 	// Run is the run to start on the fork at once; nil for none. Its
 	// problems are relative to it (under /run in the body).
 	Run *RunRequest
+	// ContextVariables are merged into the variables the copy of the log
+	// leaves (a null removes one); nil for no change.
+	ContextVariables map[string]json.RawMessage
 	// Problems are what is wrong with the body itself: nothing else is
 	// checked while there are any.
 	Problems []Problem
@@ -136,16 +147,22 @@ func DecodeForkRequest(body []byte) *ForkRequest {
 		return req
 	}
 	var fr struct {
-		AtSeq *int64          `json:"at_seq"`
-		Run   json.RawMessage `json:"run"`
+		AtSeq            *int64          `json:"at_seq"`
+		Run              json.RawMessage `json:"run"`
+		ContextVariables json.RawMessage `json:"context_variables"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&fr); err != nil {
-		req.Problems = []Problem{{Path: "", Message: "must be {\"at_seq\"?, \"run\"?}: " + err.Error()}}
+		req.Problems = []Problem{{Path: "", Message: "must be {\"at_seq\"?, \"run\"?, \"context_variables\"?}: " + err.Error()}}
 		return req
 	}
 	req.AtSeq = fr.AtSeq
+	if len(fr.ContextVariables) > 0 && string(fr.ContextVariables) != "null" {
+		var probs problem.List
+		req.ContextVariables, _ = CheckContext("/context_variables", fr.ContextVariables, probs.Add)
+		req.Problems = probs.Items()
+	}
 	if len(fr.Run) > 0 && string(fr.Run) != "null" {
 		req.Run = DecodeRunRequest(fr.Run) // its if_busy does not apply: the fork's run starts at once
 	}

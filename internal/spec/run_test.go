@@ -21,12 +21,12 @@ func TestDecodeRunRequest(t *testing.T) {
 		{name: "list", body: `{"task": [{"type": "HandoffMessage", "target": "b", "content": "x"}, {"type": "TextMessage", "source": "ops", "content": "y"}]}`,
 			task: []TaskMessage{{Type: TypeHandoffMessage, Source: UserName, Target: "b", Content: "x", Path: "/task/0"},
 				{Type: TypeTextMessage, Source: "ops", Content: "y", Path: "/task/1"}}},
-		{name: "not an object", body: `[1]`, want: map[string]string{"": `must be one JSON object: {"task"?, "if_busy"?, "max_round"?}`}},
+		{name: "not an object", body: `[1]`, want: map[string]string{"": `must be one JSON object: {"task"?, "if_busy"?, "max_round"?, "context_variables"?}`}},
 		// The range of max_round is the server's: checked with the run.
 		{name: "max_round", body: `{"max_round": "ten"}`, want: map[string]string{"/max_round": "must be an integer"}},
 		{name: "every problem", body: `{"bogus/x": 1, "if_busy": "sometimes", "task": [{"type": "Note", "content": "a\u0000", "source": "no name"}, {"target": 1, "content": "c"}, {"type": "TextMessage", "target": "b", "content": "d"}]}`,
 			want: map[string]string{
-				"/bogus~1x":       "is not a field of a run: use task, if_busy, max_round",
+				"/bogus~1x":       "is not a field of a run: use task, if_busy, max_round, context_variables",
 				"/if_busy":        `must be "reject" (the default), "enqueue" or "interrupt"`,
 				"/task/0/type":    "must be TextMessage, MultiModalMessage or HandoffMessage",
 				"/task/0/content": `must not contain the NUL character (\u0000), which the store cannot hold`,
@@ -91,7 +91,7 @@ func TestDecodeForkRequest(t *testing.T) {
 		t.Errorf("a bad run: %+v", f)
 	}
 	f = DecodeForkRequest([]byte(`{"at": 4}`))
-	if len(f.Problems) != 1 || f.Problems[0].Path != "" || f.Problems[0].Message != `must be {"at_seq"?, "run"?}: json: unknown field "at"` {
+	if len(f.Problems) != 1 || f.Problems[0].Path != "" || f.Problems[0].Message != `must be {"at_seq"?, "run"?, "context_variables"?}: json: unknown field "at"` {
 		t.Errorf("an unknown field: %+v", f.Problems)
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -24,6 +25,9 @@ type QueuedRequest struct {
 	// Task is nil for a run without a new message.
 	Task     []spec.TaskMessage `json:"task,omitempty"`
 	MaxRound int                `json:"max_round,omitempty"`
+	// ContextVariables are merged into the chat's variables as the run
+	// starts (a null removes one).
+	ContextVariables map[string]json.RawMessage `json:"context_variables,omitempty"`
 }
 
 // CheckRun checks a run request decoded by spec.DecodeRunRequest against
@@ -46,7 +50,7 @@ func CheckRun(req *spec.RunRequest, sp *spec.Spec, limits spec.Limits) (*QueuedR
 	if probs.Len() > 0 {
 		return nil, inBodyOrder(probs.Items())
 	}
-	return &QueuedRequest{Task: req.Task, MaxRound: maxRound}, nil
+	return &QueuedRequest{Task: req.Task, MaxRound: maxRound, ContextVariables: req.ContextVariables}, nil
 }
 
 // inBodyOrder orders problems as the body's fields come (by name) and a
@@ -126,6 +130,15 @@ func (s *State) RunStartEvents(run int, req QueuedRequest) []chat.Event {
 	if msg := s.swarmResumeProblem(req.Task); msg != "" {
 		return append(evs, terminalEvent(chat.StatusFailed, chat.StopError, msg, msg))
 	}
+	if len(req.ContextVariables) > 0 {
+		// The run's variables are merged before its task: what its first
+		// turn (and a graph's edges from the task) sees.
+		u := chat.ContextUpdateOf(req.ContextVariables, chat.ContextBy{Client: chat.ContextByRun})
+		if msg := ContextTooLarge(s.vars, u); msg != "" {
+			return append(evs, terminalEvent(chat.StatusFailed, chat.StopError, msg, msg))
+		}
+		evs = append(evs, chat.ContextEvent(u))
+	}
 	evs = append(evs, taskEvents(req.Task)...)
 	return append(evs, runningEvent())
 }
@@ -160,6 +173,11 @@ func (s *State) swarmResumeProblem(task []spec.TaskMessage) string {
 // the resumed history, and run 1 with its task (see specTask).
 func FirstEvents(sp *spec.Spec, task []spec.TaskMessage, now time.Time) []chat.Event {
 	evs := []chat.Event{{Seq: 1, Type: chat.EventChatCreated, Data: chat.MustJSON(map[string]any{"status": chat.StatusQueued, "name": sp.Name}), CreatedAt: now}}
+	if ev, ok := InitialContextEvent(sp); ok {
+		// The variables are in the log from the start, as every later
+		// change is: a stream, a webhook or a fork sees them as events.
+		evs = append(evs, ev)
+	}
 	for _, m := range sp.Messages {
 		// Tool calls and responses are kept: the agent that made them sees
 		// them in its model context as AgentChat keeps them.

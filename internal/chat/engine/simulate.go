@@ -98,7 +98,17 @@ func Effect(rng *rand.Rand, s *State, st Step) []chat.Event {
 				results[i] = *decided[i]
 			}
 		}
-		return ToolTurnEvents(st.Agent, st.Turn, st.Open, results, box)
+		evs := ToolTurnEvents(st.Agent, st.Turn, st.Open, results, box)
+		if len(s.Spec.ContextNames()) > 0 && len(calls) > 0 {
+			// The tool also changes the chat's variables, as a Swarm
+			// function returning a Result does: the next model call of the
+			// turn, or the agent's next turn, may hand off on them.
+			// From the log, not rng: the other tests' draws stay as they were.
+			u := chat.ContextUpdate{Set: map[string]json.RawMessage{"level": json.RawMessage(fmt.Sprint(s.LastSeq % 5))},
+				By: chat.ContextBy{Agent: st.Agent.Name, Tool: "t"}}
+			evs = append([]chat.Event{chat.ContextEvent(u)}, evs...)
+		}
+		return evs
 	case StepRouted:
 		results := make([]chat.ToolResponse, len(st.Open.ToolCalls))
 		for i, c := range st.Open.ToolCalls {

@@ -14,6 +14,8 @@ import (
 // approval), sometimes a team agent with an inner team of two, a
 // code-executing user_proxy with a function (sometimes holding its code
 // for approval), any selection method, and often a termination condition.
+// A swarm's assistants also hand off to p on a condition over a context
+// variable, level, which the simulated tool t changes (engine.Effect).
 func RandomSpec(rng *rand.Rand) string {
 	methods := []string{"round_robin", "random", "auto", "manual", "swarm", "graph", "magentic_one"}
 	return RandomSpecOf(rng, methods[rng.IntN(len(methods))])
@@ -28,9 +30,14 @@ func RandomSpecOf(rng *rand.Rand, method string) string {
 	var agents []string
 	n := 1 + rng.IntN(3)
 	approvals := []string{"", `, "tool_approval": "always"`, `, "tool_approval": ["t"]`, ""}
+	handoffs, vars := `["p"]`, ""
+	if method == "swarm" {
+		// Without drawing from rng: the other shapes stay as they were.
+		handoffs, vars = `[{"target": "p", "condition": "level >= 3"}, "p"]`, `, "context_variables": {"level": 0}`
+	}
 	for i := range n {
-		agents = append(agents, fmt.Sprintf(`{"name": "a%d", "type": "assistant", "tools": ["t"], "max_tool_iterations": %d, "reflect_on_tool_use": %v, "handoffs": ["p"]%s}`,
-			i, 1+rng.IntN(2), rng.IntN(2) == 0, approvals[rng.IntN(len(approvals))]))
+		agents = append(agents, fmt.Sprintf(`{"name": "a%d", "type": "assistant", "tools": ["t"], "max_tool_iterations": %d, "reflect_on_tool_use": %v, "handoffs": %s%s}`,
+			i, 1+rng.IntN(2), rng.IntN(2) == 0, handoffs, approvals[rng.IntN(len(approvals))]))
 	}
 	if rng.IntN(3) == 0 {
 		// A team agent, whose inner team takes turns its own way.
@@ -59,8 +66,8 @@ func RandomSpecOf(rng *rand.Rand, method string) string {
 		selection = fmt.Sprintf(`{"method": "graph", "graph": %s}`, randomGraph(rng, names))
 	}
 	return fmt.Sprintf(`{"task": "go", "agents": [%s], "max_round": %d, "tools": [{"name": "t"}, {"name": "f"}],
-		"speaker_selection": %s%s}`,
-		strings.Join(agents, ", "), 1+rng.IntN(8), selection, term)
+		"speaker_selection": %s%s%s}`,
+		strings.Join(agents, ", "), 1+rng.IntN(8), selection, term, vars)
 }
 
 // randomGraph is a DiGraph over names: each node with up to three edges,
