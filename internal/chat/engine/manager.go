@@ -199,7 +199,9 @@ func (s *State) assistantStep(env StepEnv, a *spec.Agent, turn int) Step {
 				Reason: "Approve, edit or reject each tool call before it runs."}))
 		}
 		return Step{Kind: StepTools, Agent: a, Turn: turn, Open: open}
-	case iter < DerefOr(a.MaxToolIterations, 1):
+	case iter < DerefOr(a.MaxToolIterations, 1) || s.Spec.OpenAISwarm():
+		// Under openai_swarm a turn is one model call: its tool message
+		// ends it.
 		return Step{Kind: StepModel, Agent: a, Turn: turn}
 	case DerefOr(a.ReflectOnToolUse, false):
 		return Step{Kind: StepModel, Agent: a, Turn: turn, Reflect: true}

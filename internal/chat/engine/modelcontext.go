@@ -20,6 +20,9 @@ func (s *State) ModelContext(a *spec.Agent, tokens chat.TokenCounter) ([]chat.Mo
 	if a.Type == spec.AgentTeam {
 		return s.teamAnswerContext(a), nil
 	}
+	if s.Spec.OpenAISwarm() {
+		return s.swarmContext(a), nil
+	}
 	sys := defaultSystemMessage
 	if a.SystemMessage != nil {
 		sys = *a.SystemMessage
