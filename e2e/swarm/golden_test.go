@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/chat/engine"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/llm/openaitest"
 	"github.com/agentd/agentd/internal/runtime"
@@ -251,12 +252,12 @@ func runAgentd(t *testing.T, sc scenario, sandboxes chat.Sandboxes) run {
 				t.Fatalf("run %d: %v", i+1, err)
 			}
 		}
-		c := ended(n)
-		agent, err := activeAgent(ctx, db, chatID)
+		ended(n)
+		agent, vars, err := runEnd(ctx, db, chatID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out.runs = append(out.runs, runResult{FirstRequest: first, Agent: agent, ContextVariables: variablesOf(c)})
+		out.runs = append(out.runs, runResult{FirstRequest: first, Agent: agent, ContextVariables: vars})
 	}
 	for _, r := range models.Requests() {
 		out.requests = append(out.requests, r.Body)
@@ -264,34 +265,42 @@ func runAgentd(t *testing.T, sc scenario, sandboxes chat.Sandboxes) run {
 	return out
 }
 
-// activeAgent is the agent a Swarm run returns as its agent: the one that
-// made the last reply, unless a later tool message handed off (the target
-// recorded on it).
-func activeAgent(ctx context.Context, db chat.Store, chatID string) (string, error) {
+// runEnd is how a run left the chat, as the log says: the agent a Swarm
+// run returns as its agent (the one that made the last reply, unless a
+// later tool message handed off, to the target recorded on it) and the
+// context variables, the fold of the context.updated events.
+func runEnd(ctx context.Context, db chat.Store, chatID string) (string, json.RawMessage, error) {
 	evs, err := db.ListEvents(ctx, &chat.ListEventsParams{ChatID: chatID, Limit: 10000})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	agent := ""
+	var vars map[string]json.RawMessage
 	for _, e := range evs {
-		if e.Type != chat.EventMessage {
-			continue
-		}
-		var d struct {
-			Handoff string `json:"handoff"`
-		}
-		_ = json.Unmarshal(e.Data, &d)
-		switch {
-		case e.Role == chat.RoleAssistant:
-			agent = e.Name
-		case e.Role == chat.RoleTool && d.Handoff != "":
-			agent = d.Handoff
+		switch e.Type {
+		case chat.EventContextUpdated:
+			var u chat.ContextUpdate
+			if err := json.Unmarshal(e.Data, &u); err != nil {
+				return "", nil, fmt.Errorf("event %d: %w", e.Seq, err)
+			}
+			vars = engine.ApplyContext(vars, u)
+		case chat.EventMessage:
+			var d struct {
+				Handoff string `json:"handoff"`
+			}
+			_ = json.Unmarshal(e.Data, &d)
+			switch {
+			case e.Role == chat.RoleAssistant:
+				agent = e.Name
+			case e.Role == chat.RoleTool && d.Handoff != "":
+				agent = d.Handoff
+			}
 		}
 	}
 	if agent == "" {
-		return "", errors.New("no agent replied")
+		return "", nil, errors.New("no agent replied")
 	}
-	return agent, nil
+	return agent, engine.EncodeContext(vars), nil
 }
 
 // normalize is a request body as the comparison sees it: JSON (key order
@@ -429,9 +438,4 @@ func openSandbox(t *testing.T, backend string) chat.Sandboxes {
 	}
 	t.Cleanup(func() { _ = m.Close() })
 	return m
-}
-
-// variablesOf is the chat's context variables as its record shows them.
-func variablesOf(c *chat.Chat) json.RawMessage {
-	return json.RawMessage(`{}`)
 }

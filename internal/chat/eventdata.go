@@ -7,7 +7,10 @@ package chat
 // the log's schema, so a field is never renamed.
 
 import (
+	"bytes"
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -155,4 +158,49 @@ func (d TerminalData) Failure() string {
 	default:
 		return string(d.StopReason)
 	}
+}
+
+// Who changed context variables, in a context.updated event: the agent
+// whose turn it was and the tool that did it, or the client request
+// (ContextByCreate, …).
+type ContextBy struct {
+	Agent  string `json:"agent,omitempty"`
+	Tool   string `json:"tool,omitempty"`
+	Client string `json:"client,omitempty"`
+}
+
+// The client requests that change context variables (ContextBy.Client).
+const (
+	ContextByCreate = "create"
+	ContextByRun    = "run"
+	ContextByFork   = "fork"
+	ContextByPatch  = "patch"
+)
+
+// ContextUpdate is the data of a context.updated event: the variables
+// set (each a JSON value) and the names removed, in that order.
+type ContextUpdate struct {
+	Set     map[string]json.RawMessage `json:"set"`
+	Removed []string                   `json:"removed,omitempty"`
+	By      ContextBy                  `json:"by"`
+}
+
+// ContextUpdateOf reads a change of variables, as a client sends it, into
+// the update it makes: a null value removes the variable, any other value
+// sets it.
+func ContextUpdateOf(change map[string]json.RawMessage, by ContextBy) ContextUpdate {
+	u := ContextUpdate{Set: map[string]json.RawMessage{}, By: by}
+	for _, k := range slices.Sorted(maps.Keys(change)) {
+		if v := change[k]; string(bytes.TrimSpace(v)) == "null" {
+			u.Removed = append(u.Removed, k)
+		} else {
+			u.Set[k] = v
+		}
+	}
+	return u
+}
+
+// ContextEvent is the context.updated event of an update.
+func ContextEvent(u ContextUpdate) Event {
+	return WithData(Event{Type: EventContextUpdated}, u)
 }

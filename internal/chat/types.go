@@ -99,6 +99,10 @@ const (
 	// a queued run.
 	EventRunStarted   EventType = "run.started"
 	EventMessageDelta EventType = "message.delta"
+	// EventContextUpdated changes the chat's context variables
+	// (docs/context-variables.md): the spec's at creation, a run's or a
+	// fork's, a client's PATCH between runs, a tool's during a turn.
+	EventContextUpdated EventType = "context.updated"
 )
 
 // Terminal reports whether the event ends a chat's log.
@@ -158,7 +162,10 @@ type Message struct {
 type MessageData struct {
 	CodeResult *CodeResult `json:"code_result,omitempty"`
 	Handoff    string      `json:"handoff,omitempty"`
-	Usage      *Usage      `json:"usage,omitempty"`
+	// Condition is the expression over the context variables that made a
+	// hand-off (a conditional hand-off's HandoffMessage).
+	Condition string `json:"condition,omitempty"`
+	Usage     *Usage `json:"usage,omitempty"`
 	// Thought is the model's reasoning (Message.Thought).
 	Thought string `json:"thought,omitempty"`
 	// Thinking are the signed thinking blocks of a reply that asked for

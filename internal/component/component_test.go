@@ -304,8 +304,6 @@ func TestRefusals(t *testing.T) {
 		{"unknown model", rr(mk(provAssistant, `{"name": "a", "model_client": `+mk("autogen_ext.models.llama_cpp.LlamaCppChatCompletionClient", `{"model": "llama3"}`)+`}`), ""),
 			"/team/config/participants/0/config/model_client/provider", "unknown model client provider"},
 		{"nested team", rr(rr(assistant("a", ""), ""), ""), "/team/config/participants/0", "nested teams"},
-		{"custom handoff name", rr(assistant("a", `, "handoffs": [{"target": "b", "name": "go_b"}]`)+","+assistant("b", ""), ""),
-			"/team/config/participants/0/config/handoffs/0/name", "custom handoff tool name"},
 		{"memory", rr(assistant("a", `, "memory": [{"provider": "m"}]`), ""), "/team/config/participants/0/config/memory", "memory is not supported"},
 		{"initial messages", rr(assistant("a", `, "model_context": `+mk(provUnbounded, `{"initial_messages": [{"content": "x", "source": "u", "type": "UserMessage"}]}`)), ""),
 			"/team/config/participants/0/config/model_context/config/initial_messages", "initial_messages"},
@@ -537,8 +535,9 @@ func TestExportProblems(t *testing.T) {
 func TestExportNative(t *testing.T) {
 	t.Parallel()
 	sp, probs := spec.DecodeSpec([]byte(`{"task": "x", "name": "n",
-		"agents": [{"name": "a", "type": "assistant", "model": "m", "handoffs": ["b"]},
-		           {"name": "b", "type": "assistant", "model": "m", "system_message": ""}],
+		"agents": [{"name": "a", "type": "assistant", "model": "m", "handoffs": ["b", {"target": "c", "name": "go_c", "description": "Go to c."}]},
+		           {"name": "b", "type": "assistant", "model": "m", "system_message": ""},
+		           {"name": "c", "type": "assistant", "model": "m"}],
 		"models": {"m": {"provider": "openai", "model": "gpt-4o-mini", "temperature": 0}},
 		"speaker_selection": {"method": "swarm"},
 		"max_round": 4,
@@ -555,7 +554,7 @@ func TestExportNative(t *testing.T) {
 	if back.Name != "n" || *back.MaxRound != 4 || back.SpeakerSelection.Method != spec.SelectSwarm ||
 		back.Agents[0].Model.Inline.Model != "gpt-4o-mini" || *back.Agents[0].Model.Inline.Temperature != 0 ||
 		*back.Agents[0].SystemMessage != defaultSystemMessage || *back.Agents[1].SystemMessage != "" ||
-		!slices.Equal(back.Agents[0].Handoffs, []string{"b"}) {
+		!slices.Equal(back.Agents[0].Handoffs, []spec.Handoff{spec.HandoffTo("b"), {Target: "c", Name: "go_c", Description: "Go to c."}}) {
 		t.Errorf("translated back: %s", req.Spec)
 	}
 	if probs := spec.Validate(back, spec.Limits{}, env); len(probs) > 0 {
@@ -663,7 +662,7 @@ func TestHandoffToUser(t *testing.T) {
 	if probs := spec.Validate(sp, spec.Limits{}, env); len(probs) > 0 {
 		t.Fatalf("the translated spec is invalid: %v", req.Translation.MapProblems(probs))
 	}
-	if !slices.Equal(sp.Agents[0].Handoffs, []string{"user"}) || sp.Termination.Handoff.Target != "user" {
+	if !slices.Equal(sp.Agents[0].Handoffs, []spec.Handoff{spec.HandoffTo("user")}) || sp.Termination.Handoff.Target != "user" {
 		t.Fatalf("handoffs %v, termination %+v", sp.Agents[0].Handoffs, sp.Termination)
 	}
 	exported, probs := ToTeam(sp, testEPs)

@@ -96,6 +96,9 @@ func (e *exporter) team() Component {
 	if len(s.Messages) > 0 {
 		e.r.problem("/messages", "a team file holds no conversation history")
 	}
+	if len(s.ContextVariables) > 0 && string(s.ContextVariables) != "null" {
+		e.r.problem("/context_variables", "AgentChat's teams have no context variables")
+	}
 	provider, desc := provRoundRobin, "A team that runs a group chat with participants taking turns in a round-robin fashion to publish a message to all."
 	sel := s.SpeakerSelection
 	method := spec.SelectRoundRobin
@@ -215,6 +218,9 @@ func (e *exporter) assistant(path string, a *spec.Agent) Component {
 	if a.SystemMessage != nil {
 		sys = *a.SystemMessage
 	}
+	if a.SystemMessageTemplate != nil {
+		e.r.problem(path+"/system_message_template", "AgentChat's system_message is a fixed text: a template over context variables is agentd's")
+	}
 	if sys != "" {
 		cfg["system_message"] = sys
 	}
@@ -239,9 +245,12 @@ func (e *exporter) assistant(path string, a *spec.Agent) Component {
 	}
 	if len(a.Handoffs) > 0 {
 		hs := make([]map[string]string, len(a.Handoffs))
-		for i, t := range a.Handoffs {
-			hs[i] = map[string]string{"target": t, "description": "Handoff to " + t + ".", "name": "transfer_to_" + lower(t),
-				"message": fmt.Sprintf("Transferred to %s, adopting the role of %s immediately.", t, t)}
+		for i, h := range a.Handoffs {
+			if h.Conditional() {
+				e.r.problem(idx(path+"/handoffs", i)+"/condition", "AgentChat's Handoff has no condition: a hand-off on a condition over the context variables is agentd's (AG2's OnContextCondition)")
+			}
+			hs[i] = map[string]string{"target": h.Target, "description": h.ToolDescription(), "name": h.ToolName(),
+				"message": fmt.Sprintf("Transferred to %s, adopting the role of %s immediately.", h.Target, h.Target)}
 		}
 		cfg["handoffs"] = hs
 	}

@@ -179,7 +179,7 @@ func (e *exporter) exportGraph(path string, g *spec.Graph) map[string]any {
 			if s, ok := ed.Text(); ok {
 				m["condition"] = s
 			} else if len(ed.Condition) > 0 && string(ed.Condition) != "null" {
-				e.r.problem(problem.Key(path+"/nodes", k)+"/edges/"+strconv.Itoa(i)+"/condition", "a condition is text")
+				e.r.problem(problem.Key(path+"/nodes", k)+"/edges/"+strconv.Itoa(i)+"/condition", "AgentChat's edge condition is a text: an expression over context variables is agentd's")
 			}
 			edges = append(edges, m)
 		}

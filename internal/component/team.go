@@ -314,7 +314,7 @@ func (tr *translator) assistant(c *comp) spec.Agent {
 		tr.mapPath(ap+"/context", cfg.at("model_context")+"/config")
 	}
 	for i, h := range cfg.list("handoffs") {
-		if t := tr.handoff(idx(cfg.at("handoffs"), i), h); t != "" {
+		if t := tr.handoff(idx(cfg.at("handoffs"), i), h); t.Target != "" {
 			tr.mapPath(idx(ap+"/handoffs", len(a.Handoffs)), idx(cfg.at("handoffs"), i))
 			a.Handoffs = append(a.Handoffs, t)
 		}
@@ -370,29 +370,30 @@ func (tr *translator) outputSchema(path string, raw any) *spec.OutputSchema {
 	return o
 }
 
-// handoff reads a handoff (a target name or a Handoff object) and returns
-// its target. agentd generates AgentChat's default handoff tool; a custom
-// tool name would change what the model calls, so it is refused.
-func (tr *translator) handoff(path string, raw any) string {
+// handoff reads a handoff (a target name or a Handoff object): its
+// target, and its tool's name and description where they are not
+// AgentChat's defaults. AgentChat's message is always its default in
+// agentd, so another one is a warning.
+func (tr *translator) handoff(path string, raw any) spec.Handoff {
 	if target, ok := raw.(string); ok {
-		return target
+		return spec.HandoffTo(target)
 	}
 	o := newObject(&tr.r, path, raw)
 	if o == nil {
-		return ""
+		return spec.Handoff{}
 	}
-	target := o.required("target")
-	if n := o.str("name"); n != nil && *n != "" && *n != strings.ToLower("transfer_to_"+target) {
-		tr.r.problem(o.at("name"), "a custom handoff tool name is not supported: agentd names it transfer_to_<target>")
+	h := spec.HandoffTo(o.required("target"))
+	if n := o.str("name"); n != nil && *n != "" && *n != h.ToolName() {
+		h = spec.Handoff{Target: h.Target, Name: *n}
 	}
-	if d := o.str("description"); d != nil && *d != "" && *d != "Handoff to "+target+"." {
-		tr.r.warn(o.at("description"), "ignored: agentd describes the handoff tool itself")
+	if d := o.str("description"); d != nil && *d != "" && *d != h.ToolDescription() {
+		h = spec.Handoff{Target: h.Target, Name: h.Name, Description: *d}
 	}
-	if m := o.str("message"); m != nil && *m != "" && *m != fmt.Sprintf("Transferred to %s, adopting the role of %s immediately.", target, target) {
+	if m := o.str("message"); m != nil && *m != "" && *m != fmt.Sprintf("Transferred to %s, adopting the role of %s immediately.", h.Target, h.Target) {
 		tr.r.warn(o.at("message"), "ignored: agentd's handoff message is AgentChat's default")
 	}
 	o.done()
-	return target
+	return h
 }
 
 func (tr *translator) userProxy(c *comp) spec.Agent {

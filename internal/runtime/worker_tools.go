@@ -37,14 +37,19 @@ func (w *worker) toolEvents(ctx context.Context, st *engine.State, s engine.Step
 	if ctx.Err() != nil {
 		return nil, ctx.Err() // cut mid-call: redo the calls, do not record half of them
 	}
+	ctxEvs, refused := st.ToolContextEvents(s.Agent.Name, calls, outcomes, results)
+	if refused > 0 {
+		w.rt.metrics.contextRefused.Add(float64(refused))
+		w.log.Warn("a function's change of the context variables was refused", "agent", s.Agent.Name, "calls", refused)
+	}
 	if w.spec.OpenAISwarm() {
 		handoffs := make([]string, len(outcomes))
 		for i, o := range outcomes {
 			handoffs[i] = o.Handoff
 		}
-		return engine.SwarmToolEvents(s.Agent, s.Turn, s.Open, results, handoffs, box), nil
+		return append(ctxEvs, engine.SwarmToolEvents(w.spec, s.Agent, s.Turn, s.Open, results, handoffs, box)...), nil
 	}
-	return engine.ToolTurnEvents(s.Agent, s.Turn, s.Open, results, box), nil
+	return append(ctxEvs, engine.ToolTurnEvents(s.Agent, s.Turn, s.Open, results, box)...), nil
 }
 
 // routedStep is a user_proxy's turn after calls routed to it: run the
@@ -115,8 +120,10 @@ func (w *worker) toolboxFor(ctx context.Context, a *spec.Agent) (*engine.Toolbox
 			}
 		}
 	}
-	for _, target := range a.Handoffs {
-		b.Add(engine.Offered{Def: engine.HandoffDef(target), Handoff: target})
+	for _, h := range a.Handoffs {
+		if !h.Conditional() { // a conditional hand-off is no tool (engine.State.handoffTaken)
+			b.Add(engine.Offered{Def: engine.HandoffDef(h), Handoff: h.Target})
+		}
 	}
 	return b, nil
 }
@@ -137,8 +144,9 @@ func (w *worker) swarmToolbox(ctx context.Context, a *spec.Agent) (*engine.Toolb
 			b.Add(engine.Offered{Def: d, Tool: t})
 		}
 	}
-	for _, target := range a.Handoffs {
-		b.Add(engine.Offered{Def: engine.SwarmHandoffDef(engine.SwarmHandoffName(target), ""), Handoff: target})
+	for i := range a.Handoffs {
+		h := &a.Handoffs[i]
+		b.Add(engine.Offered{Def: engine.SwarmHandoffDef(h), Handoff: h.Target})
 	}
 	return b, nil
 }
@@ -186,5 +194,5 @@ func (w *worker) runCalls(ctx context.Context, st *engine.State, calls []chat.To
 
 // toolContext is the context variables a tool call is given: those of st.
 func toolContext(st *engine.State) json.RawMessage {
-	return nil
+	return engine.EncodeContext(st.ContextVariables())
 }

@@ -125,9 +125,9 @@ func (t *Tool) ImplementationType() string {
 
 // InnerSpec is the spec a team agent's inner team runs as: its agents,
 // speaker selection, termination and max_round, with the chat's models,
-// tools and sandbox.
+// tools, sandbox and context variables.
 func (s *Spec) InnerSpec(a *Agent) *Spec {
 	t := a.Team
 	return &Spec{Name: a.Name, Agents: t.Agents, SpeakerSelection: t.SpeakerSelection, Termination: t.Termination,
-		MaxRound: t.MaxRound, Models: s.Models, Tools: s.Tools, Sandbox: s.Sandbox}
+		MaxRound: t.MaxRound, Models: s.Models, Tools: s.Tools, Sandbox: s.Sandbox, ContextVariables: s.ContextVariables}
 }

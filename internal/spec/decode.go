@@ -171,6 +171,7 @@ var (
 	toolApprovalType   = reflect.TypeFor[ToolApproval]()
 	taskType           = reflect.TypeFor[Task]()
 	stringsType        = reflect.TypeFor[[]string]()
+	handoffType        = reflect.TypeFor[Handoff]()
 )
 
 // checkShape walks a generic JSON value beside the Go type it will be
@@ -250,6 +251,14 @@ func checkShape(d *decoded, path string, v any, t reflect.Type) (ok bool) {
 		}
 		if _, ok := v.(map[string]any); !ok {
 			return bad("must be a string or an object")
+		}
+		// Fall through to the struct check below.
+	case handoffType:
+		if _, ok := v.(string); ok {
+			return true
+		}
+		if _, ok := v.(map[string]any); !ok {
+			return bad(`must be an agent's name or a hand-off {"target", "name"?, "description"?, "condition"?}`)
 		}
 		// Fall through to the struct check below.
 	}

@@ -93,6 +93,7 @@ var fastOptions = jsonv2.JoinOptions(
 		jsonv2.UnmarshalFromFunc(unmarshalToolApproval),
 		jsonv2.UnmarshalFromFunc(unmarshalReplayResponse),
 		jsonv2.UnmarshalFromFunc(unmarshalRawMessage),
+		jsonv2.UnmarshalFromFunc(unmarshalHandoff),
 	)),
 )
 
@@ -123,6 +124,21 @@ func unmarshalToolApproval(dec *jsontext.Decoder, t *ToolApproval) error {
 		return err
 	case '[':
 		return jsonv2.UnmarshalDecode(dec, &t.Tools)
+	}
+	return errThorough
+}
+
+// unmarshalHandoff is Handoff.UnmarshalJSON: a target's name or a
+// hand-off object.
+func unmarshalHandoff(dec *jsontext.Decoder, h *Handoff) error {
+	switch dec.PeekKind() {
+	case '"':
+		tok, err := dec.ReadToken()
+		*h = Handoff{Target: tok.String(), short: true}
+		return err
+	case '{':
+		type plain Handoff // without this function
+		return jsonv2.UnmarshalDecode(dec, (*plain)(h))
 	}
 	return errThorough
 }

@@ -21,6 +21,10 @@ type Spec struct {
 	Metadata         json.RawMessage  `json:"metadata,omitempty"`
 	InputTimeoutS    *int             `json:"input_timeout_s,omitempty"`
 	Webhook          *Webhook         `json:"webhook,omitempty"`
+	// ContextVariables are the chat's shared state when it starts (a JSON
+	// object; docs/context-variables.md). They name the variables that
+	// hand-off and graph-edge expressions may use.
+	ContextVariables json.RawMessage `json:"context_variables,omitempty"`
 }
 
 // Webhook is a chat's own webhook endpoint (docs/backend.md): the chat's events
@@ -49,13 +53,17 @@ const (
 
 // AgentSpec is one participant of the chat.
 type Agent struct {
-	Name                    string         `json:"name"`
-	Type                    string         `json:"type"`
-	Description             string         `json:"description,omitempty"`
-	SystemMessage           *string        `json:"system_message,omitempty"`
+	Name          string  `json:"name"`
+	Type          string  `json:"type"`
+	Description   string  `json:"description,omitempty"`
+	SystemMessage *string `json:"system_message,omitempty"`
+	// SystemMessageTemplate is a system message rendered from the chat's
+	// context variables for each model call (Python's str.format; a
+	// variable that is not set is empty, as in Swarm).
+	SystemMessageTemplate   *string        `json:"system_message_template,omitempty"`
 	Model                   *ModelRef      `json:"model,omitempty"`
 	Tools                   []string       `json:"tools,omitempty"`
-	Handoffs                []string       `json:"handoffs,omitempty"`
+	Handoffs                []Handoff      `json:"handoffs,omitempty"`
 	ReflectOnToolUse        *bool          `json:"reflect_on_tool_use,omitempty"`
 	MaxToolIterations       *int           `json:"max_tool_iterations,omitempty"`
 	ToolCallSummaryFormat   *string        `json:"tool_call_summary_format,omitempty"`
@@ -319,6 +327,22 @@ func (e *GraphEdge) Text() (string, bool) {
 		return "", false
 	}
 	return s, true
+}
+
+// Expression is the edge's condition when it is an expression over the
+// context variables ({"expression": "severity >= 8"}), and whether it is.
+func (e *GraphEdge) Expression() (string, bool) {
+	c := bytes.TrimSpace(e.Condition)
+	if len(c) == 0 || c[0] != '{' {
+		return "", false
+	}
+	var x struct {
+		Expression string `json:"expression"`
+	}
+	if err := json.Unmarshal(c, &x); err != nil {
+		return "", false
+	}
+	return x.Expression, true
 }
 
 // Group is the edge's activation group: the target when none is given.

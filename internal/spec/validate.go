@@ -138,8 +138,12 @@ func (v *validator) checkProtocol(p string, sel *Selection) {
 			}
 		}
 		for j, h := range a.Handoffs {
-			if h == UserName {
-				v.add(ap+"/handoffs/"+strconv.Itoa(j), "OpenAI Swarm hands off to agents only; a run ends on a reply without tool calls")
+			hp := ap + "/handoffs/" + strconv.Itoa(j)
+			switch {
+			case h.Target == UserName:
+				v.add(hp, "OpenAI Swarm hands off to agents only; a run ends on a reply without tool calls")
+			case h.Conditional():
+				v.add(hp+"/condition", "OpenAI Swarm hands off through functions only: a hand-off on a condition has no place in its run loop")
 			}
 		}
 	}
@@ -265,6 +269,7 @@ func ValidateTeam(s *Spec, limits Limits, env Env) []Problem {
 func validate(s *Spec, limits Limits, env Env, team bool) []Problem {
 	v := &validator{limits: limits.WithDefaults(), providers: env.Providers, env: env, spec: s, agents: map[string]bool{}, team: team}
 	v.checkTop()
+	v.checkContextVariables()
 	v.checkModels()
 	v.checkAgents()
 	v.checkSelection()
@@ -515,16 +520,8 @@ func (v *validator) checkAgents() {
 		}
 		v.checkToolRefs(p+"/tools", a.Tools)
 		v.checkToolRefs(p+"/functions", a.Functions)
-		for j, h := range a.Handoffs {
-			switch {
-			case h == a.Name:
-				v.add(p+"/handoffs/"+strconv.Itoa(j), "an agent cannot hand off to itself")
-			case h != UserName && !v.agentNamed(h):
-				// A handoff to user ends the run where a handoff condition
-				// names user: AgentChat's human-in-the-loop Swarm.
-				v.add(p+"/handoffs/"+strconv.Itoa(j), "names no agent: %q (nor user)", h)
-			}
-		}
+		v.checkHandoffs(p, &v.spec.Agents[i])
+		v.checkTemplate(p, &v.spec.Agents[i])
 		if a.ToolCallSummaryFormat != nil && len(*a.ToolCallSummaryFormat) > v.limits.MaxPromptBytes {
 			v.add(p+"/tool_call_summary_format", "must be at most %d bytes", v.limits.MaxPromptBytes)
 		}

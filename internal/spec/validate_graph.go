@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentd/agentd/internal/spec/problem"
+	"github.com/agentd/agentd/internal/varexpr"
 )
 
 // Bounds of a graph and a message filter that no server setting bounds.
@@ -111,9 +112,14 @@ func (v *validator) checkEdgeCondition(path string, raw json.RawMessage) bool {
 	if isNull(raw) {
 		return false
 	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) == nil && obj["expression"] != nil {
+		v.checkEdgeExpression(path, obj)
+		return true
+	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		v.add(path, "must be the text the message must contain, or null for an unconditional edge: "+
+		v.add(path, "must be the text the message must contain, {\"expression\": ...} over the context variables, or null for an unconditional edge: "+
 			"a callable condition is code, which agentd never runs; give the text instead (AgentChat's string condition: "+
 			"the edge is taken when the source's message contains it)")
 		return true
@@ -125,6 +131,25 @@ func (v *validator) checkEdgeCondition(path string, raw json.RawMessage) bool {
 		v.add(path, "must be at most %d bytes", maxGraphConditionBytes)
 	}
 	return true
+}
+
+// checkEdgeExpression checks an edge's {"expression": "..."}: a boolean
+// CEL expression over the spec's context variables, evaluated when the
+// source's turn ends.
+func (v *validator) checkEdgeExpression(path string, x map[string]json.RawMessage) {
+	for k := range x {
+		if k != "expression" {
+			v.add(problem.Key(path, k), "unknown field: an edge's condition object has only expression")
+		}
+	}
+	var src string
+	if err := json.Unmarshal(x["expression"], &src); err != nil {
+		v.add(path+"/expression", "must be a string: a boolean expression over the context variables, e.g. \"severity >= 8\"")
+		return
+	}
+	if _, err := varexpr.Compile(src, v.spec.ContextNames()); err != nil {
+		v.add(path+"/expression", "%s", err)
+	}
 }
 
 // checkActivationConditions: the edges of one target and activation group

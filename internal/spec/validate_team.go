@@ -65,6 +65,7 @@ func (v *validator) refuseTeamAgentOptions(p string, a *Agent) {
 		{len(a.Tools) > 0, "tools", "give the tools to the agents of its inner team"},
 		{len(a.Handoffs) > 0, "handoffs", "its reply is a text message; give handoffs to other agents of the chat"},
 		{a.SystemMessage != nil, "system_message", "its model is given instruction and response_prompt around the inner team's messages"},
+		{a.SystemMessageTemplate != nil, "system_message_template", "its model is given instruction and response_prompt around the inner team's messages"},
 		{a.Context != nil, "context", "its model sees the inner team's messages of the turn, all of them (AgentChat's unbounded context)"},
 		{a.ToolApproval != nil, "tool_approval", "it calls no tools"},
 		{a.ReflectOnToolUse != nil, "reflect_on_tool_use", "it calls no tools"},
@@ -125,8 +126,8 @@ func (v *validator) checkInnerTeam(p string, a *Agent) {
 			v.add(p+ap+"/tool_approval", "nobody can approve tool calls inside a team, whose run happens within one turn of the team agent: leave tool_approval out")
 			replaced[ap+"/tool_approval"] = true
 		}
-		for j, h := range ia.Handoffs {
-			hp := ap + "/handoffs/" + strconv.Itoa(j)
+		for j, ho := range ia.Handoffs {
+			hp, h := ap+"/handoffs/"+strconv.Itoa(j), ho.Target
 			switch {
 			case h == UserName:
 				v.add(p+hp, "an inner team hands off to no user: nobody can answer inside a team; its run ends by its termination, and the team agent answers")

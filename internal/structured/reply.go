@@ -271,15 +271,15 @@ func (o *Object) JSON() string {
 // format_string.format(**content.model_dump()), each value as Python's
 // str() writes it. The format string was checked with CheckFormat.
 func (o *Object) Format(format string) string {
-	parts, _ := parseFormat(format)
+	parts, _ := pytext.ParseFormat(format)
 	var b strings.Builder
 	for _, p := range parts {
-		if !p.field {
-			b.WriteString(p.text)
+		if !p.Field {
+			b.WriteString(p.Text)
 			continue
 		}
 		for i, n := range o.names {
-			if n == p.text {
+			if n == p.Text {
 				pyStr(&b, o.vals[i])
 			}
 		}
@@ -287,80 +287,24 @@ func (o *Object) Format(format string) string {
 	return b.String()
 }
 
-type formatPart struct {
-	text  string
-	field bool
-}
-
-// parseFormat splits a Python format string into literal text and
-// replacement fields; fields with a conversion, a format spec, an index or
-// an attribute, and automatic or positional fields, are refused.
-func parseFormat(s string) ([]formatPart, error) {
-	var parts []formatPart
-	var lit strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch c {
-		case '{':
-			if i+1 < len(s) && s[i+1] == '{' {
-				lit.WriteByte('{')
-				i++
-				continue
-			}
-			end := strings.IndexByte(s[i+1:], '}')
-			if end < 0 {
-				return nil, errors.New("single '{' encountered in format string")
-			}
-			name := s[i+1 : i+1+end]
-			switch {
-			case name == "":
-				return nil, errors.New("{} (a positional field) has no value: name a field, as in {title}")
-			case strings.ContainsAny(name, "{!:.["):
-				return nil, fmt.Errorf("{%s}: conversions, format specs, indexes and attributes are not supported: only {field}", name)
-			case name[0] >= '0' && name[0] <= '9':
-				return nil, fmt.Errorf("{%s}: a positional field has no value: name a field", name)
-			}
-			if lit.Len() > 0 {
-				parts = append(parts, formatPart{text: lit.String()})
-				lit.Reset()
-			}
-			parts = append(parts, formatPart{text: name, field: true})
-			i += end + 1
-		case '}':
-			if i+1 < len(s) && s[i+1] == '}' {
-				lit.WriteByte('}')
-				i++
-				continue
-			}
-			return nil, errors.New("single '}' encountered in format string")
-		default:
-			lit.WriteByte(c)
-		}
-	}
-	if lit.Len() > 0 {
-		parts = append(parts, formatPart{text: lit.String()})
-	}
-	return parts, nil
-}
-
 // CheckFormat checks a format string against the schema: every field it
 // names must be a property.
 func (s *Schema) CheckFormat(format string) error {
-	parts, err := parseFormat(format)
+	parts, err := pytext.ParseFormat(format)
 	if err != nil {
 		return err
 	}
 	props := s.Properties()
 	for _, p := range parts {
-		if !p.field {
+		if !p.Field {
 			continue
 		}
 		found := false
 		for _, n := range props {
-			found = found || n == p.text
+			found = found || n == p.Text
 		}
 		if !found {
-			return fmt.Errorf("{%s} names no field of the type (fields: %s)", p.text, strings.Join(props, ", "))
+			return fmt.Errorf("{%s} names no field of the type (fields: %s)", p.Text, strings.Join(props, ", "))
 		}
 	}
 	return nil

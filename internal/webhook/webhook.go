@@ -36,7 +36,8 @@ import (
 // Events are the event types a webhook may subscribe to: every persisted
 // event of a chat's log.
 var Events = []chat.EventType{chat.EventChatCreated, chat.EventChatRunning, chat.EventSpeakerSelected, chat.EventMessage,
-	chat.EventInputRequested, chat.EventChatCompleted, chat.EventChatFailed, chat.EventChatCancelled, chat.EventRunStarted}
+	chat.EventInputRequested, chat.EventChatCompleted, chat.EventChatFailed, chat.EventChatCancelled, chat.EventRunStarted,
+	chat.EventContextUpdated}
 
 // DefaultEvents are what a webhook receives when it names none: the end of
 // the chat (or of a run), a request for human input, and the start of a

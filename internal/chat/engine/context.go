@@ -11,20 +11,14 @@ import (
 	"github.com/agentd/agentd/internal/spec"
 )
 
-// handoffTool is the name of the tool that hands off to target, as
-// AgentChat's Handoff names it: transfer_to_<target>, lower-cased.
-func handoffTool(target string) string {
-	return strings.ToLower(spec.HandoffPrefix + target)
-}
-
 // handoffParameters is the schema of a handoff tool: AgentChat generates
 // it from a function without arguments, as a strict FunctionTool.
 const handoffParameters = `{"type":"object","properties":{},"required":[],"additionalProperties":false}`
 
-// HandoffDef is the tool an assistant calls to hand off to target, exactly as
-// AgentChat's Handoff(target=...).handoff_tool describes it.
-func HandoffDef(target string) chat.ToolDef {
-	return chat.ToolDef{Name: handoffTool(target), Description: "Handoff to " + target + ".",
+// HandoffDef is the tool an assistant calls to take a hand-off, exactly as
+// AgentChat's Handoff(target, name, description).handoff_tool describes it.
+func HandoffDef(h spec.Handoff) chat.ToolDef {
+	return chat.ToolDef{Name: h.ToolName(), Description: h.ToolDescription(),
 		Parameters: []byte(handoffParameters), Strict: true}
 }
 
@@ -274,7 +268,9 @@ func handoffContext(sp *spec.Spec, before []chat.Message, meta []chat.MessageDat
 	handoffs := map[string]bool{}
 	if from := sp.Agent(h.Name); from != nil {
 		for _, t := range from.Handoffs {
-			handoffs[handoffTool(t)] = true
+			if !t.Conditional() {
+				handoffs[t.ToolName()] = true
+			}
 		}
 	}
 	calls := slices.DeleteFunc(slices.Clone(req.ToolCalls), func(c chat.ToolCall) bool { return handoffs[c.Function.Name] })

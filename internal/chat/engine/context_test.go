@@ -16,7 +16,7 @@ import (
 // message; the golden runs in e2e/autogen check the same against AutoGen.
 func TestAgentContext(t *testing.T) {
 	sp := &spec.Spec{Agents: []spec.Agent{
-		{Name: "a", Type: spec.AgentAssistant, Tools: []string{"f"}, Handoffs: []string{"B"}},
+		{Name: "a", Type: spec.AgentAssistant, Tools: []string{"f"}, Handoffs: []spec.Handoff{spec.HandoffTo("B")}},
 		{Name: "B", Type: spec.AgentAssistant},
 		{Name: "px", Type: spec.AgentUserProxy, Functions: []string{"g"}},
 	}}
@@ -159,7 +159,7 @@ func (byteCounter) CountTokens(_ spec.Model, msgs []chat.ModelMessage) (int, err
 // message clients see, not on a text reply.
 func TestContextThinkingBlocksStayWithTheirAgent(t *testing.T) {
 	sp := &spec.Spec{Agents: []spec.Agent{
-		{Name: "a", Type: spec.AgentAssistant, Tools: []string{"f"}, Handoffs: []string{"B"}},
+		{Name: "a", Type: spec.AgentAssistant, Tools: []string{"f"}, Handoffs: []spec.Handoff{spec.HandoffTo("B")}},
 		{Name: "B", Type: spec.AgentAssistant},
 	}}
 	blocks := []chat.ThinkingBlock{{Type: "thinking", Thinking: "Use f, then hand off.", Signature: "sig-secret"}, {Type: "redacted_thinking", Data: "data-secret"}}

@@ -15,7 +15,12 @@ import (
 func TestNoIO(t *testing.T) {
 	forbidden := []string{"net", "database", "os/exec", "os/signal", "log", "crypto/rand",
 		"github.com/prometheus", "go.opentelemetry.io", "github.com/jackc", "github.com/google/uuid"}
-	allowedAgentd := []string{"internal/chat", "internal/chat/engine", "internal/spec", "internal/spec/problem", "internal/structured", "internal/pytext"}
+	allowedAgentd := []string{"internal/chat", "internal/chat/engine", "internal/spec", "internal/spec/problem", "internal/structured", "internal/pytext",
+		"internal/varexpr"}
+	// cel-go (internal/varexpr: the expressions over context variables)
+	// imports net/url and net/netip for its URL and IP types: they parse
+	// text and open no socket, unlike the rest of net.
+	pure := []string{"net/url", "net/netip"}
 	for _, pkg := range []string{".", ".."} {
 		out, err := exec.Command("go", "list", "-deps", pkg).Output()
 		if err != nil {
@@ -23,7 +28,7 @@ func TestNoIO(t *testing.T) {
 		}
 		for _, dep := range strings.Fields(string(out)) {
 			for _, f := range forbidden {
-				if dep == f || strings.HasPrefix(dep, f+"/") {
+				if (dep == f || strings.HasPrefix(dep, f+"/")) && !slices.Contains(pure, dep) {
 					t.Errorf("%s imports %s", pkg, dep)
 				}
 			}

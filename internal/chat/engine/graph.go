@@ -118,13 +118,16 @@ func startNodes(g *spec.Graph) []string {
 // update_message_thread): each edge whose condition the message's model
 // text satisfies counts toward its target's group; a group that is
 // complete ("all") or first taken ("any") enqueues the target.
-func (gs *graphState) taken(source, text string) {
+func (gs *graphState) taken(source, text string, holds func(expr string) bool) {
 	node, ok := gs.g.Nodes[source]
 	if !ok {
 		return
 	}
 	for _, e := range node.Edges {
 		if cond, ok := e.Text(); ok && !strings.Contains(text, cond) {
+			continue
+		}
+		if expr, ok := e.Expression(); ok && !holds(expr) {
 			continue
 		}
 		target, group := e.Target, e.Group()
@@ -147,21 +150,21 @@ func (gs *graphState) taken(source, text string) {
 // settle applies the run's last task message, once an event that is not a
 // task message follows it: a task message whose source is a node takes
 // that node's edges, as GraphFlow's start does with the last of them.
-func (gs *graphState) settle() {
+func (gs *graphState) settle(holds func(expr string) bool) {
 	if t := gs.task; t != nil {
 		gs.task = nil
-		gs.taken(t.source, t.text)
+		gs.taken(t.source, t.text, holds)
 	}
 }
 
 // readyNodes is the ready queue as it stands once the task messages folded
 // last are applied.
-func (gs *graphState) readyNodes() []string {
+func (gs *graphState) readyNodes(holds func(expr string) bool) []string {
 	if gs.task == nil {
 		return gs.ready
 	}
 	c := gs.clone()
-	c.settle()
+	c.settle(holds)
 	return c.ready
 }
 

@@ -23,10 +23,7 @@ func (s *State) ModelContext(a *spec.Agent, tokens chat.TokenCounter) ([]chat.Mo
 	if s.Spec.OpenAISwarm() {
 		return s.swarmContext(a), nil
 	}
-	sys := defaultSystemMessage
-	if a.SystemMessage != nil {
-		sys = *a.SystemMessage
-	}
+	sys := s.systemMessage(a)
 	// About one model message per message of the log, and the system's.
 	out := make([]chat.ModelMessage, 0, len(s.Msgs)+1)
 	if sys != "" {

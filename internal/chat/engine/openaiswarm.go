@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/agentd/agentd/internal/chat"
@@ -32,7 +33,11 @@ const swarmDefaultInstructions = "You are a helpful agent."
 // its own tool message naming the function it answers.
 func (s *State) swarmContext(a *spec.Agent) []chat.ModelMessage {
 	sys := swarmDefaultInstructions
-	if a.SystemMessage != nil {
+	switch {
+	case a.SystemMessageTemplate != nil:
+		// Swarm's callable instructions, given the variables.
+		sys = RenderTemplate(*a.SystemMessageTemplate, s.vars)
+	case a.SystemMessage != nil:
 		sys = *a.SystemMessage
 	}
 	out := make([]chat.ModelMessage, 0, len(s.Msgs)+1)
@@ -58,23 +63,23 @@ func (s *State) swarmContext(a *spec.Agent) []chat.ModelMessage {
 	return out
 }
 
-// SwarmHandoffName is the name of a hand-off's function when the spec
-// gives none: transfer_to_<target>, lower-cased, with what a function name
-// may not hold (a Swarm agent's name may be any text) made "_".
-func SwarmHandoffName(target string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
-			return r
-		}
-		return '_'
-	}, strings.ToLower(spec.HandoffPrefix+target))
-}
-
 // SwarmHandoffDef is the function a Swarm program writes to hand off: no
 // parameters, its docstring the description (function_to_json's schema,
-// without strict).
-func SwarmHandoffDef(name, description string) chat.ToolDef {
-	return chat.ToolDef{Name: name, Description: description, Parameters: []byte(`{"type":"object","properties":{},"required":[]}`)}
+// without strict). Its name is the hand-off's, else transfer_to_<target>
+// lower-cased, with what a function name may not hold (a Swarm agent's
+// name may be any text) made "_"; without a description it has none, as a
+// function without a docstring.
+func SwarmHandoffDef(h *spec.Handoff) chat.ToolDef {
+	name := h.Name
+	if name == "" {
+		name = strings.Map(func(r rune) rune {
+			if r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+				return r
+			}
+			return '_'
+		}, strings.ToLower(spec.HandoffPrefix+h.Target))
+	}
+	return chat.ToolDef{Name: name, Description: h.Description, Parameters: []byte(`{"type":"object","properties":{},"required":[]}`)}
 }
 
 // SwarmHandoffResult is the result of a function that returned an agent:
@@ -94,7 +99,10 @@ func SwarmHandoffResult(agent string) string {
 // its {"assistant": name}; the last hand-off of the calls (a hand-off
 // function's, or an agent a function returned, Handoffs[i]) is the next
 // speaker.
-func SwarmToolEvents(a *spec.Agent, turn int, open *chat.Message, results []chat.ToolResponse, handoffs []string, box *Toolbox) []chat.Event {
+//
+// A function that returns an agent the chat does not have (by name) is
+// answered with an error instead: there is no agent to hand off to.
+func SwarmToolEvents(sp *spec.Spec, a *spec.Agent, turn int, open *chat.Message, results []chat.ToolResponse, handoffs []string, box *Toolbox) []chat.Event {
 	var target string
 	for i, c := range open.ToolCalls {
 		o, ok := box.ByName[c.Function.Name]
@@ -104,6 +112,8 @@ func SwarmToolEvents(a *spec.Agent, turn int, open *chat.Message, results []chat
 		case o.Handoff != "":
 			results[i] = chat.ToolResponse{ToolCallID: c.ID, Role: chat.RoleTool, Content: SwarmHandoffResult(o.Handoff)}
 			target = o.Handoff
+		case i < len(handoffs) && handoffs[i] != "" && sp.Agent(handoffs[i]) == nil:
+			results[i] = ErrorResponse(c.ID, fmt.Sprintf("the function returned agent %q, and the chat has no agent of that name", handoffs[i]))
 		case i < len(handoffs) && handoffs[i] != "":
 			target = handoffs[i]
 		}

@@ -313,6 +313,11 @@ func decodeParts(path string, raw json.RawMessage, dst *[]spec.Part, add func(pa
 // the resumed history, and run 1 with its task (see specTask).
 func FirstEvents(sp *spec.Spec, task []TaskMessage, now time.Time) []chat.Event {
 	evs := []chat.Event{{Seq: 1, Type: chat.EventChatCreated, Data: chat.MustJSON(map[string]any{"status": chat.StatusQueued, "name": sp.Name}), CreatedAt: now}}
+	if ev, ok := InitialContextEvent(sp); ok {
+		// The variables are in the log from the start, as every later
+		// change is: a stream, a webhook or a fork sees them as events.
+		evs = append(evs, ev)
+	}
 	for _, m := range sp.Messages {
 		// Tool calls and responses are kept: the agent that made them sees
 		// them in its model context as AgentChat keeps them.

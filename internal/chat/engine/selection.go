@@ -234,7 +234,7 @@ func (s *State) selectStep(env StepEnv) Step {
 		// Every ready node runs, at once (GraphFlow's select_speaker
 		// drains its ready queue). A node enqueued twice runs once.
 		var agents []string
-		for _, n := range s.graph.readyNodes() {
+		for _, n := range s.graph.readyNodes(s.holds) {
 			if !slices.Contains(agents, n) {
 				agents = append(agents, n)
 			}

@@ -90,13 +90,29 @@ type State struct {
 	// magentic is the magentic_one orchestrator's state (nil for the
 	// other methods).
 	magentic *magenticState
+	// vars are the chat's context variables (variables.go), replaced as
+	// a whole by each context.updated; exprs the spec's expressions over
+	// them, compiled once.
+	vars  map[string]json.RawMessage
+	exprs exprSet
 }
 
 // NewState returns the state of an empty log. Its counts (modelCalls,
 // autoReplies) are made by their first count: a map costs every waiting
 // chat some hundred bytes, and most chats never count auto-replies.
 func NewState(sp *spec.Spec, maxRound int) *State {
+	exprs, err := compileExprs(sp)
+	s := newState(sp, maxRound, exprs)
+	if err != nil {
+		s.Broken = fmt.Errorf("compile the spec's expressions: %w", err)
+	}
+	return s
+}
+
+// newState is NewState with the spec's expressions compiled already.
+func newState(sp *spec.Spec, maxRound int, exprs exprSet) *State {
 	s := &State{
+		exprs:            exprs,
 		Spec:             sp,
 		SpecMaxRound:     maxRound,
 		MaxRound:         maxRound,
@@ -189,7 +205,7 @@ func terminalStatus(t chat.EventType) chat.Status {
 
 func (s *State) fold(e chat.Event) error {
 	if s.graph != nil && e.Type != chat.EventMessage {
-		s.graph.settle()
+		s.graph.settle(s.holds)
 	}
 	switch e.Type {
 	case chat.EventChatRunning:
@@ -249,6 +265,8 @@ func (s *State) fold(e chat.Event) error {
 		s.Status, s.PendingInput = chat.StatusAwaitingInput, &p
 	case chat.EventMessage:
 		return s.foldMessage(e)
+	case chat.EventContextUpdated:
+		return s.foldContext(e)
 	case chat.EventChatCompleted, chat.EventChatFailed, chat.EventChatCancelled:
 		var d chat.TerminalData
 		if err := chat.DecodeData(e, &d); err != nil {
@@ -326,10 +344,10 @@ func (s *State) foldMessage(e chat.Event) error {
 			// Applied once it is known to be the run's last (see settle).
 			s.graph.task = &graphTask{source: m.Name, text: modelText(m)}
 		} else {
-			s.graph.settle()
+			s.graph.settle(s.holds)
 		}
 		if d.Turn > 0 && d.End {
-			s.graph.taken(m.Name, modelText(m))
+			s.graph.taken(m.Name, modelText(m), s.holds)
 		}
 	}
 	lastBranch := true

@@ -34,6 +34,8 @@ func (s *State) Diff(other *State) []string {
 		}
 	}
 	a.inners, b.inners = nil, nil
+	// Compiled expressions are made from the spec, which is not compared.
+	a.exprs, b.exprs = nil, nil
 	a.Spec, b.Spec, a.term, b.term, a.Broken, b.Broken = nil, nil, terminator{}, terminator{}, nil, nil
 	if reflect.DeepEqual(a, b) {
 		return nil

@@ -57,7 +57,7 @@ func ForkCutEvent(run int) chat.Event {
 // human on termination (TERMINATE), pauses it for that human — and
 // max_round ends it once the last allowed turn is over.
 func (s *State) AfterMessage(env StepEnv) (chat.Event, bool) {
-	if s.graph != nil && s.Pending == nil && len(s.graph.readyNodes()) == 0 {
+	if s.graph != nil && s.Pending == nil && len(s.graph.readyNodes(s.holds)) == 0 {
 		// GraphFlow checks this before its conditions: no node is ready.
 		return terminalEvent(chat.StatusCompleted, chat.StopGraphComplete, graphStopDetail, ""), true
 	}

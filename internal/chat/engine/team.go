@@ -52,8 +52,8 @@ func cloneInners(m map[string]*innerTeam) map[string]*innerTeam {
 // that replay positions go on where the last inner run left them.
 func (s *State) startInner(a *spec.Agent, now time.Time) error {
 	isp := s.Spec.InnerSpec(a)
-	in := NewState(isp, DerefOr(isp.MaxRound, spec.DefaultMaxRound))
-	in.innerOf = a.Name
+	in := newState(isp, DerefOr(isp.MaxRound, spec.DefaultMaxRound), s.exprs)
+	in.innerOf, in.vars = a.Name, s.vars
 	for i, ia := range isp.Agents {
 		if n := s.innerCalls[ia.Name]; n > 0 {
 			if in.modelCalls == nil {
