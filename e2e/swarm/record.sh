@@ -10,3 +10,6 @@ if [ ! -x "$env_dir/python.sh" ]; then
 fi
 rm -f testdata/*.json
 "$env_dir/python.sh" record.py scenarios/*.json testdata
+# function_to_json over more signatures, for internal/pyfunc's tests.
+"$env_dir/python.sh" functions.py swarm-schemas.json
+mv swarm-schemas.json ../../internal/pyfunc/testdata/swarm_schemas.json

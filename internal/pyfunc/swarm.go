@@ -94,6 +94,11 @@ func (p *parser) swarmSignature(f *SwarmFunction, future bool) error {
 			if err := p.advance(); err != nil {
 				return err
 			}
+			if p.is(",") { // a bare / or *
+				if err := p.advance(); err != nil {
+					return err
+				}
+			}
 			continue // a star's name, if any, is read as a parameter next
 		case p.tok.kind != tokName:
 			return fmt.Errorf("unexpected %q", p.tok.text)
@@ -111,7 +116,8 @@ func (p *parser) swarmSignature(f *SwarmFunction, future bool) error {
 				return err
 			}
 			if n != nil && !future {
-				if t, ok := swarmTypes[p.resolve(n)]; ok {
+				// The builtins module is "other" to AgentChat's reading.
+				if t, ok := swarmTypes[strings.Replace(p.resolve(n), "other:builtins.", "builtins.", 1)]; ok {
 					prm.Type = t
 				}
 			}
