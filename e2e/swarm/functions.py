@@ -7,13 +7,14 @@ ParseSwarm: internal/pyfunc/testdata/swarm_schemas.json.
 
 Each case is a python_function's source and global imports; the function is
 the one named after the source's first "def ", defined by executing the
-imports and the source in fresh globals (as the recorder and agentd's
-sandbox harness define it).
+imports and the source in fresh globals (record.define, as agentd's sandbox
+harness defines it).
 """
 
 import json
 import sys
 
+from record import define
 from swarm.util import function_to_json
 
 CASES = [
@@ -58,28 +59,10 @@ CASES = [
 ]
 
 
-def first_def(src: str) -> str:
-    at = src.index("def ") + 4
-    return src[at : src.index("(", at)]
-
-
-def import_code(im):
-    if isinstance(im, str):
-        return f"import {im}"
-    if "module" in im:
-        names = ", ".join(i if isinstance(i, str) else f"{i['name']} as {i['alias']}" for i in im["imports"])
-        return f"from {im['module']} import {names}"
-    return f"import {im['name']} as {im['alias']}"
-
-
 def main() -> None:
     out = []
     for name, src, imports in CASES:
-        scope: dict = {}
-        for im in imports:
-            exec(import_code(im), scope)
-        exec(src, scope)
-        tool = function_to_json(scope[first_def(src)])
+        tool = function_to_json(define(src, imports))
         # As Swarm's get_chat_completion hides it from the model.
         params = tool["function"]["parameters"]
         params["properties"].pop("context_variables", None)

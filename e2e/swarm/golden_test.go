@@ -11,20 +11,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/e2e/golden"
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/chat/engine"
-	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/llm/openaitest"
-	"github.com/agentd/agentd/internal/runtime"
 	"github.com/agentd/agentd/internal/sandbox"
-	"github.com/agentd/agentd/internal/store"
-	"github.com/agentd/agentd/internal/tool"
 )
 
 // scenario is a file of scenarios/.
@@ -69,12 +64,7 @@ type run struct {
 }
 
 func TestGoldenRunsOfSwarm(t *testing.T) {
-	files, err := filepath.Glob("scenarios/*.json")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios: %v", err)
-	}
-	for _, f := range files {
-		name := strings.TrimSuffix(filepath.Base(f), ".json")
+	for _, name := range golden.Scenarios(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			sc, want := load(t, name)
@@ -82,7 +72,7 @@ func TestGoldenRunsOfSwarm(t *testing.T) {
 			for _, backend := range []string{sandbox.BackendDocker, sandbox.BackendBwrap} {
 				t.Run(backend, func(t *testing.T) {
 					t.Parallel()
-					got := runAgentd(t, sc, openSandbox(t, backend))
+					got := runAgentd(t, sc, golden.Sandbox(t, backend))
 					for _, d := range compare(want, got) {
 						t.Error(d)
 					}
@@ -143,15 +133,7 @@ func load(t *testing.T, name string) (scenario, fixture) {
 	t.Helper()
 	var sc scenario
 	var fx fixture
-	for path, v := range map[string]any{"scenarios/" + name + ".json": &sc, "testdata/" + name + ".json": &fx} {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(b, v); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-	}
+	golden.Load(t, name, &sc, &fx)
 	return sc, fx
 }
 
@@ -172,38 +154,7 @@ func runAgentd(t *testing.T, sc scenario, sandboxes chat.Sandboxes) run {
 	}
 
 	ctx := context.Background()
-	db, err := store.Open(ctx, store.Config{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if err := db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	providers, err := llm.New(llm.Config{OpenAI: llm.OpenAIConfig{BaseURL: models.URL(), APIKey: "golden", MaxRetries: -1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runner, err := tool.New(tool.Config{Sandboxes: sandboxes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { runner.Close() })
-	rt, err := runtime.New(runtime.Config{Store: db, Models: providers, Providers: providers.Providers(), Tools: runner, Sandboxes: sandboxes,
-		LeaseDuration: time.Minute, PollInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if err := rt.Stop(sctx); err != nil {
-			t.Error(err)
-		}
-	})
+	rt, db := golden.Runtime(t, models.URL(), sandboxes)
 	c, _, err := rt.Create(ctx, &chat.CreateParams{Body: sc.Spec})
 	if err != nil {
 		t.Fatalf("create: %v", err)
@@ -211,24 +162,10 @@ func runAgentd(t *testing.T, sc scenario, sandboxes chat.Sandboxes) run {
 	chatID := c.ID
 	// Before the sandbox's work root goes (cleanups run last first).
 	t.Cleanup(func() { _ = sandboxes.Release(context.Background(), chatID) })
-	ended := func(n int) *chat.Chat {
+	ended := func(n int) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			c, err := rt.Get(ctx, "", chatID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.Run == n && c.Status.Terminal() {
-				if c.Status != chat.StatusCompleted || c.StopReason != chat.StopSwarmComplete {
-					t.Errorf("run %d %s (%s): %s", n, c.Status, c.StopReason, c.Error)
-				}
-				return c
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("run %d of the chat not ended: run %d %s", n, c.Run, c.Status)
-			}
-			time.Sleep(20 * time.Millisecond)
+		if c := golden.Ended(t, rt, chatID, n, time.Minute); c.Status != chat.StatusCompleted || c.StopReason != chat.StopSwarmComplete {
+			t.Errorf("run %d %s (%s): %s", n, c.Status, c.StopReason, c.Error)
 		}
 	}
 	var out run
@@ -308,13 +245,10 @@ func runEnd(ctx context.Context, db chat.Store, chatID string) (string, json.Raw
 // members, which the API reads as absent (Swarm's client writes
 // tool_choice, refusal, audio and the like as null).
 func normalize(body []byte) (string, error) {
-	var m map[string]any
-	if err := json.Unmarshal(body, &m); err != nil {
+	m, err := golden.Request(body)
+	if err != nil {
 		return "", err
 	}
-	delete(m, "model")
-	delete(m, "stream")
-	delete(m, "stream_options")
 	out, err := json.MarshalIndent(dropNulls(m), "", " ")
 	return string(out), err
 }
@@ -414,28 +348,4 @@ func firstDiff(want, got string) string {
 		}
 	}
 	return "in nothing"
-}
-
-// openSandbox opens a real sandbox backend, where the python_functions
-// run: a missing one skips, or fails with CI=true.
-func openSandbox(t *testing.T, backend string) chat.Sandboxes {
-	t.Helper()
-	root := t.TempDir()
-	for _, d := range []string{filepath.Dir(root), root} {
-		if err := os.Chmod(d, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	m, err := sandbox.Open(ctx, sandbox.Config{Backend: backend, DockerHost: sandbox.ResolveDockerHost(os.Getenv("DOCKER_HOST")),
-		Image: os.Getenv("AGENTD_SANDBOX_IMAGE"), WorkRoot: root, Owner: fmt.Sprintf("agentd-swarm-golden-%d", time.Now().UnixNano())})
-	if err != nil {
-		if os.Getenv("CI") == "true" || !errors.Is(err, sandbox.ErrNoSandbox) {
-			t.Fatalf("the %s sandbox is unavailable: %v", backend, err)
-		}
-		t.Skipf("%s sandbox unavailable: %v", backend, err)
-	}
-	t.Cleanup(func() { _ = m.Close() })
-	return m
 }

@@ -125,24 +125,28 @@ def import_code(im: Any) -> str:
     return f"import {im['name']} as {im['alias']}"
 
 
+def define(source: str, imports: list[Any]) -> Any:
+    """The function a python_function's source defines: the imports and the
+    source executed in fresh globals, and the function named after the
+    source's first "def " (as agentd's sandbox harness defines it)."""
+    scope: dict[str, Any] = {}
+    for im in imports:
+        exec(import_code(im), scope)
+    exec(source, scope)
+    at = source.index("def ") + 4
+    return scope[source[at : source.index("(", at)]]
+
+
 def function_of(tool: dict[str, Any]) -> Any:
-    """The Python function of a python_function tool: its source executed
-    in fresh globals after its imports, and the function named after its
-    first "def " (which must be the tool's name: Swarm names a function by
-    its __name__)."""
+    """The Python function of a python_function tool, which must be named
+    as the tool is: Swarm names a function by its __name__."""
     impl = tool["implementation"]
     if impl.get("type") != "python_function":
         raise ValueError(f"tool {tool['name']}: the recorder runs python_function tools only")
-    scope: dict[str, Any] = {}
-    for im in impl.get("global_imports", []):
-        exec(import_code(im), scope)
-    exec(impl["source_code"], scope)
-    src = impl["source_code"]
-    at = src.index("def ") + 4
-    name = src[at : src.index("(", at)]
-    if name != tool["name"]:
-        raise ValueError(f"tool {tool['name']}: its function is {name}, and Swarm names a tool by its function")
-    return scope[name]
+    fn = define(impl["source_code"], impl.get("global_imports", []))
+    if fn.__name__ != tool["name"]:
+        raise ValueError(f"tool {tool['name']}: its function is {fn.__name__}, and Swarm names a tool by its function")
+    return fn
 
 
 def handoff_function(h: Any, agents: dict[str, Agent]) -> Any:
@@ -260,4 +264,5 @@ def main() -> None:
         print(f"{dest}: {len(fixture['requests'])} requests, {len(fixture['runs'])} runs")
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -86,20 +86,33 @@ func (w *worker) routedEvent(ctx context.Context, s engine.Step) (chat.Event, er
 }
 
 // toolboxFor describes the functions offered to an assistant in this turn.
+// Under the openai_swarm protocol they are a Swarm Agent's functions: its
+// tools as function_to_json describes them, then its hand-offs as the
+// functions a Swarm program writes for them; no user_proxy is there to
+// run functions for others.
 func (w *worker) toolboxFor(ctx context.Context, a *spec.Agent) (*engine.Toolbox, error) {
-	if w.spec.OpenAISwarm() {
-		return w.swarmToolbox(ctx, a)
+	swarm := w.spec.OpenAISwarm()
+	describe := w.rt.tools.Describe
+	if swarm {
+		describe = w.rt.tools.DescribeSwarm
 	}
 	b := &engine.Toolbox{}
 	for _, name := range a.Tools {
 		t := w.spec.Tool(name)
-		defs, err := w.rt.tools.Describe(ctx, w.id, t)
+		defs, err := describe(ctx, w.id, t)
 		if err != nil {
 			return nil, fmt.Errorf("describe tool %s: %w", name, err)
 		}
 		for _, d := range defs {
 			b.Add(engine.Offered{Def: d, Tool: t})
 		}
+	}
+	if swarm {
+		for i := range a.Handoffs {
+			h := &a.Handoffs[i]
+			b.Add(engine.Offered{Def: engine.SwarmHandoffDef(h), Handoff: h.Target})
+		}
+		return b, nil
 	}
 	for i := range w.spec.Agents {
 		if w.spec.AgentIndex(a.Name) < 0 {
@@ -124,29 +137,6 @@ func (w *worker) toolboxFor(ctx context.Context, a *spec.Agent) (*engine.Toolbox
 		if !h.Conditional() { // a conditional hand-off is no tool (engine.State.handoffTaken)
 			b.Add(engine.Offered{Def: engine.HandoffDef(h), Handoff: h.Target})
 		}
-	}
-	return b, nil
-}
-
-// swarmToolbox is what an agent offers under the openai_swarm protocol, in
-// the order of a Swarm Agent's functions: its tools as function_to_json
-// describes them, then its hand-offs as the functions a Swarm program
-// writes for them.
-func (w *worker) swarmToolbox(ctx context.Context, a *spec.Agent) (*engine.Toolbox, error) {
-	b := &engine.Toolbox{}
-	for _, name := range a.Tools {
-		t := w.spec.Tool(name)
-		defs, err := w.rt.tools.DescribeSwarm(ctx, w.id, t)
-		if err != nil {
-			return nil, fmt.Errorf("describe tool %s: %w", name, err)
-		}
-		for _, d := range defs {
-			b.Add(engine.Offered{Def: d, Tool: t})
-		}
-	}
-	for i := range a.Handoffs {
-		h := &a.Handoffs[i]
-		b.Add(engine.Offered{Def: engine.SwarmHandoffDef(h), Handoff: h.Target})
 	}
 	return b, nil
 }

@@ -25,6 +25,9 @@ func TestOpenAISwarmProtocol(t *testing.T) {
 		"agents": [{"name": "a", "type": "assistant", "model": "m"}]}`),
 		map[string]string{"/speaker_selection/protocol": "must be agentchat or openai_swarm"})
 
+	checkProblems(t, checked(`{"task": "t", `+models+`, "agents": [{"name": "t", "type": "team", "model": "m", "team": {
+		"speaker_selection": {"method": "swarm", "protocol": "openai_swarm"}, "agents": [{"name": "a", "type": "assistant", "model": "m"}]}}]}`),
+		map[string]string{"/agents/0/team/speaker_selection/protocol": "an inner team speaks AgentChat's protocol"})
 	checkProblems(t, checked(`{"task": "t", `+models+`, "context_variables": {"x": 1},
 		"speaker_selection": {"method": "swarm", "protocol": "openai_swarm"},
 		"agents": [{"name": "a\u0007", "type": "assistant", "model": "m"},

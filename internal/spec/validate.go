@@ -116,6 +116,11 @@ func (v *validator) checkProtocol(p string, sel *Selection) {
 			v.add(p+"/protocol", "openai_swarm goes with method swarm")
 			return
 		}
+		if v.inner {
+			// A team agent's turn is AgentChat's SocietyOfMindAgent.
+			v.add(p+"/protocol", "an inner team speaks AgentChat's protocol: openai_swarm is for a chat's own agents")
+			return
+		}
 	default:
 		v.add(p+"/protocol", "must be agentchat or openai_swarm")
 		return
