@@ -92,13 +92,15 @@ func (w *worker) routedEvent(ctx context.Context, s engine.Step) (chat.Event, er
 // run functions for others.
 func (w *worker) toolboxFor(ctx context.Context, a *spec.Agent) (*engine.Toolbox, error) {
 	swarm := w.spec.OpenAISwarm()
-	describe := w.rt.tools.Describe
-	if swarm {
-		describe = w.rt.tools.DescribeSwarm
-	}
 	b := &engine.Toolbox{}
 	for _, name := range a.Tools {
 		t := w.spec.Tool(name)
+		// A runtime without tools has none to describe: the method is
+		// taken only here, where a spec with tools has them checked.
+		describe := w.rt.tools.Describe
+		if swarm {
+			describe = w.rt.tools.DescribeSwarm
+		}
 		defs, err := describe(ctx, w.id, t)
 		if err != nil {
 			return nil, fmt.Errorf("describe tool %s: %w", name, err)
