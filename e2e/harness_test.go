@@ -278,6 +278,8 @@ type chatView struct {
 	Usage        map[string]int  `json:"usage"`
 	Metadata     json.RawMessage `json:"metadata"`
 	CreatedAt    time.Time       `json:"created_at"`
+	// ContextVariables are in the answers about one chat.
+	ContextVariables json.RawMessage `json:"context_variables"`
 }
 
 type messageView struct {

@@ -367,6 +367,9 @@ func (p *printer) chat(ch *client.Chat) {
 	if len(ch.Metadata) > 0 && string(ch.Metadata) != "null" {
 		fmt.Fprintf(p.w, "  metadata   %s\n", ch.Metadata)
 	}
+	if len(ch.ContextVariables) > 0 && string(ch.ContextVariables) != "{}" {
+		fmt.Fprintf(p.w, "  variables  %s\n", ch.ContextVariables)
+	}
 	if pi := ch.PendingInput; pi != nil {
 		fmt.Fprintf(p.w, "  waiting    %s\n", pendingText(ch.ID, pi))
 	}
@@ -479,6 +482,8 @@ func (p *printer) event(chatID string, e client.Event) {
 		fmt.Fprintln(p.w, p.dim(fmt.Sprintf("── run %d", d.Run)))
 	case "chat.created", "chat.running":
 		fmt.Fprintln(p.w, p.dim("── "+e.Event))
+	case "context.updated":
+		fmt.Fprintln(p.w, p.dim("── variables ")+contextChange(e.Data))
 	default:
 		if !e.Terminal() {
 			// An event this client does not know: named, never taken
@@ -499,6 +504,36 @@ func (p *printer) event(chatID string, e client.Event) {
 		}
 		fmt.Fprintln(p.w, line)
 	}
+}
+
+// contextChange is a context.updated event's change in one line: what was
+// set, what removed, and by whom.
+func contextChange(data json.RawMessage) string {
+	var d struct {
+		Set     json.RawMessage `json:"set"`
+		Removed []string        `json:"removed"`
+		By      struct {
+			Agent  string `json:"agent"`
+			Tool   string `json:"tool"`
+			Client string `json:"client"`
+		} `json:"by"`
+	}
+	_ = json.Unmarshal(data, &d)
+	var parts []string
+	if len(d.Set) > 0 && string(d.Set) != "{}" {
+		parts = append(parts, "set "+string(d.Set))
+	}
+	if len(d.Removed) > 0 {
+		parts = append(parts, "removed "+strings.Join(d.Removed, ", "))
+	}
+	by := d.By.Client
+	if d.By.Agent != "" || d.By.Tool != "" {
+		by = strings.Trim(d.By.Agent+" "+d.By.Tool, " ")
+	}
+	if by != "" {
+		parts = append(parts, "(by "+by+")")
+	}
+	return strings.Join(parts, " ")
 }
 
 func pendingText(chatID string, pi *client.PendingInput) string {

@@ -34,3 +34,16 @@ func TestPrinterMessage(t *testing.T) {
 		}
 	}
 }
+
+// A context.updated event as agentd chat follow prints it.
+func TestContextChange(t *testing.T) {
+	for data, want := range map[string]string{
+		`{"set": {"tier": "gold"}, "by": {"client": "create"}}`:                       `set {"tier": "gold"} (by create)`,
+		`{"set": {}, "removed": ["a", "b"], "by": {"client": "patch"}}`:               `removed a, b (by patch)`,
+		`{"set": {"n": 1}, "removed": ["x"], "by": {"agent": "sales", "tool": "fn"}}`: `set {"n": 1} removed x (by sales fn)`,
+	} {
+		if got := contextChange([]byte(data)); got != want {
+			t.Errorf("contextChange(%s) = %q, want %q", data, got, want)
+		}
+	}
+}

@@ -487,7 +487,7 @@ func runAgentd(t *testing.T, sc scenario, fx fixture, sandboxes chat.Sandboxes) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, n, err := rt.SubmitRun(ctx, "", chatID, "", b)
+		_, n, err := rt.SubmitRun(ctx, "", chatID, "", agentdspec.DecodeRunRequest(b))
 		var invalid *agentdspec.ValidationError
 		switch {
 		case errors.As(err, &invalid):

@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // Chats is what the A2A mapping needs of the chat service; *runtime.Runtime
@@ -43,9 +44,9 @@ type Chats interface {
 	// Input answers the chat's pending input request; key is an
 	// Idempotency-Key ("" for none).
 	Input(ctx context.Context, tenant, id, key string, in *chat.Input) (*chat.Chat, error)
-	// SubmitRun posts the chat's next run (a /v1 runs request body); key
+	// SubmitRun posts the chat's next run (a /v1 runs request); key
 	// is an Idempotency-Key ("" for none).
-	SubmitRun(ctx context.Context, tenant, id, key string, body []byte) (*chat.Chat, int, error)
+	SubmitRun(ctx context.Context, tenant, id, key string, req *spec.RunRequest) (*chat.Chat, int, error)
 	// GetTeam returns a saved team (the latest version for 0).
 	GetTeam(ctx context.Context, tenant, name string, version int) (*chat.Team, error)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // call is one JSON-RPC request being served.
@@ -247,11 +248,7 @@ func (c *call) continueContext(ctx context.Context, m *Message, text string, dat
 	if data != nil {
 		return "", 0, 0, invalidParams("a new task takes its task as text parts")
 	}
-	body, err := json.Marshal(map[string]string{"task": text})
-	if err != nil {
-		return "", 0, 0, err
-	}
-	after, n, err := c.h.chats.SubmitRun(ctx, c.tenant, ch.ID, "", body)
+	after, n, err := c.h.chats.SubmitRun(ctx, c.tenant, ch.ID, "", spec.TextRun(text))
 	if err != nil {
 		return "", 0, 0, err
 	}

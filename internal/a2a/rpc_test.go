@@ -146,7 +146,7 @@ func (fakeChats) Input(context.Context, string, string, string, *chat.Input) (*c
 	return nil, chat.ErrNoPendingInput
 }
 
-func (fakeChats) SubmitRun(context.Context, string, string, string, []byte) (*chat.Chat, int, error) {
+func (fakeChats) SubmitRun(context.Context, string, string, string, *spec.RunRequest) (*chat.Chat, int, error) {
 	return nil, 0, &chat.BusyError{}
 }
 

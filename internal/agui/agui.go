@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // Runtime is what AG-UI needs of the chat runtime; *runtime.Runtime
@@ -41,7 +42,7 @@ type Runtime interface {
 	// replies its models stream.
 	Stream(chatID string) (<-chan runtime.Wake, *runtime.DeltaQueue, func())
 	// SubmitRun posts the next run of a chat and returns its number.
-	SubmitRun(ctx context.Context, tenant, id, key string, body []byte) (*chat.Chat, int, error)
+	SubmitRun(ctx context.Context, tenant, id, key string, req *spec.RunRequest) (*chat.Chat, int, error)
 	// Input answers the chat's pending input request.
 	Input(ctx context.Context, tenant, id, key string, in *chat.Input) (*chat.Chat, error)
 	// GetTeam returns a version of a saved team (the latest for 0), or

@@ -123,11 +123,7 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 	if task == "" {
 		return nil, invalid(spec.Problem{Path: "/messages", Message: "the last message is the run's task, so it must be the user's and hold text"})
 	}
-	body, err := json.Marshal(map[string]string{"task": task})
-	if err != nil {
-		return nil, fmt.Errorf("encode run request: %w", err)
-	}
-	after, n, err := h.rt.SubmitRun(ctx, tenant, ch.ID, key, body)
+	after, n, err := h.rt.SubmitRun(ctx, tenant, ch.ID, key, spec.TextRun(task))
 	if err != nil {
 		return nil, err
 	}

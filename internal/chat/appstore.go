@@ -14,6 +14,9 @@ var (
 	// ErrChatActive: the chat has not ended, and the operation (erasure)
 	// needs an ended chat.
 	ErrChatActive = errors.New("the chat has not ended")
+	// ErrRunActive: a run of the chat is active or waits to start, and
+	// the change (of its context variables) is made between runs only.
+	ErrRunActive = errors.New("a run of the chat is active or about to start")
 	// ErrTeamNotFound: no saved team (or version) of that name for the tenant.
 	ErrTeamNotFound = errors.New("team not found")
 	// ErrMetadataTooLarge: metadata merged with a patch would be larger

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // Errors a Store translates its database's errors into, so that callers never
@@ -249,6 +251,9 @@ type ListEventsParams struct {
 	ChatID string
 	After  int64
 	Limit  int
+	// Type, when set, lists only the events of that type (a chat's
+	// context.updated events, which its variables are the fold of).
+	Type EventType
 }
 
 // AppendParams are the arguments of Store.Append.
@@ -299,11 +304,12 @@ type ChatUpdate struct {
 	Run int
 }
 
-// The answers to a busy chat of SubmitRunParams.IfBusy.
+// The answers to a busy chat of SubmitRunParams.IfBusy: a run request's
+// if_busy (spec.RunRequest).
 const (
-	IfBusyReject    = "reject"
-	IfBusyEnqueue   = "enqueue"
-	IfBusyInterrupt = "interrupt"
+	IfBusyReject    = spec.IfBusyReject
+	IfBusyEnqueue   = spec.IfBusyEnqueue
+	IfBusyInterrupt = spec.IfBusyInterrupt
 )
 
 // SubmitRunParams are the arguments of Store.SubmitRun.

@@ -323,6 +323,11 @@ type Chat struct {
 	ForkedFrom *ForkRef
 	// Team is the saved team the chat was created from, if any.
 	Team *TeamRef
+	// ContextVariables are the chat's variables as of LastSeq (a JSON
+	// object), when the runtime read them for a response; the store
+	// leaves them nil (they are the fold of the log's context.updated
+	// events).
+	ContextVariables json.RawMessage `json:"-"`
 }
 
 // ForkRef names the chat and seq a fork's log was copied from.

@@ -56,6 +56,9 @@ type Chat struct {
 	UpdatedAt    time.Time       `json:"updated_at"`
 	CompletedAt  *time.Time      `json:"completed_at"`
 	Metadata     json.RawMessage `json:"metadata"`
+	// ContextVariables are the chat's context variables, in the answers
+	// about one chat (GET, PATCH, fork, create); nil in lists.
+	ContextVariables json.RawMessage `json:"context_variables,omitempty"`
 	// Run is the number of the chat's latest run; QueuedRuns counts the
 	// runs posted after it that have not started.
 	Run        int `json:"run"`

@@ -595,16 +595,6 @@ func deref[T any](p *T) T {
 	return *p
 }
 
-func lower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
-
 // outputSchema exports an output_schema as AgentChat's
 // StructuredMessageFactory: the JSON Schema with its properties in order
 // (the order of the fields of the pydantic model AgentChat makes of it).

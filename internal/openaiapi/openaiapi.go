@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // Runtime is what the OpenAI API needs of the chat runtime; *runtime.Runtime
@@ -39,7 +40,7 @@ type Runtime interface {
 	// replies its models stream.
 	Stream(chatID string) (<-chan runtime.Wake, *runtime.DeltaQueue, func())
 	// SubmitRun posts the next run of a chat and returns its number.
-	SubmitRun(ctx context.Context, tenant, id, key string, body []byte) (*chat.Chat, int, error)
+	SubmitRun(ctx context.Context, tenant, id, key string, req *spec.RunRequest) (*chat.Chat, int, error)
 	// GetTeam returns a version of a saved team (the latest for 0), or
 	// chat.ErrTeamNotFound.
 	GetTeam(ctx context.Context, tenant, name string, version int) (*chat.Team, error)

@@ -197,8 +197,7 @@ func (h *Handler) Responses(w http.ResponseWriter, r *http.Request, tenant, key 
 			h.fail(w, r, err)
 			return
 		}
-		body, _ := json.Marshal(map[string]string{"task": conv.task})
-		if ch, run, err = h.rt.SubmitRun(ctx, tenant, chatID, "", body); err != nil {
+		if ch, run, err = h.rt.SubmitRun(ctx, tenant, chatID, "", spec.TextRun(conv.task)); err != nil {
 			h.fail(w, r, err)
 			return
 		}

@@ -211,9 +211,9 @@ func postRun(t *testing.T, db *FaultyStore, w *worker, rng *rand.Rand) {
 	var req engine.QueuedRequest
 	switch rng.IntN(3) {
 	case 0:
-		req.Task = []engine.TaskMessage{{Type: chat.TypeTextMessage, Source: chat.UserName, Content: "again"}}
+		req.Task = []spec.TaskMessage{{Type: chat.TypeTextMessage, Source: chat.UserName, Content: "again"}}
 	case 1:
-		req.Task = []engine.TaskMessage{{Type: chat.TypeHandoffMessage, Source: chat.UserName, Content: "back to you", Target: w.st.Spec.Agents[0].Name}}
+		req.Task = []spec.TaskMessage{{Type: chat.TypeHandoffMessage, Source: chat.UserName, Content: "back to you", Target: w.st.Spec.Agents[0].Name}}
 	}
 	if rng.IntN(2) == 0 {
 		req.MaxRound = 1 + rng.IntN(3)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // graphSpec is a graph chat whose agents answer from replay scripts:
@@ -195,7 +196,7 @@ func TestGraphRunsGoOn(t *testing.T) {
 	}
 	run := func(task string) *chat.Chat {
 		t.Helper()
-		_, n, err := rt.SubmitRun(context.Background(), "", c.ID, "", []byte(`{"task": "`+task+`"}`))
+		_, n, err := rt.SubmitRun(context.Background(), "", c.ID, "", spec.DecodeRunRequest([]byte(`{"task": "`+task+`"}`)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -99,10 +99,10 @@ func TestMultiModalTaskProblems(t *testing.T) {
 	c := create(t, rt, threeAgents(1, ""))
 	waitRun(t, rt, c.ID, 1)
 	big := base64.StdEncoding.EncodeToString(append(opaquePNG(t), make([]byte, 100)...))
-	_, _, err := rt.SubmitRun(context.Background(), "", c.ID, "", []byte(`{"task": [
+	_, _, err := rt.SubmitRun(context.Background(), "", c.ID, "", spec.DecodeRunRequest([]byte(`{"task": [
 		{"type": "MultiModalMessage", "content": "not a list"},
 		{"type": "MultiModalMessage", "content": ["x", {"image": {"data": "aGVsbG8="}}, {"data": "`+big+`"}, 7]},
-		{"type": "MultiModalMessage", "content": []}]}`))
+		{"type": "MultiModalMessage", "content": []}]}`)))
 	var ve *spec.ValidationError
 	if !errors.As(err, &ve) {
 		t.Fatalf("err = %v, want a validation error", err)
@@ -115,7 +115,7 @@ func TestMultiModalTaskProblems(t *testing.T) {
 	if !slices.Equal(paths, want) {
 		t.Errorf("problems = %+v, want paths %q", ve.Problems, want)
 	}
-	_, _, err = rt.SubmitRun(context.Background(), "", c.ID, "", []byte(`{"task": {"type": "MultiModalMessage", "content": ["x", {"image": {"data": "aGVsbG8="}}, {"data": "`+big+`"}]}}`))
+	_, _, err = rt.SubmitRun(context.Background(), "", c.ID, "", spec.DecodeRunRequest([]byte(`{"task": {"type": "MultiModalMessage", "content": ["x", {"image": {"data": "aGVsbG8="}}, {"data": "`+big+`"}]}}`)))
 	paths = nil
 	if errors.As(err, &ve) {
 		for _, p := range ve.Problems {

@@ -63,7 +63,7 @@ func TestMagenticOneRunsTheOrchestratorsLoop(t *testing.T) {
 	// AgentChat's orchestrator fails a run without a task; agentd refuses
 	// it, and the chat goes on.
 	for _, body := range []string{`{}`, `{"task": null}`} {
-		_, _, err := rt.SubmitRun(context.Background(), "", c.ID, "", []byte(body))
+		_, _, err := rt.SubmitRun(context.Background(), "", c.ID, "", spec.DecodeRunRequest([]byte(body)))
 		var invalid *spec.ValidationError
 		if !errors.As(err, &invalid) || len(invalid.Problems) != 1 || invalid.Problems[0].Path != "/task" {
 			t.Fatalf("run %s: %v, want a problem at /task", body, err)

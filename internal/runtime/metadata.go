@@ -55,5 +55,5 @@ func (r *Runtime) PatchMetadata(ctx context.Context, tenant, id string, patch ma
 	}
 	r.appMetrics.patched.Inc()
 	r.log.Info("chat metadata changed", "chat_id", id, "tenant", tenant, "keys", len(patch))
-	return c, nil
+	return r.withContext(ctx, c)
 }

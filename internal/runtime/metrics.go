@@ -190,8 +190,10 @@ func (s *statusCollector) get() (map[chat.Status]int64, error) {
 type appMetrics struct {
 	erased  *prometheus.CounterVec
 	patched prometheus.Counter
-	teams   prometheus.Counter
-	errors  *prometheus.CounterVec
+	// contextPatches counts PATCHes of context variables by outcome.
+	contextPatches *prometheus.CounterVec
+	teams          prometheus.Counter
+	errors         *prometheus.CounterVec
 }
 
 func newAppMetrics(reg prometheus.Registerer) (*appMetrics, error) {
@@ -200,12 +202,14 @@ func newAppMetrics(reg prometheus.Registerer) (*appMetrics, error) {
 			Help: "Chats erased, by cause (request: DELETE /v1/chats/{id}; retention: AGENTD_RETENTION)."}, []string{"cause"}),
 		patched: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_chat_metadata_patches_total",
 			Help: "Metadata changes (PATCH /v1/chats/{id})."}),
+		contextPatches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_context_patches_total",
+			Help: "Changes of context variables between runs (PATCH /v1/chats/{id}), by outcome (applied, busy: a run is active, invalid)."}, []string{"outcome"}),
 		teams: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_team_versions_created_total",
 			Help: "Saved team versions created."}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_retention_errors_total",
 			Help: "Retention passes that failed (the next pass tries again)."}, []string{"stage"}),
 	}
-	for _, c := range []prometheus.Collector{m.erased, m.patched, m.teams, m.errors} {
+	for _, c := range []prometheus.Collector{m.erased, m.patched, m.contextPatches, m.teams, m.errors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

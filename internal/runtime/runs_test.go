@@ -42,7 +42,7 @@ func waitRun(t testing.TB, rt *runtime.Runtime, id string, n int) *chat.Chat {
 
 func submitRun(t testing.TB, rt *runtime.Runtime, id, body string) int {
 	t.Helper()
-	_, n, err := rt.SubmitRun(context.Background(), "", id, "", []byte(body))
+	_, n, err := rt.SubmitRun(context.Background(), "", id, "", spec.DecodeRunRequest([]byte(body)))
 	if err != nil {
 		t.Fatalf("SubmitRun(%s): %v", body, err)
 	}
@@ -142,7 +142,7 @@ func TestIfBusy(t *testing.T) {
 		"model": {"provider": "replay", "responses": [{"content": "r1", "delay_ms": 300}, {"content": "r2", "delay_ms": 300},
 		{"content": "r3", "delay_ms": 300}, {"content": "r4", "delay_ms": 1500}]}}]}`
 	c := create(t, rt, slow)
-	_, _, err := rt.SubmitRun(context.Background(), "", c.ID, "", []byte(`{"task": "x"}`))
+	_, _, err := rt.SubmitRun(context.Background(), "", c.ID, "", spec.DecodeRunRequest([]byte(`{"task": "x"}`)))
 	var busy *chat.BusyError
 	if !errors.As(err, &busy) || busy.Run != 1 {
 		t.Fatalf("reject while run 1 runs: %v", err)
@@ -160,7 +160,7 @@ func TestIfBusy(t *testing.T) {
 	// which is the only run queued after it and the next to start.
 	submitRun(t, rt, c.ID, `{"task": "fifth", "if_busy": "enqueue"}`)
 	submitRun(t, rt, c.ID, `{"task": "sixth", "if_busy": "enqueue"}`)
-	queued, n, err := rt.SubmitRun(context.Background(), "", c.ID, "", []byte(`{"task": "seventh", "if_busy": "interrupt"}`))
+	queued, n, err := rt.SubmitRun(context.Background(), "", c.ID, "", spec.DecodeRunRequest([]byte(`{"task": "seventh", "if_busy": "interrupt"}`)))
 	if err != nil || n != 7 {
 		t.Fatalf("interrupting run %d, want 7: %v", n, err)
 	}
@@ -312,7 +312,7 @@ func TestSwarmHandsOffToUserAndBack(t *testing.T) {
 		t.Fatalf("the refused run's task joined the thread: %v", runEvents(t, db, c.ID))
 	}
 	// The task is checked against the chat's agents when it is posted.
-	_, _, err := rt.SubmitRun(context.Background(), "", c.ID, "", []byte(`{"task": {"type": "HandoffMessage", "target": "nobody", "content": "x"}, "if_busy": "sometimes", "bogus": 1}`))
+	_, _, err := rt.SubmitRun(context.Background(), "", c.ID, "", spec.DecodeRunRequest([]byte(`{"task": {"type": "HandoffMessage", "target": "nobody", "content": "x"}, "if_busy": "sometimes", "bogus": 1}`)))
 	var ve *spec.ValidationError
 	if !errors.As(err, &ve) {
 		t.Fatalf("a bad run: %v", err)
@@ -349,7 +349,7 @@ func TestForkCopiesTheLog(t *testing.T) {
 			break
 		}
 	}
-	f, err := rt.Fork(context.Background(), "", src.ID, "", fmt.Appendf(nil, `{"at_seq": %d, "run": {"task": "instead"}}`, end1))
+	f, err := rt.Fork(context.Background(), "", src.ID, "", spec.DecodeForkRequest(fmt.Appendf(nil, `{"at_seq": %d, "run": {"task": "instead"}}`, end1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +384,7 @@ func TestForkCopiesTheLog(t *testing.T) {
 		}
 	}
 	for range 5 {
-		mid, err := rt.Fork(context.Background(), "", src.ID, "", fmt.Appendf(nil, `{"at_seq": %d, "run": {"task": "instead"}}`, turn1))
+		mid, err := rt.Fork(context.Background(), "", src.ID, "", spec.DecodeForkRequest(fmt.Appendf(nil, `{"at_seq": %d, "run": {"task": "instead"}}`, turn1)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -405,7 +405,7 @@ func TestForkCopiesTheLog(t *testing.T) {
 	// At a turn's end inside a run, without a run: nothing ends the
 	// copied run; it carries on where the source was, the next agent
 	// speaks and the run ends as the source's did.
-	plain, err := rt.Fork(context.Background(), "", src.ID, "", fmt.Appendf(nil, `{"at_seq": %d}`, turn1))
+	plain, err := rt.Fork(context.Background(), "", src.ID, "", spec.DecodeForkRequest(fmt.Appendf(nil, `{"at_seq": %d}`, turn1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,12 +425,12 @@ func TestForkCopiesTheLog(t *testing.T) {
 			break
 		}
 	}
-	_, err = rt.Fork(context.Background(), "", src.ID, "", fmt.Appendf(nil, `{"at_seq": %d}`, sel))
+	_, err = rt.Fork(context.Background(), "", src.ID, "", spec.DecodeForkRequest(fmt.Appendf(nil, `{"at_seq": %d}`, sel)))
 	var ve *spec.ValidationError
 	if !errors.As(err, &ve) || ve.Problems[0].Path != "/at_seq" {
 		t.Fatalf("fork inside a turn: %v", err)
 	}
-	if _, err := rt.Fork(context.Background(), "other", src.ID, "", nil); !errors.Is(err, chat.ErrNotFound) {
+	if _, err := rt.Fork(context.Background(), "other", src.ID, "", spec.DecodeForkRequest(nil)); !errors.Is(err, chat.ErrNotFound) {
 		t.Fatalf("fork of another tenant's chat: %v", err)
 	}
 }

@@ -69,6 +69,7 @@ func (r *Runtime) Create(ctx context.Context, p *chat.CreateParams) (*chat.Chat,
 		return nil, false, err
 	}
 	if created {
+		c.ContextVariables = engine.EncodeContext(foldContextEvents(evs))
 		if len(cp.Deliveries) > 0 {
 			r.webhooks.Queued()
 		}
@@ -97,7 +98,7 @@ func (r *Runtime) CheckCreate(ctx context.Context, tenant string, body []byte) (
 
 // checkCreate is the validation of Create: the spec, its compacted body,
 // the task of run 1 and the saved team it came from, or every problem.
-func (r *Runtime) checkCreate(ctx context.Context, tenant string, body []byte) (*spec.Spec, []byte, []engine.TaskMessage, *chat.TeamRef, error) {
+func (r *Runtime) checkCreate(ctx context.Context, tenant string, body []byte) (*spec.Spec, []byte, []spec.TaskMessage, *chat.TeamRef, error) {
 	// A request naming a saved team (team_ref) becomes the team's spec
 	// with the request's task and overrides.
 	body, team, err := r.resolveTeamRef(ctx, tenant, body)
@@ -105,7 +106,7 @@ func (r *Runtime) checkCreate(ctx context.Context, tenant string, body []byte) (
 		return nil, nil, nil, nil, err
 	}
 	sp, compact, probs := spec.Check(body, r.limits, r.env())
-	var task []engine.TaskMessage
+	var task []spec.TaskMessage
 	if len(probs) == 0 {
 		task, probs = engine.SpecTask(sp, r.limits)
 	}
@@ -117,7 +118,11 @@ func (r *Runtime) checkCreate(ctx context.Context, tenant string, body []byte) (
 
 // Get returns a chat of the tenant.
 func (r *Runtime) Get(ctx context.Context, tenant, id string) (*chat.Chat, error) {
-	return r.store.GetChat(ctx, tenant, id)
+	c, err := r.store.GetChat(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	return r.withContext(ctx, c)
 }
 
 // List returns a page of chats, newest first.

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,13 +33,16 @@ const brokenLogPrefix = "the chat's log cannot be read"
 // SubmitRun posts the next run of a chat (POST /v1/chats/{id}/runs) and
 // returns the chat afterwards and the run's number. A busy chat answers as
 // the request's if_busy says: a *BusyError for reject. With a key
-// (Idempotency-Key), a repeat of the request gets the first answer.
-func (r *Runtime) SubmitRun(ctx context.Context, tenant, id, key string, body []byte) (*chat.Chat, int, error) {
+// (Idempotency-Key), a repeat of the request gets the first answer. req
+// comes from spec.DecodeRunRequest: its task is checked here against the
+// chat's agents, and the problems its decoding found are reported with
+// those.
+func (r *Runtime) SubmitRun(ctx context.Context, tenant, id, key string, req *spec.RunRequest) (*chat.Chat, int, error) {
 	c, err := r.store.GetChat(ctx, tenant, id)
 	if err != nil {
 		return nil, 0, err
 	}
-	k := keyedRequest(tenant, id, chat.OpRun, key, body)
+	k := keyedRequest(tenant, id, chat.OpRun, key, req.Body)
 	if a, err := r.answered(ctx, k); a != nil || err != nil {
 		if err != nil {
 			return nil, 0, err
@@ -51,14 +53,21 @@ func (r *Runtime) SubmitRun(ctx context.Context, tenant, id, key string, body []
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: decode stored spec: %v", ErrLogBroken, err)
 	}
-	req, probs := engine.DecodeRunRequest(body, sp, r.limits)
+	queued, probs := engine.CheckRun(req, sp, r.limits)
 	if len(probs) > 0 {
 		return nil, 0, &spec.ValidationError{Problems: probs}
+	}
+	if len(queued.ContextVariables) > 0 {
+		// Checked against the variables now, for a clear answer; a run
+		// queued behind others is checked again as it starts.
+		if err := r.checkContextChange(ctx, c, queued.ContextVariables, chat.ContextByRun); err != nil {
+			return nil, 0, err
+		}
 	}
 	if c.Status == chat.StatusFailed && strings.HasPrefix(c.Error, brokenLogPrefix) {
 		return nil, 0, ErrLogBroken
 	}
-	sc, n, err := r.store.SubmitRun(ctx, &chat.SubmitRunParams{Tenant: tenant, ChatID: id, Request: chat.MustJSON(req.Queued),
+	sc, n, err := r.store.SubmitRun(ctx, &chat.SubmitRunParams{Tenant: tenant, ChatID: id, Request: chat.MustJSON(queued),
 		IfBusy: req.IfBusy, Key: uuid.NewString(), Now: r.now(), Keyed: k})
 	var busy *chat.BusyError
 	switch {
@@ -116,55 +125,47 @@ func (r *Runtime) StopRun(ctx context.Context, tenant, id, key string) (*chat.Ch
 	return c, true, nil
 }
 
-// forkRequest is the body of POST /v1/chats/{id}/fork.
-type forkRequest struct {
-	AtSeq *int64          `json:"at_seq"`
-	Run   json.RawMessage `json:"run"`
-}
-
 // Fork creates a chat whose log starts as a copy of another's up to a
 // turn's or a run's end (POST /fork): a new chat of the same tenant and
 // spec, in the state that copy leaves it, with forked_from set. A run in
 // the request starts on it at once (it interrupts a run the copy left in
 // progress). It is how a client edits history or tries another path.
-// With a key, a repeat gets the first fork.
-func (r *Runtime) Fork(ctx context.Context, tenant, id, key string, body []byte) (*chat.Chat, error) {
-	var fr forkRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if len(bytes.TrimSpace(body)) > 0 {
-		if err := dec.Decode(&fr); err != nil {
-			return nil, &spec.ValidationError{Problems: []spec.Problem{{Path: "", Message: "must be {\"at_seq\"?, \"run\"?}: " + err.Error()}}}
-		}
+// With a key, a repeat gets the first fork. req comes from
+// spec.DecodeForkRequest.
+func (r *Runtime) Fork(ctx context.Context, tenant, id, key string, req *spec.ForkRequest) (*chat.Chat, error) {
+	if len(req.Problems) > 0 {
+		return nil, &spec.ValidationError{Problems: req.Problems}
 	}
 	src, err := r.store.GetChat(ctx, tenant, id)
 	if err != nil {
 		return nil, err
 	}
-	k := keyedRequest(tenant, id, chat.OpFork, key, body)
+	k := keyedRequest(tenant, id, chat.OpFork, key, req.Body)
 	if a, err := r.answered(ctx, k); a != nil || err != nil {
 		if err != nil {
 			return nil, err
 		}
-		return replayed(a, src.Spec), nil
+		// The variables as of the fork's seq then, as the first answer showed them.
+		return r.withContext(ctx, replayed(a, src.Spec))
 	}
 	sp, err := r.specs.decode(src.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("%w: decode stored spec: %v", ErrLogBroken, err)
 	}
 	at := src.LastSeq
-	if fr.AtSeq != nil {
-		at = *fr.AtSeq
+	if req.AtSeq != nil {
+		at = *req.AtSeq
 	}
 	var probs problem.List
 	if at < 1 || at > src.LastSeq {
 		probs.Add("/at_seq", "must be a seq of the chat's log: 1 to %d", src.LastSeq)
 	}
-	var run *engine.RunRequest
-	if len(fr.Run) > 0 && string(fr.Run) != "null" {
-		rr, rp := engine.DecodeRunRequest(fr.Run, sp, r.limits)
+	var run *engine.QueuedRequest
+	if req.Run != nil {
+		// Its if_busy does not apply: the fork's run starts at once.
+		q, rp := engine.CheckRun(req.Run, sp, r.limits)
 		probs.AddAll("/run", rp)
-		run = rr // its if_busy does not apply: the fork's run starts at once
+		run = q
 	}
 	if probs.Len() > 0 {
 		return nil, &spec.ValidationError{Problems: probs.Items()}
@@ -176,11 +177,26 @@ func (r *Runtime) Fork(ctx context.Context, tenant, id, key string, body []byte)
 	if msg := forkPointProblem(st, at); msg != "" {
 		return nil, &spec.ValidationError{Problems: []spec.Problem{{Path: "/at_seq", Message: msg}}}
 	}
+	var change *chat.ContextUpdate
+	if len(req.ContextVariables) > 0 {
+		u := chat.ContextUpdateOf(req.ContextVariables, chat.ContextBy{Client: chat.ContextByFork})
+		if msg := engine.ContextTooLarge(st.ContextVariables(), u); msg != "" {
+			return nil, &spec.ValidationError{Problems: []spec.Problem{{Path: "/context_variables", Message: msg}}}
+		}
+		change = &u
+	}
 	fid, err := uuid.NewV7()
 	if err != nil {
 		return nil, fmt.Errorf("new chat id: %w", err)
 	}
 	now := r.now()
+	if change != nil {
+		// The fork's own change comes right after the copy (before a run
+		// the request starts, whose own variables merge after it).
+		if err := appendFolded(st, &evs, now, chat.Storable(chat.ContextEvent(*change))); err != nil {
+			return nil, fmt.Errorf("%w: change the fork's variables: %v", ErrLogBroken, err)
+		}
+	}
 	if run != nil {
 		// The fork's own run starts in the fork's log as it is written,
 		// so the fork answers running at that run, and nothing can take
@@ -192,7 +208,7 @@ func (r *Runtime) Fork(ctx context.Context, tenant, id, key string, body []byte)
 				return nil, fmt.Errorf("%w: end the copied run: %v", ErrLogBroken, err)
 			}
 		}
-		if err := appendFolded(st, &evs, now, st.RunStartEvents(st.Run+1, run.Queued)...); err != nil {
+		if err := appendFolded(st, &evs, now, st.RunStartEvents(st.Run+1, *run)...); err != nil {
 			return nil, fmt.Errorf("%w: start the fork's run: %v", ErrLogBroken, err)
 		}
 	}
@@ -208,8 +224,10 @@ func (r *Runtime) Fork(ctx context.Context, tenant, id, key string, body []byte)
 		if err != nil {
 			return nil, err
 		}
-		return replayed(a, src.Spec), nil
+		// The variables as of the fork's seq then, as the first answer showed them.
+		return r.withContext(ctx, replayed(a, src.Spec))
 	}
+	c.ContextVariables = engine.EncodeContext(st.ContextVariables())
 	r.metrics.created.Inc()
 	if run != nil {
 		// Counted as the interrupt it is of a run the copy left going.

@@ -26,11 +26,12 @@ var teamNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 // ValidTeamName reports whether name can name a saved team.
 func ValidTeamName(name string) bool { return teamNameRE.MatchString(name) }
 
-// PutTeam stores body, a chat spec without a task, as the next version of
-// the tenant's team name, unless it equals the latest version (created is
-// then false and that version is returned).
-func (r *Runtime) PutTeam(ctx context.Context, tenant, name string, body []byte) (*chat.Team, bool, error) {
-	compact, err := r.CheckTeam(name, body)
+// PutTeam stores team, a chat spec without a task (spec.DecodeDraft of
+// the body), as the next version of the tenant's team name, unless it
+// equals the latest version (created is then false and that version is
+// returned).
+func (r *Runtime) PutTeam(ctx context.Context, tenant, name string, team *spec.Draft) (*chat.Team, bool, error) {
+	compact, err := r.CheckTeam(name, team)
 	if err != nil {
 		return nil, false, err
 	}
@@ -47,12 +48,12 @@ func (r *Runtime) PutTeam(ctx context.Context, tenant, name string, body []byte)
 
 // CheckTeam validates a team version exactly as PutTeam does and returns
 // the spec it would store (compacted), storing nothing: a dry run.
-func (r *Runtime) CheckTeam(name string, body []byte) ([]byte, error) {
+func (r *Runtime) CheckTeam(name string, team *spec.Draft) ([]byte, error) {
 	if !ValidTeamName(name) {
 		return nil, &spec.ValidationError{Problems: []spec.Problem{{Path: "name",
 			Message: "a team name is 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit"}}}
 	}
-	_, compact, probs := spec.CheckTeam(body, r.limits, r.env())
+	_, compact, probs := team.CheckTeam(r.limits, r.env())
 	if len(probs) > 0 {
 		return nil, &spec.ValidationError{Problems: probs}
 	}

@@ -29,15 +29,19 @@ import (
 type Backend interface {
 	// PatchMetadata merges a patch into a chat's metadata (null removes a key).
 	PatchMetadata(ctx context.Context, tenant, id string, patch map[string]json.RawMessage) (*chat.Chat, error)
+	// PatchContext merges a change into a chat's context variables (null
+	// removes one), between runs only: chat.ErrRunActive during one.
+	PatchContext(ctx context.Context, tenant, id string, change json.RawMessage) (*chat.Chat, error)
 	// Erase removes an ended chat; chat.ErrChatActive if it has not ended.
 	Erase(ctx context.Context, tenant, id string) error
 	// Deliveries lists the webhook deliveries of a chat's events after a seq.
 	Deliveries(ctx context.Context, tenant, id string, after int64, limit int) ([]chat.DeliveryRecord, error)
-	// PutTeam stores a spec without a task as the next version of a team.
-	PutTeam(ctx context.Context, tenant, name string, body []byte) (*chat.Team, bool, error)
+	// PutTeam stores a spec without a task (its body decoded by
+	// spec.DecodeDraft) as the next version of a team.
+	PutTeam(ctx context.Context, tenant, name string, team *spec.Draft) (*chat.Team, bool, error)
 	// CheckTeam validates a team version as PutTeam does and returns the
 	// spec it would store, storing nothing.
-	CheckTeam(name string, body []byte) ([]byte, error)
+	CheckTeam(name string, team *spec.Draft) ([]byte, error)
 	// GetTeam returns a version of a team (the latest for 0).
 	GetTeam(ctx context.Context, tenant, name string, version int) (*chat.Team, error)
 	// ListTeams returns the latest version of each team.
@@ -116,11 +120,14 @@ func (p *queryParser) time(name string) *time.Time {
 
 // patchRequest is the body of PATCH /v1/chats/{id}.
 type patchRequest struct {
-	Metadata map[string]json.RawMessage `json:"metadata"`
+	Metadata         map[string]json.RawMessage `json:"metadata"`
+	ContextVariables json.RawMessage            `json:"context_variables"`
 }
 
-// patch handles PATCH /v1/chats/{id}: the metadata is merged, a null value
-// removes its key.
+// patch handles PATCH /v1/chats/{id}: the metadata and the context
+// variables are merged, a null value removes its key. The variables are
+// changed first, and only between runs (409 during one): a refusal
+// changes nothing.
 func (c *chatsResource) patch(w http.ResponseWriter, r *http.Request) {
 	id, withSpec, ok := c.chatParams(w, r)
 	if !ok {
@@ -136,15 +143,24 @@ func (c *chatsResource) patch(w http.ResponseWriter, r *http.Request) {
 		c.writeError(w, r, err)
 		return
 	}
-	if req.Metadata == nil {
-		c.writeError(w, r, &spec.ValidationError{Problems: []spec.Problem{{Path: "/metadata",
-			Message: "is required: an object of the keys to set, and to remove (null)"}}})
+	vars := req.ContextVariables != nil && string(req.ContextVariables) != "null"
+	if req.Metadata == nil && !vars {
+		c.writeError(w, r, &spec.ValidationError{Problems: []spec.Problem{{Path: "",
+			Message: "give metadata and/or context_variables: an object of the keys to set, and to remove (null)"}}})
 		return
 	}
-	ch, err := c.chats.PatchMetadata(r.Context(), Tenant(r.Context()), id, req.Metadata)
-	if err != nil {
-		c.writeError(w, r, err)
-		return
+	var ch *chat.Chat
+	if vars {
+		if ch, err = c.chats.PatchContext(r.Context(), Tenant(r.Context()), id, req.ContextVariables); err != nil {
+			c.writeError(w, r, err)
+			return
+		}
+	}
+	if req.Metadata != nil {
+		if ch, err = c.chats.PatchMetadata(r.Context(), Tenant(r.Context()), id, req.Metadata); err != nil {
+			c.writeError(w, r, err)
+			return
+		}
 	}
 	c.writeJSON(w, r, http.StatusOK, newChatResponse(ch, withSpec))
 }
@@ -304,7 +320,7 @@ func (t *teamsResource) put(w http.ResponseWriter, r *http.Request) {
 		warnings = stripWarnings(tr.Warnings, prefix)
 	}
 	if dryRun {
-		checked, err := t.chats.CheckTeam(name, specBody)
+		checked, err := t.chats.CheckTeam(name, spec.DecodeDraft(specBody))
 		if err != nil {
 			t.writeError(w, r, mapErr(err))
 			return
@@ -312,7 +328,7 @@ func (t *teamsResource) put(w http.ResponseWriter, r *http.Request) {
 		t.writeJSON(w, r, http.StatusOK, newDryRunResponse(checked, warnings))
 		return
 	}
-	tm, created, err := t.chats.PutTeam(r.Context(), Tenant(r.Context()), name, specBody)
+	tm, created, err := t.chats.PutTeam(r.Context(), Tenant(r.Context()), name, spec.DecodeDraft(specBody))
 	if err != nil {
 		t.writeError(w, r, mapErr(err))
 		return

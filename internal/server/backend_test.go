@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -19,18 +20,23 @@ import (
 type backendChats struct {
 	fakeChats
 	patch   func(tenant, id string, patch map[string]json.RawMessage) (*chat.Chat, error)
+	vars    func(tenant, id string, change json.RawMessage) (*chat.Chat, error)
 	erase   func(tenant, id string) error
-	putTeam func(tenant, name string, body []byte) (*chat.Team, bool, error)
+	putTeam func(tenant, name string, team *spec.Draft) (*chat.Team, bool, error)
 }
 
 func (f *backendChats) PatchMetadata(_ context.Context, tenant, id string, p map[string]json.RawMessage) (*chat.Chat, error) {
 	return f.patch(tenant, id, p)
 }
 
+func (f *backendChats) PatchContext(_ context.Context, tenant, id string, change json.RawMessage) (*chat.Chat, error) {
+	return f.vars(tenant, id, change)
+}
+
 func (f *backendChats) Erase(_ context.Context, tenant, id string) error { return f.erase(tenant, id) }
 
-func (f *backendChats) PutTeam(_ context.Context, tenant, name string, body []byte) (*chat.Team, bool, error) {
-	return f.putTeam(tenant, name, body)
+func (f *backendChats) PutTeam(_ context.Context, tenant, name string, team *spec.Draft) (*chat.Team, bool, error) {
+	return f.putTeam(tenant, name, team)
 }
 
 func TestListFilters(t *testing.T) {
@@ -89,11 +95,49 @@ func TestPatchMetadataRequest(t *testing.T) {
 	}
 	decodeProblem(t, ts.do(t, http.MethodPatch, "/v1/chats/"+testChatID, `{"status": "completed"}`), http.StatusBadRequest)
 	p := decodeProblem(t, ts.do(t, http.MethodPatch, "/v1/chats/"+testChatID, `{}`), http.StatusUnprocessableEntity)
-	if len(p.Errors) != 1 || p.Errors[0].Path != "/metadata" {
+	if len(p.Errors) != 1 || p.Errors[0].Path != "" || !strings.Contains(p.Errors[0].Message, "metadata and/or context_variables") {
 		t.Errorf("patch without metadata: %+v", p)
 	}
 	decodeProblem(t, ts.do(t, http.MethodPatch, "/v1/chats/"+testChatID, `{"metadata": [1]}`), http.StatusBadRequest)
 	decodeProblem(t, ts.do(t, http.MethodPatch, "/v1/chats/not-a-chat", `{"metadata": {}}`), http.StatusNotFound)
+}
+
+// TestPatchContextRequest: context_variables go to PatchContext as they
+// came, before the metadata; a run in progress is a 409 that changes no
+// metadata; the answer shows the variables.
+func TestPatchContextRequest(t *testing.T) {
+	t.Parallel()
+	var calls []string
+	busy := false
+	ts := newTestServer(t, Config{}, &backendChats{
+		patch: func(tenant, id string, p map[string]json.RawMessage) (*chat.Chat, error) {
+			calls = append(calls, "metadata")
+			c := sampleChat(chat.StatusCompleted)
+			c.ContextVariables = json.RawMessage(`{"tier":"gold"}`)
+			return c, nil
+		},
+		vars: func(tenant, id string, change json.RawMessage) (*chat.Chat, error) {
+			calls = append(calls, "context "+string(change))
+			if busy {
+				return nil, fmt.Errorf("patch: %w", chat.ErrRunActive)
+			}
+			c := sampleChat(chat.StatusCompleted)
+			c.ContextVariables = json.RawMessage(`{"tier":"gold"}`)
+			return c, nil
+		}})
+	rec := ts.do(t, http.MethodPatch, "/v1/chats/"+testChatID, `{"metadata": {"a": 1}, "context_variables": {"tier": "gold", "x": null}}`)
+	decodeJSON(t, rec, http.StatusOK)
+	if !slices.Equal(calls, []string{`context {"tier": "gold", "x": null}`, "metadata"}) {
+		t.Errorf("calls %q", calls)
+	}
+	if !strings.Contains(rec.Body.String(), `"context_variables":{"tier":"gold"}`) {
+		t.Errorf("answer %s", rec.Body)
+	}
+	busy, calls = true, nil
+	p := decodeProblem(t, ts.do(t, http.MethodPatch, "/v1/chats/"+testChatID, `{"metadata": {"a": 1}, "context_variables": {"x": 1}}`), http.StatusConflict)
+	if p.Type != problemTypePrefix+kindRunActive || len(calls) != 1 {
+		t.Errorf("during a run: %+v, calls %q", p, calls)
+	}
 }
 
 func TestEraseAnswers(t *testing.T) {
@@ -117,7 +161,7 @@ func TestEraseAnswers(t *testing.T) {
 // under the /team it is wrapped in to be translated.
 func TestPutTeamComponentProblemPaths(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{}, &backendChats{putTeam: func(string, string, []byte) (*chat.Team, bool, error) {
+	ts := newTestServer(t, Config{}, &backendChats{putTeam: func(string, string, *spec.Draft) (*chat.Team, bool, error) {
 		return nil, false, &spec.ValidationError{Problems: []spec.Problem{{Path: "/max_round", Message: "too many"}}}
 	}})
 	p := decodeProblem(t, ts.do(t, http.MethodPut, "/v1/teams/support",

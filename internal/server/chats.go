@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/spec"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -300,7 +301,7 @@ func (c *chatsResource) runs(w http.ResponseWriter, r *http.Request) {
 		c.writeError(w, r, err)
 		return
 	}
-	ch, n, err := c.chats.SubmitRun(r.Context(), Tenant(r.Context()), id, key, body)
+	ch, n, err := c.chats.SubmitRun(r.Context(), Tenant(r.Context()), id, key, spec.DecodeRunRequest(body))
 	if err != nil {
 		c.writeError(w, r, err)
 		return
@@ -337,7 +338,7 @@ func (c *chatsResource) fork(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ch, err := c.chats.Fork(r.Context(), Tenant(r.Context()), id, key, body)
+	ch, err := c.chats.Fork(r.Context(), Tenant(r.Context()), id, key, spec.DecodeForkRequest(body))
 	if err != nil {
 		c.writeError(w, r, err)
 		return

@@ -15,15 +15,15 @@ import (
 type dryRunChats struct {
 	fakeChats
 	checkCreate func(tenant string, body []byte) ([]byte, error)
-	checkTeam   func(name string, body []byte) ([]byte, error)
+	checkTeam   func(name string, team *spec.Draft) ([]byte, error)
 }
 
 func (f *dryRunChats) CheckCreate(_ context.Context, tenant string, body []byte) ([]byte, error) {
 	return f.checkCreate(tenant, body)
 }
 
-func (f *dryRunChats) CheckTeam(name string, body []byte) ([]byte, error) {
-	return f.checkTeam(name, body)
+func (f *dryRunChats) CheckTeam(name string, team *spec.Draft) ([]byte, error) {
+	return f.checkTeam(name, team)
 }
 
 func TestDryRunCreatesNothing(t *testing.T) {
@@ -37,7 +37,7 @@ func TestDryRunCreatesNothing(t *testing.T) {
 			}
 			return []byte(`{"task":"t","agents":[]}`), nil
 		},
-		checkTeam: func(name string, body []byte) ([]byte, error) {
+		checkTeam: func(string, *spec.Draft) ([]byte, error) {
 			return []byte(`{"agents":[]}`), nil
 		},
 	}

@@ -45,6 +45,10 @@ type chatResponse struct {
 	// Team is the saved team (name and version) the chat was created
 	// from, null for a chat from a spec.
 	Team *chat.TeamRef `json:"team"`
+	// ContextVariables are the chat's variables (docs/context-variables.md)
+	// in the responses about one chat (GET, PATCH, fork); lists leave them
+	// out, as reading them reads the chat's log.
+	ContextVariables json.RawMessage `json:"context_variables,omitempty"`
 	// Spec is the spec the chat was created from, only with ?include=spec:
 	// it can be large, and most clients (lists, polls) never look at it.
 	Spec json.RawMessage `json:"spec,omitempty"`
@@ -79,6 +83,8 @@ func newChatResponse(c *chat.Chat, withSpec bool) chatResponse {
 		QueuedRuns:   c.QueuedRuns,
 		ForkedFrom:   c.ForkedFrom,
 		Team:         c.Team,
+		// The runtime sets them where it read them.
+		ContextVariables: c.ContextVariables,
 	}
 	if withSpec {
 		resp.Spec = rawOrNull(c.Spec)

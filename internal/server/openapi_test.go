@@ -190,7 +190,7 @@ func TestOpenAPIEnums(t *testing.T) {
 		stopNames = append(stopNames, string(s))
 	}
 	events := []chat.EventType{chat.EventChatCreated, chat.EventChatRunning, chat.EventSpeakerSelected, chat.EventMessage,
-		chat.EventInputRequested, chat.EventChatCompleted, chat.EventChatFailed, chat.EventChatCancelled, chat.EventRunStarted, chat.EventMessageDelta}
+		chat.EventInputRequested, chat.EventChatCompleted, chat.EventChatFailed, chat.EventChatCancelled, chat.EventRunStarted, chat.EventContextUpdated, chat.EventMessageDelta}
 	var eventNames []string
 	for _, e := range events {
 		eventNames = append(eventNames, string(e))

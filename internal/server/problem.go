@@ -131,6 +131,9 @@ func problemFor(err error) problem {
 	case errors.Is(err, chat.ErrChatActive):
 		return newProblem(http.StatusConflict, kindChatNotEnded,
 			"the chat has not ended: cancel it (POST /v1/chats/{id}/cancel) and erase it once it has", nil)
+	case errors.Is(err, chat.ErrRunActive):
+		return newProblem(http.StatusConflict, kindRunActive,
+			"a run of the chat is active or about to start: its context variables change between runs (a run's own context_variables merge at its start)", nil)
 	case errors.Is(err, chat.ErrNoPendingInput):
 		return newProblem(http.StatusConflict, kindNoPendingInput,
 			"the chat is not waiting for input, or the request_id is not the pending one", nil)

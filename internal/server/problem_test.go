@@ -33,6 +33,7 @@ func TestProblemFor(t *testing.T) {
 		{"invalid cursor", fmt.Errorf("list chats: %w", chat.ErrInvalidCursor), http.StatusBadRequest, kindMalformedRequest, "cursor",
 			[]fieldError{{Path: "cursor", Message: "is not a cursor this server issued; use next_cursor of a previous page"}}},
 		{"chat not ended", fmt.Errorf("erase chat x: %w", chat.ErrChatActive), http.StatusConflict, kindChatNotEnded, "cancel it", nil},
+		{"run active", fmt.Errorf("patch chat x: %w", chat.ErrRunActive), http.StatusConflict, kindRunActive, "change between runs", nil},
 		{"team not found", fmt.Errorf("get team x: %w", chat.ErrTeamNotFound), http.StatusNotFound, kindTeamNotFound, "team not found", nil},
 		{"no pending input", chat.ErrNoPendingInput, http.StatusConflict, kindNoPendingInput, "request_id", nil},
 		{"validation", fmt.Errorf("create: %w", validation), http.StatusUnprocessableEntity, kindValidation, "2 problem(s)", []fieldError{

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/spec"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -74,16 +75,16 @@ type Chats interface {
 	// Input answers a chat's pending input request and returns the chat as
 	// the answer left it, or returns chat.ErrNoPendingInput.
 	Input(ctx context.Context, tenant, id, key string, in *chat.Input) (*chat.Chat, error)
-	// SubmitRun posts the next run of a chat (the request body as sent)
-	// and returns the chat and the run's number; a busy chat whose request
-	// says reject is a *chat.BusyError.
-	SubmitRun(ctx context.Context, tenant, id, key string, body []byte) (*chat.Chat, int, error)
+	// SubmitRun posts the next run of a chat (its body decoded by
+	// spec.DecodeRunRequest) and returns the chat and the run's number; a
+	// busy chat whose request says reject is a *chat.BusyError.
+	SubmitRun(ctx context.Context, tenant, id, key string, req *spec.RunRequest) (*chat.Chat, int, error)
 	// StopRun asks the active run to end after its current turn; changed
 	// is false when no run was active.
 	StopRun(ctx context.Context, tenant, id, key string) (c *chat.Chat, changed bool, err error)
-	// Fork creates a chat from a copy of another's log (the request body
-	// as sent).
-	Fork(ctx context.Context, tenant, id, key string, body []byte) (*chat.Chat, error)
+	// Fork creates a chat from a copy of another's log (its body decoded
+	// by spec.DecodeForkRequest).
+	Fork(ctx context.Context, tenant, id, key string, req *spec.ForkRequest) (*chat.Chat, error)
 	// CheckCreate validates a create request as Create does and returns
 	// the spec the chat would be created from, creating nothing.
 	CheckCreate(ctx context.Context, tenant string, body []byte) ([]byte, error)

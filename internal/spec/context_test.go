@@ -136,3 +136,23 @@ func TestGraphEdgeExpressions(t *testing.T) {
 		t.Errorf("ContextNames() = %v", sp.ContextNames())
 	}
 }
+
+// TestRunAndForkContextVariables: a run and a fork take context_variables,
+// checked as a spec's are, their problems at their paths.
+func TestRunAndForkContextVariables(t *testing.T) {
+	t.Parallel()
+	r := DecodeRunRequest([]byte(`{"task": "t", "context_variables": {"tier": "gold", "old": null}}`))
+	if len(r.Problems) > 0 || string(r.ContextVariables["tier"]) != `"gold"` || string(r.ContextVariables["old"]) != "null" {
+		t.Fatalf("run: %+v", r)
+	}
+	r = DecodeRunRequest([]byte(`{"context_variables": [1], "colour": 1}`))
+	checkProblems(t, r.Problems, map[string]string{
+		"/context_variables": "must be an object of variables",
+		"/colour":            "use task, if_busy, max_round, context_variables",
+	})
+	f := DecodeForkRequest([]byte(`{"context_variables": {"": 1}, "run": {"context_variables": {"x": 1}}}`))
+	checkProblems(t, f.Problems, map[string]string{"/context_variables/": "a variable's name must be 1 to 256 bytes"})
+	if f.Run == nil || string(f.Run.ContextVariables["x"]) != "1" {
+		t.Fatalf("fork's run: %+v", f.Run)
+	}
+}

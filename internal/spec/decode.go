@@ -51,26 +51,42 @@ func DecodeCompact(body []byte) (*Spec, []byte, []Problem) {
 // the spec is validated without them, and what validation would say again
 // about a value already reported is left out.
 func Check(body []byte, limits Limits, env Env) (*Spec, []byte, []Problem) {
-	return check(body, limits, env, false)
+	return decodeCompact(body).check(limits, env, false)
 }
 
-// CheckTeam is Check for the spec of a saved team (ValidateTeam).
-func CheckTeam(body []byte, limits Limits, env Env) (*Spec, []byte, []Problem) {
-	return check(body, limits, env, true)
+// Draft is a spec body decoded (DecodeDraft) but not yet validated: the
+// server reads a saved team's body, and the runtime, which knows the
+// limits and the models, tools and sandbox it can offer, validates it
+// (CheckTeam). Decoding's problems are kept for that check, so that it
+// reports them with its own, all at once.
+type Draft struct {
+	d *decoded
 }
 
-func check(body []byte, limits Limits, env Env, team bool) (*Spec, []byte, []Problem) {
-	d := decodeCompact(body)
+// DecodeDraft decodes body as DecodeCompact does, keeping its problems.
+func DecodeDraft(body []byte) *Draft { return &Draft{d: decodeCompact(body)} }
+
+// CheckTeam is Check for the spec of a saved team (ValidateTeam): the
+// spec and its compacted body, or every problem.
+func (d *Draft) CheckTeam(limits Limits, env Env) (*Spec, []byte, []Problem) {
+	return d.d.check(limits, env, true)
+}
+
+// check validates what was decoded; a value decoding left out for its
+// problem is not reported again.
+func (d *decoded) check(limits Limits, env Env, team bool) (*Spec, []byte, []Problem) {
 	if d.spec == nil {
 		return nil, nil, d.probs.Items()
 	}
+	var probs problem.List
+	probs.AddAll("", d.probs.Items())
 	for _, p := range validate(d.spec, limits, env, team) {
 		if !d.reported(p.Path) {
-			d.probs.Add(p.Path, "%s", p.Message)
+			probs.Add(p.Path, "%s", p.Message)
 		}
 	}
-	if d.probs.Len() > 0 {
-		return nil, nil, d.probs.Items()
+	if probs.Len() > 0 {
+		return nil, nil, probs.Items()
 	}
 	return d.spec, d.compact, nil
 }
@@ -369,13 +385,8 @@ func editDistance(a, b string) int {
 
 // sortedKeys are obj's keys in order, so that problems come in a stable
 // order.
-func sortedKeys(obj map[string]any) []string {
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+func sortedKeys[V any](obj map[string]V) []string {
+	return slices.Sorted(maps.Keys(obj))
 }
 
 // jsonFields maps the JSON names of a struct's fields to their types.

@@ -21,4 +21,8 @@
 //     output.go: an assistant's output_schema (structured output), whose
 //     schema internal/structured reads, and the property order a stored
 //     spec keeps of it.
+//   - run.go: the bodies that post a run and fork a chat, decoded into
+//     RunRequest and ForkRequest (their shape; the engine's CheckRun checks
+//     them against a chat's spec); decode.go's Draft is a saved team's
+//     body decoded, which the runtime validates.
 package spec

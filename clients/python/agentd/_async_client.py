@@ -236,6 +236,17 @@ class AsyncClient:
         """See :meth:`agentd.Client.update_metadata`."""
         return cast(Chat, await self._send(b.patch_request(chat_id, metadata, include_spec)))
 
+    async def patch(
+        self,
+        chat_id: str,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        context_variables: Mapping[str, Any] | None = None,
+        include_spec: bool = False,
+    ) -> Chat:
+        """See :meth:`agentd.Client.patch`."""
+        return cast(Chat, await self._send(b.patch_request(chat_id, metadata, include_spec, context_variables)))
+
     async def erase(self, chat_id: str) -> None:
         """See :meth:`agentd.Client.erase`."""
         await self._send(b.erase_request(chat_id))
@@ -278,17 +289,25 @@ class AsyncClient:
         *,
         if_busy: IfBusy | None = None,
         max_round: int | None = None,
+        context_variables: Mapping[str, Any] | None = None,
     ) -> RunPosted:
         """See :meth:`agentd.Client.start_run`."""
-        return cast(RunPosted, await self._send(b.run_request(chat_id, task, if_busy, max_round)))
+        return cast(RunPosted, await self._send(b.run_request(chat_id, task, if_busy, max_round, context_variables)))
 
     async def stop(self, chat_id: str) -> Chat:
         """See :meth:`agentd.Client.stop`."""
         return cast(Chat, await self._send(b.stop_request(chat_id)))
 
-    async def fork(self, chat_id: str, *, at_seq: int | None = None, run: RunRequest | None = None) -> Chat:
+    async def fork(
+        self,
+        chat_id: str,
+        *,
+        at_seq: int | None = None,
+        run: RunRequest | None = None,
+        context_variables: Mapping[str, Any] | None = None,
+    ) -> Chat:
         """See :meth:`agentd.Client.fork`."""
-        return cast(Chat, await self._send(b.fork_request(chat_id, at_seq, run)))
+        return cast(Chat, await self._send(b.fork_request(chat_id, at_seq, run, context_variables)))
 
 
 class AsyncEventStream(AsyncIterator[Event]):

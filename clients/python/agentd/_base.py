@@ -258,7 +258,13 @@ def team_request(chat_id: str) -> Request:
     return Request("GET", chat_path(chat_id, "/team"))
 
 
-def run_request(chat_id: str, task: Task | None, if_busy: str | None, max_round: int | None) -> Request:
+def run_request(
+    chat_id: str,
+    task: Task | None,
+    if_busy: str | None,
+    max_round: int | None,
+    context_variables: Mapping[str, Any] | None = None,
+) -> Request:
     body: dict[str, Any] = {}
     if task is not None:
         body["task"] = task
@@ -266,6 +272,8 @@ def run_request(chat_id: str, task: Task | None, if_busy: str | None, max_round:
         body["if_busy"] = if_busy
     if max_round is not None:
         body["max_round"] = max_round
+    if context_variables is not None:
+        body["context_variables"] = dict(context_variables)
     return Request("POST", chat_path(chat_id, "/runs"), json=body)
 
 
@@ -273,17 +281,33 @@ def stop_request(chat_id: str) -> Request:
     return Request("POST", chat_path(chat_id, "/stop"))
 
 
-def fork_request(chat_id: str, at_seq: int | None, run: RunRequest | None) -> Request:
+def fork_request(
+    chat_id: str, at_seq: int | None, run: RunRequest | None, context_variables: Mapping[str, Any] | None = None
+) -> Request:
     body: dict[str, Any] = {}
     if at_seq is not None:
         body["at_seq"] = at_seq
     if run is not None:
         body["run"] = dict(run)
+    if context_variables is not None:
+        body["context_variables"] = dict(context_variables)
     return Request("POST", chat_path(chat_id, "/fork"), json=body)
 
 
-def patch_request(chat_id: str, metadata: Mapping[str, Any], include_spec: bool) -> Request:
-    return Request("PATCH", chat_path(chat_id), params=_include({}, include_spec), json={"metadata": dict(metadata)})
+def patch_request(
+    chat_id: str,
+    metadata: Mapping[str, Any] | None,
+    include_spec: bool,
+    context_variables: Mapping[str, Any] | None = None,
+) -> Request:
+    if metadata is None and context_variables is None:
+        raise ValueError("patch needs metadata, context_variables or both")
+    body: dict[str, Any] = {}
+    if metadata is not None:
+        body["metadata"] = dict(metadata)
+    if context_variables is not None:
+        body["context_variables"] = dict(context_variables)
+    return Request("PATCH", chat_path(chat_id), params=_include({}, include_spec), json=body)
 
 
 def erase_request(chat_id: str) -> Request:

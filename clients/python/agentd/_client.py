@@ -275,6 +275,22 @@ class Client:
         metadata."""
         return cast(Chat, self._send(b.patch_request(chat_id, metadata, include_spec)))
 
+    def patch(
+        self,
+        chat_id: str,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        context_variables: Mapping[str, Any] | None = None,
+        include_spec: bool = False,
+    ) -> Chat:
+        """Merges ``metadata`` and ``context_variables`` into the chat's
+        (``PATCH /v1/chats/{id}``): each key is set to its value, a key whose
+        value is ``None`` is removed, the other keys are kept. Context
+        variables change between runs only: while a run is active, waits
+        for input or is queued, :class:`RunActiveError` is raised and
+        nothing changes. Returns the chat, with ``context_variables``."""
+        return cast(Chat, self._send(b.patch_request(chat_id, metadata, include_spec, context_variables)))
+
     def erase(self, chat_id: str) -> None:
         """Erases a chat that has ended (completed, failed or cancelled):
         its log, spec, metadata, runs and webhook deliveries are removed
@@ -331,6 +347,7 @@ class Client:
         *,
         if_busy: IfBusy | None = None,
         max_round: int | None = None,
+        context_variables: Mapping[str, Any] | None = None,
     ) -> RunPosted:
         """Posts the chat's next run, as AgentChat's ``team.run`` called again:
         the thread and the agents' state carry over, the termination
@@ -346,8 +363,10 @@ class Client:
         the active one ``cancelled`` and runs this one next. The answer is
         the chat with ``posted_run``, the number the run got (its
         ``run.started`` and terminal events carry it): follow it with
-        ``events(chat_id, after=..., until_run=posted_run)``."""
-        return cast(RunPosted, self._send(b.run_request(chat_id, task, if_busy, max_round)))
+        ``events(chat_id, after=..., until_run=posted_run)``.
+        ``context_variables`` are merged into the chat's as the run starts
+        (a ``None`` value removes one)."""
+        return cast(RunPosted, self._send(b.run_request(chat_id, task, if_busy, max_round, context_variables)))
 
     def stop(self, chat_id: str) -> Chat:
         """Ends the active run after the current agent's turn, as AgentChat's
@@ -356,14 +375,21 @@ class Client:
         once; with no run active the chat is returned unchanged."""
         return cast(Chat, self._send(b.stop_request(chat_id)))
 
-    def fork(self, chat_id: str, *, at_seq: int | None = None, run: RunRequest | None = None) -> Chat:
+    def fork(
+        self,
+        chat_id: str,
+        *,
+        at_seq: int | None = None,
+        run: RunRequest | None = None,
+        context_variables: Mapping[str, Any] | None = None,
+    ) -> Chat:
         """A new chat of the same spec whose log is a copy of this one's up to
         ``at_seq`` (a turn's or a run's end, else :class:`ValidationError`
         with the path ``/at_seq``; default the last event), with
         ``forked_from`` set; with ``run`` (``{"task", "max_round", ...}`` as
         :meth:`start_run` takes them), that run starts at once. The source
         chat does not change."""
-        return cast(Chat, self._send(b.fork_request(chat_id, at_seq, run)))
+        return cast(Chat, self._send(b.fork_request(chat_id, at_seq, run, context_variables)))
 
 
 class EventStream(Iterator[Event]):

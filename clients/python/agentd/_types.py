@@ -70,6 +70,9 @@ class Chat(TypedDict):
     queued_runs: int
     forked_from: Optional[ForkedFrom]
     team: Optional[TeamRef]
+    #: The chat's context variables as of ``last_seq``, in the answers
+    #: about one chat (get, patch, fork, create); lists leave them out.
+    context_variables: NotRequired[Dict[str, Any]]
     spec: NotRequired[Dict[str, Any]]
     warnings: NotRequired[List[Dict[str, str]]]
 
@@ -205,6 +208,9 @@ class RunRequest(TypedDict, total=False):
     task: Optional[Task]
     if_busy: IfBusy
     max_round: int
+    #: Merged into the chat's context variables as the run starts (a
+    #: ``None`` value removes one).
+    context_variables: Dict[str, Any]
 
 
 class Webhook(TypedDict, total=False):

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -165,14 +164,6 @@ func (s *State) magenticNext() Step {
 // magenticNeedsTask is why a magentic_one run without a task is refused
 // (AgentChat's orchestrator fails such a run with a bare assertion).
 const magenticNeedsTask = "a magentic_one run needs a task: its orchestrator plans for one"
-
-// checkMagenticRun refuses a magentic_one run without a task (task absent
-// or null).
-func checkMagenticRun(task json.RawMessage, sp *spec.Spec, add func(path, format string, args ...any)) {
-	if sp.Method() == spec.SelectMagentic && (len(task) == 0 || string(bytes.TrimSpace(task)) == "null") {
-		add("/task", magenticNeedsTask)
-	}
-}
 
 // askFunc makes one model call of the orchestrator: index is its replay
 // position, ledger asks for a progress ledger (LedgerEntry structured

@@ -193,7 +193,7 @@ func TestReadLedgerAsAgentChat(t *testing.T) {
 
 // mustSpecTask is the task of run 1 a spec gives (specTask), which must
 // have no problem.
-func mustSpecTask(t testing.TB, sp *spec.Spec) []TaskMessage {
+func mustSpecTask(t testing.TB, sp *spec.Spec) []spec.TaskMessage {
 	t.Helper()
 	task, probs := SpecTask(sp, spec.Limits{})
 	if len(probs) > 0 {

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -20,210 +19,93 @@ import (
 // event that opens it, the task messages posted with it, and how a request
 // for the next run (POST /runs) is read and checked.
 
-// TaskMessage is one message of a run's task: AgentChat's TextMessage, or
-// a HandoffMessage that resumes a Swarm at its target.
-type TaskMessage struct {
-	Type    string `json:"type"`
-	Source  string `json:"source,omitempty"`
-	Content string `json:"content"`
-	Target  string `json:"target,omitempty"`
-	// Parts are a MultiModalMessage's content (its Content is empty).
-	Parts []spec.Part `json:"parts,omitempty"`
-}
-
 // QueuedRequest is a run as SubmitRun stores it for the worker that starts
 // it: the task checked and made explicit.
 type QueuedRequest struct {
 	// Task is nil for a run without a new message.
-	Task     []TaskMessage `json:"task,omitempty"`
-	MaxRound int           `json:"max_round,omitempty"`
+	Task     []spec.TaskMessage `json:"task,omitempty"`
+	MaxRound int                `json:"max_round,omitempty"`
+	// ContextVariables are merged into the chat's variables as the run
+	// starts (a null removes one).
+	ContextVariables map[string]json.RawMessage `json:"context_variables,omitempty"`
 }
 
-// RunRequest is the body of POST /v1/chats/{id}/runs, decoded.
-type RunRequest struct {
-	Queued QueuedRequest
-	// IfBusy is reject (the default), enqueue or interrupt.
-	IfBusy string
-}
-
-// maxTaskMessages bounds the messages of one run's task.
-const maxTaskMessages = 100
-
-// DecodeRunRequest reads the body of POST /runs against the chat's spec
-// and reports every problem with its JSON pointer.
-func DecodeRunRequest(body []byte, sp *spec.Spec, limits spec.Limits) (*RunRequest, []spec.Problem) {
+// CheckRun checks a run request decoded by spec.DecodeRunRequest against
+// the chat's spec and the server's limits: a task message's source must
+// not be an agent, a handoff must name one, sizes and max_round must be in
+// bounds, a magentic_one run needs a task. It returns the run to queue, or
+// every problem, those decoding found among them (in the body's order).
+func CheckRun(req *spec.RunRequest, sp *spec.Spec, limits spec.Limits) (*QueuedRequest, []spec.Problem) {
 	limits = limits.WithDefaults()
-	var fields map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&fields); err != nil || dec.More() {
-		return nil, []spec.Problem{{Path: "", Message: "must be one JSON object: {\"task\"?, \"if_busy\"?, \"max_round\"?}"}}
+	var probs problem.List
+	probs.AddAll("", req.Problems)
+	maxRound := DerefOr(req.MaxRound, 0)
+	if req.MaxRound != nil && (maxRound < 1 || maxRound > limits.MaxRound) {
+		probs.Add("/max_round", "must be an integer between 1 and %d", limits.MaxRound)
 	}
-	var (
-		req   = &RunRequest{IfBusy: chat.IfBusyReject}
-		probs problem.List
-	)
-	add := probs.Add
-	for _, k := range sortedFields(fields) {
-		raw := fields[k]
-		switch k {
-		case "task":
-			req.Queued.Task = decodeTask(raw, sp, limits, add)
-		case "if_busy":
-			if err := json.Unmarshal(raw, &req.IfBusy); err != nil ||
-				!slices.Contains([]string{chat.IfBusyReject, chat.IfBusyEnqueue, chat.IfBusyInterrupt}, req.IfBusy) {
-				add("/if_busy", "must be %q (the default), %q or %q", chat.IfBusyReject, chat.IfBusyEnqueue, chat.IfBusyInterrupt)
-			}
-		case "max_round":
-			var n int
-			if err := json.Unmarshal(raw, &n); err != nil || n < 1 || n > limits.MaxRound {
-				add("/max_round", "must be an integer between 1 and %d", limits.MaxRound)
-			}
-			req.Queued.MaxRound = n
-		default:
-			add(problem.Key("", k), "is not a field of a run: use task, if_busy, max_round")
-		}
+	checkTask(req.Task, sp, limits, probs.Add)
+	if sp.Method() == spec.SelectMagentic && req.Task == nil && !problem.Under(req.Problems, "/task") {
+		probs.Add("/task", magenticNeedsTask)
 	}
-	checkMagenticRun(fields["task"], sp, add)
 	if probs.Len() > 0 {
-		return nil, probs.Items()
+		return nil, inBodyOrder(probs.Items())
 	}
-	return req, nil
+	return &QueuedRequest{Task: req.Task, MaxRound: maxRound, ContextVariables: req.ContextVariables}, nil
 }
 
-// decodeTask reads a run's task: a string (a TextMessage from user), a
-// message, a non-empty list of messages, or null (no new message).
-func decodeTask(raw json.RawMessage, sp *spec.Spec, limits spec.Limits, add func(path, format string, args ...any)) []TaskMessage {
-	raw = bytes.TrimSpace(raw)
-	switch {
-	case string(raw) == "null":
-		return nil
-	case len(raw) > 0 && raw[0] == '"':
-		var s string
-		_ = json.Unmarshal(raw, &s)
-		m := TaskMessage{Type: chat.TypeTextMessage, Source: chat.UserName, Content: s}
-		checkTaskMessage("/task", &m, sp, limits, add)
-		return []TaskMessage{m}
-	case len(raw) > 0 && raw[0] == '{':
-		m, ok := decodeTaskMessage("/task", raw, sp, limits, add)
-		if !ok {
-			return nil
+// inBodyOrder orders problems as the body's fields come (by name) and a
+// task's messages (by index), keeping the order of the problems of one
+// message: what decoding found, then what the check against the spec did.
+func inBodyOrder(ps []spec.Problem) []spec.Problem {
+	key := func(path string) (string, int) {
+		field, rest, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+		i, err := strconv.Atoi(strings.SplitN(rest, "/", 2)[0])
+		if err != nil {
+			i = -1
 		}
-		return []TaskMessage{m}
-	case len(raw) > 0 && raw[0] == '[':
-		var items []json.RawMessage
-		if err := json.Unmarshal(raw, &items); err != nil {
-			add("/task", "must be a list of messages")
-			return nil
-		}
-		if len(items) == 0 {
-			add("/task", "a list of task messages cannot be empty (leave task out to continue without a new message)")
-		}
-		if len(items) > maxTaskMessages {
-			add("/task", "holds at most %d messages", maxTaskMessages)
-			return nil
-		}
-		var out []TaskMessage
-		for i, it := range items {
-			if m, ok := decodeTaskMessage("/task/"+strconv.Itoa(i), it, sp, limits, add); ok {
-				out = append(out, m)
-			}
-		}
-		return out
+		return field, i
 	}
-	add("/task", "must be a string, a message ({\"type\": \"TextMessage\" | \"MultiModalMessage\" | \"HandoffMessage\", \"source\"?, \"content\", \"target\"?}), a list of messages, or null")
-	return nil
+	slices.SortStableFunc(ps, func(a, b spec.Problem) int {
+		fa, ia := key(a.Path)
+		fb, ib := key(b.Path)
+		return cmp.Or(cmp.Compare(fa, fb), cmp.Compare(ia, ib))
+	})
+	return ps
 }
 
-func decodeTaskMessage(path string, raw json.RawMessage, sp *spec.Spec, limits spec.Limits, add func(path, format string, args ...any)) (TaskMessage, bool) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		add(path, "must be a message object")
-		return TaskMessage{}, false
+// checkTask checks decoded task messages against the chat's agents and
+// the limits on their size.
+func checkTask(task []spec.TaskMessage, sp *spec.Spec, limits spec.Limits, add func(path, format string, args ...any)) {
+	for i := range task {
+		checkTaskMessage(&task[i], sp, limits, add)
 	}
-	m := TaskMessage{Source: chat.UserName}
-	ok := true
-	str := func(k string, dst *string) {
-		if v, present := fields[k]; present {
-			if err := json.Unmarshal(v, dst); err != nil {
-				add(path+"/"+k, "must be a string")
-				ok = false
-			}
-		}
-	}
-	for _, k := range sortedFields(fields) {
-		switch k {
-		case "type", "source", "content", "target":
-		default:
-			add(problem.Key(path, k), "is not a field of a task message: use type, source, content, target")
-			ok = false
-		}
-	}
-	str("type", &m.Type)
-	str("source", &m.Source)
-	str("target", &m.Target)
+}
+
+func checkTaskMessage(m *spec.TaskMessage, sp *spec.Spec, limits spec.Limits, add func(path, format string, args ...any)) {
+	path := m.Path
 	if m.Type == chat.TypeMultiModalMessage {
-		if c, present := fields["content"]; present && !decodeParts(path+"/content", c, &m.Parts, add) {
-			ok = false
-		}
-	} else {
-		str("content", &m.Content)
+		spec.CheckParts(path+"/content", m.Parts, limits.MaxImageBytes, limits.MaxTaskBytes, add)
 	}
-	if _, present := fields["content"]; !present {
-		add(path+"/content", "is required")
-		ok = false
+	if len(m.Content) > limits.MaxTaskBytes && strings.IndexByte(m.Content, 0) < 0 {
+		add(path+"/content", "must be at most %d bytes", limits.MaxTaskBytes)
 	}
-	if !ok {
-		return TaskMessage{}, false
-	}
-	return m, checkTaskMessage(path, &m, sp, limits, add)
-}
-
-// checkTaskMessage checks one task message against the chat's agents.
-func checkTaskMessage(path string, m *TaskMessage, sp *spec.Spec, limits spec.Limits, add func(path, format string, args ...any)) bool {
-	n := 0
-	bad := func(p, format string, args ...any) {
-		add(p, format, args...)
-		n++
-	}
-	switch m.Type {
-	case chat.TypeTextMessage, chat.TypeHandoffMessage:
-	case chat.TypeMultiModalMessage:
-		spec.CheckParts(path+"/content", m.Parts, limits.MaxImageBytes, limits.MaxTaskBytes, bad)
-	case "":
-		bad(path+"/type", "is required: TextMessage, MultiModalMessage or HandoffMessage")
-	default:
-		bad(path+"/type", "must be TextMessage, MultiModalMessage or HandoffMessage")
+	if sp.Agent(m.Source) != nil {
+		add(path+"/source", "%q is an agent of the chat: a task comes from outside the team (user, or another name)", m.Source)
 	}
 	switch {
-	case strings.IndexByte(m.Content, 0) >= 0:
-		bad(path+"/content", "must not contain the NUL character (\\u0000), which the store cannot hold")
-	case len(m.Content) > limits.MaxTaskBytes:
-		bad(path+"/content", "must be at most %d bytes", limits.MaxTaskBytes)
-	}
-	switch {
-	case m.Source == "":
-		m.Source = chat.UserName
-	case sp.Agent(m.Source) != nil:
-		bad(path+"/source", "%q is an agent of the chat: a task comes from outside the team (user, or another name)", m.Source)
-	case m.Source != chat.UserName && !spec.ValidAgentName(m.Source):
-		bad(path+"/source", "must be user or a name like an agent's (letters, digits, _ and -)")
-	}
-	switch {
-	case m.Type == chat.TypeHandoffMessage && sp.Agent(m.Target) == nil && sp.Method() == spec.SelectSwarm:
+	case m.Type != chat.TypeHandoffMessage || sp.Agent(m.Target) != nil:
+	case sp.Method() == spec.SelectSwarm:
 		// AgentChat's own text (Swarm's validate_group_state).
-		bad(path+"/target", "The target %s is not one of the participants %s. "+
+		add(path+"/target", "The target %s is not one of the participants %s. "+
 			"If you are resuming Swarm with a new HandoffMessage make sure to set the target to a valid participant as the target.",
 			m.Target, PyList(AgentNames(sp)))
-	case m.Type == chat.TypeHandoffMessage && sp.Agent(m.Target) == nil:
-		bad(path+"/target", "a HandoffMessage hands over to an agent of the chat: one of %s", PyList(AgentNames(sp)))
-	case m.Type != chat.TypeHandoffMessage && m.Target != "":
-		bad(path+"/target", "only a HandoffMessage has a target")
+	default:
+		add(path+"/target", "a HandoffMessage hands over to an agent of the chat: one of %s", PyList(AgentNames(sp)))
 	}
-	return n == 0
 }
 
 // taskEvents are the message events of a run's task.
-func taskEvents(task []TaskMessage) []chat.Event {
+func taskEvents(task []spec.TaskMessage) []chat.Event {
 	evs := make([]chat.Event, 0, len(task))
 	for _, m := range task {
 		d := chat.MessageData{Kind: chat.KindTask}
@@ -248,6 +130,15 @@ func (s *State) RunStartEvents(run int, req QueuedRequest) []chat.Event {
 	if msg := s.swarmResumeProblem(req.Task); msg != "" {
 		return append(evs, terminalEvent(chat.StatusFailed, chat.StopError, msg, msg))
 	}
+	if len(req.ContextVariables) > 0 {
+		// The run's variables are merged before its task: what its first
+		// turn (and a graph's edges from the task) sees.
+		u := chat.ContextUpdateOf(req.ContextVariables, chat.ContextBy{Client: chat.ContextByRun})
+		if msg := ContextTooLarge(s.vars, u); msg != "" {
+			return append(evs, terminalEvent(chat.StatusFailed, chat.StopError, msg, msg))
+		}
+		evs = append(evs, chat.ContextEvent(u))
+	}
 	evs = append(evs, taskEvents(req.Task)...)
 	return append(evs, runningEvent())
 }
@@ -255,11 +146,11 @@ func (s *State) RunStartEvents(run int, req QueuedRequest) []chat.Event {
 // swarmResumeProblem is AgentChat's Swarm check when a run starts: a
 // HandoffMessage in the task must name a participant (checked when the
 // run was posted); without one, the thread's latest handoff must.
-func (s *State) swarmResumeProblem(task []TaskMessage) string {
+func (s *State) swarmResumeProblem(task []spec.TaskMessage) string {
 	if s.Spec.Method() != spec.SelectSwarm {
 		return ""
 	}
-	if slices.ContainsFunc(task, func(m TaskMessage) bool { return m.Type == chat.TypeHandoffMessage }) {
+	if slices.ContainsFunc(task, func(m spec.TaskMessage) bool { return m.Type == chat.TypeHandoffMessage }) {
 		return ""
 	}
 	for i := len(s.Msgs) - 1; i >= 0; i-- {
@@ -278,40 +169,9 @@ func (s *State) swarmResumeProblem(task []TaskMessage) string {
 	return ""
 }
 
-// sortedFields is the keys of an object in order, so that problems come in
-// a stable order.
-func sortedFields(m map[string]json.RawMessage) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-// decodeParts reads a MultiModalMessage's content: a list of texts and
-// images (spec.Part), each problem reported at its item.
-func decodeParts(path string, raw json.RawMessage, dst *[]spec.Part, add func(path, format string, args ...any)) bool {
-	var items []json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil || items == nil {
-		add(path, "a MultiModalMessage's content must be a list of texts and images ({\"image\": {\"data\": \"<base64>\"}})")
-		return false
-	}
-	ok := true
-	parts := make([]spec.Part, len(items))
-	for i, it := range items {
-		if err := json.Unmarshal(it, &parts[i]); err != nil {
-			add(path+"/"+strconv.Itoa(i), "%s", err.Error())
-			ok = false
-		}
-	}
-	*dst = parts
-	return ok
-}
-
 // FirstEvents are a new chat's first events, written with it: chat.created,
 // the resumed history, and run 1 with its task (see specTask).
-func FirstEvents(sp *spec.Spec, task []TaskMessage, now time.Time) []chat.Event {
+func FirstEvents(sp *spec.Spec, task []spec.TaskMessage, now time.Time) []chat.Event {
 	evs := []chat.Event{{Seq: 1, Type: chat.EventChatCreated, Data: chat.MustJSON(map[string]any{"status": chat.StatusQueued, "name": sp.Name}), CreatedAt: now}}
 	if ev, ok := InitialContextEvent(sp); ok {
 		// The variables are in the log from the start, as every later
@@ -337,11 +197,16 @@ func FirstEvents(sp *spec.Spec, task []TaskMessage, now time.Time) []chat.Event 
 // SpecTask is the task of run 1, read from the spec (checked) as a run's
 // task is read: a text is a TextMessage from user; a message or a list of
 // messages is checked against the chat's agents, its problems at /task.
-func SpecTask(sp *spec.Spec, limits spec.Limits) ([]TaskMessage, []spec.Problem) {
+func SpecTask(sp *spec.Spec, limits spec.Limits) ([]spec.TaskMessage, []spec.Problem) {
 	if sp.Task.Messages == nil {
-		return []TaskMessage{{Type: chat.TypeTextMessage, Source: chat.UserName, Content: sp.Task.Text}}, nil
+		return []spec.TaskMessage{{Type: chat.TypeTextMessage, Source: chat.UserName, Content: sp.Task.Text}}, nil
 	}
+	task, decoded := spec.DecodeTask(sp.Task.Messages)
 	var probs problem.List
-	task := decodeTask(sp.Task.Messages, sp, limits.WithDefaults(), probs.Add)
-	return task, probs.Items()
+	probs.AddAll("", decoded)
+	checkTask(task, sp, limits.WithDefaults(), probs.Add)
+	if probs.Len() > 0 {
+		return nil, inBodyOrder(probs.Items())
+	}
+	return task, nil
 }

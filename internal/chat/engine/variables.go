@@ -91,22 +91,33 @@ func (s *State) ContextVariables() map[string]json.RawMessage { return s.vars }
 // foldContext folds a context.updated event. The map is replaced, never
 // written in place: clones of the state share it.
 func (s *State) foldContext(e chat.Event) error {
-	var u chat.ContextUpdate
-	if err := chat.DecodeData(e, &u); err != nil {
+	vars, err := FoldContext(s.vars, e)
+	if err != nil {
 		return err
 	}
-	for k, v := range u.Set {
-		c, err := canonicalJSON(v)
-		if err != nil {
-			return fmt.Errorf("variable %s: %w", k, err)
-		}
-		u.Set[k] = c
-	}
-	s.vars = ApplyContext(s.vars, u)
+	s.vars = vars
 	for _, in := range s.inners {
 		in.st.vars = s.vars
 	}
 	return nil
+}
+
+// FoldContext is vars after a context.updated event: what a chat's
+// variables are is the fold of those events alone, so a reader that
+// needs only the variables reads only them.
+func FoldContext(vars map[string]json.RawMessage, e chat.Event) (map[string]json.RawMessage, error) {
+	var u chat.ContextUpdate
+	if err := chat.DecodeData(e, &u); err != nil {
+		return nil, err
+	}
+	for k, v := range u.Set {
+		c, err := canonicalJSON(v)
+		if err != nil {
+			return nil, fmt.Errorf("variable %s: %w", k, err)
+		}
+		u.Set[k] = c
+	}
+	return ApplyContext(vars, u), nil
 }
 
 // canonicalJSON is a JSON value written one way: compact, the keys of its
@@ -144,6 +155,15 @@ func ApplyContext(vars map[string]json.RawMessage, u chat.ContextUpdate) map[str
 		return nil
 	}
 	return next
+}
+
+// ContextTooLarge says why an update cannot be applied to vars (the
+// result over spec.MaxContextBytes encoded), or "".
+func ContextTooLarge(vars map[string]json.RawMessage, u chat.ContextUpdate) string {
+	if n := len(EncodeContext(ApplyContext(vars, u))); n > spec.MaxContextBytes {
+		return fmt.Sprintf("the chat's context variables with these changes would be %d bytes encoded, over %d", n, spec.MaxContextBytes)
+	}
+	return ""
 }
 
 // EncodeContext is the variables as one JSON object (keys in order), {}

@@ -208,6 +208,16 @@ function applyMetaFilter() {
 function metaText(m) {
   return Object.entries(m).map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`).join(' · ');
 }
+
+/** contextText is a context.updated event in words: what it set and removed, and who did. */
+function contextText(d) {
+  const parts = [];
+  if (d.set && Object.keys(d.set).length) parts.push('set ' + metaText(d.set));
+  if (d.removed && d.removed.length) parts.push('removed ' + d.removed.join(', '));
+  const by = d.by || {};
+  const who = by.agent || by.tool ? [by.agent, by.tool].filter(Boolean).join(' via ') : by.client;
+  return `Variables ${parts.join('; ') || 'unchanged'}${who ? ` (by ${who})` : ''}.`;
+}
 $('#more').addEventListener('click', () => list.more());
 
 // ---------- routing ----------
@@ -604,6 +614,8 @@ class ChatView {
       el('span', {}, `created ${new Date(c.created_at).toLocaleString()}`),
       c.team ? el('span', { 'data-fact': 'team' }, `team ${c.team.name}@${c.team.version}`) : null,
       c.metadata && Object.keys(c.metadata).length ? el('span', { 'data-fact': 'metadata' }, `metadata ${metaText(c.metadata)}`) : null,
+      c.context_variables && Object.keys(c.context_variables).length
+        ? el('span', { 'data-fact': 'context_variables' }, `variables ${metaText(c.context_variables)}`) : null,
     ].filter(Boolean));
     this.showEnd(s.end);
     this.renderRunForm(!ended || s.queued > 0);
@@ -649,6 +661,9 @@ class ChatView {
         this.stream.status = 'awaiting_input';
         this.inputRequested(ev, d);
         this.showInput(d);
+        break;
+      case 'context.updated':
+        this.note(ev, contextText(d)).classList.add('context-change');
         break;
       default:
         if (terminalEvents.has(ev.event)) {

@@ -57,6 +57,16 @@ func Key(base, key string) string { return base + "/" + Escape(key) }
 // Index is the pointer of an array element.
 func Index(base string, i int) string { return base + "/" + strconv.Itoa(i) }
 
+// Under reports whether one of ps is at path or inside the value there.
+func Under(ps []Problem, path string) bool {
+	for _, p := range ps {
+		if p.Path == path || strings.HasPrefix(p.Path, path+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // List collects problems. The zero value is an empty list ready to use.
 type List struct {
 	items []Problem

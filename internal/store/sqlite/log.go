@@ -22,7 +22,7 @@ func (s *Store) ListEvents(ctx context.Context, p *chat.ListEventsParams) ([]cha
 	}
 	limit := param.Limit(p.Limit, param.DefaultListEvents, param.MaxListEvents)
 	rows, err := s.reader.QueryContext(ctx, `SELECT `+eventColumns+` FROM events
-		WHERE chat_id = ? AND seq > ? ORDER BY seq LIMIT ?`, id, p.After, limit)
+		WHERE chat_id = ? AND seq > ? AND (? = '' OR type = ?) ORDER BY seq LIMIT ?`, id, p.After, string(p.Type), string(p.Type), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list events of chat %s: %w", id, translate(err))
 	}

@@ -41,6 +41,21 @@ func testListEvents(t *testing.T, s chat.Store) {
 		}
 		assertEvents(t, fmt.Sprintf("after %d limit %d", tc.after, tc.limit), got, want[tc.from:tc.to])
 	}
+	// Of one type only: the messages, after and up to a limit as above.
+	got, err := s.ListEvents(t.Context(), &chat.ListEventsParams{ChatID: c.ID, After: 3, Limit: 2, Type: chat.EventMessage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []chat.Event
+	for _, e := range want {
+		if e.Type == chat.EventMessage && e.Seq > 3 {
+			msgs = append(msgs, e)
+		}
+	}
+	assertEvents(t, "messages after 3 limit 2", got, msgs[:2])
+	if got, err := s.ListEvents(t.Context(), &chat.ListEventsParams{ChatID: c.ID, Limit: 10, Type: chat.EventContextUpdated}); err != nil || len(got) != 0 {
+		t.Errorf("context.updated events: %d, err %v; want none", len(got), err)
+	}
 	for _, id := range []string{uuid.NewString(), "nope"} {
 		got, err := s.ListEvents(t.Context(), &chat.ListEventsParams{ChatID: id, Limit: 10})
 		if err != nil || len(got) != 0 {
