@@ -20,6 +20,7 @@ import (
 	"github.com/agentd/agentd/internal/chat/engine"
 	"github.com/agentd/agentd/internal/llm/openaitest"
 	"github.com/agentd/agentd/internal/sandbox"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // scenario is a file of scenarios/.
@@ -162,11 +163,13 @@ func runAgentd(t *testing.T, sc scenario, sandboxes chat.Sandboxes) run {
 	chatID := c.ID
 	// Before the sandbox's work root goes (cleanups run last first).
 	t.Cleanup(func() { _ = sandboxes.Release(context.Background(), chatID) })
-	ended := func(n int) {
+	ended := func(n int) *chat.Chat {
 		t.Helper()
-		if c := golden.Ended(t, rt, chatID, n, time.Minute); c.Status != chat.StatusCompleted || c.StopReason != chat.StopSwarmComplete {
+		c := golden.Ended(t, rt, chatID, n, time.Minute)
+		if c.Status != chat.StatusCompleted || c.StopReason != chat.StopSwarmComplete {
 			t.Errorf("run %d %s (%s): %s", n, c.Status, c.StopReason, c.Error)
 		}
+		return c
 	}
 	var out run
 	first := 0
@@ -185,14 +188,17 @@ func runAgentd(t *testing.T, sc scenario, sandboxes chat.Sandboxes) run {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, n, err = rt.SubmitRun(ctx, "", chatID, "", b); err != nil {
+			if _, n, err = rt.SubmitRun(ctx, "", chatID, "", spec.DecodeRunRequest(b)); err != nil {
 				t.Fatalf("run %d: %v", i+1, err)
 			}
 		}
-		ended(n)
+		c := ended(n)
 		agent, vars, err := runEnd(ctx, db, chatID)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if !sameJSON(c.ContextVariables, vars) {
+			t.Errorf("run %d: the chat shows context variables %s, its log holds %s", n, c.ContextVariables, vars)
 		}
 		out.runs = append(out.runs, runResult{FirstRequest: first, Agent: agent, ContextVariables: vars})
 	}

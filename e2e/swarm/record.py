@@ -23,8 +23,9 @@ Swarm program would write them:
 The first run is Swarm.run(agent=<first agent>, messages=[the task as a user
 message], context_variables=<the spec's>); each further run passes the
 previous run's messages with the new task after them, the agent it ended
-with and its context variables (merged with the run's own, if it gives
-any), as a Swarm program that goes on with a conversation does.
+with and its context variables (with the run's own changes merged in, a
+null removing one, as agentd merges them), as a Swarm program that goes on
+with a conversation does.
 
 The fixture holds every request body the model server received, and for
 each run the index of its first request, its messages, the agent it ended
@@ -234,7 +235,13 @@ def record(scenario: dict[str, Any]) -> dict[str, Any]:
             if r is not None:
                 if r.get("task") is not None:
                     history.append({"role": "user", "content": r["task"]})
-                variables.update(r.get("context_variables", {}))
+                # A run's change of the variables, as agentd merges it: a
+                # null removes one.
+                for k, v in r.get("context_variables", {}).items():
+                    if v is None:
+                        variables.pop(k, None)
+                    else:
+                        variables[k] = v
             first = len(server.requests)
             resp = client.run(agent=agent, messages=history, context_variables=variables)
             history = history + resp.messages
