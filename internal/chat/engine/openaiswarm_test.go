@@ -88,7 +88,7 @@ func TestOpenAISwarmRun(t *testing.T) {
 
 	// The next run goes on with Sales Agent, which sees its own reply with
 	// its sender and the new task.
-	s, log = adopt(t, s, log, testEnv(), s.RunStartEvents(2, QueuedRequest{Task: []TaskMessage{{Type: chat.TypeTextMessage, Source: chat.UserName, Content: "And a desk?"}}})...)
+	s, log = adopt(t, s, log, testEnv(), s.RunStartEvents(2, QueuedRequest{Task: []spec.TaskMessage{{Type: chat.TypeTextMessage, Source: chat.UserName, Content: "And a desk?"}}})...)
 	s, _, st = drive(t, s, log)
 	if st.Kind != StepModel || st.Agent.Name != "Sales Agent" {
 		t.Fatalf("run 2: step %v of %v, want Sales Agent's model call", st.Kind, st.Agent)
