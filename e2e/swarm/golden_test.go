@@ -68,7 +68,9 @@ func TestGoldenRunsOfSwarm(t *testing.T) {
 	for _, name := range golden.Scenarios(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			sc, want := load(t, name)
+			var sc scenario
+			var want fixture
+			golden.Load(t, name, &sc, &want)
 			// The functions run in the sandbox: on each backend.
 			for _, backend := range []string{sandbox.BackendDocker, sandbox.BackendBwrap} {
 				t.Run(backend, func(t *testing.T) {
@@ -88,7 +90,8 @@ func TestGoldenRunsOfSwarm(t *testing.T) {
 // another agent's, another final agent or other variables, and passes
 // over what the API reads alike (a null and an absent field).
 func TestGoldenComparisonSeesSwarmFields(t *testing.T) {
-	_, want := load(t, "triage_sales_parallel")
+	var want fixture
+	golden.Load(t, "triage_sales_parallel", &scenario{}, &want)
 	edit := func(old, new string) func(*run) {
 		return func(r *run) {
 			b := bytes.Replace(r.requests[1], []byte(old), []byte(new), 1)
@@ -128,14 +131,6 @@ func TestGoldenComparisonSeesSwarmFields(t *testing.T) {
 			t.Errorf("%s: noticed %v, want %v (%v)", c.name, len(d) > 0, c.noticed, d)
 		}
 	}
-}
-
-func load(t *testing.T, name string) (scenario, fixture) {
-	t.Helper()
-	var sc scenario
-	var fx fixture
-	golden.Load(t, name, &sc, &fx)
-	return sc, fx
 }
 
 // runAgentd runs the scenario through agentd: the openai provider against
