@@ -31,7 +31,7 @@ test-go:
 
 ## bench: throughput and memory figures (messages appended per second, memory per running chat, SSE fan-out to 1,000 streams of one chat: delivery p50/p99 next to a bare SSE server, and store reads per append), warm sandbox exec latency, worst-case text_match cost per message
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/runtime/ ./internal/chat/engine/ ./internal/spec/
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/runtime/ ./internal/server/ ./internal/chat/engine/ ./internal/spec/
 	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 30m ./internal/store/...
 	$(GO) test -run '^$$' -bench WarmExec -benchtime 1x -timeout 10m ./internal/sandbox/
 

@@ -47,7 +47,7 @@ func missing(t *testing.T, what string) {
 }
 
 // reachableDir is a fresh work root the bwrap sandbox user can reach (t.TempDir
-// is private to root).
+// is private to root), unmounted and removed when the test ends.
 func reachableDir(t *testing.T) string {
 	dir, err := os.MkdirTemp("", "agentd-e2e-sbx-")
 	if err != nil {
@@ -56,7 +56,16 @@ func reachableDir(t *testing.T) string {
 	if err := os.Chmod(dir, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		// After agentd stopped (its cleanup, registered later, runs first):
+		// the tmpfs mounts of the chats' work dirs are left to the test.
+		if err := unmountUnder(dir); err != nil {
+			t.Errorf("unmount the sandbox work dirs: %v", err)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			t.Errorf("remove the sandbox work root: %v", err)
+		}
+	})
 	return filepath.Join(dir, "root")
 }
 

@@ -275,7 +275,7 @@ func followWith(ctx context.Context, c *client.Client, out *printer, id string, 
 			fmt.Fprintf(stderr, "agentd chat: %v\n", err)
 			return exitError
 		}
-		end = ch.Status
+		end = string(ch.Status)
 	}
 	switch end {
 	case "completed":

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/agentd/agentd/internal/api"
 	"github.com/agentd/agentd/internal/client"
 )
 
@@ -15,17 +16,17 @@ func TestPrinterMessage(t *testing.T) {
 		m    client.Message
 		want string
 	}{
-		{"tool results", client.Message{Seq: 7, Name: "triage", Role: "tool", ToolResponses: []client.ToolResponse{
+		{"tool results", client.Message{Message: api.Message{Seq: 7, Name: "triage", Role: "tool", ToolResponses: []client.ToolResponse{
 			{ToolCallID: "call_1", Content: "one line"},
 			{ToolCallID: "call_2", Content: "first\nsecond\n", IsError: true},
-		}}, "#7 triage (tool)\n  ← one line  call_1\n  ✗ first\n    second  call_2\n"},
-		{"code result in the content", client.Message{Seq: 8, Name: "executor", Role: "user",
+		}}}, "#7 triage (tool)\n  ← one line  call_1\n  ✗ first\n    second  call_2\n"},
+		{"code result in the content", client.Message{Message: api.Message{Seq: 8, Name: "executor", Role: "user",
 			Content:    "exitcode: 0 (execution succeeded)\nCode output: 385",
 			CodeResult: &client.CodeResult{ExitCode: 0, Output: "385"},
-		}, "#8 executor (user)\n  exitcode: 0 (execution succeeded)\n  Code output: 385\n"},
-		{"code result alone", client.Message{Seq: 8, Name: "executor", Role: "user",
+		}}, "#8 executor (user)\n  exitcode: 0 (execution succeeded)\n  Code output: 385\n"},
+		{"code result alone", client.Message{Message: api.Message{Seq: 8, Name: "executor", Role: "user",
 			CodeResult: &client.CodeResult{ExitCode: 1, Output: "Traceback\nNameError"},
-		}, "#8 executor (user)\n  exit code 1\n  | Traceback\n  | NameError\n"},
+		}}, "#8 executor (user)\n  exit code 1\n  | Traceback\n  | NameError\n"},
 	} {
 		var b bytes.Buffer
 		(&printer{w: &b}).message(c.m)

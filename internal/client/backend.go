@@ -6,7 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
+
+	"github.com/agentd/agentd/internal/api"
 )
 
 // The client side of agentd as an application backend (docs/backend.md): erasing chats, changing their metadata,
@@ -27,20 +28,16 @@ func (c *Client) PatchMetadata(ctx context.Context, id string, metadata map[stri
 	return &ch, c.do(ctx, http.MethodPatch, "/v1/chats/"+url.PathEscape(id), body, &ch, &ch.Raw)
 }
 
-// Team is one version of a saved team.
+// Team is one version of a saved team. Raw is the JSON the server sent.
 type Team struct {
-	Name      string          `json:"name"`
-	Version   int             `json:"version"`
-	CreatedAt time.Time       `json:"created_at"`
-	Spec      json.RawMessage `json:"spec,omitempty"`
-	Raw       json.RawMessage `json:"-"`
+	api.Team
+	Raw json.RawMessage `json:"-"`
 }
 
 // TeamList is a page of teams.
 type TeamList struct {
-	Teams      []Team          `json:"teams"`
-	NextCursor *string         `json:"next_cursor"`
-	Raw        json.RawMessage `json:"-"`
+	api.TeamList
+	Raw json.RawMessage `json:"-"`
 }
 
 // PutTeam saves body (a spec without a task, or an AgentChat team

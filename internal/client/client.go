@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentd/agentd/internal/api"
 )
 
 // Client talks to one agentd server.
@@ -39,132 +41,43 @@ func New(baseURL, apiKey string, httpClient *http.Client) (*Client, error) {
 	return &Client{base: strings.TrimSuffix(baseURL, "/"), apiKey: apiKey, http: httpClient}, nil
 }
 
+// The wire types are internal/api's, which the server encodes with: a
+// client and the server it talks to share one definition of them. The
+// client's own types add the JSON the server sent (Raw), which the CLI
+// prints as it came.
+type (
+	// Usage is a token count.
+	Usage = api.Usage
+	// PendingInput is what a chat in awaiting_input waits for.
+	PendingInput = api.PendingInput
+	// ToolCall is a function call a model asked for.
+	ToolCall = api.ToolCall
+	// ToolResponse answers one tool call.
+	ToolResponse = api.ToolResponse
+	// CodeResult is the result of a code execution.
+	CodeResult = api.CodeResult
+	// Problem is an error answer of the API (RFC 9457 problem details).
+	Problem = api.Problem
+	// ProblemField is one problem, at a JSON pointer or parameter name.
+	ProblemField = api.ProblemField
+)
+
 // Chat is the chat object. Raw is the JSON the server sent.
 type Chat struct {
-	ID           string          `json:"id"`
-	Name         *string         `json:"name"`
-	Status       string          `json:"status"`
-	StopReason   *string         `json:"stop_reason"`
-	StopDetail   *string         `json:"stop_detail"`
-	Error        *string         `json:"error"`
-	Turns        int             `json:"turns"`
-	MessageCount int             `json:"message_count"`
-	LastSeq      int64           `json:"last_seq"`
-	Usage        Usage           `json:"usage"`
-	PendingInput *PendingInput   `json:"pending_input"`
-	CreatedAt    time.Time       `json:"created_at"`
-	UpdatedAt    time.Time       `json:"updated_at"`
-	CompletedAt  *time.Time      `json:"completed_at"`
-	Metadata     json.RawMessage `json:"metadata"`
-	// ContextVariables are the chat's context variables, in the answers
-	// about one chat (GET, PATCH, fork, create); nil in lists.
-	ContextVariables json.RawMessage `json:"context_variables,omitempty"`
-	// Run is the number of the chat's latest run; QueuedRuns counts the
-	// runs posted after it that have not started.
-	Run        int `json:"run"`
-	QueuedRuns int `json:"queued_runs"`
-	// PostedRun is set in the answer to a posted run: its number.
-	PostedRun int `json:"posted_run,omitempty"`
-	// Team is the saved team the chat was created from, if any.
-	Team *struct {
-		Name    string `json:"name"`
-		Version int    `json:"version"`
-	} `json:"team"`
+	api.Chat
 	Raw json.RawMessage `json:"-"`
-}
-
-// Terminal reports whether the chat has ended.
-func (c *Chat) Terminal() bool {
-	return c.Status == "completed" || c.Status == "failed" || c.Status == "cancelled"
-}
-
-// Usage is a token count.
-type Usage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-}
-
-// PendingInput is what a chat in awaiting_input waits for.
-type PendingInput struct {
-	RequestID  string   `json:"request_id"`
-	Kind       string   `json:"kind"`
-	Agent      string   `json:"agent,omitempty"`
-	Candidates []string `json:"candidates,omitempty"`
-	Reason     string   `json:"reason"`
-	// ToolCalls or CodeBlocks wait for approval (kind approval).
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-	CodeBlocks []struct {
-		Language string `json:"language"`
-		Code     string `json:"code"`
-	} `json:"code_blocks,omitempty"`
 }
 
 // ChatList is a page of chats.
 type ChatList struct {
-	Chats      []Chat          `json:"chats"`
-	NextCursor *string         `json:"next_cursor"`
-	Raw        json.RawMessage `json:"-"`
+	api.ChatList
+	Raw json.RawMessage `json:"-"`
 }
 
-// Message is a message of a chat's log.
+// Message is a message of a chat's log. Raw is the JSON the server sent.
 type Message struct {
-	Seq           int64           `json:"seq"`
-	Role          string          `json:"role"`
-	Name          string          `json:"name"`
-	Content       string          `json:"content"`
-	ToolCalls     []ToolCall      `json:"tool_calls,omitempty"`
-	ToolResponses []ToolResponse  `json:"tool_responses,omitempty"`
-	CodeResult    *CodeResult     `json:"code_result,omitempty"`
-	Handoff       string          `json:"handoff,omitempty"`
-	Usage         *Usage          `json:"usage,omitempty"`
-	CreatedAt     time.Time       `json:"created_at"`
-	Raw           json.RawMessage `json:"-"`
-}
-
-// ToolCall is a function call a model asked for.
-type ToolCall struct {
-	ID       string `json:"id"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-// ToolResponse answers one tool call.
-type ToolResponse struct {
-	ToolCallID string `json:"tool_call_id"`
-	Content    string `json:"content"`
-	IsError    bool   `json:"is_error,omitempty"`
-}
-
-// CodeResult is the result of a code execution.
-type CodeResult struct {
-	ExitCode int    `json:"exit_code"`
-	Output   string `json:"output"`
-}
-
-// Problem is an error answer of the API (RFC 9457 problem details).
-type Problem struct {
-	Type   string         `json:"type"`
-	Title  string         `json:"title"`
-	Status int            `json:"status"`
-	Detail string         `json:"detail"`
-	Errors []ProblemField `json:"errors"`
-}
-
-// ProblemField is one problem, at a JSON pointer or parameter name.
-type ProblemField struct {
-	Path    string `json:"path"`
-	Message string `json:"message"`
-}
-
-func (p *Problem) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d %s: %s", p.Status, p.Title, p.Detail)
-	for _, e := range p.Errors {
-		fmt.Fprintf(&b, "\n  %s: %s", e.Path, e.Message)
-	}
-	return b.String()
+	api.Message
+	Raw json.RawMessage `json:"-"`
 }
 
 // Create creates a chat from a spec (JSON).
@@ -226,8 +139,8 @@ func (c *Client) Messages(ctx context.Context, id string) ([]Message, error) {
 	after := int64(0)
 	for {
 		var page struct {
+			api.MessageList
 			Messages []json.RawMessage `json:"messages"`
-			LastSeq  int64             `json:"last_seq"`
 		}
 		path := fmt.Sprintf("/v1/chats/%s/messages?after=%d&limit=1000", url.PathEscape(id), after)
 		if err := c.do(ctx, http.MethodGet, path, nil, &page, nil); err != nil {
@@ -235,7 +148,7 @@ func (c *Client) Messages(ctx context.Context, id string) ([]Message, error) {
 		}
 		for _, raw := range page.Messages {
 			var m Message
-			if err := json.Unmarshal(raw, &m); err != nil {
+			if err := json.Unmarshal(raw, &m.Message); err != nil {
 				return nil, fmt.Errorf("decode message: %w", err)
 			}
 			m.Raw = raw
@@ -251,11 +164,11 @@ func (c *Client) Messages(ctx context.Context, id string) ([]Message, error) {
 // Input answers a chat's pending input: content for a human message, or
 // speaker for a manual selection (exactly one is non-nil).
 func (c *Client) Input(ctx context.Context, id, requestID string, content, speaker *string) (*Chat, error) {
-	body, err := json.Marshal(struct {
-		RequestID string  `json:"request_id"`
-		Content   *string `json:"content,omitempty"`
-		Speaker   *string `json:"speaker,omitempty"`
-	}{requestID, content, speaker})
+	in := api.Input{RequestID: requestID, Speaker: speaker}
+	if content != nil {
+		in.Content = *content
+	}
+	body, err := json.Marshal(in)
 	if err != nil {
 		return nil, err
 	}

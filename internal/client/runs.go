@@ -5,23 +5,20 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+
+	"github.com/agentd/agentd/internal/api"
 )
 
-// RunRequest is the body of POST /v1/chats/{id}/runs: the next run of a
-// chat. Task is a string, a message, a list of messages, or nil.
-type RunRequest struct {
-	Task     any    `json:"task,omitempty"`
-	IfBusy   string `json:"if_busy,omitempty"`
-	MaxRound int    `json:"max_round,omitempty"`
-}
-
-// TaskMessage is a message of a run's task.
-type TaskMessage struct {
-	Type    string `json:"type"`
-	Source  string `json:"source,omitempty"`
-	Content string `json:"content"`
-	Target  string `json:"target,omitempty"`
-}
+type (
+	// RunRequest is the body of POST /v1/chats/{id}/runs: the next run of
+	// a chat. Task is a string, a message, a list of messages, or nil.
+	RunRequest = api.RunRequest
+	// TaskMessage is a message of a run's task.
+	TaskMessage = api.TaskMessage
+	// Approval is a decision on a held tool call (ToolCallID) or on held
+	// code.
+	Approval = api.Approval
+)
 
 // Run posts the chat's next run; the answer's PostedRun is its number.
 func (c *Client) Run(ctx context.Context, id string, r RunRequest) (*Chat, error) {
@@ -42,11 +39,7 @@ func (c *Client) Stop(ctx context.Context, id string) (*Chat, error) {
 // Fork makes a new chat from this one's log up to atSeq (0: the last), with
 // a first run when run is set.
 func (c *Client) Fork(ctx context.Context, id string, atSeq int64, run *RunRequest) (*Chat, error) {
-	req := struct {
-		AtSeq int64       `json:"at_seq,omitempty"`
-		Run   *RunRequest `json:"run,omitempty"`
-	}{atSeq, run}
-	body, err := json.Marshal(req)
+	body, err := json.Marshal(api.ForkRequest{AtSeq: atSeq, Run: run})
 	if err != nil {
 		return nil, err
 	}
@@ -54,20 +47,9 @@ func (c *Client) Fork(ctx context.Context, id string, atSeq int64, run *RunReque
 	return &ch, c.do(ctx, http.MethodPost, "/v1/chats/"+url.PathEscape(id)+"/fork", body, &ch, &ch.Raw)
 }
 
-// Approval is a decision on a held tool call (ToolCallID) or on held code.
-type Approval struct {
-	ToolCallID string          `json:"tool_call_id,omitempty"`
-	Approve    bool            `json:"approve"`
-	Arguments  json.RawMessage `json:"arguments,omitempty"`
-	Reason     string          `json:"reason,omitempty"`
-}
-
 // Approve answers a pending approval request.
 func (c *Client) Approve(ctx context.Context, id, requestID string, approvals []Approval) (*Chat, error) {
-	body, err := json.Marshal(struct {
-		RequestID string     `json:"request_id"`
-		Approvals []Approval `json:"approvals"`
-	}{requestID, approvals})
+	body, err := json.Marshal(api.Input{RequestID: requestID, Approvals: approvals})
 	if err != nil {
 		return nil, err
 	}

@@ -28,3 +28,22 @@ func TestWriteJSONStr(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseFormat: no template makes ParseFormat panic, and what it
+// accepts is literal text and names without braces.
+func FuzzParseFormat(f *testing.F) {
+	for _, s := range []string{"Customer {customer} ({tier})", "{{x}}", "{", "}", "{0}", "{a!r}", "{a.b}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		parts, err := ParseFormat(s)
+		if err != nil {
+			return
+		}
+		for _, p := range parts {
+			if p.Field && (p.Text == "" || strings.ContainsAny(p.Text, "{}")) {
+				t.Fatalf("%q: field %q", s, p.Text)
+			}
+		}
+	})
+}

@@ -9,27 +9,10 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/runtime/runtimetest"
 
 	"github.com/agentd/agentd/internal/chat"
-	"github.com/agentd/agentd/internal/store"
-	"github.com/agentd/agentd/internal/store/pgtest"
 )
-
-func openBackend(b *testing.B, backend string) store.DB {
-	b.Helper()
-	if backend == "sqlite" {
-		return openStore(b)
-	}
-	db, err := store.Open(context.Background(), store.Config{DatabaseURL: pgtest.URL(b)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := db.Migrate(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
-	return db
-}
 
 // BenchmarkChatThroughput runs N concurrent replay chats of 20 turns each to
 // completion and reports messages appended per second across all of them
@@ -41,8 +24,8 @@ func BenchmarkChatThroughput(b *testing.B) {
 	for _, backend := range []string{"sqlite", "postgres"} {
 		for _, n := range []int{1, 32, 256} {
 			b.Run(fmt.Sprintf("%s/chats=%d", backend, n), func(b *testing.B) {
-				db := openBackend(b, backend)
-				rt := newRuntime(b, db, func(c *runtime.Config) { c.LeaseDuration = 30 * time.Second })
+				db := runtimetest.Open(b, backend)
+				rt := runtimetest.New(b, db, func(c *runtime.Config) { c.LeaseDuration = 30 * time.Second })
 				messages := 0
 				b.ResetTimer()
 				start := time.Now()
@@ -75,8 +58,8 @@ func BenchmarkMemoryPerRunningChat(b *testing.B) {
 	const n = 256
 	sp := twoAgentSpec(2, 60000, "")
 	for range b.N {
-		db := openStore(b)
-		rt := newRuntime(b, db, func(c *runtime.Config) { c.LeaseDuration = 30 * time.Second })
+		db := runtimetest.OpenSQLite(b)
+		rt := runtimetest.New(b, db, func(c *runtime.Config) { c.LeaseDuration = 30 * time.Second })
 		before := heap()
 		goroutines := goruntime.NumGoroutine()
 		var ids []string

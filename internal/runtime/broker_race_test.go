@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/runtime/runtimetest"
 
 	"github.com/agentd/agentd/internal/chat"
 )
@@ -45,9 +46,9 @@ func (p *pausedReads) ListEvents(ctx context.Context, q *chat.ListEventsParams) 
 // commits still gets that append: the read must not replace what the
 // append added to the broker's tail meanwhile.
 func TestACatchUpKeepsWhatCommittedWhileItRead(t *testing.T) {
-	db := openStore(t)
+	db := runtimetest.OpenSQLite(t)
 	paused := &pausedReads{Store: db, read: make(chan struct{}), release: make(chan struct{})}
-	rt := newRuntime(t, paused)
+	rt := runtimetest.New(t, paused)
 	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: twoAgentSpec(1, 500, "")})
 	if err != nil {
 		t.Fatal(err)
@@ -98,15 +99,15 @@ func TestACatchUpKeepsWhatCommittedWhileItRead(t *testing.T) {
 // used to find the tail marked fresh as soon as the other read began, get
 // nothing, and wait for an append that, at the chat's end, never came.)
 func TestAReaderWaitsForACatchUpInProgress(t *testing.T) {
-	db := openPostgres(t)
-	rt1 := newRuntime(t, db)
+	db := runtimetest.OpenPostgres(t)
+	rt1 := runtimetest.New(t, db)
 	paused := &pausedReads{Store: db, read: make(chan struct{}), release: make(chan struct{})}
 	// The second replica hears the first's appends through the store.
 	type pausedShared struct {
 		*pausedReads
 		chat.Notifier
 	}
-	rt2 := newRuntime(t, pausedShared{paused, db.(chat.Notifier)}, func(c *runtime.Config) { c.PollInterval = time.Hour }) // it only reads
+	rt2 := runtimetest.New(t, pausedShared{paused, db.(chat.Notifier)}, func(c *runtime.Config) { c.PollInterval = time.Hour }) // it only reads
 	c := create(t, rt1, string(twoAgentSpec(2, 1500, "")))
 	sigA, doneA := rt2.Subscribe(c.ID)
 	defer doneA()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/runtime/runtimetest"
 	"github.com/agentd/agentd/internal/spec"
 )
 
@@ -60,9 +61,9 @@ func varsOf(t *testing.T, c *chat.Chat) string {
 // refused and changes nothing; the next run's model calls render them;
 // forks copy them as of the fork point.
 func TestContextVariablesBetweenRuns(t *testing.T) {
-	db := openStore(t)
+	db := runtimetest.OpenSQLite(t)
 	model := &systemRecorder{called: make(chan struct{}, 10)}
-	rt := newRuntime(t, db, func(c *runtime.Config) { c.Models = model })
+	rt := runtimetest.New(t, db, func(c *runtime.Config) { c.Models = model })
 	ctx := context.Background()
 	c := create(t, rt, `{"task": "t", "max_round": 1, "context_variables": {"customer": "Ada", "tier": "gold", "severity": null},
 		"agents": [{"name": "sales", "type": "assistant", "model": {"provider": "replay", "responses": ["unused"]},

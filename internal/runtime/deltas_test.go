@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/runtime/runtimetest"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/llm"
@@ -92,13 +93,13 @@ func (s *streamText) until(t *testing.T, q *runtime.DeltaQueue, done func(string
 func streamingRuntimes(t *testing.T) (*openaitest.Server, func(opts ...func(*runtime.Config)) *runtime.Runtime) {
 	fake := openaitest.New()
 	t.Cleanup(fake.Close)
-	db := openPostgres(t)
+	db := runtimetest.OpenPostgres(t)
 	models, err := llm.New(llm.Config{OpenAI: llm.OpenAIConfig{BaseURL: fake.URL(), APIKey: "k"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return fake, func(opts ...func(*runtime.Config)) *runtime.Runtime {
-		return newRuntime(t, db, append([]func(*runtime.Config){func(c *runtime.Config) {
+		return runtimetest.New(t, db, append([]func(*runtime.Config){func(c *runtime.Config) {
 			c.Models, c.Providers = models, models.Providers()
 		}}, opts...)...)
 	}
@@ -234,7 +235,7 @@ func TestDeltasReachStreamsOfTheReplicaThatRunsTheChat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := newRuntime(t, openStore(t), func(c *runtime.Config) { c.Models, c.Providers = models, models.Providers() })
+	rt := runtimetest.New(t, runtimetest.OpenSQLite(t), func(c *runtime.Config) { c.Models, c.Providers = models, models.Providers() })
 	pieces := words(20, "w")
 	fake.Reply(openaitest.Reply{Pieces: pieces, PieceDelay: 5 * time.Millisecond, Delay: 200 * time.Millisecond})
 	c := create(t, rt, streamingSpec)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/runtime/runtimetest"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/sandbox"
@@ -376,11 +377,11 @@ func faultSpec(name, toolURL string) string {
 // again; a lost lease was really taken by the other owner, and the store
 // fenced the append.
 func TestFaultsAtEveryAppendPoint(t *testing.T) {
-	pg := openPostgres(t)
+	pg := runtimetest.OpenPostgres(t)
 	ts := newToolServer(t)
 	fs := newFaultStore(pg)
 	boxes := &watchedSandboxes{Sandboxes: openBwrap(t), store: fs, released: map[string]chan struct{}{}}
-	rt := newRuntime(t, fs, withTools(t), func(c *runtime.Config) {
+	rt := runtimetest.New(t, fs, withTools(t), func(c *runtime.Config) {
 		// A selection is flushed alone as soon as it is held: exec's code
 		// waits for that (waitFlush), every other turn goes on at once.
 		c.Sandboxes, c.AppendTimeout, c.HoldSelection = boxes, time.Second, time.Millisecond
@@ -631,9 +632,9 @@ func checkDenseOnce(t *testing.T, evs []chat.Event) {
 // one of the stores cannot hold is a validation error (422) on both, never
 // stored by one and a 500 on the other.
 func TestUnstorableSpecsAreRefusedAlikeOnBothStores(t *testing.T) {
-	stores := map[string]chat.Store{"sqlite": openStore(t), "postgres": openPostgres(t)}
+	stores := map[string]chat.Store{"sqlite": runtimetest.OpenSQLite(t), "postgres": runtimetest.OpenPostgres(t)}
 	for name, db := range stores {
-		rt := newRuntime(t, db)
+		rt := runtimetest.New(t, db)
 		for _, body := range []string{
 			`{"task": "a\u0000b", "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": ["x"]}}]}`,
 			`{"task": "t", "metadata": {"k": "\ud800"}, "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": ["x"]}}]}`,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/runtime/runtimetest"
 	"github.com/agentd/agentd/internal/spec"
 )
 
@@ -87,8 +88,8 @@ const fanOut = `{"nodes": {
 // once; c, faster, is appended first although b is selected first (one
 // after the other, b would come first), and d waits for both.
 func TestGraphRunsReadyNodesAtOnce(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	body := graphSpec(fmt.Sprintf(fanOut, "all", "null"), map[string][]string{
 		"a": {"A"}, "b": {"B@400"}, "c": {"C"}, "d": {"D"}}, "")
 	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: body})
@@ -139,8 +140,8 @@ func TestGraphJoinsAllAndAny(t *testing.T) {
 			[]string{"user:go", "a:A1", "b:B1", "c:C1", "d:AGAIN", "a:A2", "b:B2", "c:C2", "d:DONE", "e:E"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			db := openStore(t)
-			rt := newRuntime(t, db)
+			db := runtimetest.OpenSQLite(t)
+			rt := runtimetest.New(t, db)
 			c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: graphSpec(tc.graph, tc.replies, "")})
 			if err != nil {
 				t.Fatal(err)
@@ -164,8 +165,8 @@ const reviewLoop = `{"nodes": {
 // TestGraphLoopsUntilItsExitCondition: the reviewer sends the writer back
 // until it approves; then done runs and the graph is complete.
 func TestGraphLoopsUntilItsExitCondition(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	body := graphSpec(reviewLoop, map[string][]string{
 		"writer": {"w1", "w2", "w3"}, "reviewer": {"REVISE 1", "REVISE 2", "APPROVE"}, "done": {"ok"}}, "")
 	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: body})
@@ -183,8 +184,8 @@ func TestGraphLoopsUntilItsExitCondition(t *testing.T) {
 // was (the nodes that were ready); a run after the graph completed starts
 // again at the start node.
 func TestGraphRunsGoOn(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	body := graphSpec(reviewLoop, map[string][]string{
 		"writer": {"w1", "w2", "w3", "w4"}, "reviewer": {"REVISE 1", "APPROVE", "REVISE 3"}, "done": {"ok"}}, `, "max_round": 3`)
 	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: body})
@@ -225,7 +226,7 @@ func TestGraphRunsGoOn(t *testing.T) {
 // reply is under way and c's is committed; another runtime finishes the
 // step from the log (b only: c's reply stays once) and the graph.
 func TestGraphFanOutSurvivesAWorkerStop(t *testing.T) {
-	db := openStore(t)
+	db := runtimetest.OpenSQLite(t)
 	rt1 := stoppableRuntime(t, db)
 	body := graphSpec(fmt.Sprintf(fanOut, "all", "null"), map[string][]string{
 		"a": {"A"}, "b": {"B@1500"}, "c": {"C"}, "d": {"D"}}, "")
@@ -238,7 +239,7 @@ func TestGraphFanOutSurvivesAWorkerStop(t *testing.T) {
 	if g := said(messages(t, db, c.ID)); slices.Contains(g, "b:B") {
 		t.Fatalf("b answered before the stop: %v", g)
 	}
-	rt2 := newRuntime(t, db)
+	rt2 := runtimetest.New(t, db)
 	got := waitTerminal(t, rt2, c.ID, 15*time.Second)
 	if want := []string{"user:go", "a:A", "c:C", "b:B", "d:D"}; !slices.Equal(said(messages(t, db, c.ID)), want) || got.StopReason != chat.StopGraphComplete {
 		t.Fatalf("messages %v (%+v), want %v", said(messages(t, db, c.ID)), got, want)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/runtime/runtimetest"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/llm"
@@ -62,9 +63,9 @@ func selectionsAlone(as []recordedAppend) (alone, withMessage int) {
 }
 
 func TestATurnIsOneAppend(t *testing.T) {
-	log := &appendLog{Store: openStore(t)}
+	log := &appendLog{Store: runtimetest.OpenSQLite(t)}
 	// However slow the machine, no turn waits a minute for its store.
-	rt := newRuntime(t, log, func(c *runtime.Config) { c.HoldSelection = time.Minute })
+	rt := runtimetest.New(t, log, func(c *runtime.Config) { c.HoldSelection = time.Minute })
 	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: twoAgentSpec(6, 0, "")})
 	if err != nil {
 		t.Fatal(err)
@@ -88,8 +89,8 @@ func TestATurnIsOneAppend(t *testing.T) {
 }
 
 func TestASlowTurnPublishesItsSpeakerFirst(t *testing.T) {
-	log := &appendLog{Store: openStore(t)}
-	rt := newRuntime(t, log, func(c *runtime.Config) { c.HoldSelection = 20 * time.Millisecond })
+	log := &appendLog{Store: runtimetest.OpenSQLite(t)}
+	rt := runtimetest.New(t, log, func(c *runtime.Config) { c.HoldSelection = 20 * time.Millisecond })
 	// The model takes 1.2 s: a loaded machine may hold up the 20 ms flush
 	// by some hundred milliseconds, and the selection must still come out
 	// well before the reply.
@@ -114,8 +115,8 @@ func TestASlowTurnPublishesItsSpeakerFirst(t *testing.T) {
 }
 
 func TestSelectionsAppendAtOnceWhenNotHeld(t *testing.T) {
-	log := &appendLog{Store: openStore(t)}
-	rt := newRuntime(t, log, func(c *runtime.Config) { c.HoldSelection = -1 })
+	log := &appendLog{Store: runtimetest.OpenSQLite(t)}
+	rt := runtimetest.New(t, log, func(c *runtime.Config) { c.HoldSelection = -1 })
 	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: twoAgentSpec(3, 0, "")})
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +130,7 @@ func TestSelectionsAppendAtOnceWhenNotHeld(t *testing.T) {
 // A worker that stops while its selection is held leaves nothing of it:
 // the next worker selects again from the same log.
 func TestAHeldSelectionIsDroppedWhenTheWorkerStops(t *testing.T) {
-	db := openStore(t)
+	db := runtimetest.OpenSQLite(t)
 	models, err := llm.New(llm.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +162,7 @@ func TestAHeldSelectionIsDroppedWhenTheWorkerStops(t *testing.T) {
 			t.Fatalf("a held selection was written by a stopped worker: %+v", evs)
 		}
 	}
-	rt2 := newRuntime(t, db)
+	rt2 := runtimetest.New(t, db)
 	if got := waitTerminal(t, rt2, c.ID, 15*time.Second); got.StopReason != chat.StopMaxRound {
 		t.Fatalf("chat = %+v", got)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/runtime/runtimetest"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/llm"
@@ -105,8 +106,8 @@ const reviewSpec = `{"task": "write", "max_round": 10,
 	           {"name": "human", "type": "user_proxy", "human_input_mode": "ALWAYS", "default_auto_reply": "ok"}]%s}`
 
 func TestHumanInputAlways(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	c := create(t, rt, fmt.Sprintf(reviewSpec, ""))
 	c = waitFor(t, rt, c.ID, 5*time.Second, chat.StatusAwaitingInput)
 	p := pending(t, c)
@@ -147,8 +148,8 @@ func mustLastSeq(t testing.TB, db chat.Store, id string) int64 {
 }
 
 func TestHumanInputTerminateOnTerminationAndOnMaxAutoReply(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	sp := `{"task": "go", "max_round": 20,
 		"agents": [{"name": "bot", "type": "assistant", "model": {"provider": "replay", "responses": ["one", "DONE", "three", "DONE again"]}},
 		           {"name": "boss", "type": "user_proxy", "human_input_mode": "TERMINATE", "max_consecutive_auto_reply": 1, "default_auto_reply": "continue"}],
@@ -181,8 +182,8 @@ func TestHumanInputTerminateOnTerminationAndOnMaxAutoReply(t *testing.T) {
 }
 
 func TestHumanInputNeverEndsAtMaxConsecutiveAutoReply(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	c := create(t, rt, `{"task": "go", "max_round": 20,
 		"agents": [{"name": "bot", "type": "assistant", "model": {"provider": "replay", "responses": ["1", "2", "3"]}},
 		           {"name": "proxy", "type": "user_proxy", "human_input_mode": "NEVER", "max_consecutive_auto_reply": 2}]}`)
@@ -193,8 +194,8 @@ func TestHumanInputNeverEndsAtMaxConsecutiveAutoReply(t *testing.T) {
 }
 
 func TestInputTimeout(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	c := create(t, rt, fmt.Sprintf(reviewSpec, `, "input_timeout_s": 1`))
 	c = waitFor(t, rt, c.ID, 5*time.Second, chat.StatusAwaitingInput)
 	if p := pending(t, c); p.ExpiresAt == nil || c.InputExpiresAt == nil {
@@ -207,8 +208,8 @@ func TestInputTimeout(t *testing.T) {
 }
 
 func TestManualSelection(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	c := create(t, rt, `{"task": "go", "max_round": 2, "speaker_selection": {"method": "manual"},
 		"agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": ["from a"]}},
 		           {"name": "b", "type": "assistant", "model": {"provider": "replay", "responses": ["from b"]}}]}`)
@@ -238,8 +239,8 @@ func TestManualSelection(t *testing.T) {
 }
 
 func TestTransitionsDeadEndStopsWithNoEligibleSpeaker(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	c := create(t, rt, `{"task": "go", "max_round": 9,
 		"speaker_selection": {"transitions": {"a": ["b"]}, "transitions_type": "allowed"},
 		"agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": ["a1"]}},
@@ -251,8 +252,8 @@ func TestTransitionsDeadEndStopsWithNoEligibleSpeaker(t *testing.T) {
 }
 
 func TestSwarmWithoutHandoffKeepsTheSpeaker(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	c := create(t, rt, `{"task": "go", "max_round": 3, "speaker_selection": {"method": "swarm"},
 		"agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": ["a1", "a2", "a3"]}},
 		           {"name": "b", "type": "assistant", "model": {"provider": "replay", "responses": ["b1"]}}]}`)
@@ -263,8 +264,8 @@ func TestSwarmWithoutHandoffKeepsTheSpeaker(t *testing.T) {
 }
 
 func TestAutoSelectionWithReplaySelector(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	c := create(t, rt, `{"task": "plan a trip", "max_round": 3,
 		"speaker_selection": {"method": "auto", "model": "selector"},
 		"models": {"selector": {"provider": "replay", "responses": ["planner", "I pick the critic.", "planner"]}},
@@ -284,12 +285,12 @@ func TestAutoSelectionWithReplaySelector(t *testing.T) {
 func TestAutoSelectorFailurePaths(t *testing.T) {
 	fake := openaitest.New()
 	defer fake.Close()
-	db := openStore(t)
+	db := runtimetest.OpenSQLite(t)
 	models, err := llm.New(llm.Config{OpenAI: llm.OpenAIConfig{BaseURL: fake.URL(), APIKey: "k"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := newRuntime(t, db, func(c *runtime.Config) { c.Models, c.Providers = models, models.Providers() })
+	rt := runtimetest.New(t, db, func(c *runtime.Config) { c.Models, c.Providers = models, models.Providers() })
 	fake.Reply(
 		openaitest.Text("a and b"), openaitest.Text("nobody"), openaitest.Text("b"), // turn 1: b
 		openaitest.Text("b"), openaitest.Text("???"), openaitest.Text("!!!"), // turn 2: b excluded, then garbage → fallback c
@@ -338,8 +339,8 @@ func TestAutoSelectorFailurePaths(t *testing.T) {
 // TestTerminationConditionsEndRuns runs one chat per condition and checks
 // the speakers, stop reason and stop detail.
 func TestTerminationConditionsEndRuns(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	tests := []struct {
 		cond   string
 		msgs   int // messages in the log, task included
@@ -372,8 +373,8 @@ func TestTerminationConditionsEndRuns(t *testing.T) {
 }
 
 func TestTimeoutConditionCutsALongTurn(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	start := time.Now()
 	c := create(t, rt, string(twoAgentSpec(3, 20000, `, "termination": {"timeout_s": 0.5}`)))
 	c = waitTerminal(t, rt, c.ID, 5*time.Second)

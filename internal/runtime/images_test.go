@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/runtime/runtimetest"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/llm/openaitest"
@@ -94,8 +95,8 @@ func TestMultiModalTaskReachesTheModelAsImageParts(t *testing.T) {
 // TestMultiModalTaskProblems: every problem of a multimodal task is named
 // with its pointer.
 func TestMultiModalTaskProblems(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db, func(c *runtime.Config) { c.Limits.MaxImageBytes = 100 })
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db, func(c *runtime.Config) { c.Limits.MaxImageBytes = 100 })
 	c := create(t, rt, threeAgents(1, ""))
 	waitRun(t, rt, c.ID, 1)
 	big := base64.StdEncoding.EncodeToString(append(opaquePNG(t), make([]byte, 100)...))
@@ -182,8 +183,8 @@ func TestSelectorHistoryShowsImagesAsPlaceholders(t *testing.T) {
 // TestHumanSendsImages: a human's /input may be a MultiModalMessage; its
 // images are checked as a task's are.
 func TestHumanSendsImages(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	c := create(t, rt, fmt.Sprintf(reviewSpec, ""))
 	c = waitFor(t, rt, c.ID, 5*time.Second, chat.StatusAwaitingInput)
 	p := pending(t, c)

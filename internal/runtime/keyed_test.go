@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/runtime/runtimetest"
 )
 
 // TestKeyedInputAndStop: an answer to an input request and a stop, sent
@@ -15,8 +16,8 @@ import (
 // though the chat moved on (the request is no longer pending, the run
 // ended), and the key with another body is a conflict.
 func TestKeyedInputAndStop(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	ctx := context.Background()
 	c := create(t, rt, fmt.Sprintf(reviewSpec, ""))
 	c = waitFor(t, rt, c.ID, 5*time.Second, chat.StatusAwaitingInput)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/runtime/runtimetest"
 
 	"github.com/agentd/agentd/internal/chat"
 )
@@ -37,7 +38,7 @@ func (s *heldRenewStore) RenewLeases(ctx context.Context, p *chat.RenewLeasesPar
 // longer held is about the ended worker; the new one runs on under its
 // lease, and the chat's epoch stays 2 until it next hands the chat back.
 func TestRenewalOfAnEndedLeaseSparesTheChatsNextWorker(t *testing.T) {
-	db := &heldRenewStore{Store: openStore(t), held: make(chan []chat.Lease, 1), release: make(chan struct{})}
+	db := &heldRenewStore{Store: runtimetest.OpenSQLite(t), held: make(chan []chat.Lease, 1), release: make(chan struct{})}
 	released := false
 	let := func() {
 		if !released {
@@ -48,7 +49,7 @@ func TestRenewalOfAnEndedLeaseSparesTheChatsNextWorker(t *testing.T) {
 	defer let()
 	// Renewals every second: the first comes while the first model reply
 	// (two seconds) is being made, and the leases outlast the held renewal.
-	rt := newRuntime(t, db, func(c *runtime.Config) { c.LeaseDuration = 3 * time.Second })
+	rt := runtimetest.New(t, db, func(c *runtime.Config) { c.LeaseDuration = 3 * time.Second })
 	c := create(t, rt, `{"task": "write", "max_round": 10,
 		"agents": [{"name": "writer", "type": "assistant", "model": {"provider": "replay", "responses": [
 				{"content": "draft 1", "delay_ms": 2000}, {"content": "draft 2", "delay_ms": 1000}, "draft 3"]}},

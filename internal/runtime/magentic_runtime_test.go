@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/runtime/runtimetest"
 	"github.com/agentd/agentd/internal/spec"
 )
 
@@ -37,8 +38,8 @@ func replayModel(replies ...string) string {
 // ledger's reason, then run 2 planning for its own task and ending when
 // its rounds, counted over both runs as AgentChat counts them, run out.
 func TestMagenticOneRunsTheOrchestratorsLoop(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	orchestrator := replayModel(
 		"facts 1", "plan 1",
 		ledger(false, false, true, "a", "do a"),
@@ -135,7 +136,7 @@ func TestMagenticOneGoesOnAfterItsRuntimeStops(t *testing.T) {
 	}
 	for _, stopAfter := range []time.Duration{30, 150, 250, 400, 520, 700} {
 		t.Run(fmt.Sprintf("%dms", stopAfter), func(t *testing.T) {
-			db := openStore(t)
+			db := runtimetest.OpenSQLite(t)
 			rt1 := stoppableRuntime(t, db)
 			c := create(t, rt1, body)
 			time.Sleep(stopAfter * time.Millisecond)
@@ -143,7 +144,7 @@ func TestMagenticOneGoesOnAfterItsRuntimeStops(t *testing.T) {
 			if at, err := db.GetChat(context.Background(), "", c.ID); err == nil {
 				t.Logf("stopped at seq %d, %s", at.LastSeq, at.Status)
 			}
-			rt2 := newRuntime(t, db)
+			rt2 := runtimetest.New(t, db)
 			got := waitRun(t, rt2, c.ID, 1)
 			if got.Status != chat.StatusCompleted || got.StopReason != chat.StopRequestSatisfied {
 				t.Fatalf("chat %s %s %q %s", got.Status, got.StopReason, got.StopDetail, got.Error)

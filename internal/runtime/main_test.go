@@ -1,7 +1,6 @@
 package runtime_test
 
 import (
-	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -10,9 +9,5 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if url := os.Getenv(fanOutReaderEnv); url != "" {
-		// This process reads BenchmarkSSEFanOut's streams.
-		os.Exit(fanOutReader(url))
-	}
 	goleak.VerifyTestMain(pgtest.Wrap(m))
 }

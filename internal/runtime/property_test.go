@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/runtime/runtimetest"
 
 	"github.com/agentd/agentd/internal/llm"
 )
@@ -36,7 +37,7 @@ func TestStateProperty(t *testing.T) {
 		}
 		t.Run(method, func(t *testing.T) {
 			t.Parallel()
-			db := &runtime.FaultyStore{Store: openStore(t)}
+			db := &runtime.FaultyStore{Store: runtimetest.OpenSQLite(t)}
 			rt, err := runtime.New(runtime.Config{Store: db, Models: models, HoldSelection: time.Hour})
 			if err != nil {
 				t.Fatal(err)

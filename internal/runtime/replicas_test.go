@@ -9,24 +9,10 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/runtime/runtimetest"
 
 	"github.com/agentd/agentd/internal/chat"
-	"github.com/agentd/agentd/internal/store"
-	"github.com/agentd/agentd/internal/store/pgtest"
 )
-
-func openPostgres(t *testing.T) store.DB {
-	t.Helper()
-	db, err := store.Open(context.Background(), store.Config{DatabaseURL: pgtest.URL(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
 
 // runningOn waits until some runtime's worker has started the chat.
 func runningOn(t *testing.T, rt *runtime.Runtime, id string) {
@@ -40,12 +26,12 @@ func runningOn(t *testing.T, rt *runtime.Runtime, id string) {
 // posted to the second cuts the first's model call at once rather than at
 // its next lease renewal.
 func TestReplicasShareEventsAndCancelsThroughTheStore(t *testing.T) {
-	db := openPostgres(t)
+	db := runtimetest.OpenPostgres(t)
 	long := func(c *runtime.Config) { c.LeaseDuration = 30 * time.Second } // renewals every 10 s
-	rt1 := newRuntime(t, db, long)
+	rt1 := runtimetest.New(t, db, long)
 	c := create(t, rt1, string(twoAgentSpec(6, 300, "")))
 	runningOn(t, rt1, c.ID)
-	rt2 := newRuntime(t, db, long)
+	rt2 := runtimetest.New(t, db, long)
 
 	sig, done := rt2.Subscribe(c.ID)
 	defer done()
@@ -128,11 +114,11 @@ func TestAnsweredInputIsNeverShownAgain(t *testing.T) {
 		}
 	}
 	t.Run("sqlite", func(t *testing.T) {
-		run(t, newRuntime(t, openStore(t)))
+		run(t, runtimetest.New(t, runtimetest.OpenSQLite(t)))
 	})
 	t.Run("postgres", func(t *testing.T) {
-		db := openPostgres(t)
-		run(t, newRuntime(t, db), newRuntime(t, db))
+		db := runtimetest.OpenPostgres(t)
+		run(t, runtimetest.New(t, db), runtimetest.New(t, db))
 	})
 }
 
@@ -151,14 +137,14 @@ func replies(name string, n int) string {
 // progress at once (not at the next lease renewal, 10 s away) and the run
 // ends cancelled, and a stop ends the run after the turn in progress.
 func TestRunsPostedToAnotherReplica(t *testing.T) {
-	db := openPostgres(t)
+	db := runtimetest.OpenPostgres(t)
 	long := func(c *runtime.Config) { c.LeaseDuration = 30 * time.Second } // renewals every 10 s
-	rt1 := newRuntime(t, db, long)
+	rt1 := runtimetest.New(t, db, long)
 	c := create(t, rt1, `{"task": "go", "max_round": 1, "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": [
 		{"content": "r1", "delay_ms": 800}, {"content": "r2", "delay_ms": 100}, {"content": "r3", "delay_ms": 100},
 		{"content": "r4", "delay_ms": 4000}]}}]}`)
 	runningOn(t, rt1, c.ID)
-	rt2 := newRuntime(t, db, long)
+	rt2 := runtimetest.New(t, db, long)
 	if n := submitRun(t, rt2, c.ID, `{"task": "second", "if_busy": "enqueue"}`); n != 2 {
 		t.Fatalf("enqueued run %d", n)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/runtime/runtimetest"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/chat/engine"
@@ -91,8 +92,8 @@ func threeAgents(maxRound int, extra string) string {
 // without a task adds no message; every run opens with run.started and
 // ends with a terminal event naming it.
 func TestRunsGoOnAsAgentChatRunsATeamAgain(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	c := create(t, rt, threeAgents(2, ""))
 	waitRun(t, rt, c.ID, 1)
 	if n := submitRun(t, rt, c.ID, `{"task": "again"}`); n != 2 {
@@ -117,8 +118,8 @@ func TestRunsGoOnAsAgentChatRunsATeamAgain(t *testing.T) {
 // TestTerminationRestartsPerRun: max_messages counts from the run's task,
 // as AgentChat resets its conditions when a run stops.
 func TestTerminationRestartsPerRun(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	c := create(t, rt, threeAgents(10, `, "termination": {"max_messages": 2}`))
 	waitRun(t, rt, c.ID, 1)
 	submitRun(t, rt, c.ID, `{"task": [{"type": "TextMessage", "content": "one"}, {"type": "TextMessage", "source": "boss", "content": "two"}]}`)
@@ -136,8 +137,8 @@ func TestTerminationRestartsPerRun(t *testing.T) {
 // TestIfBusy: reject answers with the active run; enqueue runs in order
 // after it; interrupt cancels it, drops the queue and runs next.
 func TestIfBusy(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	slow := `{"task": "go", "max_round": 1, "agents": [{"name": "a", "type": "assistant",
 		"model": {"provider": "replay", "responses": [{"content": "r1", "delay_ms": 300}, {"content": "r2", "delay_ms": 300},
 		{"content": "r3", "delay_ms": 300}, {"content": "r4", "delay_ms": 1500}]}}]}`
@@ -187,8 +188,8 @@ func TestIfBusy(t *testing.T) {
 // finish, then the run ends with AgentChat's ExternalTermination text,
 // joined after a condition that fires on the same turn.
 func TestStopEndsTheRunAfterItsTurn(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	c := create(t, rt, `{"task": "go", "max_round": 5, "termination": {"text_mention": {"text": "DONE"}},
 		"agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": [
 			{"content": "working", "delay_ms": 1500}, {"content": "more"}, {"content": "DONE", "delay_ms": 1500}]}}]}`)
@@ -261,8 +262,8 @@ var _ = spec.DefaultLimits
 // user, and the next run's task is a HandoffMessage back to an agent. A
 // plain task then is refused as AgentChat refuses it.
 func TestSwarmHandsOffToUserAndBack(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	c := create(t, rt, `{"task": "refund please", "max_round": 5, "speaker_selection": {"method": "swarm"},
 		"termination": {"any": [{"handoff": {"target": "user"}}, {"text_mention": {"text": "TERMINATE"}}]},
 		"agents": [{"name": "triage", "type": "assistant", "handoffs": ["user", "billing"], "model": {"provider": "replay", "responses": [
@@ -330,8 +331,8 @@ func TestSwarmHandsOffToUserAndBack(t *testing.T) {
 // there, takes a run at once, and leaves the source as it was; a fork
 // inside a turn is refused.
 func TestForkCopiesTheLog(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	src := create(t, rt, threeAgents(2, ""))
 	waitRun(t, rt, src.ID, 1)
 	submitRun(t, rt, src.ID, `{"task": "again"}`)
@@ -451,8 +452,8 @@ func checkForkRun(t *testing.T, f *chat.Chat) {
 // the model's arguments and the decisions.
 func TestToolApproval(t *testing.T) {
 	ts := newToolServer(t)
-	db := openStore(t)
-	rt := newRuntime(t, db, withTools(t))
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db, withTools(t))
 	c := create(t, rt, toolSpec(ts.URL, `, "tool_approval": ["use_id", "lookup_id"], "reflect_on_tool_use": true`,
 		`{"tool_calls": [{"name": "lookup_id", "arguments": {"name": "x"}}, {"name": "use_id", "arguments": {"id": "1"}}, {"name": "fail", "arguments": {}}]}, "ok"`, ""))
 	c = waitFor(t, rt, c.ID, 5*time.Second, chat.StatusAwaitingInput)

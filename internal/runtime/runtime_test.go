@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/runtime/runtimetest"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -17,50 +18,7 @@ import (
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/spec"
-	"github.com/agentd/agentd/internal/store"
 )
-
-// openStore opens a fresh SQLite store in a temp dir: the runtime tests use
-// a real store, not a fake of one.
-func openStore(t testing.TB) store.DB {
-	t.Helper()
-	db, err := store.Open(context.Background(), store.Config{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-func newRuntime(t testing.TB, db chat.Store, opts ...func(*runtime.Config)) *runtime.Runtime {
-	t.Helper()
-	models, err := llm.New(llm.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := runtime.Config{Store: db, Models: models, LeaseDuration: 600 * time.Millisecond, PollInterval: 50 * time.Millisecond}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	rt, err := runtime.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := rt.Stop(ctx); err != nil {
-			t.Error(err)
-		}
-	})
-	return rt
-}
 
 // stoppableRuntime is a started runtime with leases of a minute, which a
 // test stops itself (stopRuntime) to hand its chats to another.
@@ -155,8 +113,8 @@ func contents(ms []chat.Message) []string {
 }
 
 func TestRuntimeRunsAChatToMaxRound(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	c, created, err := rt.Create(context.Background(), &chat.CreateParams{Tenant: "t", Body: twoAgentSpec(4, 0, "")})
 	if err != nil || !created {
 		t.Fatal(created, err)
@@ -174,8 +132,8 @@ func TestRuntimeRunsAChatToMaxRound(t *testing.T) {
 }
 
 func TestTerminationFiresInTheSameAppendAsItsMessage(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	sp := twoAgentSpec(5, 0, `, "termination": {"any": [{"text_mention": {"text": "b-1"}}, {"token_usage": {"max_prompt_tokens": 1000}}]}`)
 	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: sp})
 	if err != nil {
@@ -193,8 +151,8 @@ func TestTerminationFiresInTheSameAppendAsItsMessage(t *testing.T) {
 }
 
 func TestReplayExhaustedFailsTheChat(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	sp := []byte(`{"task": "go", "max_round": 3, "agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": ["only one"]}}]}`)
 	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: sp})
 	if err != nil {
@@ -207,7 +165,7 @@ func TestReplayExhaustedFailsTheChat(t *testing.T) {
 }
 
 func TestStoppedRuntimeHandsChatsBackAndAnotherFinishesThem(t *testing.T) {
-	db := openStore(t)
+	db := runtimetest.OpenSQLite(t)
 	rt1 := stoppableRuntime(t, db)
 	var ids []string
 	for range 5 {
@@ -226,7 +184,7 @@ func TestStoppedRuntimeHandsChatsBackAndAnotherFinishesThem(t *testing.T) {
 	stopRuntime(t, rt1)
 	// The leases were released on stop (a minute-long lease would otherwise
 	// hold the chats), so a second runtime continues them at once.
-	rt2 := newRuntime(t, db)
+	rt2 := runtimetest.New(t, db)
 	for _, id := range ids {
 		got := waitTerminal(t, rt2, id, 15*time.Second)
 		if got.StopReason != chat.StopMaxRound {
@@ -240,8 +198,8 @@ func TestStoppedRuntimeHandsChatsBackAndAnotherFinishesThem(t *testing.T) {
 }
 
 func TestCancelCutsAnInFlightModelCall(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: twoAgentSpec(3, 10000, "")})
 	if err != nil {
 		t.Fatal(err)
@@ -269,8 +227,8 @@ func TestCancelCutsAnInFlightModelCall(t *testing.T) {
 }
 
 func TestCreateRejectsInvalidSpecWithEveryProblem(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	// An unknown field hides nothing else.
 	_, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: []byte(`{"task": "", "agents": [], "bogus": 1}`)})
 	var ve *spec.ValidationError
@@ -296,9 +254,9 @@ func asValidation(err error, target **spec.ValidationError) bool {
 }
 
 func TestMetricsCountTurnsAndReportStatusesFromTheStore(t *testing.T) {
-	db := openStore(t)
+	db := runtimetest.OpenSQLite(t)
 	reg := prometheus.NewRegistry()
-	rt := newRuntime(t, db, func(c *runtime.Config) { c.Registerer = reg })
+	rt := runtimetest.New(t, db, func(c *runtime.Config) { c.Registerer = reg })
 	c, _, _ := rt.Create(context.Background(), &chat.CreateParams{Body: twoAgentSpec(2, 0, "")})
 	waitTerminal(t, rt, c.ID, 5*time.Second)
 	want := `
@@ -331,8 +289,8 @@ func (panickingModel) Complete(context.Context, *chat.ModelRequest) (*chat.Model
 }
 
 func TestAPanickingWorkerFailsItsChatNotTheServer(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db, func(c *runtime.Config) { c.Models = panickingModel{} })
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db, func(c *runtime.Config) { c.Models = panickingModel{} })
 	c := create(t, rt, string(twoAgentSpec(2, 0, "")))
 	got := waitTerminal(t, rt, c.ID, 5*time.Second)
 	if got.Status != chat.StatusFailed || got.Error != "internal error: model client bug" {
@@ -349,8 +307,8 @@ func TestAPanickingWorkerFailsItsChatNotTheServer(t *testing.T) {
 // room is created leased to it (epoch 1) and runs at once; one created
 // without room is left queued, unowned, to be claimed when room frees up.
 func TestCreateRunsTheChatWhereItWasCreated(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db, func(c *runtime.Config) {
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db, func(c *runtime.Config) {
 		c.MaxActiveChats = 1
 		c.LeaseDuration = 5 * time.Second
 		c.PollInterval = time.Hour // only wake-ups claim
@@ -395,8 +353,8 @@ func (c *claimCounter) Claim(ctx context.Context, p *chat.ClaimParams) ([]*chat.
 // created without room is claimed when room frees (see
 // TestCreateRunsTheChatWhereItWasCreated).
 func TestChatsThatRunWhereCreatedNeedNoClaims(t *testing.T) {
-	db := &claimCounter{Store: openStore(t)}
-	rt := newRuntime(t, db, func(c *runtime.Config) { c.PollInterval = time.Hour })
+	db := &claimCounter{Store: runtimetest.OpenSQLite(t)}
+	rt := runtimetest.New(t, db, func(c *runtime.Config) { c.PollInterval = time.Hour })
 	// The claim at start, for what an earlier run left.
 	deadline := time.Now().Add(5 * time.Second)
 	for db.claims.Load() == 0 && time.Now().Before(deadline) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/runtime/runtimetest"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -28,8 +29,8 @@ const structuredSpec = `{"task": "plan", "max_round": 2, "agents": [
 // store), as pydantic writes it; a TextMessageTermination does not fire
 // on it.
 func TestStructuredReply(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	body := strings.Replace(structuredSpec, "%s", `" {\"a\": \"x\", \"b\": 1, \"c\": true} "`, 1)
 	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: []byte(body)})
 	if err != nil {
@@ -61,9 +62,9 @@ func TestStructuredReply(t *testing.T) {
 // object of the type fails the run, as it fails AgentChat's team.run, and
 // adds no message; it is counted.
 func TestInvalidStructuredReplyFailsTheRun(t *testing.T) {
-	db := openStore(t)
+	db := runtimetest.OpenSQLite(t)
 	reg := prometheus.NewRegistry()
-	rt := newRuntime(t, db, func(c *runtime.Config) { c.Registerer = reg })
+	rt := runtimetest.New(t, db, func(c *runtime.Config) { c.Registerer = reg })
 	body := strings.Replace(structuredSpec, "%s", `"{\"a\": \"x\"}"`, 1)
 	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: []byte(body)})
 	if err != nil {

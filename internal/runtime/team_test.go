@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/runtime/runtimetest"
 )
 
 // somSpec is a team agent (an inner writer and editor, stopping at
@@ -47,8 +48,8 @@ var somTranscript = []string{"/user:Write a story.",
 // runs its inner team afresh to its own termination, then the agent's
 // model answers; the inner messages are in the log, marked with the team.
 func TestTeamAgentRunsItsInnerTeamThenAnswers(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: somSpec(0)})
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +70,7 @@ func TestTeamAgentRunsItsInnerTeamThenAnswers(t *testing.T) {
 // inner writer's reply is under way; another runtime finishes the inner
 // run from the log and the chat ends with the same transcript.
 func TestTeamAgentSurvivesAWorkerStopMidInnerRun(t *testing.T) {
-	db := openStore(t)
+	db := runtimetest.OpenSQLite(t)
 	rt1 := stoppableRuntime(t, db)
 	c, _, err := rt1.Create(context.Background(), &chat.CreateParams{Body: somSpec(1500)})
 	if err != nil {
@@ -77,7 +78,7 @@ func TestTeamAgentSurvivesAWorkerStopMidInnerRun(t *testing.T) {
 	}
 	waitLog(t, rt1, db, c.ID, "the inner writer's selection", innerWriterSelected)
 	stopRuntime(t, rt1)
-	rt2 := newRuntime(t, db)
+	rt2 := runtimetest.New(t, db)
 	got := waitTerminal(t, rt2, c.ID, 15*time.Second)
 	if g := teamSaid(messages(t, db, c.ID)); !slices.Equal(g, somTranscript) || got.StopReason != chat.StopMaxRound {
 		t.Fatalf("messages\n %v (%s)\nwant\n %v", g, got.StopReason, somTranscript)
@@ -89,8 +90,8 @@ func TestTeamAgentSurvivesAWorkerStopMidInnerRun(t *testing.T) {
 // answer — as AgentChat's ExternalTermination on the outer team does; the
 // inner team is not stopped early.
 func TestStopWaitsForTheTeamAgentsAnswer(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db)
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
 	c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: somSpec(800)})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/runtime/runtimetest"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/llm"
@@ -108,8 +109,8 @@ const dependentCalls = `{"tool_calls": [{"name": "lookup_id", "arguments": {"nam
 
 func TestTwoDependentToolCallsNeedTwoIterations(t *testing.T) {
 	ts := newToolServer(t)
-	db := openStore(t)
-	rt := newRuntime(t, db, withTools(t))
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db, withTools(t))
 
 	c := create(t, rt, toolSpec(ts.URL, `, "max_tool_iterations": 2, "reflect_on_tool_use": true`, dependentCalls, ""))
 	c = waitTerminal(t, rt, c.ID, 10*time.Second)
@@ -152,8 +153,8 @@ func TestTwoDependentToolCallsNeedTwoIterations(t *testing.T) {
 
 func TestToolFailuresAreErrorResponsesAndTheChatGoesOn(t *testing.T) {
 	ts := newToolServer(t)
-	db := openStore(t)
-	rt := newRuntime(t, db, withTools(t))
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db, withTools(t))
 	c := create(t, rt, toolSpec(ts.URL, "", `{"tool_calls": [
 		{"name": "no_such_tool", "arguments": {}},
 		{"name": "lookup_id", "arguments": "{not json"},
@@ -180,8 +181,8 @@ func TestToolFailuresAreErrorResponsesAndTheChatGoesOn(t *testing.T) {
 }
 
 func TestHandoffsInASwarm(t *testing.T) {
-	db := openStore(t)
-	rt := newRuntime(t, db, withTools(t))
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db, withTools(t))
 	c := create(t, rt, `{"task": "I was charged twice.", "max_round": 5,
 		"speaker_selection": {"method": "swarm"},
 		"termination": {"any": [{"text_mention": {"text": "RESOLVED"}}, {"handoff": {"target": "tech"}}]},
@@ -215,8 +216,8 @@ func TestHandoffsInASwarm(t *testing.T) {
 
 func TestCallsOfAnExecutorsFunctionsAreRoutedToIt(t *testing.T) {
 	ts := newToolServer(t)
-	db := openStore(t)
-	rt := newRuntime(t, db, withTools(t))
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db, withTools(t))
 	c := create(t, rt, fmt.Sprintf(`{"task": "save the note", "max_round": 6,
 		"tools": [%s],
 		"termination": {"function_call": {"name": "write_note"}},
@@ -245,8 +246,8 @@ func TestResumedToolHistoryGivesValidRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := openStore(t)
-	rt := newRuntime(t, db, withTools(t), func(c *runtime.Config) { c.Models, c.Providers = models, models.Providers() })
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db, withTools(t), func(c *runtime.Config) { c.Models, c.Providers = models, models.Providers() })
 	c := create(t, rt, `{"task": "go on", "max_round": 2, "agents": [
 		{"name": "asst", "type": "assistant", "model": {"provider": "openai", "model": "m"}, "context": {"buffer_size": 4}},
 		{"name": "other", "type": "assistant", "model": {"provider": "openai", "model": "m"}}],
@@ -276,7 +277,7 @@ func TestResumedToolHistoryGivesValidRequests(t *testing.T) {
 func TestToolCallRedoneWithTheSameIdempotencyKeyAfterACrash(t *testing.T) {
 	ts := newToolServer(t)
 	ts.block = "lookup_id"
-	db := openStore(t)
+	db := runtimetest.OpenSQLite(t)
 	models, _ := llm.New(llm.Config{})
 	runner, _ := tool.New(tool.Config{AllowPrivate: true})
 	defer runner.Close()
@@ -299,7 +300,7 @@ func TestToolCallRedoneWithTheSameIdempotencyKeyAfterACrash(t *testing.T) {
 		t.Fatalf("the log should end with the tool_calls message: %+v", last)
 	}
 	close(ts.release)
-	rt2 := newRuntime(t, db, withTools(t))
+	rt2 := runtimetest.New(t, db, withTools(t))
 	c = waitTerminal(t, rt2, c.ID, 10*time.Second)
 	calls := ts.recorded()
 	if len(calls) != 2 || calls[0].IdempotencyKey != calls[1].IdempotencyKey || calls[0].IdempotencyKey != c.ID+"/"+msgs[len(msgs)-1].ToolCalls[0].ID {

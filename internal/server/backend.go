@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentd/agentd/internal/api"
 	"github.com/agentd/agentd/internal/runtime"
 
 	"github.com/go-chi/chi/v5"
@@ -162,7 +163,7 @@ func (c *chatsResource) patch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	c.writeJSON(w, r, http.StatusOK, newChatResponse(ch, withSpec))
+	c.writeChat(w, r, http.StatusOK, ch, withSpec)
 }
 
 // erase handles DELETE /v1/chats/{id}: 204, and 404 for the chat from then
@@ -178,28 +179,6 @@ func (c *chatsResource) erase(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// deliveryResponse is one webhook delivery of GET /v1/chats/{id}/deliveries.
-type deliveryResponse struct {
-	WebhookID      string              `json:"webhook_id"`
-	Seq            int64               `json:"seq"`
-	URL            string              `json:"url"`
-	Event          chat.EventType      `json:"event"`
-	Status         chat.DeliveryStatus `json:"status"`
-	Attempts       int                 `json:"attempts"`
-	LastAttemptBy  *string             `json:"last_attempt_by"`
-	LastStatusCode *int                `json:"last_status_code"`
-	LastError      *string             `json:"last_error"`
-	CreatedAt      time.Time           `json:"created_at"`
-	UpdatedAt      time.Time           `json:"updated_at"`
-	NextAttemptAt  *time.Time          `json:"next_attempt_at"`
-	DeliveredAt    *time.Time          `json:"delivered_at"`
-}
-
-// deliveriesResponse is the body of GET /v1/chats/{id}/deliveries.
-type deliveriesResponse struct {
-	Deliveries []deliveryResponse `json:"deliveries"`
 }
 
 // deliveries handles GET /v1/chats/{id}/deliveries.
@@ -221,9 +200,9 @@ func (c *chatsResource) deliveries(w http.ResponseWriter, r *http.Request) {
 		c.writeError(w, r, err)
 		return
 	}
-	resp := deliveriesResponse{Deliveries: make([]deliveryResponse, len(ds))}
+	resp := api.DeliveryList{Deliveries: make([]api.Delivery, len(ds))}
 	for i, d := range ds {
-		out := deliveryResponse{WebhookID: d.WebhookID(), Seq: d.Seq, URL: d.URL, Event: d.Event, Status: d.Status,
+		out := api.Delivery{WebhookID: d.WebhookID(), Seq: d.Seq, URL: d.URL, Event: d.Event, Status: d.Status,
 			Attempts: d.Sent, LastAttemptBy: nullable(d.SentBy), LastError: nullable(d.LastError), CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
 			DeliveredAt: d.DeliveredAt}
 		if d.LastStatusCode != 0 {
@@ -257,28 +236,12 @@ func (t *teamsResource) Routes() chi.Router {
 	return r
 }
 
-// teamResponse is a saved team version.
-type teamResponse struct {
-	Name      string          `json:"name"`
-	Version   int             `json:"version"`
-	CreatedAt time.Time       `json:"created_at"`
-	Spec      json.RawMessage `json:"spec,omitempty"`
-	// Warnings are those of a translated AgentChat component (PUT only).
-	Warnings []component.Warning `json:"warnings,omitempty"`
-}
-
-func newTeamResponse(tm *chat.Team, withSpec bool) teamResponse {
-	out := teamResponse{Name: tm.Name, Version: tm.Version, CreatedAt: tm.CreatedAt}
+func newTeamResponse(tm *chat.Team, withSpec bool) api.Team {
+	out := api.Team{Name: tm.Name, Version: tm.Version, CreatedAt: tm.CreatedAt}
 	if withSpec {
 		out.Spec = rawOrNull(tm.Spec)
 	}
 	return out
-}
-
-// teamListResponse is the body of GET /v1/teams.
-type teamListResponse struct {
-	Teams      []teamResponse `json:"teams"`
-	NextCursor *string        `json:"next_cursor"`
 }
 
 var errTeamNotFound = &requestError{status: http.StatusNotFound, kind: kindTeamNotFound, detail: errTeamNotFoundDetail}
@@ -440,7 +403,7 @@ func (t *teamsResource) list(w http.ResponseWriter, r *http.Request) {
 		t.writeError(w, r, err)
 		return
 	}
-	resp := teamListResponse{Teams: make([]teamResponse, len(ts)), NextCursor: nullable(next)}
+	resp := api.TeamList{Teams: make([]api.Team, len(ts)), NextCursor: nullable(next)}
 	for i, tm := range ts {
 		resp.Teams[i] = newTeamResponse(tm, withSpec)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agentd/agentd/internal/api"
 	"github.com/agentd/agentd/internal/runtime"
 	"github.com/agentd/agentd/internal/spec"
 
@@ -125,12 +126,17 @@ func (c *chatsResource) create(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	resp, err := form.response(ch, withSpec)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
 		w.Header().Set("Location", "/v1/chats/"+ch.ID)
 	}
-	c.writeJSON(w, r, status, form.response(ch, withSpec))
+	c.writeJSON(w, r, status, resp)
 }
 
 // waitTerminal waits until the chat is settled (see settled) or wait has
@@ -205,9 +211,12 @@ func (c *chatsResource) list(w http.ResponseWriter, r *http.Request) {
 		c.writeError(w, r, err)
 		return
 	}
-	resp := chatListResponse{Chats: make([]chatResponse, len(chats)), NextCursor: nullable(next)}
+	resp := api.ChatList{Chats: make([]api.Chat, len(chats)), NextCursor: nullable(next)}
 	for i, ch := range chats {
-		resp.Chats[i] = newChatResponse(ch, withSpec)
+		if resp.Chats[i], err = newChatResponse(ch, withSpec); err != nil {
+			c.writeError(w, r, err)
+			return
+		}
 	}
 	c.writeJSON(w, r, http.StatusOK, resp)
 }
@@ -223,7 +232,7 @@ func (c *chatsResource) get(w http.ResponseWriter, r *http.Request) {
 		c.writeError(w, r, err)
 		return
 	}
-	c.writeJSON(w, r, http.StatusOK, newChatResponse(ch, withSpec))
+	c.writeChat(w, r, http.StatusOK, ch, withSpec)
 }
 
 // input handles POST /v1/chats/{id}/input: 202 with the chat, since the
@@ -252,7 +261,7 @@ func (c *chatsResource) input(w http.ResponseWriter, r *http.Request) {
 		c.writeError(w, r, err)
 		return
 	}
-	c.writeJSON(w, r, http.StatusAccepted, newChatResponse(ch, withSpec))
+	c.writeChat(w, r, http.StatusAccepted, ch, withSpec)
 }
 
 // cancel handles POST /v1/chats/{id}/cancel: 202 when the cancel was
@@ -279,7 +288,7 @@ func (c *chatsResource) requested(w http.ResponseWriter, r *http.Request, ch *ch
 	if changed {
 		status = http.StatusAccepted
 	}
-	c.writeJSON(w, r, status, newChatResponse(ch, withSpec))
+	c.writeChat(w, r, status, ch, withSpec)
 }
 
 // runs handles POST /v1/chats/{id}/runs: 202 with the chat and the posted
@@ -306,7 +315,13 @@ func (c *chatsResource) runs(w http.ResponseWriter, r *http.Request) {
 		c.writeError(w, r, err)
 		return
 	}
-	c.writeJSON(w, r, http.StatusAccepted, runResponse{chatResponse: newChatResponse(ch, withSpec), PostedRun: n})
+	resp, err := newChatResponse(ch, withSpec)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	resp.PostedRun = n
+	c.writeJSON(w, r, http.StatusAccepted, resp)
 }
 
 // stop handles POST /v1/chats/{id}/stop: AgentChat's ExternalTermination,
@@ -345,7 +360,7 @@ func (c *chatsResource) fork(w http.ResponseWriter, r *http.Request) {
 	}
 	noteChat(r.Context(), ch.ID)
 	w.Header().Set("Location", "/v1/chats/"+ch.ID)
-	c.writeJSON(w, r, http.StatusCreated, newChatResponse(ch, withSpec))
+	c.writeChat(w, r, http.StatusCreated, ch, withSpec)
 }
 
 // chatParams reads what every request about one chat may say: the chat's

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/api"
 	"github.com/agentd/agentd/internal/runtime"
 
 	"github.com/agentd/agentd/internal/chat"
@@ -81,7 +82,7 @@ func TestCreate(t *testing.T) {
 			return nil, false, &spec.ValidationError{Problems: problems}
 		}})
 		p := decodeProblem(t, ts.do(t, http.MethodPost, "/v1/chats", `{"agents":[{}],"max_round":0}`), http.StatusUnprocessableEntity)
-		want := []fieldError{{Path: "/agents/0/model", Message: "is required"}, {Path: "/max_round", Message: "must be at least 1"}}
+		want := []api.ProblemField{{Path: "/agents/0/model", Message: "is required"}, {Path: "/max_round", Message: "must be at least 1"}}
 		if !reflect.DeepEqual(p.Errors, want) {
 			t.Errorf("errors = %+v, want %+v", p.Errors, want)
 		}

@@ -3,68 +3,29 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"reflect"
-	"time"
 
+	"github.com/agentd/agentd/internal/api"
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/spec"
 	specproblem "github.com/agentd/agentd/internal/spec/problem"
 )
 
-// The request and response bodies of the API. They are separate from the
-// domain types so that a field added to chat.Chat for the worker's sake (an
-// owner, an epoch, a request hash) can never leak into a response, and so
-// that the wire shape is written down in one place next to the handlers.
-//
-// Messages are the exception: chat.Message is itself the wire shape of a
-// message, shared by GET /messages and the SSE data of message events
-// (chat.EventPayload). A copy here could only drift from the stream.
-
-// chatResponse is the chat object of api/openapi.yaml.
-type chatResponse struct {
-	ID           string          `json:"id"`
-	Name         *string         `json:"name"`
-	Status       chat.Status     `json:"status"`
-	StopReason   *string         `json:"stop_reason"`
-	StopDetail   *string         `json:"stop_detail"`
-	Error        *string         `json:"error"`
-	Turns        int             `json:"turns"`
-	MessageCount int             `json:"message_count"`
-	LastSeq      int64           `json:"last_seq"`
-	Usage        usageResponse   `json:"usage"`
-	PendingInput json.RawMessage `json:"pending_input"`
-	CreatedAt    time.Time       `json:"created_at"`
-	UpdatedAt    time.Time       `json:"updated_at"`
-	CompletedAt  *time.Time      `json:"completed_at"`
-	Metadata     json.RawMessage `json:"metadata"`
-	// Run is the number of the chat's latest run; QueuedRuns counts the
-	// runs posted after it that have not started (docs/runs.md).
-	Run        int           `json:"run"`
-	QueuedRuns int           `json:"queued_runs"`
-	ForkedFrom *chat.ForkRef `json:"forked_from"`
-	// Team is the saved team (name and version) the chat was created
-	// from, null for a chat from a spec.
-	Team *chat.TeamRef `json:"team"`
-	// ContextVariables are the chat's variables (docs/context-variables.md)
-	// in the responses about one chat (GET, PATCH, fork); lists leave them
-	// out, as reading them reads the chat's log.
-	ContextVariables json.RawMessage `json:"context_variables,omitempty"`
-	// Spec is the spec the chat was created from, only with ?include=spec:
-	// it can be large, and most clients (lists, polls) never look at it.
-	Spec json.RawMessage `json:"spec,omitempty"`
-}
-
-// usageResponse is a chat's token usage, summed over its model calls.
-type usageResponse struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-}
+// The server's side of the API's bodies: the chat object made from a chat
+// record, and the input request the server reads with checks of its own.
+// The wire types themselves are internal/api's, shared with the Go client;
+// they are separate from the domain types so that a field added to
+// chat.Chat for the worker's sake (an owner, an epoch, a request hash) can
+// never leak into a response.
 
 // newChatResponse converts a chat record into the chat object. Optional
 // fields are null, not "", so that clients can tell "not set" from a value.
-// The spec is included only when withSpec is set (?include=spec).
-func newChatResponse(c *chat.Chat, withSpec bool) chatResponse {
-	resp := chatResponse{
+// The spec is included only when withSpec is set (?include=spec). It fails
+// only for a stored pending input that cannot be read.
+func newChatResponse(c *chat.Chat, withSpec bool) (api.Chat, error) {
+	resp := api.Chat{
 		ID:           c.ID,
 		Name:         nullable(c.Name),
 		Status:       c.Status,
@@ -74,7 +35,7 @@ func newChatResponse(c *chat.Chat, withSpec bool) chatResponse {
 		Turns:        c.Turns,
 		MessageCount: c.MessageCount,
 		LastSeq:      c.LastSeq,
-		Usage:        usageResponse{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens},
+		Usage:        api.Usage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens},
 		CreatedAt:    c.CreatedAt,
 		UpdatedAt:    c.UpdatedAt,
 		CompletedAt:  c.CompletedAt,
@@ -91,36 +52,22 @@ func newChatResponse(c *chat.Chat, withSpec bool) chatResponse {
 	}
 	// The contract says pending_input is null unless the chat is
 	// awaiting_input; don't rely on the record being cleared on resume.
-	if c.Status == chat.StatusAwaitingInput {
-		resp.PendingInput = rawOrNull(c.PendingInput)
-	} else {
-		resp.PendingInput = rawOrNull(nil)
+	if c.Status == chat.StatusAwaitingInput && len(c.PendingInput) > 0 && string(c.PendingInput) != "null" {
+		if err := json.Unmarshal(c.PendingInput, &resp.PendingInput); err != nil {
+			return api.Chat{}, fmt.Errorf("decode pending input of chat %s: %w", c.ID, err)
+		}
 	}
-	return resp
+	return resp, nil
 }
 
-// chatListResponse is the body of GET /v1/chats.
-type chatListResponse struct {
-	Chats      []chatResponse `json:"chats"`
-	NextCursor *string        `json:"next_cursor"`
-}
-
-// messageListResponse is the body of GET /v1/chats/{id}/messages.
-type messageListResponse struct {
-	Messages []chat.Message `json:"messages"`
-	// LastSeq is the seq of the last event examined: pass it as after to
-	// continue. It may be past the last message returned, since events that
-	// are not messages are skipped.
-	LastSeq int64       `json:"last_seq"`
-	Status  chat.Status `json:"status"`
-}
-
-// runResponse is the body of POST /v1/chats/{id}/runs: the chat, and the
-// number the posted run got (the run.started and terminal events of that
-// run carry it).
-type runResponse struct {
-	chatResponse
-	PostedRun int `json:"posted_run"`
+// writeChat answers with the chat object of a chat record.
+func (rs responder) writeChat(w http.ResponseWriter, r *http.Request, status int, c *chat.Chat, withSpec bool) {
+	resp, err := newChatResponse(c, withSpec)
+	if err != nil {
+		rs.writeError(w, r, err)
+		return
+	}
+	rs.writeJSON(w, r, status, resp)
 }
 
 // inputRequest is the body of POST /v1/chats/{id}/input.

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentd/agentd/internal/api"
 )
 
 // Problem kinds of the browser guard (see components/schemas/Problem).
@@ -198,7 +200,7 @@ func checkContentType(r *http.Request) error {
 	}
 	return &requestError{status: http.StatusUnsupportedMediaType, kind: kindUnsupportedMedia,
 		detail:   fmt.Sprintf("the request body must be application/json, not %q", ct),
-		problems: []fieldError{{Path: "Content-Type", Message: "must be application/json"}}}
+		problems: []api.ProblemField{{Path: "Content-Type", Message: "must be application/json"}}}
 }
 
 // Defaults of Guard.

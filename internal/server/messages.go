@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agentd/agentd/internal/api"
 	"github.com/agentd/agentd/internal/runtime"
 
 	"github.com/agentd/agentd/internal/chat"
@@ -80,7 +81,7 @@ func (c *chatsResource) messages(w http.ResponseWriter, r *http.Request) {
 				// log's, never an echo of a seq that does not exist.
 				reported = ch.LastSeq
 			}
-			c.writeJSON(w, r, http.StatusOK, messageListResponse{Messages: msgs, LastSeq: reported, Status: ch.Status})
+			c.writeJSON(w, r, http.StatusOK, api.MessageList{Messages: msgs, LastSeq: reported, Status: ch.Status})
 			return
 		}
 		// Events that are not messages were examined: don't read them again.

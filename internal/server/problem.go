@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/agentd/agentd/internal/api"
 	"github.com/agentd/agentd/internal/runtime"
 
 	"github.com/agentd/agentd/internal/chat"
@@ -40,15 +41,9 @@ const (
 	kindInternal         = "internal"
 )
 
-// problem is an RFC 9457 problem details body.
+// problem is an RFC 9457 problem details body, and its Retry-After.
 type problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail"`
-	// Errors is always present (possibly empty) so that clients can range
-	// over it without a presence check.
-	Errors []fieldError `json:"errors"`
+	api.Problem
 	// retryAfter, when positive, is sent as the Retry-After header (seconds).
 	retryAfter int
 }
@@ -58,21 +53,13 @@ type problem struct {
 // short enough that clients notice it is back soon after it is.
 const unavailableRetryAfter = 5
 
-// fieldError is one entry of a problem's errors: a JSON pointer into the
-// request body (/agents/1/model), or the name of a query parameter or header,
-// and what is wrong there.
-type fieldError struct {
-	Path    string `json:"path"`
-	Message string `json:"message"`
-}
-
 // requestError is an error the HTTP layer itself finds in a request (a
 // malformed body, a bad query parameter, a missing key, an unknown route).
 type requestError struct {
 	status   int
 	kind     string
 	detail   string
-	problems []fieldError
+	problems []api.ProblemField
 }
 
 // Error describes the problem for logs; clients get the problem body instead.
@@ -85,7 +72,7 @@ func (e *requestError) Error() string {
 }
 
 // badRequest returns a 400 requestError.
-func badRequest(detail string, problems ...fieldError) *requestError {
+func badRequest(detail string, problems ...api.ProblemField) *requestError {
 	return &requestError{status: http.StatusBadRequest, kind: kindMalformedRequest, detail: detail, problems: problems}
 }
 
@@ -112,10 +99,7 @@ func problemFor(err error) problem {
 	case errors.As(err, &reqErr):
 		return newProblem(reqErr.status, reqErr.kind, reqErr.detail, reqErr.problems)
 	case errors.As(err, &valErr):
-		problems := make([]fieldError, len(valErr.Problems))
-		for i, p := range valErr.Problems {
-			problems[i] = fieldError{Path: p.Path, Message: p.Message}
-		}
+		problems := valErr.Problems // a spec.Problem is an api.ProblemField
 		return newProblem(http.StatusUnprocessableEntity, kindValidation,
 			fmt.Sprintf("the request is invalid: %d problem(s), see errors", len(problems)), problems)
 	case errors.As(err, &tooLarge):
@@ -123,7 +107,7 @@ func problemFor(err error) problem {
 			fmt.Sprintf("the request body exceeds %d bytes", tooLarge.Limit), nil)
 	case errors.Is(err, chat.ErrInvalidCursor):
 		return newProblem(http.StatusBadRequest, kindMalformedRequest, "invalid cursor",
-			[]fieldError{{Path: "cursor", Message: "is not a cursor this server issued; use next_cursor of a previous page"}})
+			[]api.ProblemField{{Path: "cursor", Message: "is not a cursor this server issued; use next_cursor of a previous page"}})
 	case errors.Is(err, chat.ErrTeamNotFound):
 		return newProblem(http.StatusNotFound, kindTeamNotFound, errTeamNotFoundDetail, nil)
 	case errors.Is(err, chat.ErrNotFound):
@@ -158,12 +142,12 @@ func problemFor(err error) problem {
 }
 
 // newProblem fills in the parts every problem shares.
-func newProblem(status int, kind, detail string, problems []fieldError) problem {
+func newProblem(status int, kind, detail string, problems []api.ProblemField) problem {
 	if problems == nil {
-		problems = []fieldError{}
+		problems = []api.ProblemField{}
 	}
-	return problem{Type: problemTypePrefix + kind, Title: http.StatusText(status), Status: status,
-		Detail: detail, Errors: problems}
+	return problem{Problem: api.Problem{Type: problemTypePrefix + kind, Title: http.StatusText(status), Status: status,
+		Detail: detail, Errors: problems}}
 }
 
 // responder writes responses and errors; handlers of every resource share it.

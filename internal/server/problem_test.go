@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentd/agentd/internal/api"
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/spec"
 )
@@ -25,26 +26,26 @@ func TestProblemFor(t *testing.T) {
 		status   int
 		kind     string
 		detail   string // substring; "" skips the check
-		problems []fieldError
+		problems []api.ProblemField
 	}{
 		{"not found", chat.ErrNotFound, http.StatusNotFound, kindNotFound, "chat not found", nil},
 		{"wrapped not found", fmt.Errorf("get chat x: %w", chat.ErrNotFound), http.StatusNotFound, kindNotFound, "chat not found", nil},
 		{"conflict", fmt.Errorf("create chat: %w", chat.ErrConflict), http.StatusConflict, kindConflict, "Idempotency-Key", nil},
 		{"invalid cursor", fmt.Errorf("list chats: %w", chat.ErrInvalidCursor), http.StatusBadRequest, kindMalformedRequest, "cursor",
-			[]fieldError{{Path: "cursor", Message: "is not a cursor this server issued; use next_cursor of a previous page"}}},
+			[]api.ProblemField{{Path: "cursor", Message: "is not a cursor this server issued; use next_cursor of a previous page"}}},
 		{"chat not ended", fmt.Errorf("erase chat x: %w", chat.ErrChatActive), http.StatusConflict, kindChatNotEnded, "cancel it", nil},
 		{"run active", fmt.Errorf("patch chat x: %w", chat.ErrRunActive), http.StatusConflict, kindRunActive, "change between runs", nil},
 		{"team not found", fmt.Errorf("get team x: %w", chat.ErrTeamNotFound), http.StatusNotFound, kindTeamNotFound, "team not found", nil},
 		{"no pending input", chat.ErrNoPendingInput, http.StatusConflict, kindNoPendingInput, "request_id", nil},
-		{"validation", fmt.Errorf("create: %w", validation), http.StatusUnprocessableEntity, kindValidation, "2 problem(s)", []fieldError{
+		{"validation", fmt.Errorf("create: %w", validation), http.StatusUnprocessableEntity, kindValidation, "2 problem(s)", []api.ProblemField{
 			{Path: "/agents/1/model", Message: `model "gtp" is not defined`},
 			{Path: "/max_round", Message: "must be at least 1"},
 		}},
 		{"too large", &http.MaxBytesError{Limit: 1024}, http.StatusRequestEntityTooLarge, kindBodyTooLarge, "1024 bytes", nil},
 		{"wrapped too large", fmt.Errorf("read: %w", &http.MaxBytesError{Limit: 7}), http.StatusRequestEntityTooLarge, kindBodyTooLarge, "7 bytes", nil},
 		{"malformed", badRequest("the request body is not valid JSON"), http.StatusBadRequest, kindMalformedRequest, "not valid JSON", nil},
-		{"bad query", badRequest("invalid query parameters", fieldError{Path: "limit", Message: "must be an integer"}),
-			http.StatusBadRequest, kindMalformedRequest, "query", []fieldError{{Path: "limit", Message: "must be an integer"}}},
+		{"bad query", badRequest("invalid query parameters", api.ProblemField{Path: "limit", Message: "must be an integer"}),
+			http.StatusBadRequest, kindMalformedRequest, "query", []api.ProblemField{{Path: "limit", Message: "must be an integer"}}},
 		{"unauthorized", &requestError{status: http.StatusUnauthorized, kind: kindUnauthorized, detail: "no key"}, http.StatusUnauthorized, kindUnauthorized, "no key", nil},
 		{"not ready", errNotReady, http.StatusServiceUnavailable, kindNotReady, "not ready", nil},
 		{"store unavailable", fmt.Errorf("get chat x: %w: dial tcp 10.0.0.7:5432 user=agentd: connection refused", chat.ErrUnavailable),
@@ -71,7 +72,7 @@ func TestProblemFor(t *testing.T) {
 			}
 			want := tt.problems
 			if want == nil {
-				want = []fieldError{}
+				want = []api.ProblemField{}
 			}
 			if !reflect.DeepEqual(p.Errors, want) {
 				t.Errorf("errors = %+v, want %+v", p.Errors, want)

@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
+	"github.com/agentd/agentd/internal/api"
 	specproblem "github.com/agentd/agentd/internal/spec/problem"
 )
 
@@ -147,12 +148,12 @@ func idempotencyKey(r *http.Request) (string, error) {
 	key := r.Header.Get(idempotencyKeyHeader)
 	if len(key) > maxIdempotencyKeyLen {
 		return "", badRequest("invalid Idempotency-Key header",
-			fieldError{Path: idempotencyKeyHeader, Message: fmt.Sprintf("must be at most %d characters", maxIdempotencyKeyLen)})
+			api.ProblemField{Path: idempotencyKeyHeader, Message: fmt.Sprintf("must be at most %d characters", maxIdempotencyKeyLen)})
 	}
 	for i := range len(key) {
 		if key[i] < ' ' || key[i] > '~' {
 			return "", badRequest("invalid Idempotency-Key header",
-				fieldError{Path: idempotencyKeyHeader, Message: "must be printable ASCII"})
+				api.ProblemField{Path: idempotencyKeyHeader, Message: "must be printable ASCII"})
 		}
 	}
 	return key, nil
@@ -162,7 +163,7 @@ func idempotencyKey(r *http.Request) (string, error) {
 // client learns about all of them in one 400.
 type queryParser struct {
 	q        url.Values
-	problems []fieldError
+	problems []api.ProblemField
 }
 
 // newQueryParser parses r's query.
@@ -172,7 +173,7 @@ func newQueryParser(r *http.Request) *queryParser {
 
 // problem records that parameter name is wrong.
 func (p *queryParser) problem(name, msg string) {
-	p.problems = append(p.problems, fieldError{Path: name, Message: msg})
+	p.problems = append(p.problems, api.ProblemField{Path: name, Message: msg})
 }
 
 // int returns parameter name as an integer in [min, max], or def when absent.

@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/store/pgtest"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
@@ -22,7 +24,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	if url := os.Getenv(fanOutReaderEnv); url != "" {
+		// This process reads BenchmarkSSEFanOut's streams.
+		os.Exit(fanOutReader(url))
+	}
+	goleak.VerifyTestMain(pgtest.Wrap(m))
 }
 
 // The runtime must keep satisfying the interface the handlers are written against.

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentd/agentd/internal/api"
 	"github.com/agentd/agentd/internal/runtime"
 
 	"github.com/agentd/agentd/internal/chat"
@@ -476,7 +477,7 @@ func resumePoint(r *http.Request) (int64, error) {
 		seq, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if err != nil || seq < 0 {
 			return 0, badRequest("invalid Last-Event-ID header",
-				fieldError{Path: lastEventIDHeader, Message: "must be a non-negative integer (an event seq)"})
+				api.ProblemField{Path: lastEventIDHeader, Message: "must be a non-negative integer (an event seq)"})
 		}
 		return seq, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/agentd/agentd/internal/api"
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/component"
 	"github.com/agentd/agentd/internal/spec"
@@ -40,19 +41,14 @@ func (f *teamForm) mapError(err error) error {
 	return &spec.ValidationError{Problems: f.req.Translation.MapProblems(ve.Problems)}
 }
 
-// teamChatResponse is the chat object with the warnings of its team file.
-type teamChatResponse struct {
-	chatResponse
-	Warnings []component.Warning `json:"warnings"`
-}
-
 // response is the body answering a create: the chat object, with warnings
 // when it came from a team file.
-func (f *teamForm) response(ch *chat.Chat, withSpec bool) any {
-	if f == nil {
-		return newChatResponse(ch, withSpec)
+func (f *teamForm) response(ch *chat.Chat, withSpec bool) (api.Chat, error) {
+	resp, err := newChatResponse(ch, withSpec)
+	if f != nil {
+		resp.Warnings = f.warnings()
 	}
-	return teamChatResponse{chatResponse: newChatResponse(ch, withSpec), Warnings: f.warnings()}
+	return resp, err
 }
 
 // warnings are the translation's warnings, never null; none for a native
@@ -86,7 +82,7 @@ func (c *chatsResource) team(w http.ResponseWriter, r *http.Request) {
 	if len(probs) > 0 {
 		c.writeError(w, r, &requestError{status: http.StatusUnprocessableEntity, kind: kindNotExpressible,
 			detail:   fmt.Sprintf("the chat's team cannot be written as an AgentChat component: %d problem(s), see errors", len(probs)),
-			problems: fieldErrors(probs)})
+			problems: (probs)})
 		return
 	}
 	c.writeJSON(w, r, http.StatusOK, team)
@@ -95,11 +91,3 @@ func (c *chatsResource) team(w http.ResponseWriter, r *http.Request) {
 // kindNotExpressible is the problem kind of a chat whose spec uses what
 // AgentChat has no equivalent for.
 const kindNotExpressible = "not-expressible"
-
-func fieldErrors(probs []spec.Problem) []fieldError {
-	out := make([]fieldError, len(probs))
-	for i, p := range probs {
-		out[i] = fieldError{Path: p.Path, Message: p.Message}
-	}
-	return out
-}

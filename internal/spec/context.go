@@ -112,8 +112,8 @@ func DecodeContext(raw json.RawMessage) (map[string]json.RawMessage, error) {
 // object of at most MaxContextBytes encoded, whose names are 1 to
 // MaxContextKeySize bytes and whose values nest at most MaxContextDepth
 // deep. In a change (a run's, a fork's, a PATCH) a null value removes the
-// variable; in a spec it is a value like any other. It returns the
-// members when there is no problem.
+// variable; in a spec it declares the name for expressions without
+// setting it. It returns the members when there is no problem.
 func CheckContext(path string, raw json.RawMessage, add func(path, format string, args ...any)) (map[string]json.RawMessage, bool) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {

@@ -23,7 +23,8 @@ type Spec struct {
 	Webhook          *Webhook         `json:"webhook,omitempty"`
 	// ContextVariables are the chat's shared state when it starts (a JSON
 	// object; docs/context-variables.md). They name the variables that
-	// hand-off and graph-edge expressions may use.
+	// hand-off and graph-edge expressions may use; a null names one
+	// without setting it.
 	ContextVariables json.RawMessage `json:"context_variables,omitempty"`
 }
 

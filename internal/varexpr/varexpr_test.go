@@ -72,3 +72,24 @@ func TestIdentifier(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCompile: no expression makes Compile or a compiled program's
+// evaluation panic, and a program holds only with no error.
+func FuzzCompile(f *testing.F) {
+	for _, s := range []string{"severity >= 8", `tier == "gold" && severity > 1.5`, `"b" in tags`, "order.id == 7", "severity /", "((", "size(tags) > 0"} {
+		f.Add(s, `{"severity": 9, "tier": "gold", "tags": ["a"], "order": {"id": 7}}`)
+	}
+	f.Fuzz(func(t *testing.T, src, vars string) {
+		p, err := Compile(src, []string{"severity", "tier", "tags", "order"})
+		if err != nil {
+			return
+		}
+		var m map[string]json.RawMessage
+		if json.Unmarshal([]byte(vars), &m) != nil {
+			return
+		}
+		if ok, err := p.Holds(m); ok && err != nil {
+			t.Fatalf("%q holds with an error: %v", src, err)
+		}
+	})
+}

@@ -25,9 +25,13 @@ func (s *Store) ListEvents(ctx context.Context, p *chat.ListEventsParams) ([]cha
 		return nil, nil
 	}
 	limit := param.Limit(p.Limit, param.DefaultListEvents, param.MaxListEvents)
+	typeFilter, err := param.EventTypeFilter(p.Type)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := s.pool.Query(ctx, `SELECT chat_id::text, seq, type, coalesce(role, ''), coalesce(name, ''),
 			coalesce(content, ''), tool_calls, tool_responses, data, created_at
-		FROM events WHERE chat_id = $1 AND seq > $2 AND ($4 = '' OR type = $4) ORDER BY seq LIMIT $3`, id, p.After, limit, string(p.Type))
+		FROM events WHERE chat_id = $1 AND seq > $2`+typeFilter+` ORDER BY seq LIMIT $3`, id, p.After, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list events of chat %s: %w", id, translate(err))
 	}

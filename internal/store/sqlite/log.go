@@ -21,8 +21,12 @@ func (s *Store) ListEvents(ctx context.Context, p *chat.ListEventsParams) ([]cha
 		return nil, nil
 	}
 	limit := param.Limit(p.Limit, param.DefaultListEvents, param.MaxListEvents)
+	typeFilter, err := param.EventTypeFilter(p.Type)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := s.reader.QueryContext(ctx, `SELECT `+eventColumns+` FROM events
-		WHERE chat_id = ? AND seq > ? AND (? = '' OR type = ?) ORDER BY seq LIMIT ?`, id, p.After, string(p.Type), string(p.Type), limit)
+		WHERE chat_id = ? AND seq > ?`+typeFilter+` ORDER BY seq LIMIT ?`, id, p.After, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list events of chat %s: %w", id, translate(err))
 	}

@@ -309,3 +309,21 @@ func DescribeAppend(p *chat.AppendParams) string {
 	first := p.Events[0].Seq
 	return fmt.Sprintf("append seq %d..%d to chat %s at epoch %d", first, first+int64(len(p.Events))-1, p.ChatID, p.Epoch)
 }
+
+// EventTypeFilter is the SQL condition ListEvents adds for ListEventsParams.Type:
+// "" for every type, else " AND type = '<type>'". The type is written into
+// the statement, not bound: both databases use a partial index (migration
+// 0009, the context.updated events) only for a query whose condition names
+// its type, and Postgres's generic plan of a bound type would not. So that
+// nothing but a type gets in, a type is lower-case letters and dots.
+func EventTypeFilter(t chat.EventType) (string, error) {
+	if t == "" {
+		return "", nil
+	}
+	for _, c := range t {
+		if c != '.' && (c < 'a' || c > 'z') {
+			return "", fmt.Errorf("%w: event type %q", ErrInvalid, t)
+		}
+	}
+	return " AND type = '" + string(t) + "'", nil
+}

@@ -137,3 +137,16 @@ func TestChatIDIsUUIDsCanonicalForm(t *testing.T) {
 		}
 	}
 }
+
+func TestEventTypeFilter(t *testing.T) {
+	for typ, want := range map[chat.EventType]string{"": "", chat.EventContextUpdated: " AND type = 'context.updated'"} {
+		if got, err := EventTypeFilter(typ); err != nil || got != want {
+			t.Errorf("EventTypeFilter(%q) = %q, %v; want %q", typ, got, err, want)
+		}
+	}
+	for _, bad := range []chat.EventType{"x' OR '1'='1", "Message", "a b"} {
+		if _, err := EventTypeFilter(bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("EventTypeFilter(%q): %v, want ErrInvalid", bad, err)
+		}
+	}
+}

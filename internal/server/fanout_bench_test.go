@@ -1,4 +1,4 @@
-package runtime_test
+package server
 
 import (
 	"bufio"
@@ -21,55 +21,12 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/runtime"
+	"github.com/agentd/agentd/internal/runtime/runtimetest"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentd/agentd/internal/chat"
-	"github.com/agentd/agentd/internal/server"
 )
-
-// countingStore is the real store; it counts the reads that serve streams
-// and notes when each seq was confirmed.
-type countingStore struct {
-	chat.Store
-	reads, appends atomic.Int64
-	mu             sync.Mutex
-	committed      map[int64]time.Time
-	// messages are the times message events were confirmed, in order.
-	messages []time.Time
-}
-
-func (s *countingStore) ListEvents(ctx context.Context, p *chat.ListEventsParams) ([]chat.Event, error) {
-	s.reads.Add(1)
-	return s.Store.ListEvents(ctx, p)
-}
-
-func (s *countingStore) GetProgress(ctx context.Context, tenant, id string) (chat.Progress, error) {
-	s.reads.Add(1)
-	return s.Store.GetProgress(ctx, tenant, id)
-}
-
-func (s *countingStore) GetChat(ctx context.Context, tenant, id string) (*chat.Chat, error) {
-	s.reads.Add(1)
-	return s.Store.GetChat(ctx, tenant, id)
-}
-
-func (s *countingStore) Append(ctx context.Context, p *chat.AppendParams) error {
-	err := s.Store.Append(ctx, p)
-	if err == nil {
-		now := time.Now()
-		s.appends.Add(1)
-		s.mu.Lock()
-		for _, e := range p.Events {
-			s.committed[e.Seq] = now
-			if e.Type == chat.EventMessage {
-				s.messages = append(s.messages, now)
-			}
-		}
-		s.mu.Unlock()
-	}
-	return err
-}
 
 // BenchmarkSSEFanOut: 1,000 SSE streams (the real HTTP handler) follow one
 // chat on Postgres. It reports how long after its append was confirmed an
@@ -93,38 +50,37 @@ func (s *countingStore) Append(ctx context.Context, p *chat.AppendParams) error 
 // serving streams.
 func BenchmarkSSEFanOut(b *testing.B) {
 	const viewers = 1000
-	pg := openBackend(b, "postgres")
-	cs := &countingStore{Store: pg, committed: map[int64]time.Time{}}
-	rt := newRuntime(b, cs, func(c *runtime.Config) { c.LeaseDuration = 30 * time.Second })
+	pg := runtimetest.Open(b, "postgres")
+	cs := runtimetest.Counting(pg)
+	rt := runtimetest.New(b, cs, func(c *runtime.Config) { c.LeaseDuration = 30 * time.Second })
 	ts := streamServer(b, rt)
 
 	for range b.N {
 		// The first reply comes after the streams had time to open; then
 		// 30 turns follow 20 ms apart. Only events confirmed after every
 		// stream was open are measured.
-		sp := turnsSpec(30, 4000, 20)
-		c, _, err := rt.Create(context.Background(), &chat.CreateParams{Tenant: server.DefaultTenant, Body: []byte(sp)})
+		sp := runtimetest.TurnsSpec(30, 4000, 20)
+		c, _, err := rt.Create(context.Background(), &chat.CreateParams{Tenant: DefaultTenant, Body: []byte(sp)})
 		if err != nil {
 			b.Fatal(err)
 		}
 		reader := startFanOutReader(b, ts.URL+"/v1/chats/"+c.ID+"/events", viewers)
-		readsBefore, appendsBefore := cs.reads.Load(), cs.appends.Load()
+		readsBefore, appendsBefore := cs.Reads.Load(), cs.Appends.Load()
 		start := time.Now()
 		received := reader.wait(b) // every stream ends after the chat's terminal event
-		reads, appends := cs.reads.Load()-readsBefore, cs.appends.Load()-appendsBefore
+		reads, appends := cs.Reads.Load()-readsBefore, cs.Appends.Load()-appendsBefore
 		var lat, turns []time.Duration
-		cs.mu.Lock()
-		for i := 1; i < len(cs.messages); i++ {
-			if cs.messages[i-1].After(start) {
-				turns = append(turns, cs.messages[i].Sub(cs.messages[i-1]))
+		messages := cs.Messages()
+		for i := 1; i < len(messages); i++ {
+			if messages[i-1].After(start) {
+				turns = append(turns, messages[i].Sub(messages[i-1]))
 			}
 		}
 		for _, g := range received {
-			if at, ok := cs.committed[g.seq]; ok && at.After(start) {
+			if at, ok := cs.Committed(g.seq); ok && at.After(start) {
 				lat = append(lat, max(time.Duration(g.at-at.UnixNano()), 0))
 			}
 		}
-		cs.mu.Unlock()
 		if len(lat) == 0 || appends == 0 || len(turns) == 0 {
 			b.Fatalf("no events measured (%d appends)", appends)
 		}
@@ -164,13 +120,11 @@ type commit struct {
 }
 
 // commitsOf returns the chat's log as the commits that appended it.
-func commitsOf(b *testing.B, rt *runtime.Runtime, cs *countingStore, id string, start time.Time) []commit {
-	evs, err := rt.Events(context.Background(), server.DefaultTenant, id, 0, 10000)
+func commitsOf(b *testing.B, rt *runtime.Runtime, cs *runtimetest.CountingStore, id string, start time.Time) []commit {
+	evs, err := rt.Events(context.Background(), DefaultTenant, id, 0, 10000)
 	if err != nil {
 		b.Fatal(err)
 	}
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
 	var commits []commit
 	var last time.Time
 	for _, e := range evs {
@@ -179,7 +133,7 @@ func commitsOf(b *testing.B, rt *runtime.Runtime, cs *countingStore, id string, 
 			b.Fatal(err)
 		}
 		frame := fmt.Appendf(nil, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, data)
-		at := cs.committed[e.Seq]
+		at, _ := cs.Committed(e.Seq)
 		if len(commits) == 0 || !at.Equal(last) {
 			commits = append(commits, commit{at: max(at.Sub(start), 0)})
 			last = at
@@ -281,45 +235,17 @@ func bareFanOut(b *testing.B, commits []commit, viewers int) (p50, p99 time.Dura
 	return percentiles(lat)
 }
 
-// turnsSpec is a chat of one replay agent with turns replies: the first
-// after firstMS (time for the readers to subscribe), the others after
-// delayMS each.
-func turnsSpec(turns, firstMS, delayMS int) string {
-	responses := []string{fmt.Sprintf(`{"content": "turn 1", "delay_ms": %d}`, firstMS)}
-	for i := 2; i <= turns; i++ {
-		responses = append(responses, fmt.Sprintf(`{"content": "turn %d", "delay_ms": %d}`, i, delayMS))
-	}
-	return fmt.Sprintf(`{"task": "go", "max_round": %d, "agents": [{"name": "a", "type": "assistant",
-		"model": {"provider": "replay", "responses": [%s]}}]}`, turns, strings.Join(responses, ","))
-}
-
 // streamServer serves rt's HTTP API with the caps on streams and the rate
 // limit lifted: one address opens every stream.
 func streamServer(t testing.TB, rt *runtime.Runtime) *httptest.Server {
 	t.Helper()
-	srv, err := server.New(server.Config{Guard: server.Guard{RateLimit: -1, MaxStreams: -1, MaxStreamsPerKey: -1}}, rt, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), prometheus.NewRegistry())
+	srv, err := New(Config{Guard: Guard{RateLimit: -1, MaxStreams: -1, MaxStreamsPerKey: -1}}, rt, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	return ts
-}
-
-// checkSeqs fails unless every reader saw seqs 1, 2, … in order, and, when
-// last > 0, up to last.
-func checkSeqs(t *testing.T, seen [][]int64, last int64) {
-	t.Helper()
-	for i, s := range seen {
-		for j := range s {
-			if s[j] != int64(j+1) {
-				t.Fatalf("reader %d saw seqs %v", i, s)
-			}
-		}
-		if last > 0 && (len(s) == 0 || s[len(s)-1] != last) {
-			t.Fatalf("reader %d saw seqs %v: not to seq %d", i, s, last)
-		}
-	}
 }
 
 // fanOutReaderEnv, set to a stream's URL, makes this test binary the
@@ -486,70 +412,6 @@ func fanOutReader(url string) int {
 	return 0
 }
 
-// TestSubscribersAreServedFromMemory: 200 subscribers following one chat,
-// as SSE streams do (subscribe, then read after every signal), get every
-// event once and in order, while the store is read about once per append
-// for all of them together, not once per subscriber.
-func TestSubscribersAreServedFromMemory(t *testing.T) {
-	for name, db := range map[string]chat.Store{"sqlite": openStore(t), "postgres": openPostgres(t)} {
-		t.Run(name, func(t *testing.T) {
-			cs := &countingStore{Store: db, committed: map[int64]time.Time{}}
-			rt := newRuntime(t, cs)
-			c := create(t, rt, turnsSpec(10, 2500, 10)) // 2.5 s: time for 200 first reads on a busy machine
-			const subscribers = 200
-			var wg, ready sync.WaitGroup
-			ready.Add(subscribers)
-			seen := make([][]int64, subscribers)
-			for i := range subscribers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					sig, done := rt.Subscribe(c.ID)
-					defer done()
-					var after int64
-					for first := true; ; first = false {
-						evs, err := rt.Events(context.Background(), "", c.ID, after, 200)
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						for _, e := range evs {
-							seen[i] = append(seen[i], e.Seq)
-							after = e.Seq
-							if e.Type.Terminal() {
-								if first {
-									ready.Done()
-								}
-								return
-							}
-						}
-						if first {
-							ready.Done()
-						}
-						select {
-						case <-sig:
-						case <-time.After(10 * time.Second):
-							t.Error("no signal within 10s")
-							return
-						}
-					}
-				}()
-			}
-			ready.Wait()
-			reads, appends := cs.reads.Load(), cs.appends.Load()
-			wg.Wait()
-			reads, appends = cs.reads.Load()-reads, cs.appends.Load()-appends
-			checkSeqs(t, seen, 0)
-			// Some appends may come before every subscriber is ready on a
-			// loaded machine; what is measured must still be a few.
-			if appends < 5 || float64(reads)/float64(appends) > 3 {
-				t.Fatalf("%d store reads for %d appends and %d subscribers: not served from memory", reads, appends, subscribers)
-			}
-			t.Logf("%d store reads for %d appends and %d subscribers", reads, appends, subscribers)
-		})
-	}
-}
-
 // TestStreamsAreServedFromMemory: SSE streams (the real handler) following
 // a chat whose turns are appended in two commits close together (the
 // selection alone, then the reply) get every event once, in order, and
@@ -558,16 +420,16 @@ func TestSubscribersAreServedFromMemory(t *testing.T) {
 // finds nothing new, and must not ask the store whether the chat was
 // erased (a wake-up from this replica's own append says it was not).
 func TestStreamsAreServedFromMemory(t *testing.T) {
-	for name, db := range map[string]chat.Store{"sqlite": openStore(t), "postgres": openPostgres(t)} {
+	for name, db := range map[string]chat.Store{"sqlite": runtimetest.OpenSQLite(t), "postgres": runtimetest.OpenPostgres(t)} {
 		t.Run(name, func(t *testing.T) {
-			cs := &countingStore{Store: db, committed: map[int64]time.Time{}}
+			cs := runtimetest.Counting(db)
 			// No selection is held: every turn is two appends.
-			rt := newRuntime(t, cs, func(c *runtime.Config) { c.HoldSelection = -1 })
+			rt := runtimetest.New(t, cs, func(c *runtime.Config) { c.HoldSelection = -1 })
 			ts := streamServer(t, rt)
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
 			t.Cleanup(client.CloseIdleConnections)
 			// 2.5 s: time for the streams to open on a busy machine.
-			c, _, err := rt.Create(t.Context(), &chat.CreateParams{Tenant: server.DefaultTenant, Body: []byte(turnsSpec(10, 2500, 0))})
+			c, _, err := rt.Create(t.Context(), &chat.CreateParams{Tenant: DefaultTenant, Body: []byte(runtimetest.TurnsSpec(10, 2500, 0))})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -612,14 +474,14 @@ func TestStreamsAreServedFromMemory(t *testing.T) {
 				}()
 			}
 			ready.Wait()
-			reads, appends := cs.reads.Load(), cs.appends.Load()
+			reads, appends := cs.Reads.Load(), cs.Appends.Load()
 			wg.Wait()
-			reads, appends = cs.reads.Load()-reads, cs.appends.Load()-appends
-			end, err := rt.Get(t.Context(), server.DefaultTenant, c.ID)
+			reads, appends = cs.Reads.Load()-reads, cs.Appends.Load()-appends
+			end, err := rt.Get(t.Context(), DefaultTenant, c.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkSeqs(t, seen, end.LastSeq)
+			runtimetest.CheckSeqs(t, seen, end.LastSeq)
 			// Every wake-up comes from this replica's own appends, whose
 			// events the streams take from memory: none needs the store.
 			if appends < 10 || reads > 2 {
