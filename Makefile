@@ -8,7 +8,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Debian's interpreter, which has the python3-* packages the Python client needs.
 PYTHON  ?= /usr/bin/python3
 
-.PHONY: run build test test-go bench fuzz lint fmt clients golden test-python lint-python test-autogen-client
+.PHONY: run build test test-go bench fuzz lint fmt clients golden golden-swarm test-python lint-python test-autogen-client
 
 ## run: serve on 127.0.0.1:8080 with the embedded SQLite store in ./agentd-data
 run:
@@ -87,6 +87,10 @@ fmt:
 ## golden: re-record e2e/autogen/testdata by running AutoGen AgentChat 0.7.5 (needs the environment of e2e/autogen/README.md)
 golden:
 	e2e/autogen/record.sh
+
+## golden-swarm: re-record e2e/swarm/testdata by running OpenAI Swarm's core.py (needs the environment of e2e/swarm/README.md)
+golden-swarm:
+	e2e/swarm/record.sh
 
 ## bench-compare: agentd on Postgres next to pgbench, at C = 1, 8, 32, 128, and memory per waiting chat (cmd/bench-compare/README.md)
 .PHONY: bench-compare

@@ -18,8 +18,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -27,14 +25,13 @@ import (
 
 	"github.com/agentd/agentd/internal/runtime"
 
+	"github.com/agentd/agentd/e2e/golden"
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/component"
-	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/llm/openaitest"
 	"github.com/agentd/agentd/internal/sandbox"
 	agentdspec "github.com/agentd/agentd/internal/spec"
 	"github.com/agentd/agentd/internal/store"
-	"github.com/agentd/agentd/internal/tool"
 )
 
 // scenario is a file of scenarios/.
@@ -185,12 +182,7 @@ type furtherRun struct {
 }
 
 func TestGoldenRunsOfAutoGen(t *testing.T) {
-	files, err := filepath.Glob("scenarios/*.json")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios: %v", err)
-	}
-	for _, f := range files {
-		name := strings.TrimSuffix(filepath.Base(f), ".json")
+	for _, name := range golden.Scenarios(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			sc, want := load(t, name)
@@ -205,7 +197,7 @@ func TestGoldenRunsOfAutoGen(t *testing.T) {
 			for _, backend := range []string{sandbox.BackendDocker, sandbox.BackendBwrap} {
 				t.Run(backend, func(t *testing.T) {
 					t.Parallel()
-					got := runAgentd(t, sc, want, openSandbox(t, backend))
+					got := runAgentd(t, sc, want, golden.Sandbox(t, backend))
 					for _, d := range compare(want, got) {
 						t.Error(d)
 					}
@@ -401,15 +393,7 @@ func load(t *testing.T, name string) (scenario, fixture) {
 	t.Helper()
 	var sc scenario
 	var fx fixture
-	for path, v := range map[string]any{"scenarios/" + name + ".json": &sc, "testdata/" + name + ".json": &fx} {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(b, v); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-	}
+	golden.Load(t, name, &sc, &fx)
 	return sc, fx
 }
 
@@ -455,6 +439,7 @@ func runAgentd(t *testing.T, sc scenario, fx fixture, sandboxes chat.Sandboxes) 
 	// flight.
 	var (
 		rt      *runtime.Runtime
+		db      store.DB
 		chatID  string
 		created = make(chan struct{})
 	)
@@ -468,38 +453,7 @@ func runAgentd(t *testing.T, sc scenario, fx fixture, sandboxes chat.Sandboxes) 
 	t.Cleanup(models.Close)
 
 	ctx := context.Background()
-	db, err := store.Open(ctx, store.Config{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if err := db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	providers, err := llm.New(llm.Config{OpenAI: llm.OpenAIConfig{BaseURL: models.URL + "/v1", APIKey: "golden", MaxRetries: -1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runner, err := tool.New(tool.Config{AllowPrivate: true, Sandboxes: sandboxes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { runner.Close() })
-	rt, err = runtime.New(runtime.Config{Store: db, Models: providers, Providers: providers.Providers(), Tools: runner, Sandboxes: sandboxes,
-		LeaseDuration: time.Minute, PollInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if err := rt.Stop(sctx); err != nil {
-			t.Error(err)
-		}
-	})
+	rt, db = golden.Runtime(t, models.URL+"/v1", sandboxes)
 	c, _, err := rt.Create(ctx, &chat.CreateParams{Body: body})
 	if c != nil {
 		chatID = c.ID
@@ -513,23 +467,7 @@ func runAgentd(t *testing.T, sc scenario, fx fixture, sandboxes chat.Sandboxes) 
 		t.Fatalf("create: %v", err)
 	}
 	// ended waits until run n of the chat has ended.
-	ended := func(n int) *chat.Chat {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			c, err := rt.Get(ctx, "", chatID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.Run == n && c.Status.Terminal() && c.QueuedRuns == 0 {
-				return c
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("run %d of the chat not ended: run %d %s", n, c.Run, c.Status)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	ended := func(n int) *chat.Chat { return golden.Ended(t, rt, chatID, n, 20*time.Second) }
 	c = ended(1)
 	if c.Status != chat.StatusCompleted {
 		t.Errorf("run 1 %s: %s", c.Status, c.Error)
@@ -720,13 +658,10 @@ func transcriptOf(msgs []chat.Message, teams []string) []entry {
 // them): a tool's "strict": false and an assistant tool-call message's
 // "content": null.
 func normalize(body []byte) (string, error) {
-	var m map[string]any
-	if err := json.Unmarshal(body, &m); err != nil {
+	m, err := golden.Request(body)
+	if err != nil {
 		return "", err
 	}
-	delete(m, "model")
-	delete(m, "stream")
-	delete(m, "stream_options")
 	if tools, ok := m["tools"].([]any); ok {
 		for _, t := range tools {
 			if f, ok := t.(map[string]any)["function"].(map[string]any); ok && f["strict"] == false {
@@ -884,31 +819,6 @@ func lineDiff(want, got string) string {
 		last = k
 	}
 	return b.String()
-}
-
-// openSandbox opens a real sandbox backend for the team-file scenarios,
-// whose FunctionTools run in it: a missing one skips, or fails with
-// CI=true.
-func openSandbox(t *testing.T, backend string) chat.Sandboxes {
-	t.Helper()
-	root := t.TempDir()
-	for _, d := range []string{filepath.Dir(root), root} {
-		if err := os.Chmod(d, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	m, err := sandbox.Open(ctx, sandbox.Config{Backend: backend, DockerHost: sandbox.ResolveDockerHost(os.Getenv("DOCKER_HOST")),
-		Image: os.Getenv("AGENTD_SANDBOX_IMAGE"), WorkRoot: root, Owner: fmt.Sprintf("agentd-golden-%d", time.Now().UnixNano())})
-	if err != nil {
-		if os.Getenv("CI") == "true" || !errors.Is(err, sandbox.ErrNoSandbox) {
-			t.Fatalf("the %s sandbox is unavailable: %v", backend, err)
-		}
-		t.Skipf("%s sandbox unavailable: %v", backend, err)
-	}
-	t.Cleanup(func() { _ = m.Close() })
-	return m
 }
 
 // pixelsOf stands for an image's data URL with its media type, size and

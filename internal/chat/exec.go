@@ -2,6 +2,7 @@ package chat
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/agentd/agentd/internal/spec"
@@ -66,9 +67,15 @@ type Tools interface {
 	// parameters schema and implementation. Paths are JSON pointers
 	// relative to the tool ("/parameters", "/implementation/url").
 	CheckTool(t *spec.Tool) []spec.Problem
+	// CheckSwarmTool is CheckTool under the openai_swarm protocol.
+	CheckSwarmTool(t *spec.Tool) []spec.Problem
 	// Describe returns the functions a tool offers a model: the tool itself
 	// for http and sandbox tools, the server's list for an mcp tool.
 	Describe(ctx context.Context, chatID string, t *spec.Tool) ([]ToolDef, error)
+	// DescribeSwarm is Describe under the openai_swarm protocol: a
+	// python_function is described as OpenAI Swarm's function_to_json
+	// describes the function (docs/openai-swarm.md).
+	DescribeSwarm(ctx context.Context, chatID string, t *spec.Tool) ([]ToolDef, error)
 	// Call runs one function call. It never fails the chat: unparsable
 	// arguments, arguments that fail the schema, timeouts and execution
 	// errors all come back as a result with IsError set and content
@@ -98,10 +105,25 @@ type ToolRequest struct {
 	Arguments string
 	// Limits are the chat's sandbox settings, for sandbox tools.
 	Limits SandboxLimits
+	// Protocol is spec.ProtocolOpenAISwarm when a python_function is
+	// called as OpenAI Swarm calls it: the model's arguments as they are,
+	// the result as str() makes it.
+	Protocol string
+	// ContextVariables are the chat's context variables (a JSON object),
+	// given to a python_function that takes them.
+	ContextVariables json.RawMessage
 }
 
 // ToolResult is the outcome of a tool call.
 type ToolResult struct {
 	Content string
 	IsError bool
+	// Handoff is the agent a python_function returned (Swarm's Agent, or
+	// a Result's agent), by name.
+	Handoff string
+	// ContextSet and ContextRemoved are the changes a python_function
+	// made to the context variables: a Result's context_variables and what
+	// it changed in the dict it was given.
+	ContextSet     json.RawMessage
+	ContextRemoved []string
 }

@@ -29,6 +29,11 @@ type ModelRequest struct {
 	CallIndex int
 	Messages  []ModelMessage
 	Tools     []ToolDef
+	// Protocol is spec.ProtocolOpenAISwarm when the request is to go out as
+	// OpenAI Swarm's run loop sends it (messages with sender and
+	// tool_name, tools as function_to_json writes them, no tool_choice);
+	// "" for AgentChat's wire.
+	Protocol string
 	// OnDelta, when set, receives fragments of the reply's content as the
 	// model streams them (they become ephemeral message.delta events). A
 	// client that does not stream never calls it; the response is complete
@@ -55,6 +60,11 @@ type ModelMessage struct {
 	// ModelResponse.Thinking): an anthropic endpoint sends them back in
 	// the tool loop they belong to; no other wire sends them.
 	Thinking []ThinkingBlock
+	// Sender, on an assistant message, and ToolName, on a tool message,
+	// are the fields OpenAI Swarm's run loop adds to its history: the
+	// agent that made a reply, the function a result answers. Only
+	// Protocol openai_swarm sends them.
+	Sender, ToolName string
 }
 
 // ThinkingBlock is a thinking or redacted_thinking block of an Anthropic

@@ -71,12 +71,15 @@ const (
 	// StopGraphComplete: a graph chat has no node ready to run (GraphFlow's
 	// "Digraph execution is complete").
 	StopGraphComplete StopReason = "graph_complete"
+	// StopSwarmComplete: under the openai_swarm protocol an agent replied
+	// without tool calls, which ends OpenAI Swarm's run loop.
+	StopSwarmComplete StopReason = "swarm_complete"
 )
 
 // AllStopReasons lists every stop reason, in the order docs/chat-specs.md lists them.
 var AllStopReasons = []StopReason{StopMaxRound, StopMaxMessages, StopTextMention, StopTextMatch, StopTextMessage, StopTokenUsage,
 	StopTimeout, StopHandoff, StopSourceMatch, StopFunctionCall, StopHumanExit, StopInputTimeout,
-	StopNoEligibleSpeaker, StopMaxAutoReply, StopExternal, StopGraphComplete, StopRequestSatisfied, StopCancelled, StopError}
+	StopNoEligibleSpeaker, StopMaxAutoReply, StopExternal, StopGraphComplete, StopSwarmComplete, StopRequestSatisfied, StopCancelled, StopError}
 
 // EventType names an entry of the log (and the SSE event name).
 type EventType string

@@ -505,7 +505,7 @@ func TestMapProblems(t *testing.T) {
 func TestExportProblems(t *testing.T) {
 	t.Parallel()
 	sp, probs := spec.DecodeSpec([]byte(`{"task": "x",
-		"agents": [{"name": "a", "type": "assistant", "model": "m", "tools": ["t"], "tool_approval": "always"},
+		"agents": [{"name": "a", "type": "assistant", "model": "m", "tools": ["t"], "tool_approval": "always", "parallel_tool_calls": false},
 		           {"name": "p", "type": "user_proxy", "human_input_mode": "TERMINATE", "functions": ["t"]},
 		           {"name": "x", "type": "user_proxy", "human_input_mode": "NEVER", "code_execution": {}, "code_approval": true}],
 		"models": {"m": {"provider": "replay", "responses": [{"content": "x", "delay_ms": 5}]}},
@@ -520,13 +520,24 @@ func TestExportProblems(t *testing.T) {
 	for _, p := range probs {
 		paths = append(paths, p.Path)
 	}
-	want := []string{"/agents/0/model/responses/0/delay_ms", "/agents/0/tools/0", "/agents/0/tool_approval", "/agents/1/functions", "/agents/1/human_input_mode",
+	want := []string{"/agents/0/model/responses/0/delay_ms", "/agents/0/tools/0", "/agents/0/tool_approval", "/agents/0/parallel_tool_calls", "/agents/1/functions", "/agents/1/human_input_mode",
 		"/agents/2/code_approval",
 		"/termination/text_match", "/speaker_selection/seed", "/speaker_selection/method"}
 	slices.Sort(paths)
 	slices.Sort(want)
 	if !slices.Equal(paths, want) {
 		t.Errorf("problems at %v, want %v (%v)", paths, want, probs)
+	}
+
+	// OpenAI Swarm's protocol has no AgentChat team.
+	sp, probs = spec.DecodeSpec([]byte(`{"task": "x", "agents": [{"name": "a", "type": "assistant", "model": "m"}],
+		"models": {"m": {"provider": "replay", "responses": ["x"]}},
+		"speaker_selection": {"method": "swarm", "protocol": "openai_swarm"}}`))
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	if _, probs = ToTeam(sp, testEPs); len(probs) != 1 || probs[0].Path != "/speaker_selection/protocol" {
+		t.Errorf("an openai_swarm chat exports with problems %v, want one at /speaker_selection/protocol", probs)
 	}
 }
 

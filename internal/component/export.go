@@ -120,6 +120,9 @@ func (e *exporter) team() Component {
 		}
 	case spec.SelectSwarm:
 		provider, desc = provSwarm, "A group chat team that selects the next speaker based on handoff message only."
+		if sel.Protocol == spec.ProtocolOpenAISwarm {
+			e.r.problem("/speaker_selection/protocol", "AgentChat's Swarm speaks its own protocol: OpenAI Swarm's run loop is agentd's")
+		}
 		if sel.AllowRepeatedSpeaker != nil {
 			e.r.problem("/speaker_selection/allow_repeated_speaker", "Swarm has no allow_repeated_speaker")
 		}
@@ -220,6 +223,9 @@ func (e *exporter) assistant(path string, a *spec.Agent) Component {
 	}
 	if a.SystemMessageTemplate != nil {
 		e.r.problem(path+"/system_message_template", "AgentChat's system_message is a fixed text: a template over context variables is agentd's")
+	}
+	if a.ParallelToolCalls != nil {
+		e.r.problem(path+"/parallel_tool_calls", "AgentChat's AssistantAgent has no parallel_tool_calls: it is its model client's option")
 	}
 	if sys != "" {
 		cfg["system_message"] = sys

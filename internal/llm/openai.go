@@ -13,6 +13,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
 )
 
 // openAIWire calls an OpenAI-compatible chat-completions endpoint, or an
@@ -48,7 +49,14 @@ func (o *openAIWire) prepare(req *chat.ModelRequest) (tryFunc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s request for %s: %w", o.ep.Kind, callerName(req.Caller), err)
 	}
+	var rewrite func([]byte) ([]byte, error)
+	if req.Protocol == spec.ProtocolOpenAISwarm {
+		if rewrite, err = swarmRewrite(req); err != nil {
+			return nil, fmt.Errorf("%s request for %s: %w", o.ep.Kind, callerName(req.Caller), err)
+		}
+	}
 	return func(ctx context.Context, a *attempt, onDelta func(string)) (*chat.ModelResponse, error) {
+		a.rewrite = rewrite
 		var (
 			resp openai.ChatCompletionResponse
 			err  error

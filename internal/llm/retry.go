@@ -1,8 +1,10 @@
 package llm
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -97,6 +99,9 @@ type attempt struct {
 	// body is the response's body, for a stream to read to its end (see
 	// drainBody).
 	body io.ReadCloser
+	// rewrite, when set, makes the request body that goes out of the one
+	// go-openai encoded (see swarmRewrite).
+	rewrite func([]byte) ([]byte, error)
 }
 
 // Reading a stream's body to its end once its last event came: net/http
@@ -135,8 +140,14 @@ type headerDoer struct{ client *http.Client }
 // call's span goes with it, so a traced model server joins the chat's trace.
 func (d headerDoer) Do(r *http.Request) (*http.Response, error) {
 	propagation.TraceContext{}.Inject(r.Context(), propagation.HeaderCarrier(r.Header))
+	a, _ := r.Context().Value(attemptKey{}).(*attempt)
+	if a != nil && a.rewrite != nil && r.Body != nil {
+		if err := rewriteBody(r, a.rewrite); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := d.client.Do(r)
-	if a, ok := r.Context().Value(attemptKey{}).(*attempt); ok {
+	if a != nil {
 		a.sent = true
 		a.transportErr = err
 		if resp != nil {
@@ -148,6 +159,21 @@ func (d headerDoer) Do(r *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, err
+}
+
+// rewriteBody replaces r's body with what rewrite makes of it.
+func rewriteBody(r *http.Request, rewrite func([]byte) ([]byte, error)) error {
+	body, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	if err != nil {
+		return fmt.Errorf("read the request body: %w", err)
+	}
+	if body, err = rewrite(body); err != nil {
+		return fmt.Errorf("rewrite the request body: %w", err)
+	}
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return nil
 }
 
 // retryReason says whether a failed attempt is worth another try, and why.

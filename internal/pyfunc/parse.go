@@ -174,6 +174,27 @@ func (p *parser) signature(name string) (*Function, error) {
 			if p.tok.kind == tokName {
 				return fail(p.tok.text, fmt.Errorf("%s%s parameters cannot be described to a model exactly; name each parameter", star, p.tok.text))
 			}
+		case p.tok.kind == tokName && p.tok.text == ContextParam:
+			// Given the chat's context variables by the harness, never by
+			// the model: not part of the schema or the arguments.
+			if err := p.advance(); err != nil {
+				return fail(ContextParam, err)
+			}
+			for _, sep := range []string{":", "="} {
+				if !p.is(sep) {
+					continue
+				}
+				if err := p.advance(); err != nil {
+					return fail(ContextParam, err)
+				}
+				if _, err := p.skipExpr(); err != nil {
+					return fail(ContextParam, err)
+				}
+			}
+			if f.TakesContext {
+				return fail(ContextParam, errors.New("is defined twice"))
+			}
+			f.TakesContext = true
 		case p.tok.kind == tokName:
 			prm, err := p.param()
 			if err != nil {

@@ -47,8 +47,12 @@ type Function struct {
 	// of the source (FunctionTool._from_config's rule).
 	Name string
 	// Async is true for an async def.
-	Async  bool
-	Params []Param
+	Async bool
+	// TakesContext: the function has a context_variables parameter, which
+	// is given the chat's context variables (OpenAI Swarm's rule) and is
+	// neither in the schema nor in the arguments.
+	TakesContext bool
+	Params       []Param
 	// fromSchema: made by FromJSONSchema, not from a function.
 	fromSchema bool
 }

@@ -47,6 +47,9 @@ type metrics struct {
 	// magenticFailed counts magentic_one orchestrator steps that failed
 	// their run (a progress ledger it cannot use, a model call that failed).
 	magenticFailed prometheus.Counter
+	// contextRefused counts changes of the context variables a function
+	// made that their limits refused (the call's result says why).
+	contextRefused prometheus.Counter
 }
 
 // modelBuckets are the model latency buckets (seconds): from a fast local
@@ -105,6 +108,11 @@ func newMetrics(reg prometheus.Registerer, store chat.Store, statusTTL time.Dura
 	m.magenticFailed = prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_magentic_steps_failed_total",
 		Help: "magentic_one orchestrator steps that failed their run: a progress ledger AgentChat would not accept, or a failed model call."})
 	if err := reg.Register(m.magenticFailed); err != nil {
+		return nil, err
+	}
+	m.contextRefused = prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_context_changes_refused_total",
+		Help: "Changes of a chat's context variables made by a python_function that their limits refused (size, depth, names)."})
+	if err := reg.Register(m.contextRefused); err != nil {
 		return nil, err
 	}
 	return m, nil

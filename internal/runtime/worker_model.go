@@ -85,8 +85,18 @@ func (w *worker) modelRequest(st *engine.State, a *spec.Agent, tools []chat.Tool
 		}
 		cfg.ResponseFormat = rf
 	}
+	switch {
+	case a.ParallelToolCalls != nil:
+		cfg.ParallelToolCalls = a.ParallelToolCalls
+	case w.spec.OpenAISwarm():
+		parallel := true // a Swarm Agent's default
+		cfg.ParallelToolCalls = &parallel
+	}
 	req := &chat.ModelRequest{ChatID: w.id, Caller: a.Name, Config: cfg, CallIndex: st.ModelCallsOf(a.Name),
 		Messages: msgs, Tools: tools, OnDelta: w.deltaPublisher(a.Name, st.LastSeq)}
+	if w.spec.OpenAISwarm() {
+		req.Protocol = spec.ProtocolOpenAISwarm
+	}
 	after := st.LastSeq
 	req.OnReset = func() {
 		w.rt.broker.publishDelta(w.id, w.epoch, chat.Delta{Name: a.Name, Reset: true, AfterSeq: after})

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 
@@ -29,14 +30,26 @@ func (w *worker) toolEvents(ctx context.Context, st *engine.State, s engine.Step
 		return nil, err
 	}
 	calls, decided := st.ApprovedCalls(s.Open.ToolCalls)
-	results := w.runCalls(ctx, calls, decided, func(c chat.ToolCall) (engine.Offered, bool) {
+	results, outcomes := w.runCalls(ctx, st, calls, decided, func(c chat.ToolCall) (engine.Offered, bool) {
 		o, ok := box.ByName[c.Function.Name]
 		return o, ok && o.Executor == ""
 	})
 	if ctx.Err() != nil {
 		return nil, ctx.Err() // cut mid-call: redo the calls, do not record half of them
 	}
-	return engine.ToolTurnEvents(s.Agent, s.Turn, s.Open, results, box), nil
+	ctxEvs, refused := st.ToolContextEvents(s.Agent.Name, calls, outcomes, results)
+	if refused > 0 {
+		w.rt.metrics.contextRefused.Add(float64(refused))
+		w.log.Warn("a function's change of the context variables was refused", "agent", s.Agent.Name, "calls", refused)
+	}
+	if w.spec.OpenAISwarm() {
+		handoffs := make([]string, len(outcomes))
+		for i, o := range outcomes {
+			handoffs[i] = o.Handoff
+		}
+		return append(ctxEvs, engine.SwarmToolEvents(w.spec, s.Agent, s.Turn, s.Open, results, handoffs, box)...), nil
+	}
+	return append(ctxEvs, engine.ToolTurnEvents(s.Agent, s.Turn, s.Open, results, box)...), nil
 }
 
 // routedStep is a user_proxy's turn after calls routed to it: run the
@@ -62,7 +75,7 @@ func (w *worker) routedEvent(ctx context.Context, s engine.Step) (chat.Event, er
 			owned[d.Name] = engine.Offered{Def: d, Tool: t}
 		}
 	}
-	results := w.runCalls(ctx, s.Open.ToolCalls, nil, func(c chat.ToolCall) (engine.Offered, bool) {
+	results, _ := w.runCalls(ctx, w.st, s.Open.ToolCalls, nil, func(c chat.ToolCall) (engine.Offered, bool) {
 		o, ok := owned[c.Function.Name]
 		return o, ok
 	})
@@ -73,17 +86,35 @@ func (w *worker) routedEvent(ctx context.Context, s engine.Step) (chat.Event, er
 }
 
 // toolboxFor describes the functions offered to an assistant in this turn.
+// Under the openai_swarm protocol they are a Swarm Agent's functions: its
+// tools as function_to_json describes them, then its hand-offs as the
+// functions a Swarm program writes for them; no user_proxy is there to
+// run functions for others.
 func (w *worker) toolboxFor(ctx context.Context, a *spec.Agent) (*engine.Toolbox, error) {
+	swarm := w.spec.OpenAISwarm()
 	b := &engine.Toolbox{}
 	for _, name := range a.Tools {
 		t := w.spec.Tool(name)
-		defs, err := w.rt.tools.Describe(ctx, w.id, t)
+		// A runtime without tools has none to describe: the method is
+		// taken only here, where a spec with tools has them checked.
+		describe := w.rt.tools.Describe
+		if swarm {
+			describe = w.rt.tools.DescribeSwarm
+		}
+		defs, err := describe(ctx, w.id, t)
 		if err != nil {
 			return nil, fmt.Errorf("describe tool %s: %w", name, err)
 		}
 		for _, d := range defs {
 			b.Add(engine.Offered{Def: d, Tool: t})
 		}
+	}
+	if swarm {
+		for i := range a.Handoffs {
+			h := &a.Handoffs[i]
+			b.Add(engine.Offered{Def: engine.SwarmHandoffDef(h), Handoff: h.Target})
+		}
+		return b, nil
 	}
 	for i := range w.spec.Agents {
 		if w.spec.AgentIndex(a.Name) < 0 {
@@ -114,10 +145,19 @@ func (w *worker) toolboxFor(ctx context.Context, a *spec.Agent) (*engine.Toolbox
 
 // runCalls runs the calls that mine accepts concurrently — a model's
 // parallel calls are independent by contract — and returns responses in the
-// calls' order. A name mine rejects gets an error response; a call that
-// answered answers already (answered[i] set) does not run.
-func (w *worker) runCalls(ctx context.Context, calls []chat.ToolCall, answered []*chat.ToolResponse, mine func(chat.ToolCall) (engine.Offered, bool)) []chat.ToolResponse {
+// calls' order, with each call's full result (a python_function's hand-off
+// and changes of the context variables). A name mine rejects gets an error
+// response; a call that answered answers already (answered[i] set) does
+// not run. Every call is given the context variables of st: Swarm passes a
+// reply's calls the variables as they were before them.
+func (w *worker) runCalls(ctx context.Context, st *engine.State, calls []chat.ToolCall, answered []*chat.ToolResponse, mine func(chat.ToolCall) (engine.Offered, bool)) ([]chat.ToolResponse, []chat.ToolResult) {
 	out := make([]chat.ToolResponse, len(calls))
+	results := make([]chat.ToolResult, len(calls))
+	protocol := ""
+	if w.spec.OpenAISwarm() {
+		protocol = spec.ProtocolOpenAISwarm
+	}
+	vars := toolContext(st)
 	var wg sync.WaitGroup
 	for i, c := range calls {
 		if i < len(answered) && answered[i] != nil {
@@ -136,10 +176,15 @@ func (w *worker) runCalls(ctx context.Context, calls []chat.ToolCall, answered [
 		go func() {
 			defer wg.Done()
 			res := w.rt.tools.Call(ctx, &chat.ToolRequest{ChatID: w.id, Tool: o.Tool, Function: o.Def, CallID: c.ID,
-				Arguments: c.Function.Arguments, Limits: engine.SandboxLimits(w.spec)})
-			out[i] = chat.ToolResponse{ToolCallID: c.ID, Role: chat.RoleTool, Content: res.Content, IsError: res.IsError}
+				Arguments: c.Function.Arguments, Limits: engine.SandboxLimits(w.spec), Protocol: protocol, ContextVariables: vars})
+			out[i], results[i] = chat.ToolResponse{ToolCallID: c.ID, Role: chat.RoleTool, Content: res.Content, IsError: res.IsError}, res
 		}()
 	}
 	wg.Wait()
-	return out
+	return out, results
+}
+
+// toolContext is the context variables a tool call is given: those of st.
+func toolContext(st *engine.State) json.RawMessage {
+	return engine.EncodeContext(st.ContextVariables())
 }

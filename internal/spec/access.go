@@ -87,6 +87,12 @@ func (s *Spec) Method() string {
 	return SelectRoundRobin
 }
 
+// OpenAISwarm reports whether the chat speaks OpenAI Swarm's protocol: the
+// swarm method with protocol openai_swarm.
+func (s *Spec) OpenAISwarm() bool {
+	return s.SpeakerSelection != nil && s.SpeakerSelection.Method == SelectSwarm && s.SpeakerSelection.Protocol == ProtocolOpenAISwarm
+}
+
 // AllowRepeat is allow_repeated_speaker. Its default is AutoGen's for the
 // method: false for auto (AgentChat's SelectorGroupChat), true otherwise
 // (AutoGen 0.2's GroupChat, which random follows).

@@ -74,6 +74,11 @@ type Agent struct {
 	Functions               []string       `json:"functions,omitempty"`
 	MaxConsecutiveAutoReply *int           `json:"max_consecutive_auto_reply,omitempty"`
 	DefaultAutoReply        *string        `json:"default_auto_reply,omitempty"`
+	// ParallelToolCalls is sent as the request's parallel_tool_calls when
+	// the agent offers tools (OpenAI Swarm's Agent.parallel_tool_calls;
+	// true by default under the openai_swarm protocol, the model's option
+	// otherwise).
+	ParallelToolCalls *bool `json:"parallel_tool_calls,omitempty"`
 	// ToolApproval pauses an assistant's turn before its tool calls run,
 	// for a client to approve, edit or reject each (docs/runs.md).
 	ToolApproval *ToolApproval `json:"tool_approval,omitempty"`
@@ -272,7 +277,17 @@ type Selection struct {
 	// (MagenticOneGroupChat's max_stalls and final_answer_prompt).
 	MaxStalls         *int    `json:"max_stalls,omitempty"`
 	FinalAnswerPrompt *string `json:"final_answer_prompt,omitempty"`
+	// Protocol is what the swarm method's models see: AgentChat's Swarm
+	// (agentchat, the default) or OpenAI Swarm's own run loop
+	// (openai_swarm, docs/openai-swarm.md).
+	Protocol string `json:"protocol,omitempty"`
 }
+
+// Protocols of the swarm method.
+const (
+	ProtocolAgentChat   = "agentchat"
+	ProtocolOpenAISwarm = "openai_swarm"
+)
 
 // Graph is AgentChat's DiGraph as its component JSON holds it: the nodes
 // by agent name, each with its outgoing edges, and the node to start at

@@ -229,7 +229,8 @@ func TestApprovalsHandoffsToUserAndExternal(t *testing.T) {
 
 type acceptTools struct{}
 
-func (acceptTools) CheckTool(*Tool) []Problem { return nil }
+func (acceptTools) CheckTool(*Tool) []Problem      { return nil }
+func (acceptTools) CheckSwarmTool(*Tool) []Problem { return nil }
 
 // permitHosts permits the hosts of its list, as the operator's list does.
 type permitHosts []string

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/agentd/agentd/internal/spec/problem"
 )
@@ -88,6 +90,70 @@ var agentNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
 // ValidAgentName reports whether name is shaped like an agent's name.
 func ValidAgentName(name string) bool { return agentNameRE.MatchString(name) }
 
+// maxSwarmNameBytes bounds an agent's name under the openai_swarm
+// protocol, where a name is any text (OpenAI Swarm's are).
+const maxSwarmNameBytes = 256
+
+// swarmAgentName reports whether name may name an agent under the
+// openai_swarm protocol: text without control characters, which would
+// make log lines and event streams ambiguous.
+func swarmAgentName(name string) bool {
+	if name == "" || len(name) > maxSwarmNameBytes || !utf8.ValidString(name) {
+		return false
+	}
+	return !strings.ContainsFunc(name, unicode.IsControl)
+}
+
+// checkProtocol checks the swarm method's protocol, and what OpenAI
+// Swarm's run loop has no place for: agents other than assistants,
+// hand-offs to user, and the AgentChat options of an assistant's turn.
+func (v *validator) checkProtocol(p string, sel *Selection) {
+	switch sel.Protocol {
+	case "", ProtocolAgentChat:
+		return
+	case ProtocolOpenAISwarm:
+		if sel.Method != SelectSwarm {
+			v.add(p+"/protocol", "openai_swarm goes with method swarm")
+			return
+		}
+		if v.inner {
+			// A team agent's turn is AgentChat's SocietyOfMindAgent.
+			v.add(p+"/protocol", "an inner team speaks AgentChat's protocol: openai_swarm is for a chat's own agents")
+			return
+		}
+	default:
+		v.add(p+"/protocol", "must be agentchat or openai_swarm")
+		return
+	}
+	for i, a := range v.spec.Agents {
+		ap := "/agents/" + strconv.Itoa(i)
+		if a.Type != AgentAssistant {
+			v.add(ap+"/type", "must be assistant: OpenAI Swarm's agents are assistants")
+		}
+		for _, f := range []struct {
+			set  bool
+			name string
+		}{
+			{a.ReflectOnToolUse != nil, "reflect_on_tool_use"}, {a.MaxToolIterations != nil, "max_tool_iterations"},
+			{a.ToolCallSummaryFormat != nil, "tool_call_summary_format"}, {a.OutputSchema != nil, "output_schema"},
+			{a.Context != nil, "context"}, {a.MessageFilter != nil, "message_filter"},
+		} {
+			if f.set {
+				v.add(ap+"/"+f.name, "has no place in OpenAI Swarm's run loop (protocol openai_swarm): the agent calls its model until a reply asks for no tools")
+			}
+		}
+		for j, h := range a.Handoffs {
+			hp := ap + "/handoffs/" + strconv.Itoa(j)
+			switch {
+			case h.Target == UserName:
+				v.add(hp, "OpenAI Swarm hands off to agents only; a run ends on a reply without tool calls")
+			case h.Conditional():
+				v.add(hp+"/condition", "OpenAI Swarm hands off through functions only: a hand-off on a condition has no place in its run loop")
+			}
+		}
+	}
+}
+
 // Env is what a server offers the specs it validates.
 type Env struct {
 	// Providers are the model providers besides "replay".
@@ -129,6 +195,9 @@ type WebhookChecker interface {
 // ("/parameters", "/implementation/url"). internal/tool implements it.
 type ToolChecker interface {
 	CheckTool(t *Tool) []Problem
+	// CheckSwarmTool is CheckTool for a chat of the openai_swarm
+	// protocol, whose python_functions are read as OpenAI Swarm reads them.
+	CheckSwarmTool(t *Tool) []Problem
 }
 
 // ModelChecker checks, at create time, that one of the server's endpoints
@@ -438,7 +507,9 @@ func (v *validator) checkAgents() {
 		a := &s.Agents[i]
 		p := "/agents/" + strconv.Itoa(i)
 		switch {
-		case !agentNameRE.MatchString(a.Name):
+		case s.OpenAISwarm() && !swarmAgentName(a.Name):
+			v.add(p+"/name", "must be 1 to %d bytes of text without control characters", maxSwarmNameBytes)
+		case !s.OpenAISwarm() && !agentNameRE.MatchString(a.Name):
 			v.add(p+"/name", "must match %s", agentNameRE)
 		case a.Name == UserName:
 			v.add(p+"/name", "%q is reserved for the task and human messages", UserName)
@@ -543,6 +614,7 @@ func (v *validator) checkSelection() {
 		v.add(p+"/graph", "goes with method graph")
 	}
 	v.checkMagentic(p, sel)
+	v.checkProtocol(p, sel)
 	switch sel.Method {
 	case SelectMagentic: // checkMagentic
 	case SelectGraph:
@@ -836,7 +908,11 @@ func (v *validator) checkTools() {
 			v.add(p, "this server runs no tools")
 			continue
 		}
-		for _, pr := range v.env.Tools.CheckTool(&tools[i]) {
+		check := v.env.Tools.CheckTool
+		if v.spec.OpenAISwarm() {
+			check = v.env.Tools.CheckSwarmTool
+		}
+		for _, pr := range check(&tools[i]) {
 			v.add(p+pr.Path, "%s", pr.Message)
 		}
 	}

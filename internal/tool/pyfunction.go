@@ -84,18 +84,28 @@ func (c *functions) parse(impl *implementation) (*pyfunc.Function, error) {
 }
 
 // checkFunction reports the problems of a python_function implementation
-// that only parsing its source finds.
-func (r *Runner) checkFunction(d *decoder, impl *implementation) {
+// that only parsing its source finds: as AgentChat reads it, or as OpenAI
+// Swarm does (swarm).
+func (r *Runner) checkFunction(impl *implementation, swarm bool) []spec.Problem {
 	if impl.SourceCode == "" {
-		return
+		return nil
 	}
-	if _, err := r.functions.parse(impl); err != nil {
-		key := "source_code"
-		if strings.HasPrefix(err.Error(), "global_imports") {
-			key = "global_imports"
-		}
-		d.add(key, "%v", err)
+	var err error
+	if swarm {
+		_, err = pyfunc.ParseSwarm(impl.SourceCode, impl.GlobalImports)
+	} else {
+		_, err = r.functions.parse(impl)
 	}
+	if err == nil {
+		return nil
+	}
+	d := decoder{base: "/implementation"}
+	key := "source_code"
+	if strings.HasPrefix(err.Error(), "global_imports") {
+		key = "global_imports"
+	}
+	d.add(key, "%v", err)
+	return d.probs.Items()
 }
 
 // pythonFunctionRequest is what the harness reads on stdin.
@@ -104,12 +114,24 @@ type pythonFunctionRequest struct {
 	GlobalImports []json.RawMessage `json:"global_imports"`
 	Function      string            `json:"function"`
 	Arguments     json.RawMessage   `json:"arguments"`
+	// Swarm: the result is made as OpenAI Swarm's handle_function_result
+	// makes it (str(), not AgentChat's return_value_as_string).
+	Swarm bool `json:"swarm"`
+	// ContextVariables, when the function takes them, are passed as its
+	// context_variables argument (null: it does not).
+	ContextVariables json.RawMessage `json:"context_variables"`
 }
 
 // harnessResult is what the harness writes.
 type harnessResult struct {
 	Content *string `json:"content"`
 	IsError bool    `json:"is_error"`
+	// Handoff is the name of an agent the function returned.
+	Handoff string `json:"handoff"`
+	// ContextSet and ContextRemoved are the function's changes to the
+	// context variables.
+	ContextSet     json.RawMessage `json:"context_set"`
+	ContextRemoved []string        `json:"context_removed"`
 }
 
 // callPythonFunction runs a python_function tool's function in the chat's
@@ -118,19 +140,14 @@ func (r *Runner) callPythonFunction(ctx context.Context, req *chat.ToolRequest, 
 	if r.cfg.Sandboxes == nil {
 		return failed(outcomeFailed, errors.New("no sandbox backend"), "this server has no code sandbox to run tool %s", req.Tool.Name)
 	}
-	fn, err := r.functions.parse(impl)
+	call, err := r.functionCall(req, impl, args)
 	if err != nil {
-		return failed(outcomeFailed, err, "tool %s is misconfigured: %v", req.Tool.Name, err)
-	}
-	callArgs, err := fn.Arguments(args.raw)
-	if err != nil {
+		if _, misconfigured := errors.AsType[*pyfunc.Error](err); misconfigured {
+			return failed(outcomeFailed, err, "tool %s is misconfigured: %v", req.Tool.Name, err)
+		}
 		return failed(outcomeInvalidArguments, err, "%v", err)
 	}
-	imports := impl.GlobalImports
-	if imports == nil {
-		imports = []json.RawMessage{}
-	}
-	stdin, err := json.Marshal(pythonFunctionRequest{SourceCode: impl.SourceCode, GlobalImports: imports, Function: fn.Name, Arguments: callArgs})
+	stdin, err := json.Marshal(call)
 	if err != nil {
 		return failed(outcomeFailed, err, "could not encode the call: %v", err)
 	}
@@ -165,7 +182,48 @@ func (r *Runner) callPythonFunction(ctx context.Context, req *chat.ToolRequest, 
 		// own, not "Error: …".
 		return outcome{result: chat.ToolResult{Content: *hr.Content, IsError: true}, kind: outcomeToolError, err: errors.New("the function raised")}
 	}
-	return succeeded(*hr.Content)
+	o := succeeded(*hr.Content)
+	o.result.Handoff, o.result.ContextRemoved = hr.Handoff, hr.ContextRemoved
+	if len(hr.ContextSet) > 0 && string(hr.ContextSet) != "null" && string(hr.ContextSet) != "{}" {
+		o.result.ContextSet = hr.ContextSet
+	}
+	return o
+}
+
+// functionCall is the harness's request for one call: under the
+// openai_swarm protocol the function as Swarm calls it (the model's
+// arguments as they are), else as AgentChat's FunctionTool does (the
+// arguments as pydantic validated them). A function with a
+// context_variables parameter is given the chat's variables.
+func (r *Runner) functionCall(req *chat.ToolRequest, impl *implementation, args arguments) (*pythonFunctionRequest, error) {
+	call := &pythonFunctionRequest{SourceCode: impl.SourceCode, GlobalImports: impl.GlobalImports, Swarm: req.Protocol == spec.ProtocolOpenAISwarm}
+	if call.GlobalImports == nil {
+		call.GlobalImports = []json.RawMessage{}
+	}
+	takesContext := false
+	if call.Swarm {
+		fn, err := pyfunc.ParseSwarm(impl.SourceCode, impl.GlobalImports)
+		if err != nil {
+			return nil, err
+		}
+		call.Function, call.Arguments, takesContext = fn.Name, args.raw, fn.TakesContext()
+	} else {
+		fn, err := r.functions.parse(impl)
+		if err != nil {
+			return nil, err
+		}
+		if call.Arguments, err = fn.Arguments(args.raw); err != nil {
+			return nil, err
+		}
+		call.Function, takesContext = fn.Name, fn.TakesContext
+	}
+	if takesContext {
+		call.ContextVariables = req.ContextVariables
+		if len(call.ContextVariables) == 0 {
+			call.ContextVariables = json.RawMessage("{}")
+		}
+	}
+	return call, nil
 }
 
 // callPythonCode runs a python_code tool (PythonCodeExecutionTool): the
@@ -206,4 +264,22 @@ func (r *Runner) describeFunction(t *spec.Tool, impl *implementation) (chat.Tool
 		return chat.ToolDef{}, err
 	}
 	return chat.ToolDef{Name: t.Name, Description: t.Description, Parameters: bytes.Clone(fn.Schema())}, nil
+}
+
+// DescribeSwarm implements chat.Tools: a python_function as OpenAI Swarm's
+// function_to_json describes its function (the docstring, not the tool's
+// description), every other tool as Describe does.
+func (r *Runner) DescribeSwarm(ctx context.Context, chatID string, t *spec.Tool) ([]chat.ToolDef, error) {
+	if t == nil {
+		return nil, errors.New("describe tool: no tool given")
+	}
+	impl, probs := r.parseImplementation(t.Implementation)
+	if len(probs) > 0 || impl.Type != TypePythonFunction {
+		return r.Describe(ctx, chatID, t)
+	}
+	fn, err := pyfunc.ParseSwarm(impl.SourceCode, impl.GlobalImports)
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: %w", t.Name, err)
+	}
+	return []chat.ToolDef{{Name: t.Name, Description: fn.Doc, Parameters: fn.Schema()}}, nil
 }

@@ -99,7 +99,14 @@ func (impl *implementation) grace() time.Duration {
 
 // CheckTool validates one tool definition at create time and reports every
 // problem, with JSON pointers relative to the tool.
-func (r *Runner) CheckTool(t *spec.Tool) []spec.Problem {
+func (r *Runner) CheckTool(t *spec.Tool) []spec.Problem { return r.checkTool(t, false) }
+
+// CheckSwarmTool is CheckTool for a chat of the openai_swarm protocol: a
+// python_function's source is read as OpenAI Swarm's function_to_json reads
+// the function, which takes any signature.
+func (r *Runner) CheckSwarmTool(t *spec.Tool) []spec.Problem { return r.checkTool(t, true) }
+
+func (r *Runner) checkTool(t *spec.Tool, swarm bool) []spec.Problem {
 	if t == nil {
 		return []spec.Problem{{Path: "", Message: "is required"}}
 	}
@@ -121,6 +128,9 @@ func (r *Runner) CheckTool(t *spec.Tool) []spec.Problem {
 	case impl != nil && impl.Type == TypePythonFunction:
 		if hasParams {
 			probs.Add("/parameters", "must be omitted for a python_function tool: the function's signature describes its parameters")
+		}
+		if len(implProbs) == 0 {
+			probs.AddAll("", r.checkFunction(impl, swarm))
 		}
 	case impl != nil && impl.Type == TypePythonCode:
 		if hasParams {
@@ -216,9 +226,6 @@ func (r *Runner) parseImplementation(raw json.RawMessage) (*implementation, []sp
 			}
 		}
 		impl.Name = d.str("name", false)
-		if d.probs.Len() == 0 {
-			r.checkFunction(&d, impl)
-		}
 		if r.cfg.Sandboxes == nil {
 			d.add("type", "python_function tools run in a code sandbox and this server has none: "+
 				"the operator enables one with AGENTD_SANDBOX (docker or bwrap)")

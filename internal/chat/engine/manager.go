@@ -199,14 +199,16 @@ func (s *State) assistantStep(env StepEnv, a *spec.Agent, turn int) Step {
 				Reason: "Approve, edit or reject each tool call before it runs."}))
 		}
 		return Step{Kind: StepTools, Agent: a, Turn: turn, Open: open}
-	case iter < DerefOr(a.MaxToolIterations, 1) || DerefOr(a.ReflectOnToolUse, false):
+	case iter < DerefOr(a.MaxToolIterations, 1) || DerefOr(a.ReflectOnToolUse, false) || s.Spec.OpenAISwarm():
+		// Under openai_swarm a turn is one model call: its tool message
+		// ends it.
 		if h := s.handoffTaken(a); h != nil {
 			// AG2 checks an agent's context conditions before any
 			// other reply: one that holds hands off instead of the
 			// model call.
 			return AppendStep(conditionalHandoff(a, turn, h))
 		}
-		return Step{Kind: StepModel, Agent: a, Turn: turn, Reflect: iter >= DerefOr(a.MaxToolIterations, 1)}
+		return Step{Kind: StepModel, Agent: a, Turn: turn, Reflect: iter >= DerefOr(a.MaxToolIterations, 1) && !s.Spec.OpenAISwarm()}
 	default:
 		return AppendStep(s.toolSummary(a, turn))
 	}

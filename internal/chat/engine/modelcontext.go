@@ -20,6 +20,9 @@ func (s *State) ModelContext(a *spec.Agent, tokens chat.TokenCounter) ([]chat.Mo
 	if a.Type == spec.AgentTeam {
 		return s.teamAnswerContext(a), nil
 	}
+	if s.Spec.OpenAISwarm() {
+		return s.swarmContext(a), nil
+	}
 	sys := s.systemMessage(a)
 	// About one model message per message of the log, and the system's.
 	out := make([]chat.ModelMessage, 0, len(s.Msgs)+1)

@@ -69,6 +69,9 @@ func (s *State) AfterMessage(env StepEnv) (chat.Event, bool) {
 		}
 		return terminalEvent(chat.StatusCompleted, reason, detail, ""), true
 	}
+	if ev, ok := s.swarmEnd(); ok {
+		return ev, true
+	}
 	if s.Turns-s.RunTurns >= s.MaxRound && s.Pending == nil && s.magentic == nil { // magentic_one counts rounds
 		return terminalEvent(chat.StatusCompleted, chat.StopMaxRound, fmt.Sprintf("Maximum number of turns %d reached.", s.MaxRound), ""), true
 	}
