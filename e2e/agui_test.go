@@ -266,11 +266,11 @@ func TestAGUIClientRunsASavedTeam(t *testing.T) {
 }
 
 // startAGUI starts agentd on SQLite for @ag-ui/client with one API key,
-// which its requests then carry.
-func startAGUI(t *testing.T, key string) *proc {
+// which its requests then carry, and env (which may set the sandbox).
+func startAGUI(t *testing.T, key string, env ...string) *proc {
 	t.Helper()
 	needJS(t, "@ag-ui/client")
-	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none", "AGENTD_API_KEYS="+key+":acme")
+	p := startAgentd(t, append([]string{"AGENTD_DATA_DIR=" + t.TempDir(), "AGENTD_SANDBOX=none", "AGENTD_API_KEYS=" + key + ":acme"}, env...)...)
 	p.auth = "Bearer " + key
 	return p
 }
@@ -344,20 +344,28 @@ func TestAGUIDocExampleRuns(t *testing.T) {
 }
 
 // aguiStateTeam declares variables of its own, which a thread's state
-// is merged over.
+// is merged over; its agent's first reply calls a Python function that
+// sets a variable (in the chat's sandbox), its second says "two".
 const aguiStateTeam = `{"max_round": 1, "context_variables": {"lang": "en", "tier": "silver"},
-	"agents": [{"name": "a", "type": "assistant", "model": {"provider": "replay", "responses": ["one", "two"]}}]}`
+	"tools": [{"name": "tag", "description": "Tag the case.", "implementation": {"type": "python_function",
+		"source_code": "def tag(label: str, context_variables) -> str:\n    context_variables['label'] = label\n    return 'tagged ' + label\n"}}],
+	"agents": [{"name": "a", "type": "assistant", "tools": ["tag"], "model": {"provider": "replay",
+		"responses": [{"tool_calls": [{"name": "tag", "arguments": {"label": "lamp"}}]}, "two"]}}]}`
 
 // TestAGUIStateIsTheChatsContextVariables: HttpAgent's state is the
 // thread's context variables. A first run's state is merged over the
-// team's variables when the thread's chat is made; a PATCH between runs
-// and the client's own change of its state before the next run both
-// reach the chat (the run merges what the client changed), and after
-// each run the state HttpAgent holds equals the chat's variables.
+// team's variables when the thread's chat is made, and its tool's change
+// reaches the client while the run streams; a PATCH between runs and the
+// client's own change of its state before the next run both reach the
+// chat (the run merges what the client changed), and after each run the
+// state HttpAgent holds equals the chat's variables.
 func TestAGUIStateIsTheChatsContextVariables(t *testing.T) {
 	t.Parallel()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		missing(t, "bwrap sandbox: bubblewrap is not installed (apt-get install bubblewrap)")
+	}
 	const key = "sk-agentd-agui-state"
-	p := startAGUI(t, key)
+	p := startAGUI(t, key, "AGENTD_SANDBOX=bwrap", "AGENTD_SANDBOX_WORK_ROOT="+reachableDir(t))
 	if code, _, body := p.do("PUT", "/v1/teams/desk", []byte(aguiStateTeam)); code != http.StatusCreated {
 		t.Fatalf("save team: %d %s", code, body)
 	}
@@ -395,9 +403,14 @@ func TestAGUIStateIsTheChatsContextVariables(t *testing.T) {
 
 	first := next()
 	id := threadChat(t, p, "desk")
-	want := map[string]any{"lang": "en", "tier": "gold"}
+	want := map[string]any{"label": "lamp", "lang": "en", "tier": "gold"}
 	if got := vars(id); !reflect.DeepEqual(got, want) || !reflect.DeepEqual(first.State, want) {
 		t.Errorf("after the first run: the chat's variables %v, HttpAgent's state %v; want both %v", got, first.State, want)
+	}
+	// The run began with the team's variables and the client's state,
+	// then the tool's change came.
+	if len(first.Snapshots) != 2 || !reflect.DeepEqual(first.Snapshots[0], map[string]any{"lang": "en", "tier": "gold"}) {
+		t.Errorf("the first run's state snapshots %v: want the variables at its start, then the tool's change", first.Snapshots)
 	}
 	if code, _, body := p.do("PATCH", "/v1/chats/"+id, []byte(`{"context_variables": {"severity": 9}}`)); code != http.StatusOK {
 		t.Fatalf("patch: %d %s", code, body)
@@ -407,7 +420,7 @@ func TestAGUIStateIsTheChatsContextVariables(t *testing.T) {
 	}
 	second := next()
 	node.wait(t)
-	want = map[string]any{"lang": "en", "severity": float64(9), "tier": "platinum"}
+	want = map[string]any{"label": "lamp", "lang": "en", "severity": float64(9), "tier": "platinum"}
 	if got := vars(id); !reflect.DeepEqual(got, want) || !reflect.DeepEqual(second.State, want) {
 		t.Errorf("after the second run: the chat's variables %v, HttpAgent's state %v; want both %v", got, second.State, want)
 	}
