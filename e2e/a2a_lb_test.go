@@ -14,15 +14,28 @@ import (
 	"github.com/agentd/agentd/internal/store/pgtest"
 )
 
-// TestA2AResubscribeThroughLBAfterKill9 streams a task through haproxy in
-// front of two replicas, kills the replica that runs it (kill -9) mid-run,
-// and resubscribes with the official client through the balancer: the
-// other replica takes the chat over, and the task's snapshot plus the
-// updates after it hold every message of the run exactly once, the ones
-// the first stream saw among them.
-func TestA2AResubscribeThroughLBAfterKill9(t *testing.T) {
+// TestA2AResubscribeThroughLBWhenAReplicaEnds streams a task through
+// haproxy in front of two replicas, ends the replica that runs it
+// mid-run, and resubscribes with the official client through the
+// balancer: the other replica takes the chat over, and the task's
+// snapshot plus the updates after it hold every message of the run
+// exactly once, the ones the first stream saw among them. Killed (kill
+// -9), the replica's stream is cut and the client raises the cut;
+// stopped (SIGTERM, no drain), the stream ends with the JSON-RPC error
+// saying the server is shutting down, which the client raises: never an
+// end that looks like the task's.
+func TestA2AResubscribeThroughLBWhenAReplicaEnds(t *testing.T) {
 	needA2AJS(t)
 	t.Parallel()
+	for _, end := range []string{"kill9", "sigterm"} {
+		t.Run(end, func(t *testing.T) {
+			t.Parallel()
+			a2aResubscribe(t, end == "sigterm")
+		})
+	}
+}
+
+func a2aResubscribe(t *testing.T, term bool) {
 	env := []string{"AGENTD_DATABASE_URL=" + pgtest.URL(t), "AGENTD_LEASE_TTL=2s", "AGENTD_SHUTDOWN_DRAIN=0s"}
 	p1, p2 := startA2A(t, env...), startA2A(t, env...)
 	lb := startLB(t, p1, p2)
@@ -64,13 +77,18 @@ func TestA2AResubscribeThroughLBAfterKill9(t *testing.T) {
 		if killed == nil {
 			t.Fatalf("no replica logged chat %s", line.ContextID)
 		}
-		killed.kill9()
+		if term {
+			killed.stop()
+		} else {
+			killed.kill9()
+		}
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("a2a.mjs: %v\n%s", err, stderr.String())
 	}
 	var r struct {
 		FirstEnded string   `json:"firstEnded"`
+		FirstError string   `json:"firstError"`
 		First      []string `json:"first"`
 		Snapshot   []string `json:"snapshot"`
 		Later      []string `json:"later"`
@@ -80,10 +98,13 @@ func TestA2AResubscribeThroughLBAfterKill9(t *testing.T) {
 	if err := json.Unmarshal(result, &r); err != nil {
 		t.Fatalf("a2a.mjs result %q: %v", result, err)
 	}
-	t.Logf("first stream %s after %d messages; resubscribed in %d attempts: %d in the snapshot, %d after",
-		r.FirstEnded, len(r.First), r.Attempts, len(r.Snapshot), len(r.Later))
+	t.Logf("first stream %s (%s) after %d messages; resubscribed in %d attempts: %d in the snapshot, %d after",
+		r.FirstEnded, r.FirstError, len(r.First), r.Attempts, len(r.Snapshot), len(r.Later))
 	if killed == nil || r.FirstEnded != "broken" {
-		t.Fatalf("the first stream was not cut by the kill: %+v", r)
+		t.Fatalf("the first stream was not cut by the replica's end: %+v", r)
+	}
+	if term && (!strings.Contains(r.FirstError, "the server is shutting down") || !strings.Contains(r.FirstError, "-32603")) {
+		t.Errorf("the stream of the stopped replica raised %q, want its JSON-RPC error (-32603) saying the server is shutting down", r.FirstError)
 	}
 	if r.Final != "TASK_STATE_COMPLETED" {
 		t.Errorf("the task ended %s", r.Final)

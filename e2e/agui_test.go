@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -152,7 +154,7 @@ func TestAGUIClientRunsASavedTeam(t *testing.T) {
 	if r.Error != "" {
 		t.Fatalf("tools run raised %s", r.Error)
 	}
-	want := "RUN_STARTED STEP_STARTED:calc TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT " +
+	want := "RUN_STARTED STATE_SNAPSHOT STEP_STARTED:calc TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT " +
 		"TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END STEP_FINISHED:calc STEP_STARTED:writer TEXT_MESSAGE_START"
 	if ts := strings.Join(r.types(), " "); !strings.HasPrefix(ts, want) || !strings.HasSuffix(ts, "TEXT_MESSAGE_END STEP_FINISHED:writer RUN_FINISHED") {
 		t.Errorf("events:\n got %s\nwant %s … TEXT_MESSAGE_END STEP_FINISHED:writer RUN_FINISHED", ts, want)
@@ -263,6 +265,16 @@ func TestAGUIClientRunsASavedTeam(t *testing.T) {
 	}
 }
 
+// startAGUI starts agentd on SQLite for @ag-ui/client with one API key,
+// which its requests then carry, and env (which may set the sandbox).
+func startAGUI(t *testing.T, key string, env ...string) *proc {
+	t.Helper()
+	needJS(t, "@ag-ui/client")
+	p := startAgentd(t, append([]string{"AGENTD_DATA_DIR=" + t.TempDir(), "AGENTD_SANDBOX=none", "AGENTD_API_KEYS=" + key + ":acme"}, env...)...)
+	p.auth = "Bearer " + key
+	return p
+}
+
 // threadChat is the one chat of a team made for an AG-UI thread.
 func threadChat(t *testing.T, p *proc, team string) string {
 	t.Helper()
@@ -285,10 +297,8 @@ func threadChat(t *testing.T, p *proc, team string) string {
 // route's errors.
 func TestAGUIDocExampleRuns(t *testing.T) {
 	t.Parallel()
-	needJS(t, "@ag-ui/client")
 	const key = "sk-agentd-agui-docs"
-	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none", "AGENTD_API_KEYS="+key+":acme")
-	p.auth = "Bearer " + key
+	p := startAGUI(t, key)
 	team := fencedBlocks(t, "../docs/ag-ui.md", "json team")
 	code := fencedBlocks(t, "../docs/ag-ui.md", "js")
 	output := fencedBlocks(t, "../docs/ag-ui.md", "")
@@ -330,5 +340,93 @@ func TestAGUIDocExampleRuns(t *testing.T) {
 	p.auth = ""
 	if status, _, body = p.do("POST", "/ag-ui/review", []byte(`{}`)); status != http.StatusUnauthorized {
 		t.Errorf("without a key: %d %s", status, body)
+	}
+}
+
+// aguiStateTeam declares variables of its own, which a thread's state
+// is merged over; its agent's first reply calls a Python function that
+// sets a variable (in the chat's sandbox), its second says "two".
+const aguiStateTeam = `{"max_round": 1, "context_variables": {"lang": "en", "tier": "silver"},
+	"tools": [{"name": "tag", "description": "Tag the case.", "implementation": {"type": "python_function",
+		"source_code": "def tag(label: str, context_variables) -> str:\n    context_variables['label'] = label\n    return 'tagged ' + label\n"}}],
+	"agents": [{"name": "a", "type": "assistant", "tools": ["tag"], "model": {"provider": "replay",
+		"responses": [{"tool_calls": [{"name": "tag", "arguments": {"label": "lamp"}}]}, "two"]}}]}`
+
+// TestAGUIStateIsTheChatsContextVariables: HttpAgent's state is the
+// thread's context variables. A first run's state is merged over the
+// team's variables when the thread's chat is made, and its tool's change
+// reaches the client while the run streams; a PATCH between runs and the
+// client's own change of its state before the next run both reach the
+// chat (the run merges what the client changed), and after each run the
+// state HttpAgent holds equals the chat's variables.
+func TestAGUIStateIsTheChatsContextVariables(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		missing(t, "bwrap sandbox: bubblewrap is not installed (apt-get install bubblewrap)")
+	}
+	const key = "sk-agentd-agui-state"
+	p := startAGUI(t, key, "AGENTD_SANDBOX=bwrap", "AGENTD_SANDBOX_WORK_ROOT="+reachableDir(t))
+	if code, _, body := p.do("PUT", "/v1/teams/desk", []byte(aguiStateTeam)); code != http.StatusCreated {
+		t.Fatalf("save team: %d %s", code, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	node := startNode(ctx, t, "js/agui_state.mjs", p.base, key, "desk")
+	type runState struct {
+		State     map[string]any   `json:"state"`
+		Snapshots []map[string]any `json:"snapshots"`
+		Error     string           `json:"error"`
+	}
+	next := func() runState {
+		t.Helper()
+		b, ok := <-node.lines
+		if !ok {
+			t.Fatalf("agui_state.mjs ended: %v\n%s", <-node.done, node.stderr.String())
+		}
+		var r runState
+		mustUnmarshal(t, b, &r)
+		if r.Error != "" {
+			t.Fatalf("the run raised %s", r.Error)
+		}
+		return r
+	}
+	// vars are the chat's context variables, as JSON values.
+	vars := func(id string) map[string]any {
+		t.Helper()
+		var c struct {
+			ContextVariables map[string]any `json:"context_variables"`
+		}
+		_, _, body := p.do("GET", "/v1/chats/"+id, nil)
+		mustUnmarshal(t, body, &c)
+		return c.ContextVariables
+	}
+
+	first := next()
+	id := threadChat(t, p, "desk")
+	want := map[string]any{"label": "lamp", "lang": "en", "tier": "gold"}
+	if got := vars(id); !reflect.DeepEqual(got, want) || !reflect.DeepEqual(first.State, want) {
+		t.Errorf("after the first run: the chat's variables %v, HttpAgent's state %v; want both %v", got, first.State, want)
+	}
+	// The run began with the team's variables and the client's state,
+	// then the tool's change came.
+	if len(first.Snapshots) != 2 || !reflect.DeepEqual(first.Snapshots[0], map[string]any{"lang": "en", "tier": "gold"}) {
+		t.Errorf("the first run's state snapshots %v: want the variables at its start, then the tool's change", first.Snapshots)
+	}
+	if code, _, body := p.do("PATCH", "/v1/chats/"+id, []byte(`{"context_variables": {"severity": 9}}`)); code != http.StatusOK {
+		t.Fatalf("patch: %d %s", code, body)
+	}
+	if _, err := io.WriteString(node.stdin, "patched\n"); err != nil {
+		t.Fatal(err)
+	}
+	second := next()
+	node.wait(t)
+	want = map[string]any{"label": "lamp", "lang": "en", "severity": float64(9), "tier": "platinum"}
+	if got := vars(id); !reflect.DeepEqual(got, want) || !reflect.DeepEqual(second.State, want) {
+		t.Errorf("after the second run: the chat's variables %v, HttpAgent's state %v; want both %v", got, second.State, want)
+	}
+	// The run began with the variables the PATCH left, then merged the
+	// client's change.
+	if len(second.Snapshots) < 2 || second.Snapshots[0]["severity"] != float64(9) || second.Snapshots[0]["tier"] != "gold" {
+		t.Errorf("the second run's state snapshots %v: want the PATCH's variables first, then the client's change", second.Snapshots)
 	}
 }

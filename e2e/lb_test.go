@@ -23,7 +23,8 @@ import (
 )
 
 // lbConfig is the part of deploy/compose/haproxy/haproxy.cfg that matters
-// here, with quick health checks: GET /readyz, long timeouts for streams.
+// here, with quick health checks: GET /readyz, long timeouts for streams,
+// and MCP sessions kept on their replica (docs/mcp.md).
 const lbConfig = `global
   log stdout format raw local0 info
 defaults
@@ -47,6 +48,10 @@ backend agentd
   http-check send meth GET uri /readyz
   http-check expect status 200
   default-server check inter 300ms fall 1 rise 1
+  # An MCP session lives on the replica that opened it.
+  stick-table type string len 64 size 10k expire 1h
+  stick match req.hdr(mcp-session-id)
+  stick store-response res.hdr(mcp-session-id)
   server a %s
   server b %s
 `

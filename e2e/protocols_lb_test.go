@@ -3,12 +3,19 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentd/agentd/internal/llm/openaitest"
 	"github.com/agentd/agentd/internal/store/pgtest"
@@ -63,7 +70,10 @@ func TestProtocolStreamsThroughLBWhenAReplicaEnds(t *testing.T) {
 // nodeScript is a node script of e2e/js run by a test: the lines it
 // prints, as they come, then its end.
 type nodeScript struct {
-	lines  chan []byte
+	lines chan []byte
+	// stdin is the script's standard input, for a script that waits for
+	// the test.
+	stdin  io.WriteCloser
 	stderr *syncBuffer
 	done   chan error
 }
@@ -76,6 +86,9 @@ func startNode(ctx context.Context, t *testing.T, args ...string) *nodeScript {
 	cmd.Stderr = c.stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
+		t.Fatal(err)
+	}
+	if c.stdin, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
@@ -270,4 +283,150 @@ func loggedWith(logs, msg, id string) bool {
 		}
 	}
 	return false
+}
+
+// TestMCPCallThroughLBWhenAReplicaEnds calls a slow team's tool through
+// haproxy (MCP sessions kept on their replica) with each official client,
+// the TypeScript SDK's and the Go SDK's, and ends the replica serving the
+// session once the team has said something. Stopped (SIGTERM, no drain),
+// the call answers at once with an error result that names the chat and
+// says the server is shutting down; killed (kill -9), the client raises
+// the cut (the Go client at once, the TypeScript one at its timeout).
+// Never a result that looks like the team's answer, and the run is not
+// cancelled: it ends completed on the other replica.
+func TestMCPCallThroughLBWhenAReplicaEnds(t *testing.T) {
+	needA2AJS(t)
+	t.Parallel()
+	for _, end := range []string{"kill9", "sigterm"} {
+		for _, client := range []string{"ts", "go"} {
+			t.Run(end+"/"+client, func(t *testing.T) {
+				t.Parallel()
+				mcpLBEnd(t, client, end == "sigterm")
+			})
+		}
+	}
+}
+
+// mcpLBCall is how a tool call ended: its result, or the client's error.
+type mcpLBCall struct {
+	Call *struct {
+		Text       string `json:"text"`
+		IsError    bool   `json:"isError"`
+		Structured struct {
+			ChatID string `json:"chat_id"`
+			Status string `json:"status"`
+		} `json:"structured"`
+	} `json:"call"`
+	Error string `json:"error"`
+}
+
+func mcpLBEnd(t *testing.T, client string, term bool) {
+	env := []string{"AGENTD_DATABASE_URL=" + pgtest.URL(t), "AGENTD_LEASE_TTL=2s", "AGENTD_SHUTDOWN_DRAIN=0s"}
+	p1, p2 := startA2A(t, env...), startA2A(t, env...)
+	lb := startLB(t, p1, p2)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	opened := make(chan struct{})
+	ended := make(chan mcpLBCall, 1)
+	if client == "ts" {
+		node := startNode(ctx, t, "js/mcp.mjs", lb, a2aKey, "lbend")
+		go func() {
+			var last []byte
+			for b := range node.lines {
+				if strings.Contains(string(b), `"opened":true`) {
+					close(opened)
+					continue
+				}
+				last = b
+			}
+			var c mcpLBCall
+			if err := <-node.done; err != nil || json.Unmarshal(last, &c) != nil {
+				c.Error = fmt.Sprintf("mcp.mjs: %v %s\n%s", err, last, node.stderr.String())
+			}
+			ended <- c
+		}()
+	} else {
+		go func() { ended <- mcpGoCall(ctx, lb, opened) }()
+	}
+	select {
+	case <-opened:
+	case c := <-ended:
+		t.Fatalf("the call ended before the team said anything: %+v", c)
+	}
+	// The replica that took the call serves its session.
+	var served *proc
+	var chatID string
+	for _, p := range []*proc{p1, p2} {
+		for line := range strings.Lines(p.logs.String()) {
+			if _, after, ok := strings.Cut(line, "mcp tool call started"); ok {
+				served = p
+				chatID, _, _ = strings.Cut(strings.SplitN(after, "chat_id=", 2)[1], " ")
+			}
+		}
+	}
+	if served == nil {
+		t.Fatal("no replica logged the tool call")
+	}
+	begun := time.Now()
+	if term {
+		served.stop()
+	} else {
+		served.kill9()
+	}
+	c := <-ended
+	how := "raising " + c.Error
+	if c.Call != nil {
+		how = fmt.Sprintf("with the result %+v", *c.Call)
+	}
+	t.Logf("%s: the call ended %s after the replica's end, %s", client, time.Since(begun).Round(time.Millisecond), how)
+	switch {
+	case c.Call != nil && !c.Call.IsError:
+		t.Errorf("the cut call returned %q as if the team had answered", c.Call.Text)
+	case term && (c.Call == nil || !strings.Contains(c.Call.Text, "shutting down") ||
+		c.Call.Structured.ChatID != chatID || c.Call.Structured.Status != "running"):
+		t.Errorf("the call on the stopped replica ended %s, want an error result saying the server is shutting down, naming chat %s as running", how, chatID)
+	case !term && c.Error == "":
+		t.Errorf("the call on the killed replica ended %s, want the client to raise the cut", how)
+	}
+	survivor := p1
+	if served == p1 {
+		survivor = p2
+	}
+	if ch := survivor.waitTerminal(chatID, time.Minute); ch.Status != "completed" {
+		t.Errorf("the call's chat ended %s, want its run completed on the other replica", ch.Status)
+	}
+}
+
+// mcpGoCall makes the call with the Go SDK's client, closing opened at
+// its first progress notification.
+func mcpGoCall(ctx context.Context, base string, opened chan struct{}) (c mcpLBCall) {
+	var once sync.Once
+	client := mcp.NewClient(&mcp.Implementation{Name: "agentd-e2e-go", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { once.Do(func() { close(opened) }) },
+	})
+	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{a2aKey}}}, nil)
+	if err != nil {
+		c.Error = err.Error()
+		return c
+	}
+	// The session dies with its replica: closing it is not waited for.
+	defer func() { go session.Close() }()
+	if _, err := session.ListTools(ctx, nil); err != nil {
+		c.Error = err.Error()
+		return c
+	}
+	params := &mcp.CallToolParams{Name: "run_slow", Arguments: map[string]any{"task": "count slowly"}}
+	params.SetProgressToken("lb-1")
+	callCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	res, err := session.CallTool(callCtx, params)
+	if err != nil {
+		c.Error = err.Error()
+		return c
+	}
+	b, _ := json.Marshal(map[string]any{"text": res.Content[0].(*mcp.TextContent).Text, "isError": res.IsError, "structured": res.StructuredContent})
+	_ = json.Unmarshal(b, &c.Call)
+	return c
 }

@@ -112,7 +112,7 @@ switch (scenario) {
   }
   case 'resubscribe': {
     // Stream a task; once it has said something, tell the test (which
-    // kills the replica serving it), then subscribe again until it ends.
+    // ends the replica serving it), then subscribe again until it ends.
     const first = [];
     let task;
     try {
@@ -127,6 +127,7 @@ switch (scenario) {
       out.firstEnded = 'cleanly';
     } catch (e) {
       out.firstEnded = 'broken';
+      out.firstError = String(e);
     }
     out.first = first;
     out.attempts = 0;

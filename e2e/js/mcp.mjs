@@ -55,6 +55,28 @@ switch (scenario) {
     out.resources = listed.resources.map((r) => r.uri);
     break;
   }
+  case 'lbend': {
+    // A call through a load balancer: once the team has said something,
+    // tell the test (which ends the replica serving the session), then
+    // print how the call ended: its result, or the error the client
+    // raised (a cut call without an answer raises its timeout).
+    let opened = false;
+    try {
+      const res = await client.callTool({ name: 'run_slow', arguments: { task: 'count slowly' } }, undefined, {
+        timeout: 20000,
+        onprogress: () => {
+          if (!opened) console.log(JSON.stringify({ opened: true }));
+          opened = true;
+        },
+      });
+      out.call = { text: res.content.map((c) => c.text).join(''), isError: res.isError ?? false, structured: res.structuredContent };
+    } catch (e) {
+      out.error = `${e?.constructor?.name}: ${e?.message ?? e}`;
+    }
+    // The session died with its replica: nothing to close.
+    console.log(JSON.stringify(out));
+    process.exit(0);
+  }
   default:
     throw new Error(`unknown scenario ${scenario}`);
 }

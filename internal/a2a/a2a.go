@@ -148,7 +148,14 @@ func New(cfg Config, chats Chats, logger *slog.Logger, reg prometheus.Registerer
 type metrics struct {
 	calls   *prometheus.CounterVec
 	streams prometheus.Gauge
+	cut     *prometheus.CounterVec
 }
+
+// Reasons of agentd_a2a_streams_cut_total.
+const (
+	cutShutdown = "shutdown"
+	cutError    = "error"
+)
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
@@ -160,8 +167,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "agentd_a2a_streams_open",
 			Help: "A2A task streams (SendStreamingMessage, SubscribeToTask) open now.",
 		}),
+		cut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentd_a2a_streams_cut_total",
+			Help: "A2A task streams ended with an error before their task settled, by reason (shutdown: the replica stopped; error: the chat's log could not be read).",
+		}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.calls, m.streams} {
+	for _, c := range []prometheus.Collector{m.calls, m.streams, m.cut} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register a2a metrics: %w", err)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/runtime"
 	"github.com/agentd/agentd/internal/spec"
 )
 
@@ -28,8 +29,13 @@ func (c *call) fail(e *rpcError) { c.h.answer(c.w, c.r, c.method, c.id, nil, e) 
 
 func (c *call) ok(result any) { c.h.answer(c.w, c.r, c.method, c.id, result, nil) }
 
-// failErr answers the error of the chat service, logging ours.
+// failErr answers the error of the chat service, logging ours. A call
+// cut by the server's shutdown says so.
 func (c *call) failErr(err error, taskID string) {
+	if runtime.ServerEnded(c.r.Context()) {
+		c.h.log.Warn("a2a call cut by shutdown", "method", c.method, "team", c.team, "tenant", c.tenant, "task_id", taskID)
+		err = runtime.ErrStopped
+	}
 	e, internal := rpcErrorOf(err, taskID)
 	if internal && c.r.Context().Err() == nil {
 		c.h.log.Error("a2a call failed", "method", c.method, "team", c.team, "tenant", c.tenant, "task_id", taskID, "error", err)

@@ -42,6 +42,7 @@ const (
 	methodNotFoundOutcome       = "method_not_found"
 	invalidRequestOutcome       = "invalid_request"
 	internalOutcome             = "internal"
+	shutdownOutcome             = "server_shutting_down"
 	parseErrorOutcome           = "parse_error"
 	maxMethodBytes              = 128
 	rpcContentTypeWithCharset   = "application/json; charset=utf-8"
@@ -82,6 +83,19 @@ func unsupported(format string, args ...any) *rpcError {
 	return &rpcError{Code: codeUnsupportedOperation, Message: fmt.Sprintf(format, args...), outcome: unsupportedOperationOutcome}
 }
 
+// shuttingDown is the error that ends a call or stream about a task
+// because this replica is stopping: A2A's internal error (its temporary
+// unavailability), saying that the task goes on, with the reason in a
+// google.rpc.ErrorInfo as A2A's error details are. A stream that ended
+// without it, or without a final status, would look finished to the
+// client.
+func shuttingDown(taskID string) *rpcError {
+	return &rpcError{Code: codeInternal, outcome: shutdownOutcome,
+		Message: fmt.Sprintf("the server is shutting down; task %q goes on: subscribe to it again (SubscribeToTask) or get it (GetTask)", taskID),
+		Data: []map[string]any{{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "SERVER_SHUTTING_DOWN",
+			"domain": "agentd", "metadata": map[string]string{"taskId": taskID}}}}
+}
+
 func taskNotFound(id string) *rpcError {
 	return &rpcError{Code: codeTaskNotFound, Message: fmt.Sprintf("task %q not found", id), outcome: taskNotFoundOutcome}
 }
@@ -118,6 +132,8 @@ func rpcErrorOf(err error, taskID string) (e *rpcError, internal bool) {
 		return unsupported("the task is not waiting for input"), false
 	case errors.Is(err, chat.ErrConflict):
 		return invalidParams("this messageId was sent before with another message"), false
+	case errors.Is(err, runtime.ErrStopped):
+		return shuttingDown(taskID), false
 	case errors.Is(err, runtime.ErrLogBroken):
 		return unsupported("the context's chat cannot be run again: its log cannot be read"), false
 	}

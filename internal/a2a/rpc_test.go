@@ -3,12 +3,14 @@ package a2a
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/runtime"
@@ -182,4 +184,94 @@ func FuzzServeRPC(f *testing.F) {
 			t.Fatalf("%q answered %s", body, w.Body.String())
 		}
 	})
+}
+
+// runningChats is fakeChats with chat c1's run 2 under way.
+type runningChats struct{ fakeChats }
+
+func (runningChats) Get(_ context.Context, tenant, id string) (*chat.Chat, error) {
+	if tenant != "acme" || id != "c1" {
+		return nil, chat.ErrNotFound
+	}
+	return &chat.Chat{ID: "c1", Tenant: "acme", Status: chat.StatusRunning, Run: 2, Team: &chat.TeamRef{Name: "echo", Version: 1}}, nil
+}
+
+func (runningChats) Events(_ context.Context, _, _ string, after int64, limit int) ([]chat.Event, error) {
+	var out []chat.Event
+	for _, e := range twoRuns {
+		if e.Seq > after && len(out) < limit {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// TestStreamCutByShutdown: a task stream whose request ends because the
+// server shuts down (its base context cancelled with runtime.ErrStopped)
+// ends with the JSON-RPC error the client raises, so that the unsettled
+// task does not look finished; one whose client went away is told
+// nothing.
+func TestStreamCutByShutdown(t *testing.T) {
+	for _, shutdown := range []bool{true, false} {
+		t.Run(map[bool]string{true: "shutdown", false: "client gone"}[shutdown], func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			h, err := New(Config{}, runningChats{}, nil, reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			base, end := context.WithCancelCause(context.Background())
+			defer end(nil)
+			ctx, leave := context.WithCancel(base)
+			defer leave()
+			if shutdown {
+				end(runtime.ErrStopped)
+			} else {
+				leave()
+			}
+			w := httptest.NewRecorder()
+			r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/a2a/echo",
+				strings.NewReader(`{"jsonrpc": "2.0", "id": 5, "method": "SubscribeToTask", "params": {"id": "c1-run-2"}}`))
+			h.ServeRPC(w, r, "acme", "echo")
+			var lines []string
+			for line := range strings.Lines(w.Body.String()) {
+				if data, ok := strings.CutPrefix(line, "data: "); ok {
+					lines = append(lines, data)
+				}
+			}
+			if len(lines) == 0 || !strings.Contains(lines[0], `"TASK_STATE_WORKING"`) {
+				t.Fatalf("the stream %q does not start with the working task", w.Body.String())
+			}
+			last := lines[len(lines)-1]
+			cut := testutil.ToFloat64(h.metrics.cut.WithLabelValues(cutShutdown))
+			if !shutdown {
+				if len(lines) != 1 || cut != 0 {
+					t.Errorf("a stream whose client went away got %q after its snapshot, counted %v cut", lines[1:], cut)
+				}
+				return
+			}
+			var resp struct {
+				ID    int       `json:"id"`
+				Error *rpcError `json:"error"`
+			}
+			if err := json.Unmarshal([]byte(last), &resp); err != nil || resp.Error == nil || resp.ID != 5 ||
+				resp.Error.Code != codeInternal || !strings.Contains(resp.Error.Message, "shutting down") ||
+				!strings.Contains(last, `"reason":"SERVER_SHUTTING_DOWN"`) {
+				t.Errorf("the stream ended %s, want the JSON-RPC error saying the server is shutting down", last)
+			}
+			if cut != 1 {
+				t.Errorf("agentd_a2a_streams_cut_total{reason=shutdown} = %v, want 1", cut)
+			}
+		})
+	}
+}
+
+// TestShutdownIsAnA2AError: a call cut by the server's shutdown (a
+// blocking SendMessage waiting for its task) answers A2A's internal
+// error saying the task goes on, not the bare "internal error" of a
+// failure of ours.
+func TestShutdownIsAnA2AError(t *testing.T) {
+	e, internal := rpcErrorOf(fmt.Errorf("wait for the task: %w", runtime.ErrStopped), "c1-run-2")
+	if internal || e.Code != codeInternal || e.outcome != shutdownOutcome || !strings.Contains(e.Message, `task "c1-run-2" goes on`) {
+		t.Errorf("rpcErrorOf(ErrStopped) = %+v (ours: %v)", e, internal)
+	}
 }

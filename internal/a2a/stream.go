@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/agentd/agentd/internal/runtime"
 )
 
 // streamTask answers a streaming call with an event stream: the task as
@@ -57,18 +59,33 @@ func (c *call) streamTask(chatID string, run int, since int64, historyLength *in
 	if err := send([]StreamResponse{{Task: v.task(c.historyLength(historyLength))}}); err != nil {
 		return
 	}
+	// cut ends a stream before its task settled with the JSON-RPC error
+	// the client raises, so that it subscribes again instead of taking
+	// the stream's end for the task's: the server shutting down, or the
+	// log that cannot be read. A client gone is told nothing.
+	cut := func(err error) {
+		switch {
+		case runtime.ServerEnded(ctx):
+			c.h.log.Warn("a2a stream: cut by shutdown", "chat_id", chatID, "run", run, "method", c.method)
+			c.h.metrics.cut.WithLabelValues(cutShutdown).Inc()
+			err = runtime.ErrStopped
+		case ctx.Err() != nil || !written:
+			return
+		default:
+			c.h.log.Error("a2a stream: read the chat's log", "chat_id", chatID, "run", run, "error", err)
+			c.h.metrics.cut.WithLabelValues(cutError).Inc()
+		}
+		e, _ := rpcErrorOf(err, TaskID(chatID, run))
+		b, _ := json.Marshal(rpcResponse{JSONRPC: jsonRPCVersion, ID: nullIfEmpty(c.id), Error: e})
+		_, _ = fmt.Fprintf(c.w, "data: %s\n\n", b)
+		_ = rc.Flush()
+	}
 	beat := time.NewTicker(c.h.cfg.Heartbeat)
 	defer beat.Stop()
 	for {
 		// What came after the snapshot, or since the last read.
 		if err := c.follow(ctx, v, 0, send); err != nil {
-			if ctx.Err() == nil && written {
-				c.h.log.Error("a2a stream: read the chat's log", "chat_id", chatID, "run", run, "error", err)
-				e, _ := rpcErrorOf(err, TaskID(chatID, run))
-				b, _ := json.Marshal(rpcResponse{JSONRPC: jsonRPCVersion, ID: nullIfEmpty(c.id), Error: e})
-				_, _ = fmt.Fprintf(c.w, "data: %s\n\n", b)
-				_ = rc.Flush()
-			}
+			cut(err)
 			return
 		}
 		if v.settledAfter(since) {
@@ -76,6 +93,7 @@ func (c *call) streamTask(chatID string, run int, since int64, historyLength *in
 		}
 		select {
 		case <-ctx.Done():
+			cut(ctx.Err())
 			return
 		case <-beat.C:
 			// A comment keeps proxies from closing an idle stream; the

@@ -1,10 +1,12 @@
 package agui
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/chat/engine"
 )
 
 // AG-UI event types (the type field of every event), as @ag-ui/core 1.0
@@ -23,6 +25,7 @@ const (
 	typeToolCallEnd        = "TOOL_CALL_END"
 	typeToolCallResult     = "TOOL_CALL_RESULT"
 	typeMessagesSnapshot   = "MESSAGES_SNAPSHOT"
+	typeStateSnapshot      = "STATE_SNAPSHOT"
 )
 
 // Event is one AG-UI event: its type and its fields, written as one SSE
@@ -64,6 +67,10 @@ type mapper struct {
 	// model call restarted, here or on a replica that took the chat
 	// over), so the client holds a fragment the thread does not.
 	voided bool
+	// vars are the chat's context variables as the events so far leave
+	// them: the AG-UI state, sent whole (STATE_SNAPSHOT) when the run
+	// starts and after each change while it streams.
+	vars map[string]json.RawMessage
 }
 
 type streamKey struct {
@@ -146,11 +153,23 @@ func (m *mapper) delta(d chat.Delta) []Event {
 // event maps one event of the chat's log; done reports that the run has
 // ended (its last events are in out).
 func (m *mapper) event(e chat.Event) (out []Event, done bool) {
+	if e.Type == chat.EventContextUpdated {
+		// Folded before the run too: the run starts with the variables
+		// the log leaves it.
+		if vars, err := engine.FoldContext(m.vars, e); err == nil {
+			m.vars = vars
+		}
+		if m.started {
+			return []Event{m.stateSnapshot()}, false
+		}
+		return nil, false
+	}
 	if e.Type == chat.EventRunStarted {
 		var d chat.RunData
 		if chat.DecodeData(e, &d) == nil {
 			if d.Run == m.run {
 				m.started = true
+				return []Event{m.stateSnapshot()}, false
 			} else if d.Run > m.run && m.started {
 				return m.finish(Event{"type": typeRunFinished, "outcome": map[string]any{"type": "success"}}), true
 			}
@@ -177,6 +196,11 @@ func (m *mapper) event(e chat.Event) (out []Event, done bool) {
 		return m.finish(Event{"type": typeRunError, "message": "the run failed: " + d.Failure(), "code": "run_failed"}), true
 	}
 	return nil, false
+}
+
+// stateSnapshot is the AG-UI state: the chat's variables ({} for none).
+func (m *mapper) stateSnapshot() Event {
+	return Event{"type": typeStateSnapshot, "snapshot": engine.EncodeContext(m.vars)}
 }
 
 // finish ends the run with last: the open replies and step are closed

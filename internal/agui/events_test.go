@@ -106,7 +106,7 @@ func TestMapperTurnsAndToolCalls(t *testing.T) {
 	if !done {
 		t.Fatal("the run did not end at chat.completed")
 	}
-	want := "STEP_STARTED:coder TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT " +
+	want := "STATE_SNAPSHOT STEP_STARTED:coder TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT " +
 		"TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END STEP_FINISHED:coder " +
 		"STEP_STARTED:critic TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END STEP_FINISHED:critic RUN_FINISHED"
 	if got := types(out); got != want {
@@ -115,8 +115,8 @@ func TestMapperTurnsAndToolCalls(t *testing.T) {
 	if got := texts(t, out); !reflect.DeepEqual(got, map[string]string{"msg-6": "It is 3.", "msg-7": "APPROVE"}) {
 		t.Errorf("messages = %v", got)
 	}
-	if out[1]["toolCallName"] != "add" || out[2]["delta"] != `{"a":1,"b":2}` || out[4]["content"] != "3" || out[4]["toolCallId"] != "call_1" {
-		t.Errorf("tool call events = %v %v %v", out[1], out[2], out[4])
+	if out[2]["toolCallName"] != "add" || out[3]["delta"] != `{"a":1,"b":2}` || out[5]["content"] != "3" || out[5]["toolCallId"] != "call_1" {
+		t.Errorf("tool call events = %v %v %v", out[2], out[3], out[5])
 	}
 	last := out[len(out)-1]
 	if last["threadId"] != "thread-1" || last["runId"] != "run-1" || !reflect.DeepEqual(last["outcome"], map[string]any{"type": "success"}) {
@@ -157,7 +157,7 @@ func TestMapperStreamedReply(t *testing.T) {
 			if want := len(tt.want) > 1; m.voided != want {
 				t.Errorf("voided = %v, want %v: the client holds a fragment the thread does not", m.voided, want)
 			}
-			if types(out)[:len("STEP_STARTED:a TEXT_MESSAGE_START")] != "STEP_STARTED:a TEXT_MESSAGE_START" {
+			if want := "STATE_SNAPSHOT STEP_STARTED:a TEXT_MESSAGE_START"; types(out)[:len(want)] != want {
 				t.Errorf("events = %s", types(out))
 			}
 		})
@@ -244,5 +244,56 @@ func TestMapperToolCallOfAStreamedReply(t *testing.T) {
 	last := out[len(out)-1]
 	if last.Type() != typeToolCallEnd || out[len(out)-3]["parentMessageId"] != "reply-2-a" {
 		t.Errorf("events %s, TOOL_CALL_START %v", types(out), out[len(out)-3])
+	}
+}
+
+// TestMapperStateSnapshots: the AG-UI state is the chat's context
+// variables, sent whole when the run starts (the variables the log left
+// before it: a spec's, a PATCH's) and again after each change during the
+// run (the run's own, a tool's), so the client's state ends equal to the
+// chat's.
+func TestMapperStateSnapshots(t *testing.T) {
+	m := newMapper("t", "r", 2)
+	m.vars = map[string]json.RawMessage{"tier": json.RawMessage(`"silver"`)}
+	out, done := run(t, m,
+		ev(5, chat.EventContextUpdated, chat.ContextUpdate{Set: map[string]json.RawMessage{"lang": json.RawMessage(`"en"`)}, By: chat.ContextBy{Client: chat.ContextByPatch}}),
+		ev(6, chat.EventRunStarted, chat.RunData{Run: 2}),
+		ev(7, chat.EventContextUpdated, chat.ContextUpdate{Set: map[string]json.RawMessage{"tier": json.RawMessage(`"gold"`)}, By: chat.ContextBy{Client: chat.ContextByRun}}),
+		msg(8, chat.RoleAssistant, "a", "ok", chat.KindModel),
+		ev(9, chat.EventContextUpdated, chat.ContextUpdate{Set: map[string]json.RawMessage{"n": json.RawMessage(`1`)}, Removed: []string{"lang"}, By: chat.ContextBy{Agent: "a", Tool: "count"}}),
+		ev(10, chat.EventChatCompleted, nil),
+	)
+	if !done {
+		t.Fatal("the run did not end")
+	}
+	var snaps []string
+	for _, e := range out {
+		if e.Type() == typeStateSnapshot {
+			b, _ := json.Marshal(e["snapshot"])
+			snaps = append(snaps, string(b))
+		}
+	}
+	want := []string{`{"lang":"en","tier":"silver"}`, `{"lang":"en","tier":"gold"}`, `{"n":1,"tier":"gold"}`}
+	if !reflect.DeepEqual(snaps, want) {
+		t.Errorf("state snapshots %q, want %q", snaps, want)
+	}
+	if types(out)[:len("STATE_SNAPSHOT STATE_SNAPSHOT STEP_STARTED:a")] != "STATE_SNAPSHOT STATE_SNAPSHOT STEP_STARTED:a" {
+		t.Errorf("events = %s", types(out))
+	}
+}
+
+func TestChangedVars(t *testing.T) {
+	vars := map[string]json.RawMessage{"a": json.RawMessage(`{"x":1,"y":[1,2]}`), "b": json.RawMessage(`"s"`)}
+	state := map[string]json.RawMessage{"a": json.RawMessage(`{"y": [1, 2], "x": 1}`), "b": json.RawMessage(`"t"`),
+		"c": json.RawMessage(`3`), "b2": json.RawMessage(` null`)}
+	got := changedVars(state, vars)
+	if len(got) != 2 || string(got["b"]) != `"t"` || string(got["c"]) != "3" {
+		t.Errorf("changed %s, want b and c only (a is the same value, b2 removes nothing)", got)
+	}
+	if got := changedVars(map[string]json.RawMessage{"b": json.RawMessage(`null`)}, vars); string(got["b"]) != "null" {
+		t.Errorf("the removal of a variable set: %s", got)
+	}
+	if changedVars(map[string]json.RawMessage{"b": json.RawMessage(`"s"`)}, vars) != nil {
+		t.Error("a state equal to the variables changes something")
 	}
 }

@@ -15,13 +15,18 @@ import (
 
 // RunAgentInput is the body of a run, as @ag-ui/core defines it. The
 // schema is open (unknown fields are allowed), so only what a run uses
-// is read: tools, context and state are the client's and accepted
-// without effect (docs/ag-ui.md).
+// is read: tools and context are the client's and accepted without
+// effect; state is merged into the chat's context variables
+// (docs/ag-ui.md).
 type runAgentInput struct {
-	ThreadID string         `json:"threadId"`
-	RunID    string         `json:"runId"`
-	Messages []inputMessage `json:"messages"`
-	Resume   []resumeEntry  `json:"resume"`
+	ThreadID string          `json:"threadId"`
+	RunID    string          `json:"runId"`
+	Messages []inputMessage  `json:"messages"`
+	Resume   []resumeEntry   `json:"resume"`
+	State    json.RawMessage `json:"state"`
+
+	// state is State read as context variables (nil for none or {}).
+	state map[string]json.RawMessage
 }
 
 // inputMessage is a message of the thread as the client holds it; only
@@ -90,6 +95,13 @@ func (h *Handler) readInput(w http.ResponseWriter, r *http.Request) (*runAgentIn
 		}
 		if e.Status != resumeResolve && e.Status != resumeCancel {
 			add(fmt.Sprintf("/resume/%d/status", i), "must be resolved or cancelled")
+		}
+	}
+	if st := bytes.TrimSpace(in.State); len(st) > 0 && string(st) != "null" {
+		// The client's state is the thread's context variables, with
+		// their limits (an object of at most 64 KiB).
+		if vars, ok := spec.CheckContext("/state", st, add); ok && len(vars) > 0 {
+			in.state = vars
 		}
 	}
 	if len(probs) > 0 {

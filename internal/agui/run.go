@@ -1,12 +1,14 @@
 package agui
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 
 	"github.com/agentd/agentd/internal/chat"
@@ -94,6 +96,9 @@ type started struct {
 	snapshot []map[string]any
 	// repeated: the run that made the thread's chat, posted again.
 	repeated bool
+	// vars are the chat's context variables as of after (nil when the
+	// stream reads the chat's log from its start).
+	vars map[string]json.RawMessage
 }
 
 // start posts the run: a new chat for an unknown thread, else the
@@ -108,7 +113,12 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 		if task == "" {
 			return nil, invalid(spec.Problem{Path: "/messages", Message: "the last message is the new thread's task, so it must be the user's and hold text"})
 		}
-		body, err := json.Marshal(map[string]any{"team_ref": team, "task": task, "metadata": map[string]string{threadKey: in.ThreadID, firstRunKey: runKey(key, in)}})
+		req := map[string]any{"team_ref": team, "task": task, "metadata": map[string]string{threadKey: in.ThreadID, firstRunKey: runKey(key, in)}}
+		if in.state != nil {
+			// The client's state over the team's variables.
+			req["context_variables"] = in.state
+		}
+		body, err := json.Marshal(req)
 		if err != nil {
 			return nil, fmt.Errorf("encode create request: %w", err)
 		}
@@ -125,7 +135,12 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 		// The run that made the thread's chat, posted again.
 		return &started{chatID: ch.ID, run: 1, repeated: true}, nil
 	}
-	st := &started{chatID: ch.ID}
+	vars, err := decodeVars(ch)
+	if err != nil {
+		return nil, err
+	}
+	st := &started{chatID: ch.ID, vars: vars}
+	changed := changedVars(in.state, vars)
 	if len(in.Resume) > 0 && !awaits(ch, in.Resume) {
 		// The interrupt was answered already (a client that lost the
 		// stream of its resume posts it again): the run from there.
@@ -146,13 +161,22 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 			return nil, err
 		}
 		st.run, st.after, st.answered = ch.Run, ch.LastSeq, true
+		if len(changed) > 0 {
+			// The run an answer goes on with has merged its variables
+			// already; the next run takes the change.
+			h.log.Info("ag-ui: state of a resume not merged: the run is under way", "chat_id", ch.ID, "keys", len(changed))
+		}
 	} else {
 		if task == "" {
 			return nil, invalid(spec.Problem{Path: "/messages", Message: "the last message is the run's task, so it must be the user's and hold text"})
 		}
 		// A repeat of the key answers the chat as the run's post left it:
 		// its events start after that.
-		posted, n, err := h.rt.SubmitRun(ctx, tenant, ch.ID, key, spec.TextRun(task))
+		req := spec.TextRun(task)
+		// The client's state, as far as it differs from the thread's
+		// variables, is merged as the run starts.
+		req.ContextVariables = changed
+		posted, n, err := h.rt.SubmitRun(ctx, tenant, ch.ID, key, req)
 		if err != nil {
 			return nil, err
 		}
@@ -164,6 +188,52 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 		return nil, err
 	}
 	return st, nil
+}
+
+// decodeVars reads the context variables of a chat from the runtime.
+func decodeVars(ch *chat.Chat) (map[string]json.RawMessage, error) {
+	if len(ch.ContextVariables) == 0 {
+		return nil, nil
+	}
+	var vars map[string]json.RawMessage
+	if err := json.Unmarshal(ch.ContextVariables, &vars); err != nil {
+		return nil, fmt.Errorf("decode context variables of chat %s: %w", ch.ID, err)
+	}
+	return vars, nil
+}
+
+// changedVars are the variables of state whose values vars does not hold
+// (nil for none; a null is a removal): AG-UI clients send their whole state with every run,
+// which is the thread's own as the last run's snapshots left it, so
+// merging only what differs keeps the log free of changes that change
+// nothing.
+func changedVars(state, vars map[string]json.RawMessage) map[string]json.RawMessage {
+	var out map[string]json.RawMessage
+	for k, v := range state {
+		old, ok := vars[k]
+		if (ok && sameJSON(old, v)) || (!ok && string(bytes.TrimSpace(v)) == "null") {
+			continue // the same value, or the removal of a variable not set
+		}
+		if out == nil {
+			out = map[string]json.RawMessage{}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// sameJSON reports whether two JSON values are equal as values (object
+// keys in any order, numbers as written).
+func sameJSON(a, b json.RawMessage) bool {
+	decode := func(raw json.RawMessage) (any, bool) {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		var v any
+		return v, dec.Decode(&v) == nil
+	}
+	va, oka := decode(a)
+	vb, okb := decode(b)
+	return oka && okb && reflect.DeepEqual(va, vb)
 }
 
 // awaits reports whether ch waits for the input an interrupt of resume
@@ -303,7 +373,14 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, tenant string, 
 		}
 	}
 	m := newMapper(in.ThreadID, in.RunID, st.run)
+	m.vars = st.vars
 	m.started = st.answered
+	if st.answered {
+		// The run's run.started is behind: its state is sent now.
+		if send(m.stateSnapshot()) != nil {
+			return
+		}
+	}
 	outcome, err := h.follow(ctx, tenant, st, m, send, func() error {
 		if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
 			return err

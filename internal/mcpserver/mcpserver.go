@@ -99,6 +99,11 @@ type Handler struct {
 
 	mu      sync.Mutex
 	tenants map[string]*tenantServer
+
+	// ended is closed when the server shuts down: the tool calls in
+	// flight answer at once (endCalls).
+	ended   chan struct{}
+	endOnce sync.Once
 }
 
 // New returns a Handler; its metrics are registered on reg.
@@ -120,13 +125,45 @@ func New(cfg Config, chats Chats, logger *slog.Logger, reg prometheus.Registerer
 	if err != nil {
 		return nil, err
 	}
-	return &Handler{cfg: cfg, chats: chats, log: logger, metrics: m, tenants: map[string]*tenantServer{}}, nil
+	return &Handler{cfg: cfg, chats: chats, log: logger, metrics: m, tenants: map[string]*tenantServer{}, ended: make(chan struct{})}, nil
 }
 
 // ServeHTTP serves an MCP request of a tenant (POST, GET or DELETE /mcp).
+//
+// The SDK runs a tool call on its session, not on the POST that carries
+// it, and ends that POST's event stream when the request's context ends,
+// without the call's answer: the client would wait for an answer that
+// never comes. So when the server shuts down (the request's context ends
+// with runtime.ErrStopped) the calls in flight are told to answer at once
+// (an error result: the run goes on), and the POST is kept open up to
+// shutdownGrace for that answer to reach the client. A client that goes
+// away ends the request at once, as before.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, tenant string) {
-	h.tenant(tenant).http.ServeHTTP(w, r)
+	ctx := r.Context()
+	kept, release := context.WithCancel(context.WithoutCancel(ctx))
+	defer release()
+	stop := context.AfterFunc(ctx, func() {
+		if !runtime.ServerEnded(ctx) {
+			release()
+			return
+		}
+		h.endCalls()
+		if r.Method != http.MethodPost {
+			release() // no call answers on it
+			return
+		}
+		time.AfterFunc(shutdownGrace, release)
+	})
+	defer stop()
+	h.tenant(tenant).http.ServeHTTP(w, r.WithContext(kept))
 }
+
+// shutdownGrace bounds how long a POST outlives the server's shutdown for
+// the answers of its calls, which come as soon as the calls see it.
+const shutdownGrace = 3 * time.Second
+
+// endCalls tells the tool calls in flight that the server shuts down.
+func (h *Handler) endCalls() { h.endOnce.Do(func() { close(h.ended) }) }
 
 // TeamsChanged brings the tenant's tools in line with its saved teams,
 // which notifies its sessions (tools/list_changed) when they differ. The
@@ -166,7 +203,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentd_mcp_tool_calls_total",
-			Help: "MCP team tool calls, by outcome (completed, failed, cancelled, awaiting_input, invalid, error, client_cancelled).",
+			Help: "MCP team tool calls, by outcome (completed, failed, cancelled, awaiting_input, invalid, error, client_cancelled, server_shutting_down).",
 		}, []string{"outcome"}),
 		sessions: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "agentd_mcp_sessions_total",

@@ -19,6 +19,9 @@ import (
 // maxProgressText bounds the message text a progress notification quotes.
 const maxProgressText = 200
 
+// outcomeShutdown is the outcome of a call cut by the server's shutdown.
+const outcomeShutdown = "server_shutting_down"
+
 // runResult is a team tool's structured content.
 type runResult struct {
 	ChatID       string `json:"chat_id"`
@@ -72,6 +75,9 @@ func (ts *tenantServer) runTeam(team string) mcp.ToolHandler {
 				ts.h.log.Info("mcp tool call cancelled: run cancelled", "chat_id", c.ID, "team", team, "tenant", ts.tenant)
 			}
 			return nil, err
+		}
+		if outcome == outcomeShutdown {
+			ts.h.log.Warn("mcp tool call cut by shutdown: its run goes on", "chat_id", c.ID, "team", team, "tenant", ts.tenant)
 		}
 		if err != nil {
 			ts.h.log.Error("mcp: follow a tool call's chat", "chat_id", c.ID, "error", err)
@@ -146,6 +152,15 @@ func (ts *tenantServer) follow(ctx context.Context, req *mcp.CallToolRequest, ch
 		select {
 		case <-ctx.Done():
 			return nil, "client_cancelled", ctx.Err()
+		case <-ts.h.ended:
+			// The server shuts down: the call cannot wait for the run,
+			// which goes on on another replica. An error result, not
+			// the final message: the client must not take it for the
+			// team's answer.
+			final.Status = string(chat.StatusRunning)
+			text := fmt.Sprintf("The server is shutting down before the team's run ended; the run goes on in chat %s: "+
+				"read the resource %s%s for its transcript once it ends.", chatID, chatURIPrefix, chatID)
+			return result(text, final, true), outcomeShutdown, nil
 		case <-wake:
 		case <-poll.C:
 		}

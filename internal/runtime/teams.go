@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"strconv"
 	"strings"
@@ -77,11 +78,18 @@ const teamRefKey = "team_ref"
 // the task: everything else comes from the saved team. messages, the
 // conversation before the task, is how a client that keeps its own
 // history (the OpenAI-compatible API's chat completions) runs a team on it.
-var teamRefOverrides = map[string]bool{"task": true, "name": true, "metadata": true, "max_round": true, "webhook": true, "messages": true}
+// context_variables are merged over the team's (teamRefContextKey), so a
+// client that brings its own state (AG-UI's) keeps the team's defaults.
+var teamRefOverrides = map[string]bool{"task": true, "name": true, "metadata": true, "max_round": true, "webhook": true, "messages": true,
+	teamRefContextKey: true}
+
+// teamRefContextKey is the override merged key by key into the team's.
+const teamRefContextKey = "context_variables"
 
 // resolveTeamRef turns a create request with team_ref into the spec it
 // stands for: the saved team's spec with the request's task and its
-// overrides of name, metadata, max_round, webhook and messages. It returns body
+// overrides of name, metadata, max_round, webhook, messages and
+// context_variables (merged over the team's). It returns body
 // unchanged and a nil ref for a request without team_ref.
 func (r *Runtime) resolveTeamRef(ctx context.Context, tenant string, body []byte) ([]byte, *chat.TeamRef, error) {
 	if !bytes.Contains(body, []byte(teamRefKey)) && !bytes.Contains(body, []byte(`\u`)) {
@@ -98,7 +106,7 @@ func (r *Runtime) resolveTeamRef(ctx context.Context, tenant string, body []byte
 	var probs problem.List
 	for k := range top {
 		if k != teamRefKey && !teamRefOverrides[k] {
-			probs.Add(problem.Key("", k), "comes from the saved team: a request with team_ref sets only task, name, metadata, max_round, webhook and messages")
+			probs.Add(problem.Key("", k), "comes from the saved team: a request with team_ref sets only task, name, metadata, max_round, webhook, messages and context_variables")
 		}
 	}
 	var ref string
@@ -134,11 +142,36 @@ func (r *Runtime) resolveTeamRef(ctx context.Context, tenant string, body []byte
 			merged[k] = v
 		}
 	}
+	if v, ok := top[teamRefContextKey]; ok {
+		merged[teamRefContextKey] = mergeObjects(t.Spec, v)
+	}
 	out, err := json.Marshal(merged)
 	if err != nil {
 		return nil, nil, fmt.Errorf("merge the request into team %q: %w", name, err)
 	}
 	return out, &chat.TeamRef{Name: t.Name, Version: t.Version}, nil
+}
+
+// mergeObjects is the team spec's context_variables with the request's
+// set over them, key by key; a request's value that is not an object is
+// returned as it is, for the spec's check to refuse.
+func mergeObjects(teamSpec []byte, req json.RawMessage) json.RawMessage {
+	var over map[string]json.RawMessage
+	if json.Unmarshal(req, &over) != nil || over == nil {
+		return req
+	}
+	var team struct {
+		Vars map[string]json.RawMessage `json:"context_variables"`
+	}
+	if json.Unmarshal(teamSpec, &team) != nil || len(team.Vars) == 0 {
+		return req
+	}
+	maps.Copy(team.Vars, over)
+	out, err := json.Marshal(team.Vars)
+	if err != nil {
+		return req
+	}
+	return out
 }
 
 // parseTeamRef parses "name" or "name@version"; msg says what is wrong.
