@@ -5,12 +5,14 @@ import (
 	"fmt"
 	goruntime "runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentd/agentd/internal/runtime"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/store/pgtest"
 )
@@ -65,6 +67,69 @@ func BenchmarkChatThroughput(b *testing.B) {
 				b.ReportMetric(float64(messages)/time.Since(start).Seconds(), "msgs/s")
 			})
 		}
+	}
+}
+
+// BenchmarkTurnCycle keeps 32 chats of instant replay models in flight (each
+// done chat replaced by a new one, as bench-compare's clients do) for a few
+// seconds after a warm-up, reports messages per second, and logs where a
+// turn's time goes: every worker's turn cycle timed at each hand-off (see
+// cycleRecorder), from the publication of one append to that of the next.
+func BenchmarkTurnCycle(b *testing.B) {
+	const (
+		chats  = 32
+		rounds = 20
+		warmup = time.Second
+		steady = 3 * time.Second
+	)
+	sp := twoAgentSpec(rounds, 0, "")
+	for _, backend := range []string{"sqlite", "postgres"} {
+		b.Run(fmt.Sprintf("%s/chats=%d", backend, chats), func(b *testing.B) {
+			for range b.N {
+				db := openBackend(b, backend)
+				models, err := llm.New(llm.Config{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				rt, err := runtime.New(runtime.Config{Store: db, Models: models, LeaseDuration: 30 * time.Second})
+				if err != nil {
+					b.Fatal(err)
+				}
+				cycles := runtime.RecordTurnCycles(rt)
+				if err := rt.Start(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				var (
+					done atomic.Bool
+					wg   sync.WaitGroup
+				)
+				for range chats {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for !done.Load() {
+							c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: sp})
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							waitTerminal(b, rt, c.ID, time.Minute)
+						}
+					}()
+				}
+				time.Sleep(warmup)
+				cycles.Reset()
+				start := time.Now()
+				time.Sleep(steady)
+				cycles.Pause()
+				elapsed := time.Since(start)
+				done.Store(true)
+				wg.Wait()
+				stopRuntime(b, rt)
+				b.ReportMetric(float64(cycles.Turns())/elapsed.Seconds(), "msgs/s")
+				b.Logf("%s, %d chats in flight:\n%s", backend, chats, cycles.Report())
+			}
+		})
 	}
 }
 

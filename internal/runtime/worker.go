@@ -79,6 +79,9 @@ type worker struct {
 	// claimedIdle: the worker was started for an ended chat's next run;
 	// it holds a lease that no append of its own may release.
 	claimedIdle bool
+	// cyc are the times of the turn in progress when the runtime records
+	// turn cycles (Runtime.cycles); nil otherwise.
+	cyc *turnStamps
 }
 
 // workerFlags are set by the scheduler (lease renewals, notifications,
@@ -114,6 +117,9 @@ func newWorker(rt *Runtime, c *chat.Chat, seed *workerSeed) *worker {
 		st:            st,
 		flags:         &workerFlags{},
 		claimedIdle:   c.Status.Terminal(),
+	}
+	if rt.cycles != nil {
+		w.cyc = &turnStamps{}
 	}
 	w.flags.stop.Store(c.StopRequested)
 	w.flags.queued.Store(c.QueuedRuns > 0)
@@ -333,12 +339,22 @@ func (w *worker) commitKeyed(ctx context.Context, startKey string, evs ...chat.E
 	}
 	evs = append(held, evs...)
 	upd := next.Update(env.Now)
-	if err := w.append(ctx, &chat.AppendParams{ChatID: w.id, Epoch: w.epoch, Events: evs, Update: upd, StartKey: startKey}); err != nil {
+	p := &chat.AppendParams{ChatID: w.id, Epoch: w.epoch, Events: evs, Update: upd, StartKey: startKey}
+	if w.cyc != nil {
+		p.Trace, w.cyc.appendStart = &w.cyc.trace, time.Now()
+	}
+	if err := w.append(ctx, p); err != nil {
 		return &appendError{err: fmt.Errorf("append seq %d..%d to chat %s: %w", evs[0].Seq, evs[len(evs)-1].Seq, w.id, err)}
+	}
+	if w.cyc != nil {
+		w.cyc.appendEnd = time.Now()
 	}
 	w.st = next
 	w.inputResponse = nil // the store cleared it with this append
 	w.rt.appended(w.id, evs, next, &upd)
+	if w.cyc != nil {
+		w.rt.cycles.committed(w.cyc)
+	}
 	return nil
 }
 

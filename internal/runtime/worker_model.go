@@ -65,7 +65,13 @@ func (w *worker) callModel(ctx context.Context, st *engine.State, a *spec.Agent,
 		return nil, fmt.Errorf("model context of agent %s: %w", a.Name, err)
 	}
 	start := time.Now()
+	if w.cyc != nil {
+		w.cyc.modelStart = start
+	}
 	resp, err := w.rt.models.Complete(ctx, req)
+	if w.cyc != nil {
+		w.cyc.modelEnd = time.Now()
+	}
 	return w.modelAnswered(ctx, req, resp, err, start)
 }
 

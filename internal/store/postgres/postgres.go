@@ -125,6 +125,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.commit = groupcommit.New(groupcommit.Config[*op]{
 		Commit:   s.commitBatch,
 		Key:      opChat,
+		Trace:    opTrace,
 		InFlight: commitsInFlight,
 		Isolate:  isolate,
 		Logger:   cfg.Logger.With("store", "postgres"),

@@ -72,6 +72,10 @@ type Config[T any] struct {
 	Timeout time.Duration
 	// Logger receives batch failures; default slog.Default().
 	Logger *slog.Logger
+	// Trace is a member's chat.AppendTrace, if it asked for one (see
+	// chat.AppendParams.Trace). Default: members are taken as
+	// *chat.AppendParams.
+	Trace func(T) *chat.AppendTrace
 }
 
 // Committer queues appends and commits them in batches from one goroutine
@@ -136,6 +140,14 @@ func New[T any](cfg Config[T]) *Committer[T] {
 	}
 	if cfg.Isolate == nil {
 		cfg.Isolate = func(error) bool { return true }
+	}
+	if cfg.Trace == nil {
+		cfg.Trace = func(p T) *chat.AppendTrace {
+			if a, ok := any(p).(*chat.AppendParams); ok {
+				return a.Trace
+			}
+			return nil
+		}
 	}
 	if cfg.Key == nil {
 		cfg.Key = func(p T) string {
@@ -315,8 +327,10 @@ func (c *Committer[T]) commit(ctx context.Context, batch []*request[T]) {
 		ps[i] = r.p
 	}
 	fenced := make([]bool, len(batch))
+	taken := time.Now()
 	err := c.run(ctx, ps, fenced)
 	if err == nil {
+		c.stamp(ps, taken)
 		for i, r := range batch {
 			r.done <- fencedErr(fenced[i])
 		}
@@ -344,6 +358,19 @@ func (c *Committer[T]) commit(ctx context.Context, batch []*request[T]) {
 			continue
 		}
 		r.done <- fencedErr(one[0])
+	}
+}
+
+// stamp fills in the traces of the members that asked for one.
+func (c *Committer[T]) stamp(ps []T, taken time.Time) {
+	var committed time.Time
+	for _, p := range ps {
+		if t := c.cfg.Trace(p); t != nil {
+			if committed.IsZero() {
+				committed = time.Now()
+			}
+			t.Taken, t.Committed, t.Batch = taken, committed, len(ps)
+		}
 	}
 }
 

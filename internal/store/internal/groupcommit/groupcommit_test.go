@@ -254,3 +254,31 @@ func TestInFlightBatchesCommitConcurrently(t *testing.T) {
 		t.Fatalf("batches %v, want two of one", f.batches)
 	}
 }
+
+// An append that asks for a trace gets its batch's times and size; one that
+// does not is left alone.
+func TestTraceStampsTheBatch(t *testing.T) {
+	f := &fakeDB{gate: make(chan struct{}), entered: make(chan struct{}, 100)}
+	c, queued := newCommitter(t, f)
+	errs := make(chan error, 4)
+	go func() { errs <- c.Append(t.Context(), &chat.AppendParams{ChatID: "first"}) }()
+	<-f.entered
+	traces := []*chat.AppendTrace{{}, {}, nil}
+	before := time.Now()
+	for i, tr := range traces {
+		go func() { errs <- c.Append(t.Context(), &chat.AppendParams{ChatID: fmt.Sprint("c", i), Trace: tr}) }()
+	}
+	waitQueued(t, queued, 1+len(traces))
+	f.gate <- struct{}{}
+	f.gate <- struct{}{}
+	for range 1 + len(traces) {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, tr := range traces[:2] {
+		if tr.Batch != 3 || tr.Taken.Before(before) || tr.Committed.Before(tr.Taken) {
+			t.Errorf("trace %d: %+v, want a batch of 3 taken after %v and committed after it was taken", i, *tr, before)
+		}
+	}
+}
