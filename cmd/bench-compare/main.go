@@ -53,7 +53,14 @@ type config struct {
 	streamRounds int
 	// idle is how many idle event streams the idle phase opens.
 	idle int
-	out  io.Writer
+	// The scale phase: chats at once, each reply's tokens and time, the
+	// share of chats followed, the warm-up after the creates and the
+	// measured time.
+	scaleChats, scaleTokens    int
+	scaleReply                 time.Duration
+	scaleFollow                float64
+	scaleWarmup, scaleDuration time.Duration
+	out                        io.Writer
 }
 
 func main() {
@@ -73,7 +80,7 @@ func main() {
 	flag.StringVar(&cfg.agentd, "agentd", "", "agentd binary (default: built from this checkout)")
 	flag.IntVar(&cfg.statements, "statements", 0, "list agentd's N most frequent statements of each phase, per message")
 	flag.DurationVar(&cfg.hold, "hold", 0, "after the memory phase, keep agentd running this long (or until interrupted) with pprof on its admin address")
-	phases := flag.String("phases", "table,stream,idle,memory", "the parts to run: table (agentd next to pgbench), stream, idle, memory")
+	phases := flag.String("phases", "table,stream,idle,memory,scale", "the parts to run: table (agentd next to pgbench), stream, idle, memory, scale")
 	flag.IntVar(&cfg.streamChats, "stream-chats", 200, "streaming phase: chats at once, each with one follower")
 	flag.IntVar(&cfg.streamReplies, "stream-replies", 3, "streaming phase: replies of each chat")
 	flag.IntVar(&cfg.streamRounds, "stream-rounds", 3, "streaming phase: measured rounds of each system (after a first round apart)")
@@ -81,11 +88,17 @@ func main() {
 	flag.DurationVar(&cfg.streamFirst, "stream-first", 200*time.Millisecond, "streaming phase: the model's wait before a reply's first token")
 	flag.DurationVar(&cfg.streamEvery, "stream-every", 20*time.Millisecond, "streaming phase: the model's pause between tokens")
 	flag.IntVar(&cfg.idle, "idle", 10000, "idle phase: event streams held open on chats that wait")
+	flag.IntVar(&cfg.scaleChats, "scale-chats", 10000, "scale phase: chats at once")
+	flag.IntVar(&cfg.scaleTokens, "scale-tokens", 10, "scale phase: tokens of each streamed reply")
+	flag.DurationVar(&cfg.scaleReply, "scale-reply", time.Second, "scale phase: the model's time for one reply")
+	flag.Float64Var(&cfg.scaleFollow, "scale-follow", 0.1, "scale phase: share of the chats with an SSE follower")
+	flag.DurationVar(&cfg.scaleWarmup, "scale-warmup", 5*time.Second, "scale phase: time after the creates before measuring")
+	flag.DurationVar(&cfg.scaleDuration, "scale-duration", 60*time.Second, "scale phase: measured time on each store")
 	flag.Parse()
 	cfg.phases = map[string]bool{}
 	for _, p := range strings.Split(*phases, ",") {
 		switch p = strings.TrimSpace(p); p {
-		case "table", "stream", "idle", "memory":
+		case "table", "stream", "idle", "memory", "scale":
 			cfg.phases[p] = true
 		default:
 			fmt.Fprintf(os.Stderr, "bench-compare: unknown phase %q in -phases\n", p)
@@ -193,6 +206,11 @@ func run(ctx context.Context, cfg config) error {
 			return fmt.Errorf("memory phase: %w", err)
 		}
 		m.print(cfg.out)
+	}
+	if cfg.phases["scale"] && cfg.scaleChats > 0 {
+		if err := scalePhase(ctx, pg, bin, tmp, cfg); err != nil {
+			return fmt.Errorf("scale phase: %w", err)
+		}
 	}
 	if cfg.hold > 0 {
 		fmt.Fprintf(cfg.out, "\nagentd (pid %d) holds for %s; pprof at http://%s/debug/pprof/\n", ag.pid(), cfg.hold, ag.admin)
