@@ -82,18 +82,18 @@ func (c *cycleRecorder) report() string {
 	}
 	var b strings.Builder
 	turnMean := mean(c.turns)
-	fmt.Fprintf(&b, "turn cycle, %d turns: stage          mean µs  share  p50 µs  p99 µs\n", len(c.turns))
+	n := 0
+	for _, x := range c.batches {
+		n += x
+	}
+	fmt.Fprintf(&b, "turn cycle, %d turns, mean batch %.1f appends\n  %-22s %8s  %5s  %6s  %6s\n", len(c.turns),
+		float64(n)/float64(len(c.batches)), "stage", "mean µs", "share", "p50 µs", "p99 µs")
 	for i := range stageCount {
 		m := mean(c.stages[i])
 		fmt.Fprintf(&b, "  %-22s %8.0f  %4.0f%%  %6.0f  %6.0f\n", stageNames[i], us(m),
 			100*float64(m)/float64(turnMean), us(pct(c.stages[i], 0.5)), us(pct(c.stages[i], 0.99)))
 	}
 	fmt.Fprintf(&b, "  %-22s %8.0f  %4d%%  %6.0f  %6.0f\n", "whole turn", us(turnMean), 100, us(pct(c.turns, 0.5)), us(pct(c.turns, 0.99)))
-	n := 0
-	for _, x := range c.batches {
-		n += x
-	}
-	fmt.Fprintf(&b, "  mean batch: %.1f appends\n", float64(n)/float64(len(c.batches)))
 	return b.String()
 }
 

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -277,6 +278,7 @@ func (c *Committer[T]) loop(ctx context.Context) {
 		batch, stopping := c.take()
 		if len(batch) > 0 {
 			c.commit(ctx, batch)
+			c.gather()
 			continue
 		}
 		if stopping {
@@ -286,6 +288,26 @@ func (c *Committer[T]) loop(ctx context.Context) {
 			return
 		}
 		<-c.wake
+	}
+}
+
+// gather lets the appenders that the batch just answered run before the
+// next batch is taken: they are runnable on this goroutine's processor,
+// and each of them may be about to queue its next append. Taken at once,
+// the next batch would hold the first few, and the rest would wait a
+// whole commit for the batch after it. It yields while the queue grows,
+// a few times at most; with nothing else runnable a yield returns at once.
+func (c *Committer[T]) gather() {
+	n := -1
+	for range 4 {
+		c.mu.Lock()
+		m := len(c.queue)
+		c.mu.Unlock()
+		if m == n || m >= c.cfg.MaxBatch {
+			return
+		}
+		n = m
+		runtime.Gosched()
 	}
 }
 
