@@ -30,6 +30,7 @@ import (
 
 type config struct {
 	conc     []int
+	rounds   int
 	duration time.Duration
 	warmup   time.Duration
 	messages int
@@ -73,6 +74,7 @@ func main() {
 	)
 	flag.StringVar(&conc, "c", "1,8,32,128", "concurrencies: pgbench clients, and chats kept in flight")
 	flag.DurationVar(&cfg.duration, "duration", 10*time.Second, "measured time of each phase")
+	flag.IntVar(&cfg.rounds, "rounds", 3, "table: rounds at each C, pgbench and agentd alternating; the table gives the median round")
 	flag.DurationVar(&cfg.warmup, "warmup", 2*time.Second, "unmeasured time before each agentd phase")
 	flag.IntVar(&cfg.messages, "messages", 20, "messages per chat (the task and messages-1 agent turns)")
 	flag.IntVar(&cfg.waiting, "waiting", 10000, "chats waiting on a slow model for the memory figure (0: skip)")
@@ -231,19 +233,27 @@ func tablePhase(ctx context.Context, pg *pgServer, ag *agentdProc, tmp string, c
 	t := newTable(cfg.out)
 	var tops []statementTop
 	for _, c := range cfg.conc {
-		pb, err := pgbenchPhase(ctx, pg, c, cfg.duration, tmp)
-		if err != nil {
-			return fmt.Errorf("pgbench at C=%d: %w", c, err)
+		// Rounds alternate pgbench and agentd, so that a stretch in which
+		// the machine runs slower slows both; the table gives each
+		// system's median round.
+		var pbs, ars []result
+		for round := range max(cfg.rounds, 1) {
+			pb, err := pgbenchPhase(ctx, pg, c, cfg.duration, tmp)
+			if err != nil {
+				return fmt.Errorf("pgbench at C=%d: %w", c, err)
+			}
+			ar, err := agentdPhase(ctx, pg, ag, c, cfg)
+			if err != nil {
+				return fmt.Errorf("agentd at C=%d: %w", c, err)
+			}
+			pbs, ars = append(pbs, pb), append(ars, ar)
+			fmt.Fprintf(os.Stderr, "C=%d, round %d: pgbench %.0f rows/s, agentd %.0f msg/s (%.2f×)\n", c, round+1, pb.rate, ar.rate, ar.rate/pb.rate)
 		}
-		ar, err := agentdPhase(ctx, pg, ag, c, cfg)
-		if err != nil {
-			return fmt.Errorf("agentd at C=%d: %w", c, err)
-		}
-		t.row(c, pb, ar)
+		pb, ar := medianResult(pbs), medianResult(ars)
+		t.row(c, pb, ar, roundRatios(pbs, ars))
 		if ar.top != nil {
 			tops = append(tops, *ar.top)
 		}
-		fmt.Fprintf(os.Stderr, "C=%d: pgbench %.0f rows/s, agentd %.0f msg/s\n", c, pb.rate, ar.rate)
 	}
 	t.flush()
 	for _, top := range tops {

@@ -78,7 +78,7 @@ func TestOneTinyRound(t *testing.T) {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	err := run(ctx, config{conc: []int{2}, duration: time.Second, warmup: 500 * time.Millisecond,
+	err := run(ctx, config{conc: []int{2}, rounds: 2, duration: time.Second, warmup: 500 * time.Millisecond,
 		messages: 4, waiting: 20, history: 50, agentd: bin, out: &out,
 		phases:      map[string]bool{"table": true, "stream": true, "idle": true, "memory": true, "scale": true},
 		streamChats: 3, streamReplies: 2, streamTokens: 5, streamFirst: 100 * time.Millisecond, streamEvery: 5 * time.Millisecond, streamRounds: 1,
