@@ -110,7 +110,7 @@ func RunStateProperty(t *testing.T, rt *Runtime, db *FaultyStore, seed uint64, m
 		if rng.IntN(30) == 0 {
 			db.fenceNext.Store(true)
 		}
-		if w.holdable(st) && rng.IntN(2) == 0 {
+		if w.holdable(&st) && rng.IntN(2) == 0 {
 			if err := w.hold(ctx, st.Events...); err != nil {
 				w = afterFailedAppend(t, rt, db, w, err)
 				continue

@@ -19,7 +19,7 @@ import (
 // to the model are kept small: what is prepared before the call and done
 // after it lives in frames of its own, gone while the call waits; that is
 // what lets the garbage collector halve the stack of every waiting chat.
-func (w *worker) modelStep(ctx context.Context, s engine.Step) error {
+func (w *worker) modelStep(ctx context.Context, s *engine.Step) error {
 	resp, box, err := w.askModel(ctx, w.st, s.Agent, s.Reflect)
 	if err != nil {
 		return err
