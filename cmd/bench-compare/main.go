@@ -61,6 +61,7 @@ type config struct {
 	scaleReply                 time.Duration
 	scaleFollow                float64
 	scaleWarmup, scaleDuration time.Duration
+	scaleCreateWithin          time.Duration
 	out                        io.Writer
 }
 
@@ -95,6 +96,7 @@ func main() {
 	flag.DurationVar(&cfg.scaleReply, "scale-reply", time.Second, "scale phase: the model's time for one reply")
 	flag.Float64Var(&cfg.scaleFollow, "scale-follow", 0.1, "scale phase: share of the chats with an SSE follower")
 	flag.DurationVar(&cfg.scaleWarmup, "scale-warmup", 5*time.Second, "scale phase: time after the creates before measuring")
+	flag.DurationVar(&cfg.scaleCreateWithin, "scale-create-within", 2*time.Minute, "scale phase: the creates stop after this long; the phase measures the chats created by then")
 	flag.DurationVar(&cfg.scaleDuration, "scale-duration", 60*time.Second, "scale phase: measured time on each store")
 	flag.Parse()
 	cfg.phases = map[string]bool{}

@@ -83,7 +83,8 @@ func TestOneTinyRound(t *testing.T) {
 		phases:      map[string]bool{"table": true, "stream": true, "idle": true, "memory": true, "scale": true},
 		streamChats: 3, streamReplies: 2, streamTokens: 5, streamFirst: 100 * time.Millisecond, streamEvery: 5 * time.Millisecond, streamRounds: 1,
 		idle:       20,
-		scaleChats: 20, scaleTokens: 3, scaleReply: 200 * time.Millisecond, scaleFollow: 0.1, scaleWarmup: 500 * time.Millisecond, scaleDuration: 2 * time.Second})
+		scaleChats: 20, scaleTokens: 3, scaleReply: 200 * time.Millisecond, scaleFollow: 0.1, scaleWarmup: 500 * time.Millisecond, scaleDuration: 2 * time.Second,
+		scaleCreateWithin: time.Minute})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}

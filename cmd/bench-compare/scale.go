@@ -134,7 +134,7 @@ func (m *scaleModel) takeAdded() []time.Duration {
 // scaleResult is one store's line of the scale table.
 type scaleResult struct {
 	store              string
-	chats              int
+	chats, want        int // chats created, of those asked for
 	rate, ideal        float64
 	addedP50, addedP99 time.Duration
 	rssPerChat         float64 // bytes
@@ -194,7 +194,7 @@ func scalePhase(ctx context.Context, pg *pgServer, bin, tmp string, cfg config) 
 // scaleRun creates the chats on ag, opens their followers, waits out the
 // warm-up and measures.
 func scaleRun(ctx context.Context, ag *agentdProc, model *scaleModel, pgPID int, cfg config) (scaleResult, error) {
-	res := scaleResult{chats: cfg.scaleChats, ideal: float64(cfg.scaleChats) / cfg.scaleReply.Seconds()}
+	res := scaleResult{want: cfg.scaleChats}
 	rss0, err := rssOf(ag.pid())
 	if err != nil {
 		return res, err
@@ -209,6 +209,7 @@ func scaleRun(ctx context.Context, ag *agentdProc, model *scaleModel, pgPID int,
 	var (
 		next, deltas atomic.Int64
 		followers    atomic.Int64
+		created      atomic.Int64
 		wg, fwg      sync.WaitGroup
 		errMu        sync.Mutex
 		first        error
@@ -221,6 +222,10 @@ func scaleRun(ctx context.Context, ag *agentdProc, model *scaleModel, pgPID int,
 		errMu.Unlock()
 	}
 	start := time.Now()
+	// A server that cannot keep up with the chats it has creates the rest
+	// slowly (each create waits behind the appends of all the others):
+	// after -scale-create-within the phase measures the chats it has.
+	createBy := start.Add(cfg.scaleCreateWithin)
 	every := 0
 	if cfg.scaleFollow > 0 {
 		every = max(1, int(1/cfg.scaleFollow+0.5))
@@ -231,7 +236,7 @@ func scaleRun(ctx context.Context, ag *agentdProc, model *scaleModel, pgPID int,
 			defer wg.Done()
 			for {
 				n := int(next.Add(1)) - 1
-				if n >= cfg.scaleChats || lctx.Err() != nil {
+				if n >= cfg.scaleChats || lctx.Err() != nil || time.Now().After(createBy) {
 					return
 				}
 				spec := fmt.Appendf(nil, `{"name": "bench-scale", "task": "Write on. %s", "max_round": 100000,
@@ -241,6 +246,7 @@ func scaleRun(ctx context.Context, ag *agentdProc, model *scaleModel, pgPID int,
 					fail(err)
 					return
 				}
+				created.Add(1)
 				if every > 0 && n%every == 0 {
 					followers.Add(1)
 					fwg.Add(1)
@@ -255,6 +261,8 @@ func scaleRun(ctx context.Context, ag *agentdProc, model *scaleModel, pgPID int,
 	wg.Wait()
 	res.created = time.Since(start)
 	res.followers = int(followers.Load())
+	res.chats = int(created.Load())
+	res.ideal = float64(res.chats) / cfg.scaleReply.Seconds()
 	if err := firstOf(&errMu, &first); err != nil {
 		return res, err
 	}
@@ -273,8 +281,8 @@ func scaleRun(ctx context.Context, ag *agentdProc, model *scaleModel, pgPID int,
 	if err != nil {
 		return res, err
 	}
-	res.rssPerChat = float64(rss1-rss0) / float64(cfg.scaleChats)
-	res.goroutinesPerChat = (m1["go_goroutines"] - m0["go_goroutines"]) / float64(cfg.scaleChats)
+	res.rssPerChat = float64(rss1-rss0) / float64(max(res.chats, 1))
+	res.goroutinesPerChat = (m1["go_goroutines"] - m0["go_goroutines"]) / float64(max(res.chats, 1))
 	cpu0, err := scaleCPU(ag.pid(), pgPID)
 	if err != nil {
 		return res, err
@@ -357,12 +365,12 @@ func scaleFollow(ctx context.Context, client *http.Client, url string, deltas *a
 }
 
 func printScale(cfg config, rs []scaleResult) {
-	fmt.Fprintf(cfg.out, "\nscale: %d chats, one assistant each, on a model that streams each reply as %d tokens over %s; %.0f%% followed over SSE; %s measured after %s\n",
-		cfg.scaleChats, cfg.scaleTokens, cfg.scaleReply, 100*cfg.scaleFollow, cfg.scaleDuration, cfg.scaleWarmup)
+	fmt.Fprintf(cfg.out, "\nscale: %d chats (created within %s), one assistant each, on a model that streams each reply as %d tokens over %s; %.0f%% followed over SSE; %s measured after %s\n",
+		cfg.scaleChats, cfg.scaleCreateWithin, cfg.scaleTokens, cfg.scaleReply, 100*cfg.scaleFollow, cfg.scaleDuration, cfg.scaleWarmup)
 	w := tabwriter.NewWriter(cfg.out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "store\tmsg/s\tideal\tof ideal\tadded p50 ms\tadded p99 ms\tRSS KB/waiting chat\tgoroutines/chat\tCPU ms/msg\tdeltas/s followed\tcreates s\t")
+	fmt.Fprintln(w, "store\tchats\tmsg/s\tideal\tof ideal\tadded p50 ms\tadded p99 ms\tRSS KB/waiting chat\tgoroutines/chat\tCPU ms/msg\tdeltas/s followed\tcreates s\t")
 	for _, r := range rs {
-		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.1f%%\t%.1f\t%.1f\t%.1f\t%.2f\t%.3f\t%.0f\t%.1f\t\n", r.store, r.rate, r.ideal, 100*r.rate/r.ideal,
+		fmt.Fprintf(w, "%s\t%d/%d\t%.0f\t%.0f\t%.1f%%\t%.1f\t%.1f\t%.1f\t%.2f\t%.3f\t%.0f\t%.1f\t\n", r.store, r.chats, r.want, r.rate, r.ideal, 100*r.rate/r.ideal,
 			ms(r.addedP50), ms(r.addedP99), r.rssPerChat/1024, r.goroutinesPerChat, ms(r.cpuPerMsg),
 			float64(r.deltas)/cfg.scaleDuration.Seconds(), r.created.Seconds())
 	}
