@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	goruntime "runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -148,7 +149,7 @@ func turnCycles(b *testing.B, db store.DB, chats int) {
 	wg.Wait()
 	stopRuntime(b, rt)
 	b.ReportMetric(float64(cycles.Turns())/elapsed.Seconds(), "msgs/s")
-	b.Logf("%s, %d chats in flight, %s", db.Kind(), chats, cycles.Report())
+	b.Logf("%s, %d chats in flight, %s", db.Kind(), chats, strings.TrimSuffix(cycles.Report(), "\n"))
 }
 
 // waitEnded waits for the chat's end as the server's waiting requests do:

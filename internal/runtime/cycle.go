@@ -86,8 +86,8 @@ func (c *cycleRecorder) report() string {
 	for _, x := range c.batches {
 		n += x
 	}
-	fmt.Fprintf(&b, "turn cycle, %d turns, mean batch %.1f appends\n  %-22s %8s  %5s  %6s  %6s\n", len(c.turns),
-		float64(n)/float64(len(c.batches)), "stage", "mean µs", "share", "p50 µs", "p99 µs")
+	fmt.Fprintf(&b, "turn cycle, %d turns, mean batch %.1f appends; per stage mean µs, share, p50 µs, p99 µs:\n",
+		len(c.turns), float64(n)/float64(len(c.batches)))
 	for i := range stageCount {
 		m := mean(c.stages[i])
 		fmt.Fprintf(&b, "  %-22s %8.0f  %4.0f%%  %6.0f  %6.0f\n", stageNames[i], us(m),
