@@ -30,6 +30,7 @@ import (
 
 type config struct {
 	conc     []int
+	rounds   int
 	duration time.Duration
 	warmup   time.Duration
 	messages int
@@ -53,7 +54,15 @@ type config struct {
 	streamRounds int
 	// idle is how many idle event streams the idle phase opens.
 	idle int
-	out  io.Writer
+	// The scale phase: chats at once, each reply's tokens and time, the
+	// share of chats followed, the warm-up after the creates and the
+	// measured time.
+	scaleChats, scaleTokens    int
+	scaleReply                 time.Duration
+	scaleFollow                float64
+	scaleWarmup, scaleDuration time.Duration
+	scaleCreateWithin          time.Duration
+	out                        io.Writer
 }
 
 func main() {
@@ -66,6 +75,7 @@ func main() {
 	)
 	flag.StringVar(&conc, "c", "1,8,32,128", "concurrencies: pgbench clients, and chats kept in flight")
 	flag.DurationVar(&cfg.duration, "duration", 10*time.Second, "measured time of each phase")
+	flag.IntVar(&cfg.rounds, "rounds", 3, "table: rounds at each C, pgbench and agentd alternating; the table gives the median round")
 	flag.DurationVar(&cfg.warmup, "warmup", 2*time.Second, "unmeasured time before each agentd phase")
 	flag.IntVar(&cfg.messages, "messages", 20, "messages per chat (the task and messages-1 agent turns)")
 	flag.IntVar(&cfg.waiting, "waiting", 10000, "chats waiting on a slow model for the memory figure (0: skip)")
@@ -73,7 +83,7 @@ func main() {
 	flag.StringVar(&cfg.agentd, "agentd", "", "agentd binary (default: built from this checkout)")
 	flag.IntVar(&cfg.statements, "statements", 0, "list agentd's N most frequent statements of each phase, per message")
 	flag.DurationVar(&cfg.hold, "hold", 0, "after the memory phase, keep agentd running this long (or until interrupted) with pprof on its admin address")
-	phases := flag.String("phases", "table,stream,idle,memory", "the parts to run: table (agentd next to pgbench), stream, idle, memory")
+	phases := flag.String("phases", "table,stream,idle,memory,scale", "the parts to run: table (agentd next to pgbench), stream, idle, memory, scale")
 	flag.IntVar(&cfg.streamChats, "stream-chats", 200, "streaming phase: chats at once, each with one follower")
 	flag.IntVar(&cfg.streamReplies, "stream-replies", 3, "streaming phase: replies of each chat")
 	flag.IntVar(&cfg.streamRounds, "stream-rounds", 3, "streaming phase: measured rounds of each system (after a first round apart)")
@@ -81,11 +91,18 @@ func main() {
 	flag.DurationVar(&cfg.streamFirst, "stream-first", 200*time.Millisecond, "streaming phase: the model's wait before a reply's first token")
 	flag.DurationVar(&cfg.streamEvery, "stream-every", 20*time.Millisecond, "streaming phase: the model's pause between tokens")
 	flag.IntVar(&cfg.idle, "idle", 10000, "idle phase: event streams held open on chats that wait")
+	flag.IntVar(&cfg.scaleChats, "scale-chats", 10000, "scale phase: chats at once")
+	flag.IntVar(&cfg.scaleTokens, "scale-tokens", 10, "scale phase: tokens of each streamed reply")
+	flag.DurationVar(&cfg.scaleReply, "scale-reply", time.Second, "scale phase: the model's time for one reply")
+	flag.Float64Var(&cfg.scaleFollow, "scale-follow", 0.1, "scale phase: share of the chats with an SSE follower")
+	flag.DurationVar(&cfg.scaleWarmup, "scale-warmup", 5*time.Second, "scale phase: time after the creates before measuring")
+	flag.DurationVar(&cfg.scaleCreateWithin, "scale-create-within", 2*time.Minute, "scale phase: the creates stop after this long; the phase measures the chats created by then")
+	flag.DurationVar(&cfg.scaleDuration, "scale-duration", 60*time.Second, "scale phase: measured time on each store")
 	flag.Parse()
 	cfg.phases = map[string]bool{}
 	for _, p := range strings.Split(*phases, ",") {
 		switch p = strings.TrimSpace(p); p {
-		case "table", "stream", "idle", "memory":
+		case "table", "stream", "idle", "memory", "scale":
 			cfg.phases[p] = true
 		default:
 			fmt.Fprintf(os.Stderr, "bench-compare: unknown phase %q in -phases\n", p)
@@ -194,6 +211,11 @@ func run(ctx context.Context, cfg config) error {
 		}
 		m.print(cfg.out)
 	}
+	if cfg.phases["scale"] && cfg.scaleChats > 0 {
+		if err := scalePhase(ctx, pg, bin, tmp, cfg); err != nil {
+			return fmt.Errorf("scale phase: %w", err)
+		}
+	}
 	if cfg.hold > 0 {
 		fmt.Fprintf(cfg.out, "\nagentd (pid %d) holds for %s; pprof at http://%s/debug/pprof/\n", ag.pid(), cfg.hold, ag.admin)
 		select {
@@ -213,19 +235,27 @@ func tablePhase(ctx context.Context, pg *pgServer, ag *agentdProc, tmp string, c
 	t := newTable(cfg.out)
 	var tops []statementTop
 	for _, c := range cfg.conc {
-		pb, err := pgbenchPhase(ctx, pg, c, cfg.duration, tmp)
-		if err != nil {
-			return fmt.Errorf("pgbench at C=%d: %w", c, err)
+		// Rounds alternate pgbench and agentd, so that a stretch in which
+		// the machine runs slower slows both; the table gives each
+		// system's median round.
+		var pbs, ars []result
+		for round := range max(cfg.rounds, 1) {
+			pb, err := pgbenchPhase(ctx, pg, c, cfg.duration, tmp)
+			if err != nil {
+				return fmt.Errorf("pgbench at C=%d: %w", c, err)
+			}
+			ar, err := agentdPhase(ctx, pg, ag, c, cfg)
+			if err != nil {
+				return fmt.Errorf("agentd at C=%d: %w", c, err)
+			}
+			pbs, ars = append(pbs, pb), append(ars, ar)
+			fmt.Fprintf(os.Stderr, "C=%d, round %d: pgbench %.0f rows/s, agentd %.0f msg/s (%.2f×)\n", c, round+1, pb.rate, ar.rate, ar.rate/pb.rate)
 		}
-		ar, err := agentdPhase(ctx, pg, ag, c, cfg)
-		if err != nil {
-			return fmt.Errorf("agentd at C=%d: %w", c, err)
-		}
-		t.row(c, pb, ar)
+		pb, ar := medianResult(pbs), medianResult(ars)
+		t.row(c, pb, ar, roundRatios(pbs, ars))
 		if ar.top != nil {
 			tops = append(tops, *ar.top)
 		}
-		fmt.Fprintf(os.Stderr, "C=%d: pgbench %.0f rows/s, agentd %.0f msg/s\n", c, pb.rate, ar.rate)
 	}
 	t.flush()
 	for _, top := range tops {

@@ -78,16 +78,19 @@ func TestOneTinyRound(t *testing.T) {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	err := run(ctx, config{conc: []int{2}, duration: time.Second, warmup: 500 * time.Millisecond,
+	err := run(ctx, config{conc: []int{2}, rounds: 2, duration: time.Second, warmup: 500 * time.Millisecond,
 		messages: 4, waiting: 20, history: 50, agentd: bin, out: &out,
-		phases:      map[string]bool{"table": true, "stream": true, "idle": true, "memory": true},
+		phases:      map[string]bool{"table": true, "stream": true, "idle": true, "memory": true, "scale": true},
 		streamChats: 3, streamReplies: 2, streamTokens: 5, streamFirst: 100 * time.Millisecond, streamEvery: 5 * time.Millisecond, streamRounds: 1,
-		idle: 20})
+		idle:       20,
+		scaleChats: 20, scaleTokens: 3, scaleReply: 200 * time.Millisecond, scaleFollow: 0.1, scaleWarmup: 500 * time.Millisecond, scaleDuration: 2 * time.Second,
+		scaleCreateWithin: time.Minute})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	for _, want := range []string{"pgbench row", "agentd msg", "memory: 20 chats", "KB/chat", "heap live",
-		"bare relay", "agentd, one replica", "agentd, two replicas", "6/6", "first round of each system", "idle streams: 20", "KB/stream"} {
+		"bare relay", "agentd, one replica", "agentd, two replicas", "6/6", "first round of each system", "idle streams: 20", "KB/stream",
+		"scale: 20 chats", "postgres", "sqlite", "of ideal"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

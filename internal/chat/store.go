@@ -272,6 +272,21 @@ type AppendParams struct {
 	// Deliveries are webhook deliveries of Events, written to the outbox
 	// in the same transaction (none for most appends).
 	Deliveries []Delivery
+	// Trace, when set, is filled in by the store's group commit: when the
+	// append's batch left the queue and when it committed, the two parts
+	// of an append's wait its caller cannot see. Only the turn-cycle
+	// benchmark sets it; nil costs nothing.
+	Trace *AppendTrace
+}
+
+// AppendTrace is what a store's group commit tells of one append (see
+// AppendParams.Trace).
+type AppendTrace struct {
+	// Taken is when the append's batch was taken from the queue; Committed
+	// when that batch's transaction returned.
+	Taken, Committed time.Time
+	// Batch is the number of appends in that batch.
+	Batch int
 }
 
 // ChatUpdate is the part of a chat record its worker owns, as it stands after

@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	goruntime "runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/runtime"
 	"github.com/agentd/agentd/internal/runtime/runtimetest"
+	"github.com/agentd/agentd/internal/store"
 
 	"github.com/agentd/agentd/internal/chat"
 )
@@ -47,6 +51,109 @@ func BenchmarkChatThroughput(b *testing.B) {
 				}
 				b.ReportMetric(float64(messages)/time.Since(start).Seconds(), "msgs/s")
 			})
+		}
+	}
+}
+
+// BenchmarkTurnCycle keeps 32 chats of instant replay models in flight (each
+// done chat replaced by a new one, as bench-compare's clients do) for a few
+// seconds after a warm-up, reports messages per second, and logs where a
+// turn's time goes: every worker's turn cycle timed at each hand-off (see
+// cycleRecorder), from the publication of one append to that of the next.
+// On Postgres it runs with one group-commit batch in flight and with two.
+func BenchmarkTurnCycle(b *testing.B) {
+	for _, c := range []struct {
+		backend  string
+		inFlight int
+	}{{"sqlite", 0}, {"postgres", 1}, {"postgres", 2}} {
+		name := c.backend
+		if c.inFlight > 0 {
+			name += fmt.Sprintf("/inflight=%d", c.inFlight)
+		}
+		b.Run(name+"/chats=32", func(b *testing.B) {
+			for range b.N {
+				turnCycles(b, runtimetest.OpenWith(b, c.backend, store.Config{CommitsInFlight: c.inFlight}), 32)
+			}
+		})
+	}
+}
+
+// turnCycles is one round of BenchmarkTurnCycle on db.
+func turnCycles(b *testing.B, db store.DB, chats int) {
+	const (
+		rounds = 20
+		warmup = time.Second
+		steady = 3 * time.Second
+	)
+	sp := twoAgentSpec(rounds, 0, "")
+	models, err := llm.New(llm.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt, err := runtime.New(runtime.Config{Store: db, Models: models, LeaseDuration: 30 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cycles := runtime.RecordTurnCycles(rt)
+	if err := rt.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	var (
+		done atomic.Bool
+		wg   sync.WaitGroup
+	)
+	for range chats {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !done.Load() {
+				c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: sp})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				waitEnded(b, rt, c.ID)
+			}
+		}()
+	}
+	time.Sleep(warmup)
+	cycles.Reset()
+	start := time.Now()
+	time.Sleep(steady)
+	cycles.Pause()
+	elapsed := time.Since(start)
+	done.Store(true)
+	wg.Wait()
+	stopRuntime(b, rt)
+	b.ReportMetric(float64(cycles.Turns())/elapsed.Seconds(), "msgs/s")
+	b.Logf("%s, %d chats in flight, %s", db.Kind(), chats, strings.TrimSuffix(cycles.Report(), "\n"))
+}
+
+// waitEnded waits for the chat's end as the server's waiting requests do:
+// from the wake-ups of this replica's appends, reading the store only when
+// a wake-up does not say (waitTerminal reads it at every wake-up, a query
+// per turn that the benchmark would count as the runtime's).
+func waitEnded(b *testing.B, rt *runtime.Runtime, id string) {
+	wk, wakes, done := rt.Follow(id)
+	defer done()
+	deadline := time.After(time.Minute)
+	for {
+		if wk.Known && wk.Progress.Status.Terminal() {
+			return
+		}
+		if !wk.Known {
+			c, err := rt.Get(context.Background(), "", id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if c.Status.Terminal() {
+				return
+			}
+		}
+		select {
+		case wk = <-wakes:
+		case <-deadline:
+			b.Fatalf("chat %s did not end within a minute", id)
 		}
 	}
 }

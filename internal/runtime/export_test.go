@@ -110,7 +110,7 @@ func RunStateProperty(t *testing.T, rt *Runtime, db *FaultyStore, seed uint64, m
 		if rng.IntN(30) == 0 {
 			db.fenceNext.Store(true)
 		}
-		if w.holdable(st) && rng.IntN(2) == 0 {
+		if w.holdable(&st) && rng.IntN(2) == 0 {
 			if err := w.hold(ctx, st.Events...); err != nil {
 				w = afterFailedAppend(t, rt, db, w, err)
 				continue
@@ -286,3 +286,38 @@ func compareAllFields(t *testing.T, live, rebuilt *engine.State) {
 
 // t0 is the clock of the chats RunStateProperty makes.
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// TurnCycles records the turn cycles of a runtime's workers (see
+// cycleRecorder).
+type TurnCycles struct{ rec *cycleRecorder }
+
+// RecordTurnCycles makes rt record its workers' turn cycles; call it before
+// the first chat is created.
+func RecordTurnCycles(rt *Runtime) *TurnCycles {
+	rt.cycles = &cycleRecorder{}
+	return &TurnCycles{rec: rt.cycles}
+}
+
+// Reset forgets the cycles recorded so far (a warm-up's).
+func (t *TurnCycles) Reset() {
+	t.rec.mu.Lock()
+	defer t.rec.mu.Unlock()
+	t.rec.stages, t.rec.turns, t.rec.batches, t.rec.paused = [stageCount][]time.Duration{}, nil, nil, false
+}
+
+// Pause stops recording: what Report says is about the cycles until now.
+func (t *TurnCycles) Pause() {
+	t.rec.mu.Lock()
+	defer t.rec.mu.Unlock()
+	t.rec.paused = true
+}
+
+// Turns is the number of turn cycles recorded.
+func (t *TurnCycles) Turns() int {
+	t.rec.mu.Lock()
+	defer t.rec.mu.Unlock()
+	return len(t.rec.turns)
+}
+
+// Report is the breakdown of the cycles recorded, stage by stage.
+func (t *TurnCycles) Report() string { return t.rec.report() }

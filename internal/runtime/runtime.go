@@ -105,6 +105,9 @@ type Runtime struct {
 	webhooks      chat.Webhooks
 	retention     RetentionConfig
 	appMetrics    *appMetrics
+	// cycles, if set (by the turn-cycle benchmark, before any worker
+	// starts), records every worker's turn cycle; nil in production.
+	cycles *cycleRecorder
 
 	mu       sync.Mutex
 	stopping atomic.Bool

@@ -79,6 +79,11 @@ type worker struct {
 	// claimedIdle: the worker was started for an ended chat's next run;
 	// it holds a lease that no append of its own may release.
 	claimedIdle bool
+	// cur is the step in progress (see plan).
+	cur engine.Step
+	// cyc are the times of the turn in progress when the runtime records
+	// turn cycles (Runtime.cycles); nil otherwise.
+	cyc *turnStamps
 }
 
 // workerFlags are set by the scheduler (lease renewals, notifications,
@@ -114,6 +119,9 @@ func newWorker(rt *Runtime, c *chat.Chat, seed *workerSeed) *worker {
 		st:            st,
 		flags:         &workerFlags{},
 		claimedIdle:   c.Status.Terminal(),
+	}
+	if rt.cycles != nil {
+		w.cyc = &turnStamps{}
 	}
 	w.flags.stop.Store(c.StopRequested)
 	w.flags.queued.Store(c.QueuedRuns > 0)
@@ -177,32 +185,50 @@ func (w *worker) run(ctx context.Context) {
 	// The first step starts or resumes the chat (or starts its next run);
 	// then it runs while running.
 	for first := true; first || w.st.Status == chat.StatusRunning; first = false {
-		s := w.st.Next(w.env())
-		if s.Kind == engine.StepWait {
+		if !w.step(ctx) {
 			return
-		}
-		if w.holdable(s) {
-			if err := w.hold(ctx, s.Events...); err != nil && !w.stop(ctx, err) {
-				return
-			}
-			continue
-		}
-		sctx := w.turnContext(ctx, s)
-		err := w.perform(sctx, s)
-		if err != nil || w.st.Pending == nil || w.st.Pending.Turn != w.turnNo {
-			w.endTurnSpan(err)
-		}
-		if err != nil {
-			if !w.stop(ctx, err) {
-				return
-			}
 		}
 	}
 }
 
+// step plans the chat's next step and does it; false when the worker is
+// to end. It is a frame of its own, and not run's loop body, because a
+// waiting chat's goroutine stack is as large as the frames it waits
+// under (see modelStep): the step's locals live here, and run's frame,
+// below every wait, stays small.
+//
+//go:noinline
+func (w *worker) step(ctx context.Context) bool {
+	s := w.plan()
+	if s.Kind == engine.StepWait {
+		return false
+	}
+	if w.holdable(s) {
+		if err := w.hold(ctx, s.Events...); err != nil && !w.stop(ctx, err) {
+			return false
+		}
+		return true
+	}
+	sctx := w.turnContext(ctx, s)
+	err := w.perform(sctx, s)
+	if err != nil || w.st.Pending == nil || w.st.Pending.Turn != w.turnNo {
+		w.endTurnSpan(err)
+	}
+	return err == nil || w.stop(ctx, err)
+}
+
+// plan asks the chat's state for the next step, kept in the worker (cur)
+// rather than in step's frame, which a waiting chat's stack holds.
+//
+//go:noinline
+func (w *worker) plan() *engine.Step {
+	w.cur = w.st.Next(w.env())
+	return &w.cur
+}
+
 // turnContext returns the context a step runs in: for a step of an agent's
 // turn, one that carries the turn's span, started by the turn's first step.
-func (w *worker) turnContext(ctx context.Context, s engine.Step) context.Context {
+func (w *worker) turnContext(ctx context.Context, s *engine.Step) context.Context {
 	if s.Agent == nil || s.Turn == 0 {
 		return ctx
 	}
@@ -230,7 +256,7 @@ func (w *worker) endTurnSpan(err error) {
 
 // perform does one step, bounded by the earliest timeout condition while
 // the chat runs.
-func (w *worker) perform(ctx context.Context, s engine.Step) error {
+func (w *worker) perform(ctx context.Context, s *engine.Step) error {
 	tctx := ctx
 	if d, ok := w.st.Deadline(); ok && w.st.Status == chat.StatusRunning {
 		var cancel context.CancelFunc
@@ -244,7 +270,20 @@ func (w *worker) perform(ctx context.Context, s engine.Step) error {
 	return err
 }
 
-func (w *worker) performWithin(ctx context.Context, s engine.Step) error {
+// performWithin does one step. A model call, where a chat spends most of
+// its life, goes straight to modelStep: the other steps are done in a
+// frame of their own (performOther), whose locals (a couple of KB for
+// every kind of step) would otherwise sit on the stack of every chat
+// waiting on its model and keep the garbage collector from shrinking it.
+func (w *worker) performWithin(ctx context.Context, s *engine.Step) error {
+	if s.Kind == engine.StepModel && len(s.Before) == 0 && s.Inner == nil {
+		return w.modelStep(ctx, s)
+	}
+	return w.performOther(ctx, s)
+}
+
+//go:noinline
+func (w *worker) performOther(ctx context.Context, s *engine.Step) error {
 	if len(s.Before) > 0 {
 		if err := w.commit(ctx, s.Before...); err != nil {
 			return err
@@ -252,7 +291,7 @@ func (w *worker) performWithin(ctx context.Context, s engine.Step) error {
 	}
 	if s.Inner != nil {
 		// A step of a team agent's inner run, planned on its state.
-		evs, err := w.produce(ctx, s.Inner, s)
+		evs, err := w.produce(ctx, s.Inner, *s)
 		if err != nil {
 			return err
 		}
@@ -266,16 +305,16 @@ func (w *worker) performWithin(ctx context.Context, s engine.Step) error {
 		if err != nil {
 			return err
 		}
-		if w.holdable(engine.AppendStep(engine.SelectedEvent(sel))) {
+		if as := engine.AppendStep(engine.SelectedEvent(sel)); w.holdable(&as) {
 			return w.hold(ctx, engine.SelectedEvent(sel))
 		}
 		return w.commit(ctx, engine.SelectedEvent(sel))
 	case engine.StepModel:
 		return w.modelStep(ctx, s)
 	case engine.StepTools:
-		return w.toolsStep(ctx, s)
+		return w.toolsStep(ctx, *s)
 	case engine.StepRouted:
-		return w.routedStep(ctx, s)
+		return w.routedStep(ctx, *s)
 	case engine.StepCode:
 		res, err := w.executeBlocks(ctx, s.Agent, s.Blocks)
 		if err != nil {
@@ -287,7 +326,7 @@ func (w *worker) performWithin(ctx context.Context, s engine.Step) error {
 	case engine.StepBranches:
 		return w.runBranches(ctx)
 	case engine.StepMagentic:
-		return w.magenticStep(ctx, s)
+		return w.magenticStep(ctx, *s)
 	}
 	return fmt.Errorf("unknown step %v", s.Kind)
 }
@@ -333,12 +372,22 @@ func (w *worker) commitKeyed(ctx context.Context, startKey string, evs ...chat.E
 	}
 	evs = append(held, evs...)
 	upd := next.Update(env.Now)
-	if err := w.append(ctx, &chat.AppendParams{ChatID: w.id, Epoch: w.epoch, Events: evs, Update: upd, StartKey: startKey}); err != nil {
+	p := &chat.AppendParams{ChatID: w.id, Epoch: w.epoch, Events: evs, Update: upd, StartKey: startKey}
+	if w.cyc != nil {
+		p.Trace, w.cyc.appendStart = &w.cyc.trace, time.Now()
+	}
+	if err := w.append(ctx, p); err != nil {
 		return &appendError{err: fmt.Errorf("append seq %d..%d to chat %s: %w", evs[0].Seq, evs[len(evs)-1].Seq, w.id, err)}
+	}
+	if w.cyc != nil {
+		w.cyc.appendEnd = time.Now()
 	}
 	w.st = next
 	w.inputResponse = nil // the store cleared it with this append
 	w.rt.appended(w.id, evs, next, &upd)
+	if w.cyc != nil {
+		w.rt.cycles.committed(w.cyc)
+	}
 	return nil
 }
 

@@ -42,7 +42,7 @@ type heldAppend struct {
 
 // holdable reports whether a step is a speaker selection, or the start of
 // a queued chat, that the worker may act on before it is durable.
-func (w *worker) holdable(s engine.Step) bool {
+func (w *worker) holdable(s *engine.Step) bool {
 	if s.Kind != engine.StepAppend || len(s.Before) > 0 || len(s.Events) == 0 || w.inputResponse != nil ||
 		w.rt.holdSelection < 0 {
 		return false

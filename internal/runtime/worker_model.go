@@ -19,7 +19,7 @@ import (
 // to the model are kept small: what is prepared before the call and done
 // after it lives in frames of its own, gone while the call waits; that is
 // what lets the garbage collector halve the stack of every waiting chat.
-func (w *worker) modelStep(ctx context.Context, s engine.Step) error {
+func (w *worker) modelStep(ctx context.Context, s *engine.Step) error {
 	resp, box, err := w.askModel(ctx, w.st, s.Agent, s.Reflect)
 	if err != nil {
 		return err
@@ -65,7 +65,13 @@ func (w *worker) callModel(ctx context.Context, st *engine.State, a *spec.Agent,
 		return nil, fmt.Errorf("model context of agent %s: %w", a.Name, err)
 	}
 	start := time.Now()
+	if w.cyc != nil {
+		w.cyc.modelStart = start
+	}
 	resp, err := w.rt.models.Complete(ctx, req)
+	if w.cyc != nil {
+		w.cyc.modelEnd = time.Now()
+	}
 	return w.modelAnswered(ctx, req, resp, err, start)
 }
 

@@ -33,6 +33,10 @@ type Config struct {
 	// ConnectWait is how long Open retries an unreachable Postgres before
 	// giving up; zero tries once. Unused with SQLite.
 	ConnectWait time.Duration
+	// CommitsInFlight is how many group-commit batches may commit at once
+	// on Postgres (see postgres.Config); zero is its default. Unused with
+	// SQLite, which has one writer.
+	CommitsInFlight int
 }
 
 // SQLiteFile is the name of the SQLite database file in Config.DataDir.
@@ -69,7 +73,7 @@ func Open(ctx context.Context, cfg Config) (DB, error) {
 	logger := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	switch {
 	case isPostgresURL(cfg.DatabaseURL):
-		return postgres.Open(ctx, postgres.Config{URL: cfg.DatabaseURL, Logger: logger, ConnectWait: cfg.ConnectWait})
+		return postgres.Open(ctx, postgres.Config{URL: cfg.DatabaseURL, Logger: logger, ConnectWait: cfg.ConnectWait, CommitsInFlight: cfg.CommitsInFlight})
 	case cfg.DatabaseURL != "":
 		return nil, errors.New("open store: the database URL must start with postgres:// or postgresql:// (leave it empty for the embedded SQLite store)")
 	}

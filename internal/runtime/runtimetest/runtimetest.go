@@ -46,6 +46,21 @@ func Open(tb testing.TB, backend string) store.DB {
 	return nil
 }
 
+// OpenWith opens a fresh store of a backend with cfg's settings (the
+// benchmarks' group-commit knobs); its location is the test's own.
+func OpenWith(tb testing.TB, backend string, cfg store.Config) store.DB {
+	tb.Helper()
+	switch backend {
+	case "sqlite":
+		cfg.DataDir = tb.TempDir()
+	case "postgres":
+		cfg.DatabaseURL = pgtest.URL(tb)
+	default:
+		tb.Fatalf("no store backend %q: sqlite or postgres", backend)
+	}
+	return open(tb, cfg)
+}
+
 func open(tb testing.TB, cfg store.Config) store.DB {
 	tb.Helper()
 	db, err := store.Open(context.Background(), cfg)

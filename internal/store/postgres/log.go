@@ -160,6 +160,15 @@ func opChat(o *op) string {
 	return o.create.id
 }
 
+// opTrace is an append's trace, if it asked for one (see
+// chat.AppendParams.Trace).
+func opTrace(o *op) *chat.AppendTrace {
+	if o.append != nil {
+		return o.append.Trace
+	}
+	return nil
+}
+
 // Append implements chat.Store. The append joins the group committer's next
 // batch; see commitBatch.
 func (s *Store) Append(ctx context.Context, p *chat.AppendParams) error {

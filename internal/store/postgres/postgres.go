@@ -5,6 +5,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,6 +42,10 @@ type Config struct {
 	// up. Zero tries once. Errors the database answers with (a wrong
 	// password, an unknown database) end the wait at once.
 	ConnectWait time.Duration
+	// CommitsInFlight is how many group-commit batches may be committing
+	// at once (groupcommit.Config.InFlight); default
+	// defaultCommitsInFlight.
+	CommitsInFlight int
 }
 
 // Store is a chat.Store on Postgres. Create it with Open; it is safe for
@@ -74,6 +79,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	cfg.CommitsInFlight = cmp.Or(max(cfg.CommitsInFlight, 0), defaultCommitsInFlight)
 	pc, err := pgxpool.ParseConfig(cfg.URL)
 	if err != nil {
 		// The error names the URL's parts, not the password.
@@ -112,7 +118,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	// 300 ms measured), and every delta relayed to other replicas for the
 	// flush.
 	wc := pc.Copy()
-	wc.MaxConns = commitsInFlight + 1
+	wc.MaxConns = int32(cfg.CommitsInFlight) + 1
 	// Opened when first used, whatever the URL asks of the main pool.
 	wc.MinConns, wc.MinIdleConns = 0, 0
 	writers, err := pgxpool.NewWithConfig(ctx, wc)
@@ -125,7 +131,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.commit = groupcommit.New(groupcommit.Config[*op]{
 		Commit:   s.commitBatch,
 		Key:      opChat,
-		InFlight: commitsInFlight,
+		Trace:    opTrace,
+		InFlight: cfg.CommitsInFlight,
 		Isolate:  isolate,
 		Logger:   cfg.Logger.With("store", "postgres"),
 	})
@@ -169,7 +176,7 @@ func waitReachable(ctx context.Context, pool *pgxpool.Pool, wait time.Duration, 
 }
 
 const (
-	// commitsInFlight is how many group-commit batches may wait for their
+	// defaultCommitsInFlight is how many group-commit batches may wait for their
 	// WAL flush at once (see groupcommit.Config.InFlight). More than one
 	// lets an append wait for one flush rather than the one in progress and
 	// then its own, which pays off where the disk's flush is slow and CPU
@@ -178,7 +185,7 @@ const (
 	// throughput, but smaller batches, 20% more CPU per message at C=8 and
 	// C=32; what it bought was a shorter wait for the first commits when
 	// 200 chats start at once. So one, for now.
-	commitsInFlight = 1
+	defaultCommitsInFlight = 1
 	// defaultMaxConns is the pool's least size unless configured.
 	defaultMaxConns = 16
 )

@@ -50,6 +50,7 @@ type Store struct {
 	writer *sql.DB // exactly one connection: every write goes through it
 	reader *sql.DB // read-only connections
 	commit *groupcommit.Committer[*chat.AppendParams]
+	stmts  appendStmts // the committer's
 
 	closeOnce sync.Once
 	closeErr  error
@@ -187,6 +188,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closeErr = errors.Join(
 			s.commit.Stop(context.Background()),
+			s.stmts.close(),
 			s.reader.Close(),
 			s.writer.Close(),
 		)

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -72,6 +73,10 @@ type Config[T any] struct {
 	Timeout time.Duration
 	// Logger receives batch failures; default slog.Default().
 	Logger *slog.Logger
+	// Trace is a member's chat.AppendTrace, if it asked for one (see
+	// chat.AppendParams.Trace). Default: members are taken as
+	// *chat.AppendParams.
+	Trace func(T) *chat.AppendTrace
 }
 
 // Committer queues appends and commits them in batches from one goroutine
@@ -136,6 +141,14 @@ func New[T any](cfg Config[T]) *Committer[T] {
 	}
 	if cfg.Isolate == nil {
 		cfg.Isolate = func(error) bool { return true }
+	}
+	if cfg.Trace == nil {
+		cfg.Trace = func(p T) *chat.AppendTrace {
+			if a, ok := any(p).(*chat.AppendParams); ok {
+				return a.Trace
+			}
+			return nil
+		}
 	}
 	if cfg.Key == nil {
 		cfg.Key = func(p T) string {
@@ -265,6 +278,7 @@ func (c *Committer[T]) loop(ctx context.Context) {
 		batch, stopping := c.take()
 		if len(batch) > 0 {
 			c.commit(ctx, batch)
+			c.gather()
 			continue
 		}
 		if stopping {
@@ -274,6 +288,26 @@ func (c *Committer[T]) loop(ctx context.Context) {
 			return
 		}
 		<-c.wake
+	}
+}
+
+// gather lets the appenders that the batch just answered run before the
+// next batch is taken: they are runnable on this goroutine's processor,
+// and each of them may be about to queue its next append. Taken at once,
+// the next batch would hold the first few, and the rest would wait a
+// whole commit for the batch after it. It yields while the queue grows,
+// a few times at most; with nothing else runnable a yield returns at once.
+func (c *Committer[T]) gather() {
+	n := -1
+	for range 4 {
+		c.mu.Lock()
+		m := len(c.queue)
+		c.mu.Unlock()
+		if m == n || m >= c.cfg.MaxBatch {
+			return
+		}
+		n = m
+		runtime.Gosched()
 	}
 }
 
@@ -315,8 +349,10 @@ func (c *Committer[T]) commit(ctx context.Context, batch []*request[T]) {
 		ps[i] = r.p
 	}
 	fenced := make([]bool, len(batch))
+	taken := time.Now()
 	err := c.run(ctx, ps, fenced)
 	if err == nil {
+		c.stamp(ps, taken)
 		for i, r := range batch {
 			r.done <- fencedErr(fenced[i])
 		}
@@ -344,6 +380,19 @@ func (c *Committer[T]) commit(ctx context.Context, batch []*request[T]) {
 			continue
 		}
 		r.done <- fencedErr(one[0])
+	}
+}
+
+// stamp fills in the traces of the members that asked for one.
+func (c *Committer[T]) stamp(ps []T, taken time.Time) {
+	var committed time.Time
+	for _, p := range ps {
+		if t := c.cfg.Trace(p); t != nil {
+			if committed.IsZero() {
+				committed = time.Now()
+			}
+			t.Taken, t.Committed, t.Batch = taken, committed, len(ps)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	goruntime "runtime"
 	"sync"
 	"testing"
 	"time"
@@ -252,5 +253,65 @@ func TestInFlightBatchesCommitConcurrently(t *testing.T) {
 	defer f.mu.Unlock()
 	if fmt.Sprint(f.batches) != "[1 1]" {
 		t.Fatalf("batches %v, want two of one", f.batches)
+	}
+}
+
+// An append that asks for a trace gets its batch's times and size; one that
+// does not is left alone.
+func TestTraceStampsTheBatch(t *testing.T) {
+	f := &fakeDB{gate: make(chan struct{}), entered: make(chan struct{}, 100)}
+	c, queued := newCommitter(t, f)
+	errs := make(chan error, 4)
+	go func() { errs <- c.Append(t.Context(), &chat.AppendParams{ChatID: "first"}) }()
+	<-f.entered
+	traces := []*chat.AppendTrace{{}, {}, nil}
+	before := time.Now()
+	for i, tr := range traces {
+		go func() { errs <- c.Append(t.Context(), &chat.AppendParams{ChatID: fmt.Sprint("c", i), Trace: tr}) }()
+	}
+	waitQueued(t, queued, 1+len(traces))
+	f.gate <- struct{}{}
+	f.gate <- struct{}{}
+	for range 1 + len(traces) {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, tr := range traces[:2] {
+		if tr.Batch != 3 || tr.Taken.Before(before) || tr.Committed.Before(tr.Taken) {
+			t.Errorf("trace %d: %+v, want a batch of 3 taken after %v and committed after it was taken", i, *tr, before)
+		}
+	}
+}
+
+// Appenders that append again as soon as their batch is answered go out
+// together in the next batch, not the first of them alone and the rest in
+// the batch after (see gather). On one processor the order of goroutines
+// is fixed, which makes the batches' sizes exact.
+func TestAnsweredAppendersGoInTheNextBatchTogether(t *testing.T) {
+	defer goruntime.GOMAXPROCS(goruntime.GOMAXPROCS(1))
+	f := &fakeDB{}
+	c, _ := newCommitter(t, f)
+	const appenders, rounds = 6, 4
+	var wg sync.WaitGroup
+	for i := range appenders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				if err := c.Append(t.Context(), &chat.AppendParams{ChatID: fmt.Sprint("c", i)}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// The first batch may hold only the first appender: the others had
+	// not run yet. After it, every batch is every appender.
+	if len(f.batches) > rounds+1 {
+		t.Fatalf("%d appends in %d batches %v, want at most %d", appenders*rounds, len(f.batches), f.batches, rounds+1)
 	}
 }
