@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func writerReply(req openaitest.Request) openaitest.Reply {
 	return openaitest.Reply{Pieces: []string{"Answer", " to", " «", task, "»", " from", " the", " team."}, PieceDelay: 20 * time.Millisecond}
 }
 
-// openAIResult is what e2e/js/openai.mjs prints.
+// openAIResult is what e2e/js/openai.mjs and e2e/py/openai_sdk.py print.
 type openAIResult struct {
 	Models     []string `json:"models"`
 	Completion struct {
@@ -69,6 +70,66 @@ type openAIResult struct {
 func TestOpenAISDKRunsASavedTeam(t *testing.T) {
 	t.Parallel()
 	needJS(t, "openai")
+	testOpenAISDK(t, func(ctx context.Context, base, key string) *exec.Cmd {
+		return exec.CommandContext(ctx, "node", "js/openai.mjs", base, key, "writer")
+	})
+}
+
+// TestOpenAIPythonSDK makes the same calls and checks as
+// TestOpenAISDKRunsASavedTeam with the official openai Python package
+// (e2e/py/openai_sdk.py), Debian's build of it in a Debian root that
+// AGENTD_TEST_PYOPENAI_ROOT names (.ci/run builds one with mmdebstrap: no
+// Python package index is reachable here). Python runs under bubblewrap,
+// the root read-only, in the host's network namespace so that it reaches
+// agentd on the loopback.
+func TestOpenAIPythonSDK(t *testing.T) {
+	t.Parallel()
+	root := needPyOpenAI(t)
+	script, err := filepath.Abs("py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testOpenAISDK(t, func(ctx context.Context, base, key string) *exec.Cmd {
+		return pyOpenAI(ctx, root, script, "/tmp/py/openai_sdk.py", base, key, "writer")
+	})
+}
+
+// pyOpenAI is python3 with args in the Debian root, under bubblewrap: the
+// root read-only, dir (when not empty) read-only at /tmp/py, the host's
+// network namespace (agentd listens on its loopback), no environment.
+func pyOpenAI(ctx context.Context, root, dir string, args ...string) *exec.Cmd {
+	bw := []string{"--ro-bind", root, "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"}
+	if dir != "" {
+		bw = append(bw, "--ro-bind", dir, "/tmp/py")
+	}
+	bw = append(bw, "--unshare-all", "--share-net", "--die-with-parent", "--new-session", "--clearenv",
+		"--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "python3")
+	return exec.CommandContext(ctx, "bwrap", append(bw, args...)...)
+}
+
+// needPyOpenAI returns the Debian root with python3 and the openai
+// package that AGENTD_TEST_PYOPENAI_ROOT names, skipping the test (failing
+// it with CI=true) when there is none, or bwrap is missing.
+func needPyOpenAI(t *testing.T) string {
+	t.Helper()
+	root := os.Getenv("AGENTD_TEST_PYOPENAI_ROOT")
+	_, errBwrap := exec.LookPath("bwrap")
+	_, errPy := os.Stat(filepath.Join(root, "usr/lib/python3/dist-packages/openai/__init__.py"))
+	if root != "" && errBwrap == nil && errPy == nil {
+		return root
+	}
+	msg := "bwrap and a Debian root with python3-openai (AGENTD_TEST_PYOPENAI_ROOT; .ci/run builds one) are needed for the Python openai client"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg + " (CI=true: a failure, not a skip)")
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// testOpenAISDK saves the team the SDK scripts use, runs the script that
+// sdk starts against agentd, and checks what it printed against the chats
+// read through /v1.
+func testOpenAISDK(t *testing.T, sdk func(ctx context.Context, base, key string) *exec.Cmd) {
 	fake := openaitest.New(openaitest.WithAPIKey("sk-test-key"))
 	defer fake.Close()
 	fake.Respond(writerReply)
@@ -87,12 +148,12 @@ func TestOpenAISDKRunsASavedTeam(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "js/openai.mjs", p.base, key, "writer")
+	cmd := sdk(ctx, p.base, key)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("node openai.mjs: %v\n%s", err, stderr.String())
+		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, stderr.String())
 	}
 	var got openAIResult
 	mustUnmarshal(t, out, &got)
@@ -235,6 +296,29 @@ func TestOpenAIChatCompletionIdempotencyKey(t *testing.T) {
 func TestOpenAIDocsExampleRuns(t *testing.T) {
 	t.Parallel()
 	needJS(t, "openai")
+	testOpenAIDocsExample(t, "```js", "Tabs, for accessibility. {", func(ctx context.Context) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, "node", "--input-type=module", "-")
+		cmd.Dir = "js" // where node_modules/openai is
+		return cmd
+	})
+}
+
+// TestOpenAIPythonDocsExampleRuns runs the Python example of
+// docs/openai.md the same way, with the openai package of
+// TestOpenAIPythonSDK.
+func TestOpenAIPythonDocsExampleRuns(t *testing.T) {
+	t.Parallel()
+	root := needPyOpenAI(t)
+	testOpenAIDocsExample(t, "```python", "Tabs, for accessibility. CompletionUsage(", func(ctx context.Context) *exec.Cmd {
+		return pyOpenAI(ctx, root, "", "-")
+	})
+}
+
+// testOpenAIDocsExample saves the team of docs/openai.md, feeds the page's
+// block under fence, its server address replaced, to the command that run
+// starts, and wants its output to hold the first answer as completion
+// prints it (then its usage), and the two turns of the conversation.
+func testOpenAIDocsExample(t *testing.T, fence, completion string, run func(context.Context) *exec.Cmd) {
 	page, err := os.ReadFile("../docs/openai.md")
 	if err != nil {
 		t.Fatal(err)
@@ -251,11 +335,10 @@ func TestOpenAIDocsExampleRuns(t *testing.T) {
 	if code, _, body := p.do("PUT", "/v1/teams/writer", []byte(block("```json team"))); code != http.StatusCreated {
 		t.Fatalf("save the page's team: %d %s", code, body)
 	}
-	script := strings.ReplaceAll(block("```js"), "http://127.0.0.1:8080", p.base)
+	script := strings.ReplaceAll(block(fence), "http://127.0.0.1:8080", p.base)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "--input-type=module", "-")
-	cmd.Dir = "js" // where node_modules/openai is
+	cmd := run(ctx)
 	cmd.Stdin = strings.NewReader(script)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
@@ -263,7 +346,7 @@ func TestOpenAIDocsExampleRuns(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the page's example: %v\n%s", err, stderr.String())
 	}
-	for _, want := range []string{"Tabs, for accessibility. {", "Tabs, for accessibility. / Spaces, after all. / chat "} {
+	for _, want := range []string{completion, "Tabs, for accessibility. / Spaces, after all. / chat "} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the example printed %q, without %q", out, want)
 		}
