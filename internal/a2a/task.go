@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentd/agentd/internal/api"
 	"github.com/agentd/agentd/internal/chat"
 )
 
@@ -84,7 +85,7 @@ func (v *runView) apply(e chat.Event) []StreamResponse {
 	if e.Seq > v.lastSeq {
 		v.lastSeq = e.Seq
 	}
-	if run, ok := chat.StartedRun(e); ok {
+	if run, ok := api.StartedRun(e); ok {
 		switch {
 		case run == v.run:
 			v.started = true
@@ -133,7 +134,7 @@ func (v *runView) fold(e chat.Event) []StreamResponse {
 		v.status = TaskStatus{State: StateInputRequired, Message: &msg, Timestamp: ts}
 		return []StreamResponse{v.statusUpdate()}
 	case e.Type.Terminal():
-		d, _ := chat.EndingOf(e)
+		d, _ := api.EndingOf(e)
 		var out []StreamResponse
 		st := TaskStatus{Timestamp: ts}
 		switch d.Status {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentd/agentd/internal/api"
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/chat/engine"
 )
@@ -193,7 +194,7 @@ func (m *mapper) event(e chat.Event) (out []Event, done bool) {
 	case e.Type == chat.EventChatFailed:
 		var d chat.TerminalData
 		_ = chat.DecodeData(e, &d)
-		return m.finish(Event{"type": typeRunError, "message": "the run failed: " + d.Failure(), "code": "run_failed"}), true
+		return m.finish(Event{"type": typeRunError, "message": "the run failed: " + api.Failure(d), "code": "run_failed"}), true
 	}
 	return nil, false
 }

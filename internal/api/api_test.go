@@ -50,8 +50,9 @@ var schemaOf = map[string]struct {
 	"Problem":      {"Problem", Problem{}},
 }
 
-// notObjects are the package's types that are no JSON object.
-var notObjects = []string{"Status"}
+// notObjects are the package's types that are no JSON object of the
+// wire: Status is a string, Ending what a terminal event's data says.
+var notObjects = []string{"Status", "Ending"}
 
 // TestWireTypesMatchTheOpenAPIFile: every wire type's JSON fields are the
 // properties of its schema in api/openapi.yaml, and the other way round,

@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strconv"
+
+	"github.com/agentd/agentd/internal/chat/internal/jsonobj"
 )
 
 // encodeData encodes an event's data. The data every turn writes (a
@@ -12,167 +13,101 @@ import (
 // for byte what json.Marshal writes, at a tenth of its cost; anything else,
 // or a string json.Marshal would escape, goes to json.Marshal.
 func encodeData(v any) json.RawMessage {
-	o := jsonObject{ok: true}
+	var o jsonobj.Writer
 	switch d := v.(type) {
 	case MessageData:
 		if d.CodeResult != nil || d.Structured != "" || d.Reply != "" || d.Parts != nil || d.Magentic != nil || d.Thinking != nil {
 			return MustJSON(v)
 		}
-		o.open()
+		o.Open()
 		if d.Handoff != "" {
-			o.str("handoff", d.Handoff)
+			o.Str("handoff", d.Handoff)
 		}
 		if d.Condition != "" {
-			o.str("condition", d.Condition)
+			o.Str("condition", d.Condition)
 		}
 		if d.Usage != nil {
-			o.usage("usage", d.Usage)
+			usage(&o, "usage", d.Usage)
 		}
 		if d.Thought != "" {
-			o.str("thought", d.Thought)
+			o.Str("thought", d.Thought)
 		}
 		if d.Kind != "" {
-			o.str("kind", d.Kind)
+			o.Str("kind", d.Kind)
 		}
 		if d.Type != "" {
-			o.str("type", d.Type)
+			o.Str("type", d.Type)
 		}
 		if d.Turn != 0 {
-			o.int("turn", int64(d.Turn))
+			o.Int("turn", int64(d.Turn))
 		}
 		if d.End {
-			o.bool("end", true)
+			o.Bool("end", true)
 		}
 		if d.RequestID != "" {
-			o.str("request_id", d.RequestID)
+			o.Str("request_id", d.RequestID)
 		}
 		if len(d.Functions) > 0 {
-			o.strs("functions", d.Functions)
+			o.Strs("functions", d.Functions)
 		}
 		if d.ResetTermination {
-			o.bool("reset_termination", true)
+			o.Bool("reset_termination", true)
 		}
 		if d.Stop {
-			o.bool("stop", true)
+			o.Bool("stop", true)
 		}
 		if d.Team != "" {
-			o.str("team", d.Team)
+			o.Str("team", d.Team)
 		}
 	case Selection:
-		o.open()
-		o.str("agent", d.Agent)
+		o.Open()
+		o.Str("agent", d.Agent)
 		if len(d.Agents) > 0 {
-			o.strs("agents", d.Agents)
+			o.Strs("agents", d.Agents)
 		}
-		o.str("method", d.Method)
-		o.strs("candidates", d.Candidates)
-		o.int("turn", int64(d.Turn))
+		o.Str("method", d.Method)
+		o.Strs("candidates", d.Candidates)
+		o.Int("turn", int64(d.Turn))
 		if d.Attempts != 0 {
-			o.int("attempts", int64(d.Attempts))
+			o.Int("attempts", int64(d.Attempts))
 		}
 		if len(d.Replies) > 0 {
-			o.strs("replies", d.Replies)
+			o.Strs("replies", d.Replies)
 		}
 		if d.Fallback {
-			o.bool("fallback", true)
+			o.Bool("fallback", true)
 		}
 		if d.Usage != nil {
-			o.usage("usage", d.Usage)
+			usage(&o, "usage", d.Usage)
 		}
 		if d.RequestID != "" {
-			o.str("request_id", d.RequestID)
+			o.Str("request_id", d.RequestID)
 		}
 		if d.Routed {
-			o.bool("routed", true)
+			o.Bool("routed", true)
 		}
 		if d.Team != "" {
-			o.str("team", d.Team)
+			o.Str("team", d.Team)
 		}
 	default:
 		return MustJSON(v)
 	}
-	if !o.ok {
+	b, ok := o.Close()
+	if !ok {
 		return MustJSON(v)
 	}
-	return append(o.b, '}')
+	return b
 }
 
-// jsonObject writes a JSON object; ok turns false at a string that needs
-// escaping.
-type jsonObject struct {
-	b      []byte
-	ok     bool
-	fields int
+// usage writes a token count as json.Marshal writes Usage.
+func usage(o *jsonobj.Writer, k string, u *Usage) {
+	o.Begin(k)
+	o.Int("prompt_tokens", u.PromptTokens)
+	o.Int("completion_tokens", u.CompletionTokens)
+	o.End()
 }
 
-func (o *jsonObject) open() { o.b = append(make([]byte, 0, 128), '{') }
-
-func (o *jsonObject) key(k string) {
-	if o.fields > 0 {
-		o.b = append(o.b, ',')
-	}
-	o.fields++
-	o.b = append(o.b, '"')
-	o.b = append(o.b, k...)
-	o.b = append(o.b, '"', ':')
-}
-
-func (o *jsonObject) str(k, v string) {
-	o.key(k)
-	o.quote(v)
-}
-
-// quote writes v quoted if json.Marshal would write it as it is: printable
-// ASCII without the quote, the backslash and what it escapes for HTML.
-func (o *jsonObject) quote(v string) {
-	for i := range len(v) {
-		switch c := v[i]; {
-		case c < 0x20 || c >= 0x7f, c == '"', c == '\\', c == '<', c == '>', c == '&':
-			o.ok = false
-			return
-		}
-	}
-	o.b = append(o.b, '"')
-	o.b = append(o.b, v...)
-	o.b = append(o.b, '"')
-}
-
-func (o *jsonObject) int(k string, v int64) {
-	o.key(k)
-	o.b = strconv.AppendInt(o.b, v, 10)
-}
-
-func (o *jsonObject) bool(k string, v bool) {
-	o.key(k)
-	o.b = strconv.AppendBool(o.b, v)
-}
-
-// strs writes a list of strings; nil is null, as json.Marshal has it.
-func (o *jsonObject) strs(k string, vs []string) {
-	o.key(k)
-	if vs == nil {
-		o.b = append(o.b, "null"...)
-		return
-	}
-	o.b = append(o.b, '[')
-	for i, v := range vs {
-		if i > 0 {
-			o.b = append(o.b, ',')
-		}
-		o.quote(v)
-	}
-	o.b = append(o.b, ']')
-}
-
-func (o *jsonObject) usage(k string, u *Usage) {
-	o.key(k)
-	o.b = append(o.b, `{"prompt_tokens":`...)
-	o.b = strconv.AppendInt(o.b, u.PromptTokens, 10)
-	o.b = append(o.b, `,"completion_tokens":`...)
-	o.b = strconv.AppendInt(o.b, u.CompletionTokens, 10)
-	o.b = append(o.b, '}')
-}
-
+// MustJSON encodes one of chat's own plain structs, which cannot fail.
 func MustJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	if err != nil {

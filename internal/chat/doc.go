@@ -9,9 +9,10 @@
 // internal/llm, internal/tool, internal/sandbox and internal/webhook
 // implement its interfaces; internal/chat/engine decides what a chat does
 // next from its log; internal/runtime does it. It imports no package of
-// agentd but internal/spec (the chat spec), and none of the third-party
-// libraries the adapters wrap, so a change of database or model client
-// never reaches it.
+// agentd but internal/spec (the chat spec) and its own writer of the
+// log's hottest event data (internal/chat/internal/jsonobj), and none of
+// the third-party libraries the adapters wrap, so a change of database or
+// model client never reaches it.
 //
 // docs/architecture.md draws the packages and follows one turn through
 // them.

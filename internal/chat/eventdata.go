@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
-	"strings"
 )
 
 // Message kinds recorded in a message event's data.
@@ -111,53 +110,6 @@ type TerminalData struct {
 	Error      string     `json:"error,omitempty"`
 	// Run is the run the event ends (set by state.plan).
 	Run int `json:"run,omitempty"`
-}
-
-// Readers of the data of run.started and terminal events, for the
-// packages that map a chat's log onto other protocols.
-
-// Ending is what a terminal event says of how a run ended.
-type Ending struct {
-	Status     Status
-	StopReason StopReason
-	StopDetail string
-	Error      string
-	// Run is the run the event ends (0 in logs written before runs).
-	Run int
-}
-
-// EndingOf reads a terminal event's data; false for any other event.
-func EndingOf(e Event) (Ending, bool) {
-	var d TerminalData
-	if !e.Type.Terminal() || DecodeData(e, &d) != nil {
-		return Ending{}, false
-	}
-	return Ending(d), true
-}
-
-// StartedRun is the number of the run a run.started event opens; false
-// for any other event.
-func StartedRun(e Event) (int, bool) {
-	var d RunData
-	if e.Type != EventRunStarted || DecodeData(e, &d) != nil {
-		return 0, false
-	}
-	return d.Run, true
-}
-
-// Failure says why a run failed: its error, and the stop's detail when
-// that says more (it often repeats the error), else the stop reason.
-func (d TerminalData) Failure() string {
-	switch {
-	case d.Error != "" && d.StopDetail != "" && !strings.Contains(d.Error, d.StopDetail):
-		return d.Error + ": " + d.StopDetail
-	case d.Error != "":
-		return d.Error
-	case d.StopDetail != "":
-		return d.StopDetail
-	default:
-		return string(d.StopReason)
-	}
 }
 
 // Who changed context variables, in a context.updated event: the agent

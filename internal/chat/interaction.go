@@ -103,18 +103,6 @@ func MessageFromEvent(e Event) (Message, bool) {
 	return m, true
 }
 
-// EventPayload is the JSON value a client sees as an event's data (the SSE
-// data line): the message for message events, the event's data otherwise.
-func EventPayload(e Event) any {
-	if m, ok := MessageFromEvent(e); ok {
-		return m
-	}
-	if len(e.Data) == 0 {
-		return struct{}{}
-	}
-	return e.Data
-}
-
 // ApprovalsFromText are the decisions a text makes on what p holds, for
 // protocols whose answers are text: "approve" (or "approved", "yes") runs
 // it all, any other text rejects it all with the text as the reason.

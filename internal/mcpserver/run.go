@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentd/agentd/internal/api"
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/spec"
 )
@@ -138,7 +139,7 @@ func (ts *tenantServer) follow(ctx context.Context, req *mcp.CallToolRequest, ch
 					p.Kind, p.Reason, chatID, p.RequestID)
 				return result(text, final, false), string(chat.StatusAwaitingInput), nil
 			case e.Type.Terminal():
-				d, _ := chat.EndingOf(e)
+				d, _ := api.EndingOf(e)
 				final.Status, final.StopReason = string(d.Status), string(d.StopReason)
 				if d.Status == chat.StatusCompleted {
 					return result(final.FinalMessage, final, false), final.Status, nil

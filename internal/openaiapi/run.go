@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentd/agentd/internal/api"
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/runtime"
 )
@@ -128,7 +129,7 @@ func (f *runFollower) event(e chat.Event) bool {
 			res.outcome, res.detail = outcomeCancelled, "the run was cancelled"
 		default:
 			res.outcome = outcomeFailed
-			res.detail = "the run failed: " + d.Failure()
+			res.detail = "the run failed: " + api.Failure(d)
 		}
 		return true
 	}

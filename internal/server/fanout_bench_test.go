@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/api"
 	"github.com/agentd/agentd/internal/runtime"
 	"github.com/agentd/agentd/internal/runtime/runtimetest"
 
@@ -128,7 +129,7 @@ func commitsOf(b *testing.B, rt *runtime.Runtime, cs *runtimetest.CountingStore,
 	var commits []commit
 	var last time.Time
 	for _, e := range evs {
-		data, err := json.Marshal(chat.EventPayload(e))
+		data, err := json.Marshal(api.EventPayload(e))
 		if err != nil {
 			b.Fatal(err)
 		}

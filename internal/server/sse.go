@@ -381,7 +381,7 @@ func appendJSONString(b []byte, s string) []byte {
 // it brought the events (Wake.Events), else from a read.
 func (c *chatsResource) sendEvents(ctx context.Context, w io.Writer, dw *deltaWriter, tenant, id string, after *int64, follow bool, pending *[]chat.Delta, woke runtime.Wake) (done bool, err error) {
 	encode := func(e chat.Event) []byte {
-		data, err := json.Marshal(chat.EventPayload(e))
+		data, err := json.Marshal(api.EventPayload(e))
 		if err != nil {
 			// Only corrupt event data gets here. Still send the event:
 			// the client's resume point must move past it, or it would

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentd/agentd/internal/api"
 	"github.com/agentd/agentd/internal/chat"
 )
 
@@ -286,7 +287,7 @@ func (d *Dispatcher) attempt(ctx context.Context, c *chat.ClaimedDelivery) {
 		d.finish(ctx, log, c, outcomeRefused, 0, "no secret to sign it: the tenant endpoint is no longer in the webhooks file and AGENTD_WEBHOOK_SECRET is not set", false)
 		return
 	}
-	payload, err := json.Marshal(body{ChatID: c.ChatID, Seq: c.Seq, Event: string(c.Event.Type), Data: chat.EventPayload(c.Event)})
+	payload, err := json.Marshal(body{ChatID: c.ChatID, Seq: c.Seq, Event: string(c.Event.Type), Data: api.EventPayload(c.Event)})
 	if err != nil {
 		d.finish(ctx, log, c, outcomeFailed, 0, "the event cannot be encoded: "+err.Error(), false)
 		return
