@@ -110,6 +110,42 @@ func TestChatLsMetaRmAndTeamCommands(t *testing.T) {
 	}
 }
 
+// TestChatSetCommand drives `agentd chat set` against the real server:
+// variables as text and as JSON (a big integer stays exact), removals, and
+// metadata, in one PATCH; the chat object the server keeps shows them.
+func TestChatSetCommand(t *testing.T) {
+	t.Parallel()
+	p := startAgentd(t, "AGENTD_DATA_DIR="+t.TempDir(), "AGENTD_SANDBOX=none")
+	c := p.create(readExample(t, "debate.json")) // metadata {"example": "debate"}
+	p.waitTerminal(c.ID, 60*time.Second)
+
+	out, errOut, code := p.command("chat", "set", c.ID, "--var", "tier=gold", "--var-json", `limits={"n": 12345678901234567890}`,
+		"--var", "gone=soon", "--meta", "state=escalated", "--unmeta", "example")
+	if code != 0 || !strings.Contains(out, `variables  {"gone":"soon","limits":{"n":12345678901234567890},"tier":"gold"}`) {
+		t.Fatalf("chat set: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := p.command("chat", "set", c.ID, "--unset", "gone", "--var-json", "tier=3"); code != 0 {
+		t.Fatalf("chat set --unset: exit %d %s", code, errOut)
+	}
+	got := p.get(c.ID)
+	if string(got.ContextVariables) != `{"limits":{"n":12345678901234567890},"tier":3}` || string(got.Metadata) != `{"state":"escalated"}` {
+		t.Errorf("after chat set: variables %s, metadata %s", got.ContextVariables, got.Metadata)
+	}
+
+	for _, bad := range [][]string{
+		{"chat", "set", c.ID},
+		{"chat", "set", c.ID, "--var-json", "x=nope"},
+		{"chat", "set", c.ID, "--var", "=v"},
+	} {
+		if _, errOut, code := p.command(bad...); code != exitUsageCode {
+			t.Errorf("%v: exit %d, want %d: %s", bad, code, exitUsageCode, errOut)
+		}
+	}
+	if _, errOut, code := p.command("chat", "set", c.ID, "--var-json", `deep=`+strings.Repeat("[", 40)+strings.Repeat("]", 40)); code != 1 || !strings.Contains(errOut, "422") {
+		t.Errorf("a value over the nesting limit: exit %d %s", code, errOut)
+	}
+}
+
 // exitUsageCode is agentd's exit status for a bad command line.
 const exitUsageCode = 2
 

@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentd/agentd/internal/api"
 	"github.com/agentd/agentd/internal/client"
 )
 
@@ -52,6 +53,9 @@ commands:
   approve ID            approve the held tool calls or code (--reject CALL_ID, or
                         --reject code, with --reason TEXT; --args CALL_ID=JSON edits)
   rm ID                 erase a chat that has ended, for good
+  set ID                change a chat's context variables between runs and its
+                        metadata: --var NAME=TEXT, --var-json NAME=JSON, --unset
+                        NAME, --meta KEY=VALUE, --unmeta KEY (each repeatable)
 
 flags (every command):
   --json                print JSON (one event per line for run and follow)
@@ -86,6 +90,8 @@ func chatCommand(ctx context.Context, args []string, getenv func(string) string,
 	fs.Var(&meta, "meta", "")
 	name := fs.String("name", "", "")
 	team := fs.String("team", "", "")
+	var patch api.ChatPatch
+	registerPatch(fs, &patch)
 	pos, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, chatUsage)
@@ -196,6 +202,24 @@ func chatCommand(ctx context.Context, args []string, getenv func(string) string,
 			return fail(err)
 		}
 		if ch, err = awaitEnd(ctx, c, ch, cancelWait); err != nil {
+			return fail(err)
+		}
+		out.chat(ch)
+		return exitCompleted
+	case "set":
+		if !want(1, "a chat id") {
+			return exitUsage
+		}
+		for _, m := range meta {
+			k, v, _ := strings.Cut(m, "=")
+			setKey(&patch.Metadata, k, v)
+		}
+		if len(patch.Metadata) == 0 && len(patch.ContextVariables) == 0 {
+			fmt.Fprintf(stderr, "agentd chat set: nothing to change: give --var, --var-json, --unset, --meta or --unmeta\n\n%s", chatUsage)
+			return exitUsage
+		}
+		ch, err := c.Patch(ctx, pos[0], patch)
+		if err != nil {
 			return fail(err)
 		}
 		out.chat(ch)
@@ -574,4 +598,55 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// registerPatch adds the flags of `agentd chat set` that fill p: a
+// variable's value is text with --var and any JSON with --var-json, so that
+// the common case needs no quoting inside quotes; a JSON value is sent as
+// written (a big integer stays exact). A removal is a null value.
+func registerPatch(fs *flag.FlagSet, p *api.ChatPatch) {
+	pair := func(flagName, s string) (string, string, error) {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
+			return "", "", fmt.Errorf("--%s %q: want NAME=VALUE", flagName, s)
+		}
+		return k, v, nil
+	}
+	fs.Func("var", "", func(s string) error {
+		k, v, err := pair("var", s)
+		if err == nil {
+			setKey(&p.ContextVariables, k, v)
+		}
+		return err
+	})
+	fs.Func("var-json", "", func(s string) error {
+		k, v, err := pair("var-json", s)
+		if err != nil {
+			return err
+		}
+		if !json.Valid([]byte(v)) {
+			return fmt.Errorf("--var-json %s: %q is not JSON (a text is --var %s=TEXT)", k, v, k)
+		}
+		setKey(&p.ContextVariables, k, json.RawMessage(v))
+		return nil
+	})
+	remove := func(flagName string, m *map[string]any) func(string) error {
+		return func(s string) error {
+			if s == "" {
+				return fmt.Errorf("--%s: want a name", flagName)
+			}
+			setKey(m, s, nil)
+			return nil
+		}
+	}
+	fs.Func("unset", "", remove("unset", &p.ContextVariables))
+	fs.Func("unmeta", "", remove("unmeta", &p.Metadata))
+}
+
+// setKey sets (*m)[k], making the map on first use.
+func setKey(m *map[string]any, k string, v any) {
+	if *m == nil {
+		*m = map[string]any{}
+	}
+	(*m)[k] = v
 }

@@ -141,6 +141,14 @@ type RunRequest struct {
 	ContextVariables map[string]any `json:"context_variables,omitempty"`
 }
 
+// ChatPatch is the body of PATCH /v1/chats/{id}: keys to set in the
+// chat's metadata and its context variables; a nil value removes its key.
+// Either may be left out, not both.
+type ChatPatch struct {
+	Metadata         map[string]any `json:"metadata,omitempty"`
+	ContextVariables map[string]any `json:"context_variables,omitempty"`
+}
+
 // TaskMessage is a message of a run's task.
 type TaskMessage struct {
 	Type    string `json:"type"`

@@ -39,6 +39,7 @@ var schemaOf = map[string]struct {
 	"Warning":      {"Warning", Warning{}},
 	"ProblemField": {"Problem/properties/errors/items", ProblemField{}},
 	"RunRequest":   {"RunRequest", RunRequest{}},
+	"ChatPatch":    {"ChatPatch", ChatPatch{}},
 	"TaskMessage":  {"TaskMessage", TaskMessage{}},
 	"ForkRequest":  {"ForkRequest", ForkRequest{}},
 	"Input":        {"Input", Input{}},

@@ -18,9 +18,11 @@ func (c *Client) Erase(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/chats/"+url.PathEscape(id), nil, nil, nil)
 }
 
-// PatchMetadata merges metadata into a chat's (a nil value removes a key).
-func (c *Client) PatchMetadata(ctx context.Context, id string, metadata map[string]any) (*Chat, error) {
-	body, err := json.Marshal(map[string]any{"metadata": metadata})
+// Patch merges p into a chat's metadata and context variables (PATCH
+// /v1/chats/{id}); a nil value removes its key. The server changes the
+// variables only between runs (a 409 Problem during one).
+func (c *Client) Patch(ctx context.Context, id string, p api.ChatPatch) (*Chat, error) {
+	body, err := json.Marshal(p)
 	if err != nil {
 		return nil, err
 	}
