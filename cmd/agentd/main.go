@@ -160,7 +160,7 @@ commands:
   health    exit 0 if the server at -addr answers /healthz (for HEALTHCHECK)
   version   print the version (also --version)
   chat      a client of a running server: run, ls, show, follow, answer, cancel,
-            again, stop, fork, approve, rm (agentd chat --help)
+            again, stop, fork, approve, rm, set (agentd chat --help)
   team      saved teams on a running server: put, ls, show (agentd team --help)
   help      this text
 
