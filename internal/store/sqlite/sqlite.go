@@ -49,7 +49,7 @@ type Store struct {
 	now    func() time.Time
 	writer *sql.DB // exactly one connection: every write goes through it
 	reader *sql.DB // read-only connections
-	commit *groupcommit.Committer[*chat.AppendParams]
+	commit *groupcommit.Committer[*op]
 	stmts  appendStmts // the committer's
 
 	closeOnce sync.Once
@@ -142,8 +142,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 
 	s := &Store{log: cfg.Logger, now: cfg.Now, writer: writer, reader: reader}
-	s.commit = groupcommit.New(groupcommit.Config[*chat.AppendParams]{
+	s.commit = groupcommit.New(groupcommit.Config[*op]{
 		Commit:  s.commitBatch,
+		Key:     opChat,
+		Trace:   opTrace,
 		Isolate: isolate,
 		Logger:  cfg.Logger.With("store", "sqlite"),
 	})
