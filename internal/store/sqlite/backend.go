@@ -89,7 +89,11 @@ func (s *Store) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
 	if err := f(tx); err != nil {
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.ckpt.committed()
+	return nil
 }
 
 // EraseChat implements chat.AppStore. This transaction is SQLite's

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -170,4 +173,50 @@ func TestConcurrentCreatesInBatches(t *testing.T) {
 	if _, _, err := s.CreateChat(t.Context(), p); !errors.Is(err, chat.ErrConflict) {
 		t.Fatalf("CreateChat with an erased chat's id: %v, want ErrConflict", err)
 	}
+}
+
+// WAL checkpoints run on the checkpointer's connection after commits, not
+// in the writer's commits: the writer's own wal_autocheckpoint is only the
+// WAL's bound, far above what this test writes, so the database file grows
+// only if the checkpointer copies the WAL into it.
+func TestCheckpointsInTheBackground(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "agentd.db")
+	s, err := Open(t.Context(), Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var pages int
+	if err := s.writer.QueryRowContext(t.Context(), `PRAGMA wal_autocheckpoint`).Scan(&pages); err != nil || pages != writerAutoCheckpoint {
+		t.Fatalf("the writer's wal_autocheckpoint: %d, %v; want %d", pages, err, writerAutoCheckpoint)
+	}
+	c := newChat(t, s, "")
+	content := strings.Repeat("x", 3000)
+	const appends, perAppend = 20, 100 // about 6 MB: 1,500 pages and more
+	for range appends {
+		var es []chat.Event
+		for i := range perAppend {
+			es = append(es, chat.Event{Seq: c.LastSeq + 1 + int64(i), Type: chat.EventMessage, Role: chat.RoleAssistant, Name: "a", Content: content})
+		}
+		if err := s.Append(t.Context(), &chat.AppendParams{ChatID: c.ID, Epoch: c.Epoch, Events: es,
+			Update: chat.ChatUpdate{Status: chat.StatusRunning, UpdatedAt: t0}}); err != nil {
+			t.Fatal(err)
+		}
+		c.LastSeq += perAppend
+	}
+	var size int64
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if size = fi.Size(); size >= appends*perAppend*3000 {
+			return
+		}
+	}
+	t.Fatalf("database file %d bytes after writing %d in the WAL: not checkpointed", size, appends*perAppend*3000)
 }

@@ -361,7 +361,11 @@ func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) err
 			}
 		}
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.ckpt.committed()
+	return nil
 }
 
 // updateChat updates p's chat record, with the steady statement when p
