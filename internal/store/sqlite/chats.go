@@ -262,7 +262,12 @@ func (s *Store) createInTx(ctx context.Context, id string, p *chat.CreateChatPar
 		return nil, err
 	}
 	if len(p.Deliveries) > 0 {
-		if err := insertDeliveries(ctx, tx, id, p.Deliveries, created); err != nil {
+		del, err := tx.PrepareContext(ctx, insertDeliverySQL)
+		if err != nil {
+			return nil, err
+		}
+		defer del.Close()
+		if err := insertDeliveries(ctx, del, id, p.Deliveries, created); err != nil {
 			return nil, err
 		}
 	}

@@ -237,8 +237,8 @@ func eventArgs(args []any, id string, e *chat.Event, def time.Time) ([]any, erro
 // Only the committer's one goroutine uses them (SQLite has one writer, so
 // its committer has one batch in flight), and Close closes them.
 type appendStmts struct {
-	steady, upd, create *sql.Stmt
-	ins                 [len(insertChunks)]*sql.Stmt
+	steady, upd, create, deliver *sql.Stmt
+	ins                          [len(insertChunks)]*sql.Stmt
 }
 
 // prepare prepares the statements if they are not yet.
@@ -256,6 +256,9 @@ func (a *appendStmts) prepare(ctx context.Context, db *sql.DB) error {
 	if err == nil {
 		b.create, err = db.PrepareContext(ctx, createChatSQL)
 	}
+	if err == nil {
+		b.deliver, err = db.PrepareContext(ctx, insertDeliverySQL)
+	}
 	for i, n := range insertChunks {
 		if err == nil {
 			b.ins[i], err = db.PrepareContext(ctx, insertEventsSQL(n))
@@ -270,7 +273,7 @@ func (a *appendStmts) prepare(ctx context.Context, db *sql.DB) error {
 
 func (a *appendStmts) close() error {
 	var errs []error
-	for _, st := range append([]*sql.Stmt{a.steady, a.upd, a.create}, a.ins[:]...) {
+	for _, st := range append([]*sql.Stmt{a.steady, a.upd, a.create, a.deliver}, a.ins[:]...) {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -356,7 +359,7 @@ func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) err
 			ds, at = o.append.Deliveries, o.append.Update.UpdatedAt
 		}
 		if len(ds) > 0 {
-			if err := insertDeliveries(ctx, tx, opChat(o), ds, at); err != nil {
+			if err := insertDeliveries(ctx, txStmt(&stmts.deliver, s.stmts.deliver), opChat(o), ds, at); err != nil {
 				return err
 			}
 		}
