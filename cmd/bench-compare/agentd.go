@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -196,8 +197,13 @@ func startChatLoad(ctx context.Context, ag *agentdProc, c int, spec []byte) *cha
 // drain stops the clients and waits for their chats in flight to end.
 func (l *chatLoad) drain() { l.stopLoad(); l.wg.Wait() }
 
-// err reports the chats that failed, after drain.
-func (l *chatLoad) err() error {
+// finish drains the load at the end of the interval and says why the
+// interval does not count: ctx ended, or chats failed.
+func (l *chatLoad) finish(ctx context.Context) error {
+	l.drain()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 	if n := l.failures.Load(); n > 0 {
 		return fmt.Errorf("%d chats failed; first: %v", n, l.firstErr.Load())
 	}
@@ -260,14 +266,7 @@ func agentdPhase(ctx context.Context, pg *pgServer, ag *agentdProc, c int, cfg c
 	if err == nil && cfg.statements > 0 {
 		callsAfter, err = pg.callsByStatement(ctx, "agentd")
 	}
-	drain()
-	if err != nil {
-		return result{}, err
-	}
-	if ctx.Err() != nil {
-		return result{}, ctx.Err()
-	}
-	if err := load.err(); err != nil {
+	if err := cmp.Or(err, load.finish(ctx)); err != nil {
 		return result{}, err
 	}
 	s.at, s.cpuPG, s.cpuProc = b.at, b.cpuPG, b.cpuProc

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os/exec"
@@ -56,14 +57,7 @@ func sqlitePhase(ctx context.Context, ag *sqliteAgentd, c int, cfg config) (resu
 	}
 	b := time.Now()
 	cpuB, err := cpuOf(ag.pid())
-	load.drain()
-	if err != nil {
-		return result{}, err
-	}
-	if ctx.Err() != nil {
-		return result{}, ctx.Err()
-	}
-	if err := load.err(); err != nil {
+	if err := cmp.Or(err, load.finish(ctx)); err != nil {
 		return result{}, err
 	}
 	turns, err := ag.turns(ctx, a, b)
