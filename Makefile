@@ -92,7 +92,7 @@ golden:
 golden-swarm:
 	e2e/swarm/record.sh
 
-## bench-compare: agentd on Postgres next to pgbench, at C = 1, 8, 32, 128, and memory per waiting chat (cmd/bench-compare/README.md)
+## bench-compare: agentd on Postgres next to pgbench and agentd on SQLite, at C = 1, 8, 32, 128, and memory per waiting chat (cmd/bench-compare/README.md)
 .PHONY: bench-compare
 bench-compare:
 	$(GO) run ./cmd/bench-compare $(BENCH_COMPARE_FLAGS)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -157,23 +158,24 @@ func (a *agentdProc) create(ctx context.Context, spec []byte, wait int) (id, sta
 	return c.ID, c.Status, nil
 }
 
-// agentdPhase keeps c chats in flight (each client creates a chat, waits
-// for it to complete, and creates the next) and measures an interval of
-// steady state after a warm-up. Messages are counted from the log itself:
-// those whose created_at falls in the interval.
-func agentdPhase(ctx context.Context, pg *pgServer, ag *agentdProc, c int, cfg config) (result, error) {
-	spec := chatSpec(cfg.messages, 0)
+// chatLoad is c HTTP clients keeping a chat each in flight on an agentd:
+// each creates a chat, waits (wait_s) for it to complete, and creates the
+// next. It is the load of the table's agentd lines, on either store.
+type chatLoad struct {
+	stopLoad context.CancelFunc
+	wg       sync.WaitGroup
+	failures atomic.Int64
+	firstErr atomic.Value
+}
+
+// startChatLoad starts the c clients on ag.
+func startChatLoad(ctx context.Context, ag *agentdProc, c int, spec []byte) *chatLoad {
 	lctx, stopLoad := context.WithCancel(ctx)
-	defer stopLoad()
-	var (
-		wg       sync.WaitGroup
-		failures atomic.Int64
-		firstErr atomic.Value
-	)
+	l := &chatLoad{stopLoad: stopLoad}
 	for range c {
-		wg.Add(1)
+		l.wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer l.wg.Done()
 			for lctx.Err() == nil {
 				// The request is not cut when the load stops: a chat in
 				// flight runs to its end either way.
@@ -182,19 +184,52 @@ func agentdPhase(ctx context.Context, pg *pgServer, ag *agentdProc, c int, cfg c
 					err = fmt.Errorf("chat ended %s, want completed", st)
 				}
 				if err != nil {
-					failures.Add(1)
-					firstErr.CompareAndSwap(nil, err)
+					l.failures.Add(1)
+					l.firstErr.CompareAndSwap(nil, err)
 					time.Sleep(100 * time.Millisecond)
 				}
 			}
 		}()
 	}
-	drain := func() { stopLoad(); wg.Wait() }
+	return l
+}
+
+// drain stops the clients and waits for their chats in flight to end.
+func (l *chatLoad) drain() { l.stopLoad(); l.wg.Wait() }
+
+// finish drains the load at the end of the interval and says why the
+// interval does not count: ctx ended, or chats failed.
+func (l *chatLoad) finish(ctx context.Context) error {
+	l.drain()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if n := l.failures.Load(); n > 0 {
+		return fmt.Errorf("%d chats failed; first: %v", n, l.firstErr.Load())
+	}
+	return nil
+}
+
+// warmUp waits out the warm-up; the load is drained if ctx ends first.
+func (l *chatLoad) warmUp(ctx context.Context, d time.Duration) error {
 	select {
-	case <-time.After(cfg.warmup):
+	case <-time.After(d):
+		return nil
 	case <-ctx.Done():
-		drain()
-		return result{}, ctx.Err()
+		l.drain()
+		return ctx.Err()
+	}
+}
+
+// agentdPhase keeps c chats in flight (each client creates a chat, waits
+// for it to complete, and creates the next) and measures an interval of
+// steady state after a warm-up. Messages are counted from the log itself:
+// those whose created_at falls in the interval.
+func agentdPhase(ctx context.Context, pg *pgServer, ag *agentdProc, c int, cfg config) (result, error) {
+	load := startChatLoad(ctx, ag, c, chatSpec(cfg.messages, 0))
+	drain := load.drain
+	if err := load.warmUp(ctx, cfg.warmup); err != nil {
+		return result{}, err
 	}
 	a, err := pg.snap(ctx, "agentd")
 	var callsBefore map[string]statementCalls
@@ -231,15 +266,8 @@ func agentdPhase(ctx context.Context, pg *pgServer, ag *agentdProc, c int, cfg c
 	if err == nil && cfg.statements > 0 {
 		callsAfter, err = pg.callsByStatement(ctx, "agentd")
 	}
-	drain()
-	if err != nil {
+	if err := cmp.Or(err, load.finish(ctx)); err != nil {
 		return result{}, err
-	}
-	if ctx.Err() != nil {
-		return result{}, ctx.Err()
-	}
-	if n := failures.Load(); n > 0 {
-		return result{}, fmt.Errorf("%d chats failed; first: %v", n, firstErr.Load())
 	}
 	s.at, s.cpuPG, s.cpuProc = b.at, b.cpuPG, b.cpuProc
 	b = s

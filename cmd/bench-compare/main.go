@@ -1,7 +1,8 @@
 // Command bench-compare measures agentd's chat log on Postgres side by side
 // with pgbench on the same throwaway server: pgbench inserting one row per
 // transaction, and the real agentd binary running round-robin replay chats
-// over HTTP, at the same concurrencies, interleaved. It prints one table of
+// over HTTP, at the same concurrencies, interleaved, with a third agentd on
+// its embedded SQLite store under the same load. It prints one table of
 // rates, latencies and per-message costs (CPU from /proc, statements from
 // pg_stat_statements, commits and WAL from the WAL itself), then the memory
 // per chat of many chats waiting on a slow model. See README.md beside this
@@ -177,7 +178,7 @@ func run(ctx context.Context, cfg config) error {
 
 	fmt.Fprintf(cfg.out, "bench-compare: %d-message round-robin replay chats (3 agents) vs pgbench one-row INSERTs; Postgres fsync on; %s per phase; %d CPUs; %d chats of history\n\n",
 		cfg.messages, cfg.duration, runtime.NumCPU(), cfg.history)
-	if err := tablePhase(ctx, pg, ag, tmp, cfg); err != nil {
+	if err := tablePhase(ctx, pg, ag, bin, tmp, cfg); err != nil {
 		return err
 	}
 	if cfg.phases["stream"] {
@@ -226,19 +227,24 @@ func run(ctx context.Context, cfg config) error {
 	return nil
 }
 
-// tablePhase runs pgbench and agentd at each concurrency, one after the
-// other, and prints the table.
-func tablePhase(ctx context.Context, pg *pgServer, ag *agentdProc, tmp string, cfg config) error {
+// tablePhase runs pgbench, agentd on Postgres and agentd on SQLite at each
+// concurrency, one after the other, and prints the table.
+func tablePhase(ctx context.Context, pg *pgServer, ag *agentdProc, bin, tmp string, cfg config) error {
 	if !cfg.phases["table"] {
 		return nil
 	}
+	sq, err := startSQLiteAgentd(ctx, bin, tmp, cfg)
+	if err != nil {
+		return err
+	}
+	defer sq.stop()
 	t := newTable(cfg.out)
 	var tops []statementTop
 	for _, c := range cfg.conc {
-		// Rounds alternate pgbench and agentd, so that a stretch in which
-		// the machine runs slower slows both; the table gives each
+		// Rounds alternate the three, so that a stretch in which the
+		// machine runs slower slows all of them; the table gives each
 		// system's median round.
-		var pbs, ars []result
+		var pbs, ars, sqs []result
 		for round := range max(cfg.rounds, 1) {
 			pb, err := pgbenchPhase(ctx, pg, c, cfg.duration, tmp)
 			if err != nil {
@@ -248,11 +254,17 @@ func tablePhase(ctx context.Context, pg *pgServer, ag *agentdProc, tmp string, c
 			if err != nil {
 				return fmt.Errorf("agentd at C=%d: %w", c, err)
 			}
-			pbs, ars = append(pbs, pb), append(ars, ar)
-			fmt.Fprintf(os.Stderr, "C=%d, round %d: pgbench %.0f rows/s, agentd %.0f msg/s (%.2f×)\n", c, round+1, pb.rate, ar.rate, ar.rate/pb.rate)
+			sr, err := sqlitePhase(ctx, sq, c, cfg)
+			if err != nil {
+				return fmt.Errorf("agentd on SQLite at C=%d: %w", c, err)
+			}
+			pbs, ars, sqs = append(pbs, pb), append(ars, ar), append(sqs, sr)
+			fmt.Fprintf(os.Stderr, "C=%d, round %d: pgbench %.0f rows/s, agentd %.0f msg/s (%.2f×), on SQLite %.0f msg/s (%.2f× Postgres)\n",
+				c, round+1, pb.rate, ar.rate, ar.rate/pb.rate, sr.rate, sr.rate/ar.rate)
 		}
-		pb, ar := medianResult(pbs), medianResult(ars)
-		t.row(c, pb, ar, roundRatios(pbs, ars))
+		ar := medianResult(ars)
+		t.row(c, medianResult(pbs), ar, roundRatios(pbs, ars))
+		t.sqliteRow(c, medianResult(sqs), ar, roundRatios(ars, sqs))
 		if ar.top != nil {
 			tops = append(tops, *ar.top)
 		}

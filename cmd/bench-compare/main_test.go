@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -88,12 +89,18 @@ func TestOneTinyRound(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	for _, want := range []string{"pgbench row", "agentd msg", "memory: 20 chats", "KB/chat", "heap live",
+	for _, want := range []string{"pgbench row", "agentd msg", "agentd msg, SQLite", "× PG", "memory: 20 chats", "KB/chat", "heap live",
 		"bare relay", "agentd, one replica", "agentd, two replicas", "6/6", "first round of each system", "idle streams: 20", "KB/stream",
 		"scale: 20 chats", "postgres", "sqlite", "of ideal"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+	// The SQLite line counted messages from its log (the last figure before
+	// the rounds' ratios): a query that found none would print a line of
+	// zeros.
+	if m := regexp.MustCompile(`agentd msg, SQLite +[0-9]+ .* ([0-9]+)  +[0-9. ]+\n`).FindStringSubmatch(out.String()); m == nil || m[1] == "0" {
+		t.Errorf("no messages on the SQLite line (%q):\n%s", m, out.String())
 	}
 	t.Log(out.String())
 }

@@ -10,7 +10,8 @@ import (
 	"time"
 )
 
-// table prints one line per system and concurrency, pgbench first.
+// table prints one line per system and concurrency: pgbench, agentd on
+// Postgres, agentd on SQLite.
 type table struct{ w *tabwriter.Writer }
 
 func newTable(out io.Writer) *table {
@@ -34,6 +35,18 @@ func (t *table) row(c int, pb, ag result, rounds string) {
 	line("agentd msg", ag, fmt.Sprintf("%.2f×", ratio), rounds)
 }
 
+// sqliteRow prints the median round of agentd on SQLite at C, its ratio to
+// agentd on Postgres (pg) rather than to pgbench; rounds are the ratios of
+// every round. The columns read from Postgres are empty.
+func (t *table) sqliteRow(c int, sq, pg result, rounds string) {
+	ratio := ""
+	if pg.rate > 0 {
+		ratio = fmt.Sprintf("%.2f× PG", sq.rate/pg.rate)
+	}
+	fmt.Fprintf(t.w, "%d\t%s\t%.0f\t%s\t%.2f\t%.2f\t%.3f\t\t\t\t\t%.0f\t%s\t\n",
+		c, "agentd msg, SQLite", sq.rate, ratio, ms(sq.p50), ms(sq.p99), ms(sq.cpu), sq.units, rounds)
+}
+
 func (t *table) flush() { t.w.Flush() }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -46,12 +59,13 @@ func medianResult(rs []result) result {
 	return s[(len(s)-1)/2]
 }
 
-// roundRatios lists agentd's rate over pgbench's of each round.
-func roundRatios(pbs, ars []result) string {
+// roundRatios lists each round's rate of the second system over the first's
+// (agentd's over pgbench's, SQLite's over Postgres's).
+func roundRatios(base, rs []result) string {
 	var parts []string
-	for i := range pbs {
-		if pbs[i].rate > 0 {
-			parts = append(parts, fmt.Sprintf("%.2f", ars[i].rate/pbs[i].rate))
+	for i := range base {
+		if base[i].rate > 0 {
+			parts = append(parts, fmt.Sprintf("%.2f", rs[i].rate/base[i].rate))
 		}
 	}
 	return strings.Join(parts, " ")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agentd/agentd/internal/chat"
@@ -115,6 +116,29 @@ func insertEvents(ctx context.Context, stmt *sql.Stmt, id string, events []chat.
 	return nil
 }
 
+// op is one member of a group commit: an append, or the creation of a chat.
+type op struct {
+	append *chat.AppendParams
+	create *createOp
+}
+
+// opChat is the chat an op writes to, the group committer's sort key.
+func opChat(o *op) string {
+	if o.append != nil {
+		return o.append.ChatID
+	}
+	return o.create.id
+}
+
+// opTrace is an append's trace, if it asked for one (see
+// chat.AppendParams.Trace).
+func opTrace(o *op) *chat.AppendTrace {
+	if o.append != nil {
+		return o.append.Trace
+	}
+	return nil
+}
+
 // Append implements chat.Store. The append joins the group committer's next
 // batch; see commitBatch.
 func (s *Store) Append(ctx context.Context, p *chat.AppendParams) error {
@@ -122,7 +146,7 @@ func (s *Store) Append(ctx context.Context, p *chat.AppendParams) error {
 	if err != nil {
 		return err
 	}
-	if err := s.commit.Append(ctx, q); err != nil {
+	if err := s.commit.Append(ctx, &op{append: q}); err != nil {
 		return fmt.Errorf("%s: %w", param.DescribeAppend(q), translate(err))
 	}
 	return nil
@@ -149,6 +173,63 @@ const appendChatSQL = `UPDATE chats SET
 	WHERE id = ? AND epoch = ? AND last_seq = ?
 	  AND (? IS NULL OR EXISTS (SELECT 1 FROM chat_runs r WHERE r.chat_id = chats.id AND r.run = ? AND r.key = ?))`
 
+// appendSteadySQL is appendChatSQL for the common append, one that leaves
+// the chat's status as it is, neither ends nor starts a run and keeps the
+// lease: it sets only the columns no index of chats covers. SQLite rewrites
+// an index entry whenever an UPDATE names one of the index's columns in its
+// SET, changed or not, so appendChatSQL (which names status, completed_at
+// and lease_expires_at) pays for three indexes on every append; this one
+// for none. Its extra conditions (the same status, no completed_at) make it
+// change nothing where appendChatSQL would do more than it does; then
+// commitBatch runs appendChatSQL, which also decides fencing. Where its
+// conditions hold it sets what appendChatSQL would: status and completed_at
+// keep their values, owner and lease are kept (no release), cancel and stop
+// requests are kept (the status is not a final one) and there is no run's
+// key to check (no StartKey).
+const appendSteadySQL = `UPDATE chats SET
+	stop_reason = ?, stop_detail = ?, error = ?,
+	turns = ?, message_count = ?, prompt_tokens = ?, completion_tokens = ?,
+	pending_input = ?, updated_at = ?, last_seq = ?,
+	input_expires_at = ?, input_response = NULL, run = ?
+	WHERE id = ? AND epoch = ? AND last_seq = ? AND status = ? AND completed_at IS NULL`
+
+// steady reports whether p may take appendSteadySQL first.
+func steady(p *chat.AppendParams) bool {
+	u := &p.Update
+	return !u.ReleaseLease && u.CompletedAt == nil && p.StartKey == "" && !u.Status.Terminal()
+}
+
+// insertChunks are the sizes of the multi-row event inserts the group commit
+// prepares, largest first: a batch's events go out in as few statements as
+// these sizes make (26 events: 16 + 4 + 4 + 1 + 1), rather than one
+// statement per event, whose fixed cost (database/sql, the driver's bind
+// and step, the VDBE's setup and halt) was most of an insert's.
+var insertChunks = [...]int{64, 16, 4, 1}
+
+// eventParams is the number of parameters of one event row.
+const eventParams = 10
+
+// insertEventsSQL is insertEventSQL with n rows.
+func insertEventsSQL(n int) string {
+	row := "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	return insertEventSQL[:strings.Index(insertEventSQL, "VALUES")] + "VALUES " + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
+}
+
+// eventArgs appends the parameters of e's row to args; a zero CreatedAt
+// becomes def.
+func eventArgs(args []any, id string, e *chat.Event, def time.Time) ([]any, error) {
+	calls, resps, err := marshalCalls(e)
+	if err != nil {
+		return nil, err
+	}
+	created := def
+	if !e.CreatedAt.IsZero() {
+		created = e.CreatedAt
+	}
+	return append(args, id, e.Seq, string(e.Type), nullString(param.Text(e.Role)), nullString(param.Text(e.Name)),
+		nullString(param.Text(e.Content)), calls, resps, nullJSON(e.Data), nanos(created)), nil
+}
+
 // appendStmts are the group commit's statements, prepared on the writer
 // connection by the first batch and kept for the store's life: parsing
 // them again for every batch was a third to a half of a batch's time at
@@ -156,7 +237,8 @@ const appendChatSQL = `UPDATE chats SET
 // Only the committer's one goroutine uses them (SQLite has one writer, so
 // its committer has one batch in flight), and Close closes them.
 type appendStmts struct {
-	upd, ins *sql.Stmt
+	steady, upd, create, deliver *sql.Stmt
+	ins                          [len(insertChunks)]*sql.Stmt
 }
 
 // prepare prepares the statements if they are not yet.
@@ -164,29 +246,47 @@ func (a *appendStmts) prepare(ctx context.Context, db *sql.DB) error {
 	if a.upd != nil {
 		return nil
 	}
-	upd, err := db.PrepareContext(ctx, appendChatSQL)
-	if err != nil {
-		return err
+	var (
+		b   appendStmts
+		err error
+	)
+	if b.steady, err = db.PrepareContext(ctx, appendSteadySQL); err == nil {
+		b.upd, err = db.PrepareContext(ctx, appendChatSQL)
 	}
-	ins, err := db.PrepareContext(ctx, insertEventSQL)
-	if err != nil {
-		upd.Close()
-		return err
+	if err == nil {
+		b.create, err = db.PrepareContext(ctx, createChatSQL)
 	}
-	a.upd, a.ins = upd, ins
+	if err == nil {
+		b.deliver, err = db.PrepareContext(ctx, insertDeliverySQL)
+	}
+	for i, n := range insertChunks {
+		if err == nil {
+			b.ins[i], err = db.PrepareContext(ctx, insertEventsSQL(n))
+		}
+	}
+	if err != nil {
+		return errors.Join(err, b.close())
+	}
+	*a = b
 	return nil
 }
 
 func (a *appendStmts) close() error {
-	if a.upd == nil {
-		return nil
+	var errs []error
+	for _, st := range append([]*sql.Stmt{a.steady, a.upd, a.create, a.deliver}, a.ins[:]...) {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
 	}
-	return errors.Join(a.upd.Close(), a.ins.Close())
+	return errors.Join(errs...)
 }
 
-// commitBatch is the groupcommit.CommitFunc: all appends of the batch in one
-// transaction, hence one fsync.
-func (s *Store) commitBatch(ctx context.Context, batch []*chat.AppendParams, fenced []bool) error {
+// commitBatch is the groupcommit.CommitFunc: all appends and creates of
+// the batch in one transaction, hence one fsync. Each append's chat record
+// is updated (and fenced) with a statement of its own, each create's chat
+// inserted; the events of all that were not fenced are then inserted
+// together, and their webhook deliveries after them.
+func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) error {
 	if err := s.stmts.prepare(ctx, s.writer); err != nil {
 		return err
 	}
@@ -197,45 +297,117 @@ func (s *Store) commitBatch(ctx context.Context, batch []*chat.AppendParams, fen
 	defer tx.Rollback() // a no-op after Commit
 	// On the writer's one connection, where they were prepared: the
 	// transaction uses them as they are.
-	upd := tx.StmtContext(ctx, s.stmts.upd)
-	ins := tx.StmtContext(ctx, s.stmts.ins)
-	for i, p := range batch {
-		u := &p.Update
-		first, last := p.Events[0].Seq, p.Events[len(p.Events)-1].Seq
-		release := 0
-		if u.ReleaseLease {
-			release = 1
+	var stmts appendStmts
+	txStmt := func(st **sql.Stmt, prepared *sql.Stmt) *sql.Stmt {
+		if *st == nil {
+			*st = tx.StmtContext(ctx, prepared)
 		}
-		res, err := upd.ExecContext(ctx,
-			string(u.Status), nullString(string(u.StopReason)), nullString(param.Text(u.StopDetail)), nullString(param.Text(u.Error)),
-			u.Turns, u.MessageCount, u.PromptTokens, u.CompletionTokens,
-			nullJSON(u.PendingInput), nullNanos(utcPtr(u.CompletedAt)), nanos(u.UpdatedAt), last,
-			nullNanos(utcPtr(u.InputExpiresAt)),
-			release, release,
-			max(u.Run, 1), string(u.Status), string(u.Status),
-			p.ChatID, p.Epoch, first-1,
-			nullString(p.StartKey), max(u.Run, 1), nullString(p.StartKey))
-		if err != nil {
-			return err
+		return *st
+	}
+	var rows []any
+	for i, o := range batch {
+		id, events, def := opChat(o), []chat.Event(nil), time.Time{}
+		if c := o.create; c != nil {
+			ch, err := scanChat(txStmt(&stmts.create, s.stmts.create).QueryRowContext(ctx, c.args...))
+			if errors.Is(err, sql.ErrNoRows) {
+				fenced[i] = true
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			c.chat, events, def = ch, c.p.Events, c.created
+		} else {
+			ok, err := s.updateChat(ctx, o.append, func() *sql.Stmt { return txStmt(&stmts.steady, s.stmts.steady) },
+				func() *sql.Stmt { return txStmt(&stmts.upd, s.stmts.upd) })
+			if err != nil {
+				return err
+			}
+			if !ok {
+				fenced[i] = true
+				continue
+			}
+			events, def = o.append.Events, o.append.Update.UpdatedAt
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			fenced[i] = true
-			continue
-		}
-		if err := insertEvents(ctx, ins, p.ChatID, p.Events, u.UpdatedAt); err != nil {
-			return err
-		}
-		if len(p.Deliveries) > 0 {
-			if err := insertDeliveries(ctx, tx, p.ChatID, p.Deliveries, u.UpdatedAt); err != nil {
+		for j := range events {
+			if rows, err = eventArgs(rows, id, &events[j], def); err != nil {
 				return err
 			}
 		}
 	}
-	return tx.Commit()
+	for n := len(rows) / eventParams; n > 0; {
+		for i, size := range insertChunks {
+			if size > n {
+				continue
+			}
+			if _, err := txStmt(&stmts.ins[i], s.stmts.ins[i]).ExecContext(ctx, rows[:size*eventParams]...); err != nil {
+				return err
+			}
+			rows, n = rows[size*eventParams:], n-size
+			break
+		}
+	}
+	// After the events: a delivery names its event.
+	for i, o := range batch {
+		if fenced[i] {
+			continue
+		}
+		ds, at := []chat.Delivery(nil), time.Time{}
+		if o.create != nil {
+			ds, at = o.create.p.Deliveries, o.create.created
+		} else {
+			ds, at = o.append.Deliveries, o.append.Update.UpdatedAt
+		}
+		if len(ds) > 0 {
+			if err := insertDeliveries(ctx, txStmt(&stmts.deliver, s.stmts.deliver), opChat(o), ds, at); err != nil {
+				return err
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.ckpt.committed()
+	return nil
+}
+
+// updateChat updates p's chat record, with the steady statement when p
+// allows it and it matches, else with appendChatSQL; false means fenced.
+func (s *Store) updateChat(ctx context.Context, p *chat.AppendParams, steadyStmt, fullStmt func() *sql.Stmt) (bool, error) {
+	u := &p.Update
+	first, last := p.Events[0].Seq, p.Events[len(p.Events)-1].Seq
+	if steady(p) {
+		res, err := steadyStmt().ExecContext(ctx,
+			nullString(string(u.StopReason)), nullString(param.Text(u.StopDetail)), nullString(param.Text(u.Error)),
+			u.Turns, u.MessageCount, u.PromptTokens, u.CompletionTokens,
+			nullJSON(u.PendingInput), nanos(u.UpdatedAt), last,
+			nullNanos(utcPtr(u.InputExpiresAt)), max(u.Run, 1),
+			p.ChatID, p.Epoch, first-1, string(u.Status))
+		if err != nil {
+			return false, err
+		}
+		if n, err := res.RowsAffected(); err != nil || n > 0 {
+			return n > 0, err
+		}
+	}
+	release := 0
+	if u.ReleaseLease {
+		release = 1
+	}
+	res, err := fullStmt().ExecContext(ctx,
+		string(u.Status), nullString(string(u.StopReason)), nullString(param.Text(u.StopDetail)), nullString(param.Text(u.Error)),
+		u.Turns, u.MessageCount, u.PromptTokens, u.CompletionTokens,
+		nullJSON(u.PendingInput), nullNanos(utcPtr(u.CompletedAt)), nanos(u.UpdatedAt), last,
+		nullNanos(utcPtr(u.InputExpiresAt)),
+		release, release,
+		max(u.Run, 1), string(u.Status), string(u.Status),
+		p.ChatID, p.Epoch, first-1,
+		nullString(p.StartKey), max(u.Run, 1), nullString(p.StartKey))
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
 }
 
 func utcPtr(t *time.Time) *time.Time {

@@ -49,8 +49,9 @@ type Store struct {
 	now    func() time.Time
 	writer *sql.DB // exactly one connection: every write goes through it
 	reader *sql.DB // read-only connections
-	commit *groupcommit.Committer[*chat.AppendParams]
+	commit *groupcommit.Committer[*op]
 	stmts  appendStmts // the committer's
+	ckpt   *checkpointer
 
 	closeOnce sync.Once
 	closeErr  error
@@ -104,6 +105,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	w.Set("_journal_mode", "WAL")
 	w.Set("_synchronous", "FULL")
 	w.Set("_txlock", "immediate")
+	//   wal_autocheckpoint: only the WAL's bound; the checkpoints run in the
+	//     background (see checkpointer).
+	w.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", writerAutoCheckpoint))
 	writer, err := sql.Open("sqlite", cfg.Path+"?"+w.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite store %s: %w", cfg.Path, err)
@@ -141,9 +145,28 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite store %s: %w", cfg.Path, err)
 	}
 
-	s := &Store{log: cfg.Logger, now: cfg.Now, writer: writer, reader: reader}
-	s.commit = groupcommit.New(groupcommit.Config[*chat.AppendParams]{
+	c := url.Values{}
+	for k, v := range common {
+		c[k] = v
+	}
+	c.Set("_synchronous", "FULL")
+	ckpt, err := sql.Open("sqlite", cfg.Path+"?"+c.Encode())
+	if err != nil {
+		reader.Close()
+		writer.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", cfg.Path, err)
+	}
+	ckpt.SetMaxOpenConns(1)
+	ckpt.SetMaxIdleConns(1)
+	ckpt.SetConnMaxLifetime(0)
+	ckpt.SetConnMaxIdleTime(0)
+
+	s := &Store{log: cfg.Logger, now: cfg.Now, writer: writer, reader: reader,
+		ckpt: newCheckpointer(ckpt, cfg.Logger.With("store", "sqlite"))}
+	s.commit = groupcommit.New(groupcommit.Config[*op]{
 		Commit:  s.commitBatch,
+		Key:     opChat,
+		Trace:   opTrace,
 		Isolate: isolate,
 		Logger:  cfg.Logger.With("store", "sqlite"),
 	})
@@ -188,6 +211,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closeErr = errors.Join(
 			s.commit.Stop(context.Background()),
+			s.ckpt.close(),
 			s.stmts.close(),
 			s.reader.Close(),
 			s.writer.Close(),
