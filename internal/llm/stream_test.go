@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"net/http"
@@ -66,6 +67,38 @@ func TestOpenAIStreamRetriesBeforeTheFirstDelta(t *testing.T) {
 	resp, err := f.c.Complete(t.Context(), req)
 	if err != nil || resp.Content != "after a retry" || len(f.srv.Requests()) != 2 {
 		t.Fatalf("resp %+v, err %v, %d requests", resp, err, len(f.srv.Requests()))
+	}
+}
+
+// Every attempt of a call sends the same request, streamed or not: the
+// first attempt's request is built when the call is prepared and dropped
+// once sent, and a retry builds it again.
+func TestRetriesSendTheFirstAttemptsRequest(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	for _, stream := range []bool{true, false} {
+		f.srv.Fail(openaitest.Failure{Status: http.StatusInternalServerError}, openaitest.Failure{Status: http.StatusTooManyRequests, RetryAfter: "0"})
+		f.srv.Reply(openaitest.Text("third time"))
+		req := openaiRequest()
+		req.Config.Temperature, req.Config.MaxTokens = ptr(0.0), ptr(64)
+		req.Tools = []chat.ToolDef{{Name: "search", Description: "Searches."}}
+		if stream {
+			req.OnDelta = func(string) {}
+		}
+		before := len(f.srv.Requests())
+		resp, err := f.c.Complete(t.Context(), req)
+		if err != nil || resp.Content != "third time" {
+			t.Fatalf("stream %t: reply %+v, err %v", stream, resp, err)
+		}
+		rs := f.srv.Requests()[before:]
+		if len(rs) != 3 {
+			t.Fatalf("stream %t: %d attempts, want 3", stream, len(rs))
+		}
+		for i, r := range rs[1:] {
+			if !bytes.Equal(r.Body, rs[0].Body) {
+				t.Errorf("stream %t: attempt %d sent\n%s\nthe first sent\n%s", stream, i+2, r.Body, rs[0].Body)
+			}
+		}
 	}
 }
 
