@@ -62,7 +62,12 @@ type config struct {
 	scaleFollow                float64
 	scaleWarmup, scaleDuration time.Duration
 	scaleCreateWithin          time.Duration
-	out                        io.Writer
+	// scaleStores are the stores the scale phase runs on, in order.
+	scaleStores []string
+	// scaleH2C: agentd speaks HTTP/2 to the model stand-in (h2c), else
+	// HTTP/1.1.
+	scaleH2C bool
+	out      io.Writer
 }
 
 func main() {
@@ -98,7 +103,18 @@ func main() {
 	flag.DurationVar(&cfg.scaleWarmup, "scale-warmup", 5*time.Second, "scale phase: time after the creates before measuring")
 	flag.DurationVar(&cfg.scaleCreateWithin, "scale-create-within", 2*time.Minute, "scale phase: the creates stop after this long; the phase measures the chats created by then")
 	flag.DurationVar(&cfg.scaleDuration, "scale-duration", 60*time.Second, "scale phase: measured time on each store")
+	flag.BoolVar(&cfg.scaleH2C, "scale-h2c", true, "scale phase: agentd calls the model over HTTP/2 (h2c on its endpoint, as hosted APIs speak HTTP/2); false: HTTP/1.1, a connection per call")
+	scaleStores := flag.String("scale-stores", "postgres,sqlite", "scale phase: the stores to run on, in order")
 	flag.Parse()
+	for _, st := range strings.Split(*scaleStores, ",") {
+		switch st = strings.TrimSpace(st); st {
+		case "postgres", "sqlite":
+			cfg.scaleStores = append(cfg.scaleStores, st)
+		default:
+			fmt.Fprintf(os.Stderr, "bench-compare: unknown store %q in -scale-stores (postgres, sqlite)\n", st)
+			os.Exit(2)
+		}
+	}
 	cfg.phases = map[string]bool{}
 	for _, p := range strings.Split(*phases, ",") {
 		switch p = strings.TrimSpace(p); p {
