@@ -133,24 +133,7 @@ func TestConcurrentCallsReuseTheirConnections(t *testing.T) {
 	defer fake.Close()
 	c, opened := countingServer(t, fake.Handler())
 	const calls = 20
-	// The model answers a round's calls once all of them have come, so
-	// that they are in flight at once however slowly the machine starts
-	// them.
-	var (
-		mu      sync.Mutex
-		arrived int
-		all     = make(chan struct{})
-	)
-	fake.Respond(func(openaitest.Request) openaitest.Reply {
-		mu.Lock()
-		defer mu.Unlock()
-		hold := all
-		if arrived++; arrived == calls {
-			close(all)
-			arrived, all = 0, make(chan struct{})
-		}
-		return openaitest.Reply{Pieces: []string{"a", "b"}, Hold: hold}
-	})
+	answerInRounds(fake, calls)
 	round := func() {
 		var wg sync.WaitGroup
 		for range calls {
@@ -201,6 +184,27 @@ func TestStreamKeepsItsConnectionWhenItsEndComesLate(t *testing.T) {
 	}
 }
 
+// answerInRounds makes fake answer "ab" to each round of n calls once all of
+// them have come, so that they are in flight at once however slowly the
+// machine starts them.
+func answerInRounds(fake *openaitest.Server, n int) {
+	var (
+		mu      sync.Mutex
+		arrived int
+		all     = make(chan struct{})
+	)
+	fake.Respond(func(openaitest.Request) openaitest.Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		hold := all
+		if arrived++; arrived == n {
+			close(all)
+			arrived, all = 0, make(chan struct{})
+		}
+		return openaitest.Reply{Pieces: []string{"a", "b"}, Hold: hold}
+	})
+}
+
 // countingServer serves h and returns a client of it, with the count of
 // the connections the server accepted.
 func countingServer(t *testing.T, h http.Handler) (*Client, *atomic.Int64) {
@@ -230,20 +234,7 @@ func TestH2CEndpointMultiplexesItsCalls(t *testing.T) {
 	fake := openaitest.New()
 	defer fake.Close()
 	const calls = 20
-	var (
-		mu      sync.Mutex
-		arrived int
-		all     = make(chan struct{})
-	)
-	fake.Respond(func(openaitest.Request) openaitest.Reply {
-		mu.Lock()
-		defer mu.Unlock()
-		hold := all
-		if arrived++; arrived == calls {
-			close(all)
-		}
-		return openaitest.Reply{Pieces: []string{"a", "b"}, Hold: hold}
-	})
+	answerInRounds(fake, calls)
 	var http1 atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor != 2 {
