@@ -42,6 +42,7 @@ type modelsFileEntry struct {
 	RPM            int               `yaml:"rpm"`
 	TPM            int               `yaml:"tpm"`
 	TimeoutS       float64           `yaml:"timeout_s"`
+	H2C            bool              `yaml:"h2c"`
 }
 
 // maxModelsFile bounds the file: it is configuration, not data.
@@ -83,7 +84,7 @@ func loadModels(path string, getenv func(string) string) (*llm.Config, error) {
 	for i, e := range mf.Endpoints {
 		ep := llm.Endpoint{Name: e.Name, Kind: e.Kind, BaseURL: e.BaseURL, Organization: e.Organization,
 			APIVersion: e.APIVersion, Deployment: e.Deployment, Headers: e.Headers, Models: e.Models,
-			MaxConcurrency: e.MaxConcurrency, RPM: e.RPM, TPM: e.TPM}
+			MaxConcurrency: e.MaxConcurrency, RPM: e.RPM, TPM: e.TPM, H2C: e.H2C}
 		who := fmt.Sprintf("endpoint %d (%q)", i+1, e.Name)
 		if e.TimeoutS < 0 || e.TimeoutS > 3600 {
 			bad("%s: timeout_s must be between 0 and 3600", who)

@@ -67,9 +67,9 @@ endpoints:
 		t.Errorf("claude = %+v", cl)
 	}
 
-	json := writeFile(t, "models.json", `{"endpoints": [{"name": "local", "kind": "openai", "base_url": "http://127.0.0.1:8000/v1"}]}`)
+	json := writeFile(t, "models.json", `{"endpoints": [{"name": "local", "kind": "openai", "base_url": "http://127.0.0.1:8000/v1", "h2c": true}]}`)
 	c = parse(t, envMap("AGENTD_MODELS_FILE", json))
-	if cfg, err := c.models(); err != nil || len(cfg.Endpoints) != 1 || cfg.Endpoints[0].APIKey != "" {
+	if cfg, err := c.models(); err != nil || len(cfg.Endpoints) != 1 || cfg.Endpoints[0].APIKey != "" || !cfg.Endpoints[0].H2C || gpt.H2C {
 		t.Errorf("json: %+v, %v", cfg, err)
 	}
 

@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,7 +64,12 @@ type config struct {
 	scaleFollow                float64
 	scaleWarmup, scaleDuration time.Duration
 	scaleCreateWithin          time.Duration
-	out                        io.Writer
+	// scaleStores are the stores the scale phase runs on, in order.
+	scaleStores []string
+	// scaleH2C: agentd speaks HTTP/2 to the model stand-in (h2c), else
+	// HTTP/1.1.
+	scaleH2C bool
+	out      io.Writer
 }
 
 func main() {
@@ -99,7 +105,19 @@ func main() {
 	flag.DurationVar(&cfg.scaleWarmup, "scale-warmup", 5*time.Second, "scale phase: time after the creates before measuring")
 	flag.DurationVar(&cfg.scaleCreateWithin, "scale-create-within", 2*time.Minute, "scale phase: the creates stop after this long; the phase measures the chats created by then")
 	flag.DurationVar(&cfg.scaleDuration, "scale-duration", 60*time.Second, "scale phase: measured time on each store")
+	flag.BoolVar(&cfg.scaleH2C, "scale-h2c", true, "scale phase: agentd calls the model over HTTP/2 (h2c on its endpoint, as hosted APIs speak HTTP/2); false: HTTP/1.1, a connection per call")
+	cpuProfile := flag.String("cpuprofile", "", "write the benchmark's own CPU profile (its model stand-ins, followers and clients) to this file")
+	scaleStores := flag.String("scale-stores", "postgres,sqlite", "scale phase: the stores to run on, in order")
 	flag.Parse()
+	for _, st := range strings.Split(*scaleStores, ",") {
+		switch st = strings.TrimSpace(st); st {
+		case "postgres", "sqlite":
+			cfg.scaleStores = append(cfg.scaleStores, st)
+		default:
+			fmt.Fprintf(os.Stderr, "bench-compare: unknown store %q in -scale-stores (postgres, sqlite)\n", st)
+			os.Exit(2)
+		}
+	}
 	cfg.phases = map[string]bool{}
 	for _, p := range strings.Split(*phases, ",") {
 		switch p = strings.TrimSpace(p); p {
@@ -123,10 +141,23 @@ func main() {
 		cfg.conc = append(cfg.conc, n)
 	}
 	cfg.out = os.Stdout
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench-compare: -cpuprofile: %v\n", err)
+			os.Exit(2)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg); err != nil {
 		fmt.Fprintf(os.Stderr, "bench-compare: %v\n", err)
+		pprof.StopCPUProfile() // what it has is written (exit skips the defers)
 		os.Exit(1)
 	}
 }

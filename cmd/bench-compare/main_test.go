@@ -85,13 +85,13 @@ func TestOneTinyRound(t *testing.T) {
 		streamChats: 3, streamReplies: 2, streamTokens: 5, streamFirst: 100 * time.Millisecond, streamEvery: 5 * time.Millisecond, streamRounds: 1,
 		idle:       20,
 		scaleChats: 20, scaleTokens: 3, scaleReply: 200 * time.Millisecond, scaleFollow: 0.1, scaleWarmup: 500 * time.Millisecond, scaleDuration: 2 * time.Second,
-		scaleCreateWithin: time.Minute})
+		scaleCreateWithin: time.Minute, scaleStores: []string{"postgres", "sqlite"}, scaleH2C: true})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	for _, want := range []string{"pgbench row", "agentd msg", "agentd msg, SQLite", "× PG", "memory: 20 chats", "KB/chat", "heap live",
 		"bare relay", "agentd, one replica", "agentd, two replicas", "6/6", "first round of each system", "idle streams: 20", "KB/stream",
-		"scale: 20 chats", "postgres", "sqlite", "of ideal"} {
+		"scale: 20 chats", "HTTP/2 (h2c)", "postgres", "sqlite", "of ideal"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

@@ -34,6 +34,9 @@ type scaleModel struct {
 	url    string
 	tokens int
 	reply  time.Duration
+	// chunks are the events of a reply, written once: token i's, then the
+	// end (finish reason, usage, [DONE]). Every reply is the same.
+	chunks [][]byte
 
 	measuring atomic.Bool
 	mu        sync.Mutex
@@ -41,7 +44,9 @@ type scaleModel struct {
 	added     []time.Duration
 }
 
-// startScaleModel serves the stand-in on a port of 127.0.0.1.
+// startScaleModel serves the stand-in on a port of 127.0.0.1: HTTP/1.1,
+// and HTTP/2 without TLS to a client that speaks it with prior knowledge
+// (agentd with h2c set on the endpoint), as hosted APIs speak HTTP/2.
 func startScaleModel(tokens int, reply time.Duration) (*scaleModel, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -49,7 +54,19 @@ func startScaleModel(tokens int, reply time.Duration) (*scaleModel, error) {
 	}
 	m := &scaleModel{tokens: max(tokens, 1), reply: reply, lastEnd: map[int]time.Time{},
 		url: "http://" + l.Addr().String() + "/v1"}
-	m.srv = &http.Server{Handler: http.HandlerFunc(m.serve), ReadHeaderTimeout: 10 * time.Second}
+	for i := range m.tokens {
+		m.chunks = append(m.chunks, fmt.Appendf(nil, scaleChunk, "tok"+strconv.Itoa(i)+" "))
+	}
+	m.chunks = append(m.chunks, fmt.Appendf(nil, scaleEnd, m.tokens, 100+m.tokens))
+	m.srv = &http.Server{Handler: http.HandlerFunc(m.serve), ReadHeaderTimeout: 10 * time.Second, Protocols: new(http.Protocols)}
+	m.srv.Protocols.SetHTTP1(true)
+	m.srv.Protocols.SetUnencryptedHTTP2(true)
+	// 100 streams a connection (the least RFC 9113 advises a server to
+	// allow; net/http's default is 250): its write scheduler visits every
+	// stream of the connection for each frame it sends, so that with 250
+	// streams of which few have a token ready, the visits were a third of
+	// the stand-in's CPU.
+	m.srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 100}
 	go func() { _ = m.srv.Serve(l) }()
 	return m, nil
 }
@@ -107,12 +124,12 @@ func (m *scaleModel) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		t.Reset(every)
-		fmt.Fprintf(w, scaleChunk, "tok"+strconv.Itoa(i)+" ")
+		_, _ = w.Write(m.chunks[i])
 		if i < m.tokens-1 && fl != nil {
 			fl.Flush()
 		}
 	}
-	fmt.Fprintf(w, scaleEnd, m.tokens, 100+m.tokens)
+	_, _ = w.Write(m.chunks[m.tokens])
 	if fl != nil {
 		fl.Flush()
 	}
@@ -140,6 +157,7 @@ type scaleResult struct {
 	rssPerChat         float64 // bytes
 	goroutinesPerChat  float64
 	cpuPerMsg          time.Duration // agentd, plus Postgres on Postgres
+	benchPerMsg        time.Duration // this process: the model stand-in and the followers
 	deltas             int64
 	followers          int
 	created            time.Duration
@@ -154,8 +172,11 @@ func scalePhase(ctx context.Context, pg *pgServer, bin, tmp string, cfg config) 
 	}
 	defer model.close()
 	models := filepath.Join(tmp, "scale-models.yaml")
-	if err := os.WriteFile(models, fmt.Appendf(nil, "endpoints:\n  - name: bench\n    kind: openai\n    base_url: %s\n    max_concurrency: %d\n",
-		model.url, cfg.scaleChats), 0o600); err != nil {
+	file := fmt.Appendf(nil, "endpoints:\n  - name: bench\n    kind: openai\n    base_url: %s\n    max_concurrency: %d\n", model.url, cfg.scaleChats)
+	if cfg.scaleH2C {
+		file = append(file, "    h2c: true\n"...)
+	}
+	if err := os.WriteFile(models, file, 0o600); err != nil {
 		return err
 	}
 	env := []string{"AGENTD_MODELS_FILE=" + models, "AGENTD_MAX_ROUND_LIMIT=100000",
@@ -164,7 +185,7 @@ func scalePhase(ctx context.Context, pg *pgServer, bin, tmp string, cfg config) 
 	if _, err := pg.query(ctx, "postgres", `CREATE DATABASE agentd_scale`); err != nil {
 		return err
 	}
-	for _, store := range []string{"postgres", "sqlite"} {
+	for _, store := range cfg.scaleStores {
 		url, extra := pg.url("agentd_scale"), env
 		if store == "sqlite" {
 			url = ""
@@ -174,6 +195,7 @@ func scalePhase(ctx context.Context, pg *pgServer, bin, tmp string, cfg config) 
 		if err != nil {
 			return err
 		}
+		fmt.Fprintf(os.Stderr, "scale, %s: agentd (pid %d), pprof at http://%s/debug/pprof/\n", store, ag.pid(), ag.admin)
 		pgPID := 0
 		if store == "postgres" {
 			pgPID = pg.srv.PID()
@@ -287,6 +309,10 @@ func scaleRun(ctx context.Context, ag *agentdProc, model *scaleModel, pgPID int,
 	if err != nil {
 		return res, err
 	}
+	bench0, err := cpuOf(os.Getpid())
+	if err != nil {
+		return res, err
+	}
 	d0 := deltas.Load()
 	model.takeAdded()
 	model.measuring.Store(true)
@@ -304,6 +330,10 @@ func scaleRun(ctx context.Context, ag *agentdProc, model *scaleModel, pgPID int,
 	if err != nil {
 		return res, err
 	}
+	bench1, err := cpuOf(os.Getpid())
+	if err != nil {
+		return res, err
+	}
 	elapsed := time.Since(at)
 	added := model.takeAdded()
 	res.deltas = deltas.Load() - d0
@@ -313,9 +343,15 @@ func scaleRun(ctx context.Context, ag *agentdProc, model *scaleModel, pgPID int,
 		return res, err
 	}
 	msgs := m2["agentd_messages_appended_total"] - m1["agentd_messages_appended_total"]
+	if msgs == 0 {
+		// No reply made it into a chat: the model calls fail (see agentd's
+		// log), and every other figure would describe chats that do nothing.
+		return res, fmt.Errorf("no message appended in the %s measured", cfg.scaleDuration)
+	}
 	res.rate = msgs / elapsed.Seconds()
 	if msgs > 0 {
 		res.cpuPerMsg = time.Duration(float64(cpu1-cpu0) / msgs)
+		res.benchPerMsg = time.Duration(float64(bench1-bench0) / msgs)
 	}
 	slices.Sort(added)
 	res.addedP50, res.addedP99 = percentile(added, 0.50), percentile(added, 0.99)
@@ -365,13 +401,17 @@ func scaleFollow(ctx context.Context, client *http.Client, url string, deltas *a
 }
 
 func printScale(cfg config, rs []scaleResult) {
-	fmt.Fprintf(cfg.out, "\nscale: %d chats (created within %s), one assistant each, on a model that streams each reply as %d tokens over %s; %.0f%% followed over SSE; %s measured after %s\n",
-		cfg.scaleChats, cfg.scaleCreateWithin, cfg.scaleTokens, cfg.scaleReply, 100*cfg.scaleFollow, cfg.scaleDuration, cfg.scaleWarmup)
+	proto := "HTTP/1.1, a connection per call"
+	if cfg.scaleH2C {
+		proto = "HTTP/2 (h2c)"
+	}
+	fmt.Fprintf(cfg.out, "\nscale: %d chats (created within %s), one assistant each, on a model that streams each reply as %d tokens over %s, called over %s; %.0f%% followed over SSE; %s measured after %s\n",
+		cfg.scaleChats, cfg.scaleCreateWithin, cfg.scaleTokens, cfg.scaleReply, proto, 100*cfg.scaleFollow, cfg.scaleDuration, cfg.scaleWarmup)
 	w := tabwriter.NewWriter(cfg.out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "store\tchats\tmsg/s\tideal\tof ideal\tadded p50 ms\tadded p99 ms\tRSS KB/waiting chat\tgoroutines/chat\tCPU ms/msg\tdeltas/s followed\tcreates s\t")
+	fmt.Fprintln(w, "store\tchats\tmsg/s\tideal\tof ideal\tadded p50 ms\tadded p99 ms\tRSS KB/waiting chat\tgoroutines/chat\tCPU ms/msg\tmodel+followers CPU ms/msg\tdeltas/s followed\tcreates s\t")
 	for _, r := range rs {
-		fmt.Fprintf(w, "%s\t%d/%d\t%.0f\t%.0f\t%.1f%%\t%.1f\t%.1f\t%.1f\t%.2f\t%.3f\t%.0f\t%.1f\t\n", r.store, r.chats, r.want, r.rate, r.ideal, 100*r.rate/r.ideal,
-			ms(r.addedP50), ms(r.addedP99), r.rssPerChat/1024, r.goroutinesPerChat, ms(r.cpuPerMsg),
+		fmt.Fprintf(w, "%s\t%d/%d\t%.0f\t%.0f\t%.1f%%\t%.1f\t%.1f\t%.1f\t%.2f\t%.3f\t%.3f\t%.0f\t%.1f\t\n", r.store, r.chats, r.want, r.rate, r.ideal, 100*r.rate/r.ideal,
+			ms(r.addedP50), ms(r.addedP99), r.rssPerChat/1024, r.goroutinesPerChat, ms(r.cpuPerMsg), ms(r.benchPerMsg),
 			float64(r.deltas)/cfg.scaleDuration.Seconds(), r.created.Seconds())
 	}
 	w.Flush()

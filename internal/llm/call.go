@@ -59,6 +59,16 @@ func newEndpoint(cfg Endpoint, policy OpenAIConfig, log *slog.Logger, m *metrics
 		// the transport's 90 s.
 		tr.MaxIdleConnsPerHost = cmp.Or(cfg.MaxConcurrency, maxIdleConnsPerEndpoint)
 		tr.MaxIdleConns = tr.MaxIdleConnsPerHost
+		// The clone keeps ForceAttemptHTTP2: over https the transport
+		// offers h2 and a hosted API (OpenAI, Anthropic, Azure) takes it.
+		if cfg.H2C {
+			// HTTP/2 only: without HTTP1 among the protocols, an http://
+			// URL is spoken to in HTTP/2 with prior knowledge.
+			var p http.Protocols
+			p.SetHTTP2(true)
+			p.SetUnencryptedHTTP2(true)
+			tr.Protocols = &p
+		}
 		hc = &http.Client{Transport: tr}
 	}
 	ep := &endpoint{cfg: cfg, policy: policy, timeout: cmp.Or(cfg.Timeout, policy.Timeout), http: hc,

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -78,6 +79,13 @@ type Endpoint struct {
 	TPM int
 	// Timeout bounds one HTTP attempt (default: the Config's Timeout).
 	Timeout time.Duration
+	// H2C speaks HTTP/2 without TLS to an http:// BaseURL, with prior
+	// knowledge (no upgrade from HTTP/1.1): the server must serve it. Every
+	// call in flight is then a stream of a few shared connections instead
+	// of a connection of its own (with two goroutines and their buffers),
+	// and one read takes the tokens of many replies. Over https HTTP/2 is
+	// negotiated through TLS without it.
+	H2C bool
 }
 
 // endpointNameRE is what an endpoint may be called: a spec names it.
@@ -150,6 +158,9 @@ func (e *Endpoint) validate() []error {
 	}
 	if e.Timeout < 0 {
 		bad("timeout must not be negative")
+	}
+	if e.H2C && !strings.HasPrefix(e.BaseURL, "http://") {
+		bad("h2c is for an http:// base_url, not %q: over https HTTP/2 is negotiated through TLS", cmp.Or(e.BaseURL, "the default"))
 	}
 	return errs
 }

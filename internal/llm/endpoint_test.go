@@ -123,13 +123,16 @@ func TestEndpointValidation(t *testing.T) {
 		{Name: "cl", Kind: KindAnthropic, BaseURL: "https://user:pw@example.com"},
 		{Name: "h", Kind: KindOpenAI, Headers: map[string]string{"Authorization": "Bearer x"}, RPM: -1},
 		{Name: "h", Kind: KindOpenAI},
+		{Name: "h2-tls", Kind: KindOpenAI, BaseURL: "https://api.example.com/v1", H2C: true},
+		{Name: "h2-default", Kind: KindOpenAI, H2C: true},
 	}}.Validate()
 	if err == nil {
 		t.Fatal("no error")
 	}
 	for _, want := range []string{`endpoint name "bad name!"`, `kind "bedrock"`, "base_url is required for kind azure", "api_version is required",
 		`a key is required for kind azure`, "must not hold credentials", `header "Authorization" is set by agentd itself`,
-		"must not be negative", `endpoint "h" is defined twice`, `default endpoint "missing"`} {
+		"must not be negative", `endpoint "h" is defined twice`, `default endpoint "missing"`,
+		`endpoint "h2-tls": h2c is for an http:// base_url, not "https://api.example.com/v1"`, `endpoint "h2-default": h2c is for an http:// base_url, not "the default"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not say %q:\n%v", want, err)
 		}

@@ -43,12 +43,19 @@ func newOpenAIWire(ep *Endpoint, hc doer) *openAIWire {
 	return &openAIWire{ep: ep, client: openai.NewClientWithConfig(oc)}
 }
 
-// prepare builds the request once; the returned attempt function sends it.
+// prepare builds the request; the returned attempt function sends it.
+//
+// The first attempt takes the request built here and lets go of it once
+// go-openai has encoded it, so that a chat waiting on a streamed reply does
+// not hold a second copy of its history (go-openai's messages, a few
+// hundred bytes each) for a retry that rarely comes; a retry builds it
+// again from req.
 func (o *openAIWire) prepare(req *chat.ModelRequest) (tryFunc, error) {
 	creq, err := buildRequest(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s request for %s: %w", o.ep.Kind, callerName(req.Caller), err)
 	}
+	first := &creq
 	var rewrite func([]byte) ([]byte, error)
 	if req.Protocol == spec.ProtocolOpenAISwarm {
 		if rewrite, err = swarmRewrite(req); err != nil {
@@ -57,16 +64,25 @@ func (o *openAIWire) prepare(req *chat.ModelRequest) (tryFunc, error) {
 	}
 	return func(ctx context.Context, a *attempt, onDelta func(string)) (*chat.ModelResponse, error) {
 		a.rewrite = rewrite
+		c := first
+		first = nil
+		if c == nil {
+			again, err := buildRequest(req)
+			if err != nil {
+				return nil, err // built once already: not expected
+			}
+			c = &again
+		}
 		var (
 			resp openai.ChatCompletionResponse
 			err  error
 		)
 		if onDelta != nil {
-			resp, err = o.tryStream(ctx, a, creq, onDelta)
+			resp, err = o.tryStream(ctx, a, c, onDelta)
 		} else {
 			// go-openai reads the whole body before it returns, so
 			// cancelling on return cuts nothing short.
-			resp, err = o.client.CreateChatCompletion(ctx, creq)
+			resp, err = o.client.CreateChatCompletion(ctx, *c)
 		}
 		if err != nil {
 			return nil, err
@@ -79,11 +95,11 @@ func (o *openAIWire) prepare(req *chat.ModelRequest) (tryFunc, error) {
 // as it arrives, and the chunks are put together into the response a
 // non-streaming call would have returned (content, tool calls by index,
 // finish reason, and the usage of the last chunk).
-func (o *openAIWire) tryStream(ctx context.Context, a *attempt, creq openai.ChatCompletionRequest, onDelta func(string)) (openai.ChatCompletionResponse, error) {
+func (o *openAIWire) tryStream(ctx context.Context, a *attempt, creq *openai.ChatCompletionRequest, onDelta func(string)) (openai.ChatCompletionResponse, error) {
 	creq.Stream = true
 	creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	var out openai.ChatCompletionResponse
-	stream, err := o.client.CreateChatCompletionStream(ctx, creq)
+	stream, err := o.client.CreateChatCompletionStream(ctx, *creq)
 	if err != nil {
 		return out, err
 	}

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"net/http"
@@ -69,6 +70,38 @@ func TestOpenAIStreamRetriesBeforeTheFirstDelta(t *testing.T) {
 	}
 }
 
+// Every attempt of a call sends the same request, streamed or not: the
+// first attempt's request is built when the call is prepared and dropped
+// once sent, and a retry builds it again.
+func TestRetriesSendTheFirstAttemptsRequest(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	for _, stream := range []bool{true, false} {
+		f.srv.Fail(openaitest.Failure{Status: http.StatusInternalServerError}, openaitest.Failure{Status: http.StatusTooManyRequests, RetryAfter: "0"})
+		f.srv.Reply(openaitest.Text("third time"))
+		req := openaiRequest()
+		req.Config.Temperature, req.Config.MaxTokens = ptr(0.0), ptr(64)
+		req.Tools = []chat.ToolDef{{Name: "search", Description: "Searches."}}
+		if stream {
+			req.OnDelta = func(string) {}
+		}
+		before := len(f.srv.Requests())
+		resp, err := f.c.Complete(t.Context(), req)
+		if err != nil || resp.Content != "third time" {
+			t.Fatalf("stream %t: reply %+v, err %v", stream, resp, err)
+		}
+		rs := f.srv.Requests()[before:]
+		if len(rs) != 3 {
+			t.Fatalf("stream %t: %d attempts, want 3", stream, len(rs))
+		}
+		for i, r := range rs[1:] {
+			if !bytes.Equal(r.Body, rs[0].Body) {
+				t.Errorf("stream %t: attempt %d sent\n%s\nthe first sent\n%s", stream, i+2, r.Body, rs[0].Body)
+			}
+		}
+	}
+}
+
 // A connection reset in the middle of a streamed reply is retried like any
 // other transient failure; the caller is told to void the deltas it got,
 // and the reply streams again from its start.
@@ -100,24 +133,7 @@ func TestConcurrentCallsReuseTheirConnections(t *testing.T) {
 	defer fake.Close()
 	c, opened := countingServer(t, fake.Handler())
 	const calls = 20
-	// The model answers a round's calls once all of them have come, so
-	// that they are in flight at once however slowly the machine starts
-	// them.
-	var (
-		mu      sync.Mutex
-		arrived int
-		all     = make(chan struct{})
-	)
-	fake.Respond(func(openaitest.Request) openaitest.Reply {
-		mu.Lock()
-		defer mu.Unlock()
-		hold := all
-		if arrived++; arrived == calls {
-			close(all)
-			arrived, all = 0, make(chan struct{})
-		}
-		return openaitest.Reply{Pieces: []string{"a", "b"}, Hold: hold}
-	})
+	answerInRounds(fake, calls)
 	round := func() {
 		var wg sync.WaitGroup
 		for range calls {
@@ -168,6 +184,27 @@ func TestStreamKeepsItsConnectionWhenItsEndComesLate(t *testing.T) {
 	}
 }
 
+// answerInRounds makes fake answer "ab" to each round of n calls once all of
+// them have come, so that they are in flight at once however slowly the
+// machine starts them.
+func answerInRounds(fake *openaitest.Server, n int) {
+	var (
+		mu      sync.Mutex
+		arrived int
+		all     = make(chan struct{})
+	)
+	fake.Respond(func(openaitest.Request) openaitest.Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		hold := all
+		if arrived++; arrived == n {
+			close(all)
+			arrived, all = 0, make(chan struct{})
+		}
+		return openaitest.Reply{Pieces: []string{"a", "b"}, Hold: hold}
+	})
+}
+
 // countingServer serves h and returns a client of it, with the count of
 // the connections the server accepted.
 func countingServer(t *testing.T, h http.Handler) (*Client, *atomic.Int64) {
@@ -187,4 +224,95 @@ func countingServer(t *testing.T, h http.Handler) (*Client, *atomic.Int64) {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c, &opened
+}
+
+// An endpoint with h2c speaks HTTP/2 without TLS to its http:// server:
+// 20 streamed calls at once are streams of the connection of the call
+// before them, not 20 connections.
+func TestH2CEndpointMultiplexesItsCalls(t *testing.T) {
+	t.Parallel()
+	fake := openaitest.New()
+	defer fake.Close()
+	const calls = 20
+	answerInRounds(fake, calls)
+	var http1 atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 2 {
+			http1.Add(1)
+		}
+		fake.Handler().ServeHTTP(w, r)
+	}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	var opened atomic.Int64
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c, err := New(Config{Endpoints: []Endpoint{{Name: "local", Kind: KindOpenAI, BaseURL: srv.URL + "/v1", H2C: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	call := func() {
+		req := openaiRequest()
+		var got strings.Builder
+		req.OnDelta = func(d string) { got.WriteString(d) }
+		resp, err := c.Complete(t.Context(), req)
+		if err != nil || resp.Content != "ab" || got.String() != "ab" {
+			t.Errorf("reply %+v, deltas %q, err %v", resp, got.String(), err)
+		}
+	}
+	// One call first: calls that start together before any connection is
+	// up each dial one (net/http does not wait for the first to learn it
+	// speaks HTTP/2).
+	fake.Reply(openaitest.Reply{Pieces: []string{"a", "b"}})
+	call()
+	var wg sync.WaitGroup
+	for range calls {
+		wg.Go(call)
+	}
+	wg.Wait()
+	if n, h1 := opened.Load(), http1.Load(); n != 1 || h1 != 0 {
+		t.Fatalf("a call, then %d at once: %d connections, %d requests in HTTP/1; want 1 connection, all HTTP/2", calls, n, h1)
+	}
+}
+
+// Over https an endpoint offers HTTP/2 and takes it when the server does, as
+// hosted APIs do, even with a TLS configuration of its own (which makes
+// net/http fall back to HTTP/1.1 unless told to attempt HTTP/2).
+func TestHTTPSEndpointNegotiatesHTTP2(t *testing.T) {
+	t.Parallel()
+	fake := openaitest.New()
+	defer fake.Close()
+	fake.Reply(openaitest.Text("over h2"))
+	proto := make(chan string, 1)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proto <- r.Proto
+		fake.Handler().ServeHTTP(w, r)
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	c, err := New(Config{Endpoints: []Endpoint{{Name: "hosted", Kind: KindOpenAI, BaseURL: srv.URL + "/v1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Trust the test server's certificate, as a private CA would be.
+	tr := c.router.eps[0].http.Transport.(*http.Transport)
+	tr.TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	req := openaiRequest()
+	req.OnDelta = func(string) {}
+	resp, err := c.Complete(t.Context(), req)
+	if err != nil || resp.Content != "over h2" {
+		t.Fatalf("reply %+v, err %v", resp, err)
+	}
+	if p := <-proto; p != "HTTP/2.0" {
+		t.Fatalf("the call went as %s, want HTTP/2.0", p)
+	}
 }
