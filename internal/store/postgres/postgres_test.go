@@ -216,3 +216,32 @@ func createEndedChat(t *testing.T, s *Store) string {
 	}
 	return id
 }
+
+// Creating a chat writes its rows and nothing else: no check locks the new
+// chats row (a foreign key from chat_state did, with a query and a WAL
+// record per create; migration 0010), and the chat and its state still
+// cannot be deleted but by agentd_erase_chat.
+func TestCreateLocksNoChatRow(t *testing.T) {
+	t.Parallel()
+	s := newStore(t).(*Store)
+	ctx := t.Context()
+	id := createEndedChat(t, s)
+	// A row lock sets the row's xmax to the locker; the create's own
+	// insert leaves it 0.
+	var xmax string
+	if err := s.pool.QueryRow(ctx, `SELECT xmax::text FROM chats WHERE id = $1`, id).Scan(&xmax); err != nil {
+		t.Fatal(err)
+	}
+	if xmax != "0" {
+		t.Errorf("the new chat's row has xmax %s: something locked it while it was created", xmax)
+	}
+	for _, stmt := range []string{`DELETE FROM chat_state WHERE id = $1`, `DELETE FROM chats WHERE id = $1`} {
+		if _, err := s.pool.Exec(ctx, stmt, id); err == nil || !strings.Contains(err.Error(), "never deleted") {
+			t.Errorf("%s: %v, want the trigger's refusal", stmt, err)
+		}
+	}
+	var got string
+	if err := s.pool.QueryRow(ctx, `SELECT agentd_erase_chat($1, '', now())`, id).Scan(&got); err != nil || got != "erased" {
+		t.Fatalf("agentd_erase_chat: %q, %v", got, err)
+	}
+}
