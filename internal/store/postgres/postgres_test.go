@@ -245,3 +245,42 @@ func TestCreateLocksNoChatRow(t *testing.T) {
 		t.Fatalf("agentd_erase_chat: %q, %v", got, err)
 	}
 }
+
+// A new chat's spec is stored as the text it was given, not parsed into
+// jsonb (migration 0011), and reads return it; a chat written before, with
+// its spec in the jsonb column, reads as it did.
+func TestSpecStoredAsText(t *testing.T) {
+	t.Parallel()
+	s := newStore(t).(*Store)
+	ctx := t.Context()
+	id := createEndedChat(t, s)
+	var parsed bool
+	var text string
+	if err := s.pool.QueryRow(ctx, `SELECT spec IS NOT NULL, coalesce(spec_text, '(null)') FROM chats WHERE id = $1`, id).Scan(&parsed, &text); err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"agents": [{"name": "coder", "type": "assistant"}]}`
+	if parsed || text != want {
+		t.Errorf("stored spec: jsonb column set %v, text column %s; want only the text %s", parsed, text, want)
+	}
+	c, err := s.GetChat(ctx, "", id)
+	if err != nil || string(c.Spec) != want {
+		t.Fatalf("read spec %q, %v; want %q", c.Spec, err, want)
+	}
+
+	// A chat of an earlier version: its spec in the jsonb column only.
+	old := uuid.NewString()
+	if _, err := s.pool.Exec(ctx, `WITH c AS (
+			INSERT INTO chats (id, tenant, spec, created_at) VALUES ($1, 'acme', '{"agents": []}'::jsonb, now()) RETURNING id)
+		INSERT INTO chat_state (id, status, epoch, created_at, updated_at) SELECT id, 'completed', 1, now(), now() FROM c`, old); err != nil {
+		t.Fatal(err)
+	}
+	c, err = s.GetChat(ctx, "", old)
+	if err != nil || string(c.Spec) != `{"agents": []}` {
+		t.Fatalf("read spec of an earlier chat %q, %v", c.Spec, err)
+	}
+	// A chat with neither is refused.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO chats (id, tenant, created_at) VALUES ($1, 'acme', now())`, uuid.NewString()); err == nil {
+		t.Error("a chat without a spec was inserted")
+	}
+}
