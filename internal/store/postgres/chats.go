@@ -155,7 +155,7 @@ func createStatement(outbox bool) string {
 )`
 	}
 	return q + `
-INSERT INTO events (chat_id, seq, type, role, name, content, tool_calls, tool_responses, data, created_at)
+INSERT INTO events (` + eventInsertColumns + `)
 SELECT n.id, ` + eventSelect(16, false) + ` CROSS JOIN new_state n`
 }
 

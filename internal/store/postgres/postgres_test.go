@@ -284,3 +284,50 @@ func TestSpecStoredAsText(t *testing.T) {
 		t.Error("a chat without a spec was inserted")
 	}
 }
+
+// An event's data is stored as the JSON text it was given, checked but not
+// rebuilt as jsonb (migration 0012): it reads back byte for byte (jsonb
+// would reorder its keys), the messages view still gives jsonb, and an
+// event written before, with its data in the jsonb column, reads as it did.
+func TestEventDataStoredAsJSON(t *testing.T) {
+	t.Parallel()
+	s := newStore(t).(*Store)
+	ctx := t.Context()
+	now := time.Now()
+	id := uuid.NewString()
+	c, _, err := s.CreateChat(ctx, &chat.CreateChatParams{ID: id, Tenant: "acme", CreatedAt: now,
+		Spec:   json.RawMessage(`{"agents": [{"name": "coder", "type": "assistant"}]}`),
+		Events: []chat.Event{{Seq: 1, Type: chat.EventChatCreated, Data: json.RawMessage(`{"status": "queued"}`), CreatedAt: now}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const data = `{"turn":1,"a":true}`
+	if err := s.Append(ctx, &chat.AppendParams{ChatID: id, Epoch: c.Epoch, Update: chat.ChatUpdate{Status: chat.StatusRunning, UpdatedAt: now},
+		Events: []chat.Event{{Seq: 2, Type: chat.EventMessage, Role: chat.RoleAssistant, Name: "coder", Content: "hi", Data: json.RawMessage(data), CreatedAt: now}}}); err != nil {
+		t.Fatal(err)
+	}
+	var parsed int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE chat_id = $1 AND data IS NOT NULL`, id).Scan(&parsed); err != nil {
+		t.Fatal(err)
+	}
+	if parsed != 0 {
+		t.Errorf("%d events of the chat have their data in the jsonb column, want none", parsed)
+	}
+	es, err := s.ListEvents(ctx, &chat.ListEventsParams{ChatID: id})
+	if err != nil || len(es) != 2 || string(es[1].Data) != data {
+		t.Fatalf("events %+v, %v; want the message's data %s as written", es, err, data)
+	}
+	var turn string
+	if err := s.pool.QueryRow(ctx, `SELECT data->>'turn' FROM messages WHERE chat_id = $1`, id).Scan(&turn); err != nil || turn != "1" {
+		t.Fatalf("messages view: turn %q, %v", turn, err)
+	}
+
+	// An event of an earlier version: its data in the jsonb column only.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO events (chat_id, seq, type, data, created_at) VALUES ($1, 3, 'chat.completed', '{"turn": 2, "a": false}'::jsonb, now())`, id); err != nil {
+		t.Fatal(err)
+	}
+	es, err = s.ListEvents(ctx, &chat.ListEventsParams{ChatID: id, After: 2})
+	if err != nil || len(es) != 1 || string(es[0].Data) != `{"a": false, "turn": 2}` {
+		t.Fatalf("event of an earlier version: %+v, %v", es, err)
+	}
+}

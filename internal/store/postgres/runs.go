@@ -199,7 +199,7 @@ func (s *Store) createFork(ctx context.Context, id string, p *chat.CreateChatPar
 		nullString(p.Owner), lease, epoch, created, u.CompletedAt, max(u.Run, 1)); err != nil {
 		return nil, false, fmt.Errorf("create chat %s: %w", id, translate(err))
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO events (chat_id, seq, type, role, name, content, tool_calls, tool_responses, data, created_at)
+	if _, err := tx.Exec(ctx, `INSERT INTO events (`+eventInsertColumns+`)
 		SELECT $1::uuid, `+eventSelect(2, false), append([]any{id}, evs.args()...)...); err != nil {
 		return nil, false, fmt.Errorf("create chat %s: %w", id, translate(err))
 	}
