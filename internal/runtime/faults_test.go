@@ -45,7 +45,7 @@ const (
 	faultTimeoutAfter  = "timeout after the write"     // the append commits, but its caller hears a timeout
 	faultFence         = "fenced"                      // the store fences the append
 	faultLoseLease     = "lease lost to another owner" // another owner claims the chat first: the real store fences
-	faultRejectData    = "data rejected"               // the real store refuses a value (a NUL in jsonb)
+	faultRejectData    = "data rejected"               // the real store refuses a value (data that is not JSON)
 )
 
 var allFaults = []string{faultTimeoutBefore, faultTimeoutAfter, faultFence, faultLoseLease, faultRejectData}
@@ -222,7 +222,7 @@ func (f *faultStore) Append(ctx context.Context, p *chat.AppendParams) error {
 	case faultRejectData:
 		q := *p
 		q.Events = slices.Clone(p.Events)
-		q.Events[target].Data = json.RawMessage(`{"injected":"\u0000",` + strings.TrimPrefix(string(q.Events[target].Data), "{"))
+		q.Events[target].Data = json.RawMessage(`{"injected":,` + strings.TrimPrefix(string(q.Events[target].Data), "{"))
 		return f.Store.Append(context.WithoutCancel(ctx), &q) // refused by the real store
 	}
 	panic(plan.fault)

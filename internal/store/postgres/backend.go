@@ -281,7 +281,7 @@ const claimDeliveriesSQL = `WITH due AS (
 SELECT ` + deliveryColumns + `,
 	EXISTS (SELECT 1 FROM webhook_deliveries x WHERE x.chat_id = d.chat_id AND x.url = d.url AND x.last_status_code = 410),
 	e.seq IS NOT NULL, coalesce(e.type, ''), coalesce(e.role, ''), coalesce(e.name, ''), coalesce(e.content, ''),
-	e.tool_calls, e.tool_responses, e.data, coalesce(e.created_at, d.created_at)
+	e.tool_calls, e.tool_responses, coalesce(e.data_json::text, e.data::text), coalesce(e.created_at, d.created_at)
 FROM claimed d LEFT JOIN events e ON e.chat_id = d.chat_id AND e.seq = d.seq`
 
 // ClaimDeliveries implements chat.AppStore.

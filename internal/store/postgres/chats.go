@@ -17,8 +17,9 @@ import (
 // chatColumns is the column list every chat query selects, in scanChat's
 // order, from chatFrom: what never changes after create is in chats (c),
 // what appends change in the narrow chat_state (s; see migration 0003).
-// Optional text columns hold NULL for "" (see the migrations).
-const chatColumns = `c.id::text, c.tenant, coalesce(c.name, ''), c.spec, c.metadata, s.status,
+// Optional text columns hold NULL for "" (see the migrations). The spec is
+// spec_text, or spec for a chat created before migration 0011.
+const chatColumns = `c.id::text, c.tenant, coalesce(c.name, ''), coalesce(c.spec_text, c.spec::text), c.metadata, s.status,
 	coalesce(s.stop_reason, ''), coalesce(s.stop_detail, ''), coalesce(s.error, ''),
 	s.last_seq, s.turns, s.message_count, s.prompt_tokens, s.completion_tokens, s.pending_input,
 	coalesce(c.idempotency_key, ''), coalesce(c.request_hash, ''), s.cancel_requested,
@@ -135,8 +136,8 @@ var createOutboxSQL = createStatement(true)
 
 func createStatement(outbox bool) string {
 	q := `WITH new_chat AS (
-	INSERT INTO chats (id, tenant, name, spec, metadata, idempotency_key, request_hash, created_at, team_name, team_version)
-	SELECT $1::uuid, $2::text, $3::text, $4::jsonb, $5::jsonb, $6::text, $7::text, $8::timestamptz, $14::text, $15::int
+	INSERT INTO chats (id, tenant, name, spec_text, metadata, idempotency_key, request_hash, created_at, team_name, team_version)
+	SELECT $1::uuid, $2::text, $3::text, $4::text, $5::jsonb, $6::text, $7::text, $8::timestamptz, $14::text, $15::int
 	WHERE NOT EXISTS (SELECT 1 FROM chat_tombstones WHERE id = $1::uuid)
 	ON CONFLICT (tenant, idempotency_key) DO NOTHING
 	RETURNING id
@@ -154,7 +155,7 @@ func createStatement(outbox bool) string {
 )`
 	}
 	return q + `
-INSERT INTO events (chat_id, seq, type, role, name, content, tool_calls, tool_responses, data, created_at)
+INSERT INTO events (` + eventInsertColumns + `)
 SELECT n.id, ` + eventSelect(16, false) + ` CROSS JOIN new_state n`
 }
 

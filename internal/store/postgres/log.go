@@ -30,7 +30,7 @@ func (s *Store) ListEvents(ctx context.Context, p *chat.ListEventsParams) ([]cha
 		return nil, err
 	}
 	rows, err := s.pool.Query(ctx, `SELECT chat_id::text, seq, type, coalesce(role, ''), coalesce(name, ''),
-			coalesce(content, ''), tool_calls, tool_responses, data, created_at
+			coalesce(content, ''), tool_calls, tool_responses, coalesce(data_json::text, data::text), created_at
 		FROM events WHERE chat_id = $1 AND seq > $2`+typeFilter+` ORDER BY seq LIMIT $3`, id, p.After, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list events of chat %s: %w", id, translate(err))
@@ -84,9 +84,13 @@ func eventSelect(first int, ord bool) string {
 		params[i] = fmt.Sprintf("$%d::%s[]", first+i, t)
 	}
 	return `e.seq, e.type, e.role, e.name, e.content,
-		e.tool_calls::jsonb, e.tool_responses::jsonb, e.data::jsonb, e.created_at
+		e.tool_calls::jsonb, e.tool_responses::jsonb, e.data::json, e.created_at
 		FROM unnest(` + strings.Join(params, ", ") + `) AS e(` + names + `)`
 }
+
+// eventInsertColumns are the columns eventSelect's rows are inserted
+// into, after the chat's id. Data goes to data_json (migration 0012).
+const eventInsertColumns = "chat_id, seq, type, role, name, content, tool_calls, tool_responses, data_json, created_at"
 
 // eventColumns are events as the column arrays of eventSelect. Absent
 // values are NULL (nil pointers).
@@ -235,7 +239,7 @@ var appendsSQL = `WITH a AS (
 		SELECT 1 FROM chat_runs r WHERE r.chat_id = a.id AND r.run = a.run AND r.key = a.start_key))
 	RETURNING a.ord, s.id
 ), inserted AS (
-	INSERT INTO events (chat_id, seq, type, role, name, content, tool_calls, tool_responses, data, created_at)
+	INSERT INTO events (` + eventInsertColumns + `)
 	SELECT u.id, ` + eventSelect(21, true) + ` JOIN fenced_update u ON u.ord = e.ord
 )
 SELECT ord FROM fenced_update`

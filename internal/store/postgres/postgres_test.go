@@ -216,3 +216,118 @@ func createEndedChat(t *testing.T, s *Store) string {
 	}
 	return id
 }
+
+// Creating a chat writes its rows and nothing else: no check locks the new
+// chats row (a foreign key from chat_state did, with a query and a WAL
+// record per create; migration 0010), and the chat and its state still
+// cannot be deleted but by agentd_erase_chat.
+func TestCreateLocksNoChatRow(t *testing.T) {
+	t.Parallel()
+	s := newStore(t).(*Store)
+	ctx := t.Context()
+	id := createEndedChat(t, s)
+	// A row lock sets the row's xmax to the locker; the create's own
+	// insert leaves it 0.
+	var xmax string
+	if err := s.pool.QueryRow(ctx, `SELECT xmax::text FROM chats WHERE id = $1`, id).Scan(&xmax); err != nil {
+		t.Fatal(err)
+	}
+	if xmax != "0" {
+		t.Errorf("the new chat's row has xmax %s: something locked it while it was created", xmax)
+	}
+	for _, stmt := range []string{`DELETE FROM chat_state WHERE id = $1`, `DELETE FROM chats WHERE id = $1`} {
+		if _, err := s.pool.Exec(ctx, stmt, id); err == nil || !strings.Contains(err.Error(), "never deleted") {
+			t.Errorf("%s: %v, want the trigger's refusal", stmt, err)
+		}
+	}
+	var got string
+	if err := s.pool.QueryRow(ctx, `SELECT agentd_erase_chat($1, '', now())`, id).Scan(&got); err != nil || got != "erased" {
+		t.Fatalf("agentd_erase_chat: %q, %v", got, err)
+	}
+}
+
+// A new chat's spec is stored as the text it was given, not parsed into
+// jsonb (migration 0011), and reads return it; a chat written before, with
+// its spec in the jsonb column, reads as it did.
+func TestSpecStoredAsText(t *testing.T) {
+	t.Parallel()
+	s := newStore(t).(*Store)
+	ctx := t.Context()
+	id := createEndedChat(t, s)
+	var parsed bool
+	var text string
+	if err := s.pool.QueryRow(ctx, `SELECT spec IS NOT NULL, coalesce(spec_text, '(null)') FROM chats WHERE id = $1`, id).Scan(&parsed, &text); err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"agents": [{"name": "coder", "type": "assistant"}]}`
+	if parsed || text != want {
+		t.Errorf("stored spec: jsonb column set %v, text column %s; want only the text %s", parsed, text, want)
+	}
+	c, err := s.GetChat(ctx, "", id)
+	if err != nil || string(c.Spec) != want {
+		t.Fatalf("read spec %q, %v; want %q", c.Spec, err, want)
+	}
+
+	// A chat of an earlier version: its spec in the jsonb column only.
+	old := uuid.NewString()
+	if _, err := s.pool.Exec(ctx, `WITH c AS (
+			INSERT INTO chats (id, tenant, spec, created_at) VALUES ($1, 'acme', '{"agents": []}'::jsonb, now()) RETURNING id)
+		INSERT INTO chat_state (id, status, epoch, created_at, updated_at) SELECT id, 'completed', 1, now(), now() FROM c`, old); err != nil {
+		t.Fatal(err)
+	}
+	c, err = s.GetChat(ctx, "", old)
+	if err != nil || string(c.Spec) != `{"agents": []}` {
+		t.Fatalf("read spec of an earlier chat %q, %v", c.Spec, err)
+	}
+	// A chat with neither is refused.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO chats (id, tenant, created_at) VALUES ($1, 'acme', now())`, uuid.NewString()); err == nil {
+		t.Error("a chat without a spec was inserted")
+	}
+}
+
+// An event's data is stored as the JSON text it was given, checked but not
+// rebuilt as jsonb (migration 0012): it reads back byte for byte (jsonb
+// would reorder its keys), the messages view still gives jsonb, and an
+// event written before, with its data in the jsonb column, reads as it did.
+func TestEventDataStoredAsJSON(t *testing.T) {
+	t.Parallel()
+	s := newStore(t).(*Store)
+	ctx := t.Context()
+	now := time.Now()
+	id := uuid.NewString()
+	c, _, err := s.CreateChat(ctx, &chat.CreateChatParams{ID: id, Tenant: "acme", CreatedAt: now,
+		Spec:   json.RawMessage(`{"agents": [{"name": "coder", "type": "assistant"}]}`),
+		Events: []chat.Event{{Seq: 1, Type: chat.EventChatCreated, Data: json.RawMessage(`{"status": "queued"}`), CreatedAt: now}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const data = `{"turn":1,"a":true}`
+	if err := s.Append(ctx, &chat.AppendParams{ChatID: id, Epoch: c.Epoch, Update: chat.ChatUpdate{Status: chat.StatusRunning, UpdatedAt: now},
+		Events: []chat.Event{{Seq: 2, Type: chat.EventMessage, Role: chat.RoleAssistant, Name: "coder", Content: "hi", Data: json.RawMessage(data), CreatedAt: now}}}); err != nil {
+		t.Fatal(err)
+	}
+	var parsed int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE chat_id = $1 AND data IS NOT NULL`, id).Scan(&parsed); err != nil {
+		t.Fatal(err)
+	}
+	if parsed != 0 {
+		t.Errorf("%d events of the chat have their data in the jsonb column, want none", parsed)
+	}
+	es, err := s.ListEvents(ctx, &chat.ListEventsParams{ChatID: id})
+	if err != nil || len(es) != 2 || string(es[1].Data) != data {
+		t.Fatalf("events %+v, %v; want the message's data %s as written", es, err, data)
+	}
+	var turn string
+	if err := s.pool.QueryRow(ctx, `SELECT data->>'turn' FROM messages WHERE chat_id = $1`, id).Scan(&turn); err != nil || turn != "1" {
+		t.Fatalf("messages view: turn %q, %v", turn, err)
+	}
+
+	// An event of an earlier version: its data in the jsonb column only.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO events (chat_id, seq, type, data, created_at) VALUES ($1, 3, 'chat.completed', '{"turn": 2, "a": false}'::jsonb, now())`, id); err != nil {
+		t.Fatal(err)
+	}
+	es, err = s.ListEvents(ctx, &chat.ListEventsParams{ChatID: id, After: 2})
+	if err != nil || len(es) != 1 || string(es[0].Data) != `{"a": false, "turn": 2}` {
+		t.Fatalf("event of an earlier version: %+v, %v", es, err)
+	}
+}

@@ -183,7 +183,7 @@ func (s *Store) createFork(ctx context.Context, id string, p *chat.CreateChatPar
 	if p.Team != nil {
 		teamName, teamVersion = p.Team.Name, int32(p.Team.Version)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO chats (id, tenant, name, spec, metadata, idempotency_key, request_hash, created_at,
+	if _, err := tx.Exec(ctx, `INSERT INTO chats (id, tenant, name, spec_text, metadata, idempotency_key, request_hash, created_at,
 			forked_from, forked_at_seq, team_name, team_version)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 		id, p.Tenant, nullString(param.Text(p.Name)), []byte(p.Spec), nullJSON(p.Metadata), nullString(p.IdempotencyKey),
@@ -199,7 +199,7 @@ func (s *Store) createFork(ctx context.Context, id string, p *chat.CreateChatPar
 		nullString(p.Owner), lease, epoch, created, u.CompletedAt, max(u.Run, 1)); err != nil {
 		return nil, false, fmt.Errorf("create chat %s: %w", id, translate(err))
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO events (chat_id, seq, type, role, name, content, tool_calls, tool_responses, data, created_at)
+	if _, err := tx.Exec(ctx, `INSERT INTO events (`+eventInsertColumns+`)
 		SELECT $1::uuid, `+eventSelect(2, false), append([]any{id}, evs.args()...)...); err != nil {
 		return nil, false, fmt.Errorf("create chat %s: %w", id, translate(err))
 	}

@@ -1,0 +1,13 @@
+-- 0010: chat_state.id loses its foreign key to chats, as events.chat_id did
+-- in 0003. The check ran once per created chat: an internal query that
+-- locked the new chats row (FOR KEY SHARE, a WAL record), a third of the
+-- statements the server ran per message under a steady load of short
+-- chats. The invariant "every chat_state row belongs to an existing chat"
+-- holds without it:
+--   * chat_state rows are inserted by exactly two statements, the create
+--     (one statement that inserts the chat, then its state from the chat
+--     it returned) and the fork (which inserts the chat, then its state, in
+--     one transaction);
+--   * chats are never deleted but by agentd_erase_chat, which deletes the
+--     chat's state first (the triggers of 0003, as changed by 0006).
+ALTER TABLE chat_state DROP CONSTRAINT chat_state_id_fkey;

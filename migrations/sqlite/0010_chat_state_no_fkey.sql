@@ -1,0 +1,6 @@
+-- 0010: the version in which migrations/postgres/0010_chat_state_no_fkey.sql
+-- drops the foreign key from Postgres's chat_state to chats, whose check
+-- locked each new chat's row (a query and a WAL record per create). SQLite
+-- keeps its schema: a chat's state is in its chats row, and nothing else
+-- changes. The rule the Postgres change relies on is the one of 0003: chats
+-- are never deleted but by an erasure, which removes everything of the chat.

@@ -1,0 +1,3 @@
+-- 0011: the version in which migrations/postgres/0011_chat_spec_text.sql
+-- stores a chat's spec as text rather than jsonb. SQLite's spec already is
+-- the text agentd writes: nothing changes.

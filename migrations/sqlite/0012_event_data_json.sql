@@ -1,0 +1,3 @@
+-- 0012: the version in which migrations/postgres/0012_event_data_json.sql
+-- stores an event's data as json rather than jsonb. SQLite's data already
+-- is the text agentd writes: nothing changes.
