@@ -142,6 +142,7 @@ func eraseChat(ctx context.Context, tx *sql.Tx, id, tenant string, at int64) err
 		`DELETE FROM webhook_deliveries WHERE chat_id = ?`,
 		`DELETE FROM chat_runs WHERE chat_id = ?`,
 		`DELETE FROM chat_requests WHERE chat_id = ?`,
+		`DELETE FROM chat_specs WHERE id = ?`,
 		`DELETE FROM chats WHERE id = ?`,
 		`DELETE FROM chat_erasures WHERE chat_id = ?`,
 	} {

@@ -14,8 +14,12 @@ import (
 )
 
 // chatColumns is the column list every chat query selects, in scanChat's
-// order. Optional text columns hold NULL for "" (see the migration).
-const chatColumns = `id, tenant, coalesce(name, ''), spec, metadata, status,
+// order. Optional text columns hold NULL for "" (see the migration). A
+// chat created since migration 0013 has its spec in chat_specs and the
+// text null in chats.spec; createChatSQL's RETURNING, which runs before
+// chat_specs has the row, gives NULL for it (withSpec).
+const chatColumns = `id, tenant, coalesce(name, ''),
+	CASE spec WHEN 'null' THEN (SELECT s.spec FROM chat_specs s WHERE s.id = chats.id) ELSE spec END, metadata, status,
 	coalesce(stop_reason, ''), coalesce(stop_detail, ''), coalesce(error, ''),
 	last_seq, turns, message_count, prompt_tokens, completion_tokens, pending_input,
 	coalesce(idempotency_key, ''), coalesce(request_hash, ''), cancel_requested,
@@ -159,13 +163,32 @@ func createChatArgs(id string, p *chat.CreateChatParams, created time.Time) []an
 	if p.ForkedFrom != nil {
 		forkedFrom, forkedAt = p.ForkedFrom.ChatID, p.ForkedFrom.Seq
 	}
-	return []any{id, p.Tenant, nullString(param.Text(p.Name)), string(p.Spec), nullJSON(p.Metadata), string(u.Status), len(p.Events),
+	return []any{id, p.Tenant, nullString(param.Text(p.Name)), specElsewhere, nullJSON(p.Metadata), string(u.Status), len(p.Events),
 		u.MessageCount, nullString(p.IdempotencyKey), nullString(p.RequestHash),
 		nanos(created), nanos(created), nullString(p.Owner), lease, epoch,
 		nullString(string(u.StopReason)), nullString(param.Text(u.StopDetail)), nullString(param.Text(u.Error)),
 		u.Turns, u.PromptTokens, u.CompletionTokens, nullJSON(u.PendingInput), nullNanos(utcPtr(u.InputExpiresAt)),
 		nullNanos(utcPtr(u.CompletedAt)), max(u.Run, 1), max(u.Run, 1), forkedFrom, forkedAt, teamName, teamVersion,
 		id}
+}
+
+// specElsewhere is what a chats row created since migration 0013 holds
+// in spec: its spec is in chat_specs (insertSpecSQL). A spec is a JSON
+// object, never null.
+const specElsewhere = "null"
+
+// insertSpecSQL stores a new chat's spec, after createChatSQL wrote its
+// row.
+const insertSpecSQL = `INSERT INTO chat_specs (id, spec) VALUES (?, ?)`
+
+// withSpec stores p's spec for the chat c that createChatSQL has just
+// returned, and sets it on c as the chat's reads will return it.
+func withSpec(ctx context.Context, ins *sql.Stmt, c *chat.Chat, p *chat.CreateChatParams) error {
+	if _, err := ins.ExecContext(ctx, c.ID, string(p.Spec)); err != nil {
+		return err
+	}
+	c.Spec = p.Spec
+	return nil
 }
 
 // createOp is a chat's creation as a member of a group commit (see
@@ -251,6 +274,14 @@ func (s *Store) createInTx(ctx context.Context, id string, p *chat.CreateChatPar
 		return nil, errTaken
 	}
 	if err != nil {
+		return nil, err
+	}
+	insSpec, err := tx.PrepareContext(ctx, insertSpecSQL)
+	if err != nil {
+		return nil, err
+	}
+	defer insSpec.Close()
+	if err := withSpec(ctx, insSpec, c, p); err != nil {
 		return nil, err
 	}
 	ins, err := tx.PrepareContext(ctx, insertEventSQL)

@@ -220,3 +220,63 @@ func TestCheckpointsInTheBackground(t *testing.T) {
 	}
 	t.Fatalf("database file %d bytes after writing %d in the WAL: not checkpointed", size, appends*perAppend*3000)
 }
+
+// A new chat's spec is in chat_specs and its chats row holds null in its
+// place (migration 0013), whichever way the chat was created; reads return
+// the spec, as they return a spec a row written before holds itself; the
+// erasure of the chat removes its spec.
+func TestSpecOutsideTheChatsRow(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	batched := newChat(t, s, "")
+	own := createChat("", "h")
+	own.Spec = json.RawMessage(`{"agents": [{"name": "fork"}]}`)
+	own.State = &chat.ChatUpdate{Status: chat.StatusCompleted, MessageCount: 1, Run: 1, CompletedAt: &t0}
+	own.Owner, own.LeaseUntil = "", time.Time{}
+	inTx, _, err := s.CreateChat(t.Context(), own) // a fork's way: a transaction of its own
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		id   string
+		spec string
+	}{{batched.ID, `{"agents": []}`}, {inTx.ID, `{"agents": [{"name": "fork"}]}`}} {
+		var inRow, inSpecs string
+		if err := s.writer.QueryRowContext(t.Context(), `SELECT c.spec, s.spec FROM chats c JOIN chat_specs s ON s.id = c.id WHERE c.id = ?`,
+			c.id).Scan(&inRow, &inSpecs); err != nil {
+			t.Fatalf("chat %s: %v", c.id, err)
+		}
+		got, err := s.GetChat(t.Context(), "", c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inRow != "null" || inSpecs != c.spec || string(got.Spec) != c.spec {
+			t.Errorf("chat %s: chats.spec %s, chat_specs.spec %s, read %s; want null, %s, %s", c.id, inRow, inSpecs, got.Spec, c.spec, c.spec)
+		}
+	}
+	if string(batched.Spec) != `{"agents": []}` || string(inTx.Spec) != `{"agents": [{"name": "fork"}]}` {
+		t.Errorf("CreateChat returned specs %s and %s", batched.Spec, inTx.Spec)
+	}
+
+	// A chat written before 0013 has its spec in its row.
+	if _, err := s.writer.ExecContext(t.Context(), `UPDATE chats SET spec = '{"agents": ["old"]}' WHERE id = ?`, batched.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetChat(t.Context(), "", batched.ID); err != nil || string(got.Spec) != `{"agents": ["old"]}` {
+		t.Errorf("a chat with its spec in its row reads %s, %v", got.Spec, err)
+	}
+
+	if err := s.EraseChat(t.Context(), &chat.EraseChatParams{ChatID: inTx.ID, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	var left int
+	if err := s.writer.QueryRowContext(t.Context(), `SELECT count(*) FROM chat_specs WHERE id = ?`, inTx.ID).Scan(&left); err != nil || left != 0 {
+		t.Errorf("the erased chat's spec: %d rows left, %v", left, err)
+	}
+	if _, err := s.writer.ExecContext(t.Context(), `DELETE FROM chat_specs WHERE id = ?`, batched.ID); err == nil {
+		t.Error("a running chat's spec was deleted")
+	}
+}

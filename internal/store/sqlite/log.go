@@ -237,8 +237,8 @@ func eventArgs(args []any, id string, e *chat.Event, def time.Time) ([]any, erro
 // Only the committer's one goroutine uses them (SQLite has one writer, so
 // its committer has one batch in flight), and Close closes them.
 type appendStmts struct {
-	steady, upd, create, deliver *sql.Stmt
-	ins                          [len(insertChunks)]*sql.Stmt
+	steady, upd, create, spec, deliver *sql.Stmt
+	ins                                [len(insertChunks)]*sql.Stmt
 }
 
 // prepare prepares the statements if they are not yet.
@@ -257,6 +257,9 @@ func (a *appendStmts) prepare(ctx context.Context, db *sql.DB) error {
 		b.create, err = db.PrepareContext(ctx, createChatSQL)
 	}
 	if err == nil {
+		b.spec, err = db.PrepareContext(ctx, insertSpecSQL)
+	}
+	if err == nil {
 		b.deliver, err = db.PrepareContext(ctx, insertDeliverySQL)
 	}
 	for i, n := range insertChunks {
@@ -273,7 +276,7 @@ func (a *appendStmts) prepare(ctx context.Context, db *sql.DB) error {
 
 func (a *appendStmts) close() error {
 	var errs []error
-	for _, st := range append([]*sql.Stmt{a.steady, a.upd, a.create, a.deliver}, a.ins[:]...) {
+	for _, st := range append([]*sql.Stmt{a.steady, a.upd, a.create, a.spec, a.deliver}, a.ins[:]...) {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -314,6 +317,9 @@ func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) err
 				continue
 			}
 			if err != nil {
+				return err
+			}
+			if err := withSpec(ctx, txStmt(&stmts.spec, s.stmts.spec), ch, c.p); err != nil {
 				return err
 			}
 			c.chat, events, def = ch, c.p.Events, c.created

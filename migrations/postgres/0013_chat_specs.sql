@@ -1,0 +1,4 @@
+-- 0013: the version in which migrations/sqlite/0013_chat_specs.sql moves a
+-- new chat's spec out of its SQLite chats row. On Postgres the mutable
+-- state of a chat already has a narrow row of its own (chat_state, 0003):
+-- nothing changes.
