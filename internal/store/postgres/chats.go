@@ -209,7 +209,7 @@ func (s *Store) CreateChat(ctx context.Context, p *chat.CreateChatParams) (*chat
 		o.add(p.Deliveries)
 		cop.args, cop.outbox = append(cop.args, o.seqs, o.urls, o.events, o.sources), true
 	}
-	err = s.commit.Append(ctx, &op{create: cop})
+	err = s.commit.Append(ctx, &op{Create: cop, CreateID: cop.id})
 	switch {
 	case errors.Is(err, chat.ErrFenced): // the idempotency key is taken, or the id was erased
 		if p.IdempotencyKey == "" {

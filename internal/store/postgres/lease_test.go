@@ -112,7 +112,7 @@ func TestBatchedArgumentsEncodeInBinary(t *testing.T) {
 	at := time.Now()
 	var bb batchBuffers
 	bb.ords = []int{0}
-	if err := bb.writeAppends([]*op{{append: &chat.AppendParams{ChatID: uuid.NewString(), Epoch: 1,
+	if err := bb.writeAppends([]*op{{Append: &chat.AppendParams{ChatID: uuid.NewString(), Epoch: 1,
 		Events: []chat.Event{{Seq: 3, Type: chat.EventMessage, Role: chat.RoleAssistant, Name: "a", Content: "hi",
 			Data: json.RawMessage(`{"kind": "model"}`), CreatedAt: at}},
 		Update: chat.ChatUpdate{Status: chat.StatusRunning, CompletedAt: &at, UpdatedAt: at}}}}); err != nil {

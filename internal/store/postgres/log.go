@@ -150,28 +150,8 @@ func optText(s string) *string {
 	return &s
 }
 
-// op is one member of a group commit: an append, or the creation of a chat.
-type op struct {
-	append *chat.AppendParams
-	create *createOp
-}
-
-// opChat is the chat an op writes to, the group committer's sort key.
-func opChat(o *op) string {
-	if o.append != nil {
-		return o.append.ChatID
-	}
-	return o.create.id
-}
-
-// opTrace is an append's trace, if it asked for one (see
-// chat.AppendParams.Trace).
-func opTrace(o *op) *chat.AppendTrace {
-	if o.append != nil {
-		return o.append.Trace
-	}
-	return nil
-}
+// op is one member of the group commit: an append, or a chat's creation.
+type op = param.Op[createOp]
 
 // Append implements chat.Store. The append joins the group committer's next
 // batch; see commitBatch.
@@ -180,7 +160,7 @@ func (s *Store) Append(ctx context.Context, p *chat.AppendParams) error {
 	if err != nil {
 		return err
 	}
-	if err := s.commit.Append(ctx, &op{append: q}); err != nil {
+	if err := s.commit.Append(ctx, &op{Append: q}); err != nil {
 		return fmt.Errorf("%s: %w", param.DescribeAppend(q), translate(err))
 	}
 	return nil
@@ -331,7 +311,7 @@ func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) err
 	defer putBatchBuffers(bb)
 	bb.ords = bb.ords[:0]
 	for i, o := range batch {
-		if o.append != nil {
+		if o.Append != nil {
 			bb.ords = append(bb.ords, i)
 		}
 	}
@@ -353,17 +333,17 @@ func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) err
 			return err
 		}
 		for _, o := range batch {
-			if o.create == nil {
+			if o.Create == nil {
 				continue
 			}
 			sd := plain
-			if o.create.outbox {
+			if o.Create.outbox {
 				if sd, err = c.Prepare(ctx, createOutboxStmt, createOutboxSQL); err != nil {
 					return err
 				}
 			}
-			if err := bb.create.Build(c.TypeMap(), sd, o.create.args); err != nil {
-				return fmt.Errorf("create chat %s: %w", o.create.id, err)
+			if err := bb.create.Build(c.TypeMap(), sd, o.Create.args); err != nil {
+				return fmt.Errorf("create chat %s: %w", o.Create.id, err)
 			}
 			// The batch copies the parameters: the builder is free again.
 			b.ExecStatement(sd, bb.create.ParamValues, bb.create.ParamFormats, bb.create.ResultFormats)
@@ -396,7 +376,7 @@ func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) err
 	if len(bb.ords) > 0 {
 		ids := make([]string, len(bb.ords))
 		for k, i := range bb.ords {
-			ids[k] = batch[i].append.ChatID
+			ids[k] = batch[i].Append.ChatID
 		}
 		s.notify.add(ids)
 	}
@@ -407,7 +387,7 @@ func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) err
 // they were queued: each create's, then the appends'. It sets fenced.
 func readBatch(res *pgconn.MultiResultReader, batch []*op, fenced []bool, ords []int) error {
 	for i, o := range batch {
-		if o.create == nil {
+		if o.Create == nil {
 			continue
 		}
 		if !res.NextResult() {
@@ -458,14 +438,14 @@ func (bb *batchBuffers) writeAppends(batch []*op) error {
 	perAppend := func(oid uint32, f func(p *chat.AppendParams)) {
 		w.begin(oid)
 		for _, i := range bb.ords {
-			f(batch[i].append)
+			f(batch[i].Append)
 		}
 		w.end()
 	}
 	perEvent := func(oid uint32, f func(ord int, p *chat.AppendParams, e *chat.Event)) {
 		w.begin(oid)
 		for ord, i := range bb.ords {
-			p := batch[i].append
+			p := batch[i].Append
 			for k := range p.Events {
 				f(ord, p, &p.Events[k])
 			}
@@ -566,7 +546,7 @@ func (bb *batchBuffers) writeAppends(batch []*op) error {
 	}
 	bb.outbox = false
 	for _, i := range bb.ords {
-		if len(batch[i].append.Deliveries) > 0 {
+		if len(batch[i].Append.Deliveries) > 0 {
 			bb.outbox = true
 			break
 		}
@@ -576,7 +556,7 @@ func (bb *batchBuffers) writeAppends(batch []*op) error {
 		perDelivery := func(oid uint32, f func(ord int, d *chat.Delivery)) {
 			w.begin(oid)
 			for ord, i := range bb.ords {
-				ds := batch[i].append.Deliveries
+				ds := batch[i].Append.Deliveries
 				for k := range ds {
 					f(ord, &ds[k])
 				}

@@ -130,8 +130,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.notify = newNotifier(writers, cfg.Logger.With("store", "postgres"))
 	s.commit = groupcommit.New(groupcommit.Config[*op]{
 		Commit:   s.commitBatch,
-		Key:      opChat,
-		Trace:    opTrace,
+		Key:      (*op).Chat,
+		Trace:    (*op).Trace,
 		InFlight: cfg.CommitsInFlight,
 		Isolate:  isolate,
 		Logger:   cfg.Logger.With("store", "postgres"),

@@ -226,7 +226,7 @@ func (s *Store) CreateChat(ctx context.Context, p *chat.CreateChatParams) (*chat
 	var c *chat.Chat
 	if p.Keyed == nil && p.State == nil {
 		cop := &createOp{id: id, p: p, args: args, created: created}
-		err = s.commit.Append(ctx, &op{create: cop})
+		err = s.commit.Append(ctx, &op{Create: cop, CreateID: cop.id})
 		if errors.Is(err, chat.ErrFenced) {
 			err = errTaken
 		}

@@ -116,28 +116,8 @@ func insertEvents(ctx context.Context, stmt *sql.Stmt, id string, events []chat.
 	return nil
 }
 
-// op is one member of a group commit: an append, or the creation of a chat.
-type op struct {
-	append *chat.AppendParams
-	create *createOp
-}
-
-// opChat is the chat an op writes to, the group committer's sort key.
-func opChat(o *op) string {
-	if o.append != nil {
-		return o.append.ChatID
-	}
-	return o.create.id
-}
-
-// opTrace is an append's trace, if it asked for one (see
-// chat.AppendParams.Trace).
-func opTrace(o *op) *chat.AppendTrace {
-	if o.append != nil {
-		return o.append.Trace
-	}
-	return nil
-}
+// op is one member of the group commit: an append, or a chat's creation.
+type op = param.Op[createOp]
 
 // Append implements chat.Store. The append joins the group committer's next
 // batch; see commitBatch.
@@ -146,7 +126,7 @@ func (s *Store) Append(ctx context.Context, p *chat.AppendParams) error {
 	if err != nil {
 		return err
 	}
-	if err := s.commit.Append(ctx, &op{append: q}); err != nil {
+	if err := s.commit.Append(ctx, &op{Append: q}); err != nil {
 		return fmt.Errorf("%s: %w", param.DescribeAppend(q), translate(err))
 	}
 	return nil
@@ -309,8 +289,8 @@ func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) err
 	}
 	var rows []any
 	for i, o := range batch {
-		id, events, def := opChat(o), []chat.Event(nil), time.Time{}
-		if c := o.create; c != nil {
+		id, events, def := o.Chat(), []chat.Event(nil), time.Time{}
+		if c := o.Create; c != nil {
 			ch, err := scanChat(txStmt(&stmts.create, s.stmts.create).QueryRowContext(ctx, c.args...))
 			if errors.Is(err, sql.ErrNoRows) {
 				fenced[i] = true
@@ -324,7 +304,7 @@ func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) err
 			}
 			c.chat, events, def = ch, c.p.Events, c.created
 		} else {
-			ok, err := s.updateChat(ctx, o.append, func() *sql.Stmt { return txStmt(&stmts.steady, s.stmts.steady) },
+			ok, err := s.updateChat(ctx, o.Append, func() *sql.Stmt { return txStmt(&stmts.steady, s.stmts.steady) },
 				func() *sql.Stmt { return txStmt(&stmts.upd, s.stmts.upd) })
 			if err != nil {
 				return err
@@ -333,7 +313,7 @@ func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) err
 				fenced[i] = true
 				continue
 			}
-			events, def = o.append.Events, o.append.Update.UpdatedAt
+			events, def = o.Append.Events, o.Append.Update.UpdatedAt
 		}
 		for j := range events {
 			if rows, err = eventArgs(rows, id, &events[j], def); err != nil {
@@ -359,13 +339,13 @@ func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) err
 			continue
 		}
 		ds, at := []chat.Delivery(nil), time.Time{}
-		if o.create != nil {
-			ds, at = o.create.p.Deliveries, o.create.created
+		if o.Create != nil {
+			ds, at = o.Create.p.Deliveries, o.Create.created
 		} else {
-			ds, at = o.append.Deliveries, o.append.Update.UpdatedAt
+			ds, at = o.Append.Deliveries, o.Append.Update.UpdatedAt
 		}
 		if len(ds) > 0 {
-			if err := insertDeliveries(ctx, txStmt(&stmts.deliver, s.stmts.deliver), opChat(o), ds, at); err != nil {
+			if err := insertDeliveries(ctx, txStmt(&stmts.deliver, s.stmts.deliver), o.Chat(), ds, at); err != nil {
 				return err
 			}
 		}

@@ -165,8 +165,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		ckpt: newCheckpointer(ckpt, cfg.Logger.With("store", "sqlite"))}
 	s.commit = groupcommit.New(groupcommit.Config[*op]{
 		Commit:  s.commitBatch,
-		Key:     opChat,
-		Trace:   opTrace,
+		Key:     (*op).Chat,
+		Trace:   (*op).Trace,
 		Isolate: isolate,
 		Logger:  cfg.Logger.With("store", "sqlite"),
 	})
