@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/frontend"
 	"github.com/agentd/agentd/internal/runtime"
 	"github.com/agentd/agentd/internal/spec"
 )
@@ -133,14 +134,11 @@ func New(cfg Config, chats Chats, logger *slog.Logger, reg prometheus.Registerer
 	if chats == nil || reg == nil {
 		return nil, errors.New("a2a: chats and a prometheus registerer are required")
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
-	return &Handler{cfg: cfg.withDefaults(), chats: chats, log: logger, metrics: m}, nil
+	return &Handler{cfg: cfg.withDefaults(), chats: chats, log: cmp.Or(logger, slog.New(slog.DiscardHandler)), metrics: m}, nil
 }
 
 // metrics are the A2A mapping's own series; the HTTP layer counts the
@@ -172,10 +170,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "A2A task streams ended with an error before their task settled, by reason (shutdown: the replica stopped; error: the chat's log could not be read).",
 		}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.calls, m.streams, m.cut} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register a2a metrics: %w", err)
-		}
+	if err := frontend.Register(reg, "a2a", m.calls, m.streams, m.cut); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

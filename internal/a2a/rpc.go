@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/frontend"
 	"github.com/agentd/agentd/internal/runtime"
 	"github.com/agentd/agentd/internal/spec"
 )
@@ -148,11 +148,10 @@ func errorsIsNotFound(err error) bool {
 // ServeRPC answers POST /a2a/{team}: one JSON-RPC request of a tenant for
 // the agent of one of its saved teams.
 func (h *Handler) ServeRPC(w http.ResponseWriter, r *http.Request, tenant, team string) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	body, err := frontend.ReadBody(w, r, h.cfg.MaxBodyBytes)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
 		msg := "the request body cannot be read"
-		if errors.As(err, &tooLarge) {
+		if frontend.TooLarge(err) {
 			msg = fmt.Sprintf("the request body is larger than %d bytes", h.cfg.MaxBodyBytes)
 		}
 		h.answer(w, r, "", nil, nil, &rpcError{Code: codeInvalidRequest, Message: msg, outcome: invalidRequestOutcome})

@@ -14,14 +14,13 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/frontend"
 	"github.com/agentd/agentd/internal/runtime"
 	"github.com/agentd/agentd/internal/spec"
 )
@@ -58,19 +57,12 @@ const (
 	DefaultMaxBodyBytes int64 = 1 << 20
 )
 
-// Config configures a Handler.
-type Config struct {
-	// MaxBodyBytes caps request bodies.
-	MaxBodyBytes int64
-	// RunWait is how long a stream follows its run before it ends with
-	// an error saying the run goes on without it.
-	RunWait time.Duration
-	// Heartbeat is the interval of SSE comments while a stream waits.
-	Heartbeat time.Duration
-	// Fail answers a request that failed before its stream began (a bad
-	// body, an unknown team): the server writes it as a problem, as on /v1.
-	Fail func(w http.ResponseWriter, r *http.Request, err error)
-}
+// Config configures a Handler: the settings of a front-end that follows
+// runs, with this package's defaults. A stream follows its run for RunWait,
+// then ends with an error saying the run goes on without it. Fail answers
+// a request that failed before its stream began (a bad body, an unknown
+// team): the server writes it as a problem, as on /v1.
+type Config = frontend.Settings
 
 // Handler serves POST /ag-ui/{team}. Create it with New.
 type Handler struct {
@@ -85,18 +77,13 @@ func New(cfg Config, rt Runtime, logger *slog.Logger, reg prometheus.Registerer)
 	if rt == nil || reg == nil || cfg.Fail == nil {
 		return nil, errors.New("ag-ui: runtime, registerer and Fail are required")
 	}
-	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, DefaultMaxBodyBytes)
-	cfg.RunWait = cmp.Or(cfg.RunWait, DefaultRunWait)
-	cfg.Heartbeat = cmp.Or(cfg.Heartbeat, DefaultHeartbeat)
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+	cfg = cfg.WithDefaults(Config{MaxBodyBytes: DefaultMaxBodyBytes, RunWait: DefaultRunWait, Heartbeat: DefaultHeartbeat})
 	outcome := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "agentd_agui_runs_total",
 		Help: "AG-UI runs by how their stream ended (success, interrupt, cancelled, error, timeout, interrupted).",
 	}, []string{"outcome"})
-	if err := reg.Register(outcome); err != nil {
-		return nil, fmt.Errorf("register ag-ui metrics: %w", err)
+	if err := frontend.Register(reg, "ag-ui", outcome); err != nil {
+		return nil, err
 	}
-	return &Handler{cfg: cfg, rt: rt, log: logger, outcome: outcome}, nil
+	return &Handler{cfg: cfg, rt: rt, log: cmp.Or(logger, slog.New(slog.DiscardHandler)), outcome: outcome}, nil
 }

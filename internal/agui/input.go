@@ -3,13 +3,12 @@ package agui
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/frontend"
 	"github.com/agentd/agentd/internal/spec"
 )
 
@@ -56,10 +55,9 @@ const (
 // readInput reads a size-limited body and checks it, listing every
 // problem at once (a 422, as /v1 answers an invalid body).
 func (h *Handler) readInput(w http.ResponseWriter, r *http.Request) (*runAgentInput, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	body, err := frontend.ReadBody(w, r, h.cfg.MaxBodyBytes)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
+		if frontend.TooLarge(err) {
 			return nil, err
 		}
 		return nil, invalid(spec.Problem{Path: "", Message: "the request body could not be read"})

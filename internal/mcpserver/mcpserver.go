@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/frontend"
 	"github.com/agentd/agentd/internal/runtime"
 )
 
@@ -118,14 +119,11 @@ func New(cfg Config, chats Chats, logger *slog.Logger, reg prometheus.Registerer
 	cfg.Poll = cmp.Or(cfg.Poll, DefaultPoll)
 	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, DefaultMaxBodyBytes)
 	cfg.Version = cmp.Or(cfg.Version, "dev")
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
-	return &Handler{cfg: cfg, chats: chats, log: logger, metrics: m, tenants: map[string]*tenantServer{}, ended: make(chan struct{})}, nil
+	return &Handler{cfg: cfg, chats: chats, log: cmp.Or(logger, slog.New(slog.DiscardHandler)), metrics: m, tenants: map[string]*tenantServer{}, ended: make(chan struct{})}, nil
 }
 
 // ServeHTTP serves an MCP request of a tenant (POST, GET or DELETE /mcp).
@@ -210,10 +208,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "MCP sessions opened.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.calls, m.sessions} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register mcp metrics: %w", err)
-		}
+	if err := frontend.Register(reg, "mcp", m.calls, m.sessions); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

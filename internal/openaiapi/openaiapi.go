@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/frontend"
 	"github.com/agentd/agentd/internal/runtime"
 	"github.com/agentd/agentd/internal/spec"
 )
@@ -56,21 +57,14 @@ const (
 	DefaultMaxBodyBytes int64 = 1 << 20
 )
 
-// Config configures a Handler.
-type Config struct {
-	// MaxBodyBytes caps request bodies.
-	MaxBodyBytes int64
-	// RunWait is how long a request follows its run before it answers
-	// that the run goes on without it. The default, ten minutes, is the
-	// OpenAI SDKs' own request timeout.
-	RunWait time.Duration
-	// Heartbeat is the interval of SSE comments while a stream waits.
-	Heartbeat time.Duration
-	// Fail answers a request with an error that is not an *Error (a
-	// runtime error): the server maps it to a status and writes it in
-	// this API's error shape, logging what needs logging.
-	Fail func(w http.ResponseWriter, r *http.Request, err error)
-}
+// Config configures a Handler: the settings of a front-end that follows
+// runs, with this package's defaults. A request follows its run for
+// RunWait, then answers that the run goes on without it; the default, ten
+// minutes, is the OpenAI SDKs' own request timeout. Fail answers a request
+// with an error that is not an *Error (a runtime error): the server maps
+// it to a status and writes it in this API's error shape, logging what
+// needs logging.
+type Config = frontend.Settings
 
 // Handler serves the OpenAI API's routes. Create it with New.
 type Handler struct {
@@ -86,20 +80,15 @@ func New(cfg Config, rt Runtime, logger *slog.Logger, reg prometheus.Registerer)
 	if rt == nil || reg == nil || cfg.Fail == nil {
 		return nil, errors.New("openai api: runtime, registerer and Fail are required")
 	}
-	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, DefaultMaxBodyBytes)
-	cfg.RunWait = cmp.Or(cfg.RunWait, DefaultRunWait)
-	cfg.Heartbeat = cmp.Or(cfg.Heartbeat, DefaultHeartbeat)
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+	cfg = cfg.WithDefaults(Config{MaxBodyBytes: DefaultMaxBodyBytes, RunWait: DefaultRunWait, Heartbeat: DefaultHeartbeat})
 	outcome := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "agentd_openai_runs_total",
 		Help: "Runs answered through the OpenAI-compatible API, by endpoint and how the answer ended (completed, input_required, failed, cancelled, timeout, interrupted).",
 	}, []string{"endpoint", "outcome"})
-	if err := reg.Register(outcome); err != nil {
-		return nil, fmt.Errorf("register openai api metrics: %w", err)
+	if err := frontend.Register(reg, "openai api", outcome); err != nil {
+		return nil, err
 	}
-	return &Handler{cfg: cfg, rt: rt, log: logger, outcome: outcome, now: time.Now}, nil
+	return &Handler{cfg: cfg, rt: rt, log: cmp.Or(logger, slog.New(slog.DiscardHandler)), outcome: outcome, now: time.Now}, nil
 }
 
 // Error is an error in the OpenAI API's shape:

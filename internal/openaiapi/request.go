@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/agentd/agentd/internal/frontend"
 	"github.com/agentd/agentd/internal/spec"
 )
 
@@ -41,10 +41,9 @@ func (p problems) err() error {
 // readJSON reads a size-limited body and decodes it strictly into v. An
 // over-long body is the *http.MaxBytesError the server answers 413.
 func (h *Handler) readJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	body, err := frontend.ReadBody(w, r, h.cfg.MaxBodyBytes)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
+		if frontend.TooLarge(err) {
 			return err
 		}
 		return NewError(http.StatusBadRequest, "invalid_request", "", "the request body could not be read")

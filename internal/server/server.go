@@ -33,6 +33,7 @@ import (
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/component"
 	"github.com/agentd/agentd/internal/console"
+	"github.com/agentd/agentd/internal/frontend"
 	"github.com/agentd/agentd/internal/mcpserver"
 	"github.com/agentd/agentd/internal/openaiapi"
 )
@@ -247,14 +248,12 @@ func New(cfg Config, chats Chats, logger *slog.Logger, reg prometheus.Registerer
 	if s.console, err = newConsole(); err != nil {
 		return nil, err
 	}
-	s.openai, err = openaiapi.New(openaiapi.Config{MaxBodyBytes: cfg.MaxBodyBytes, Heartbeat: cfg.Heartbeat, Fail: s.writeError},
-		chats, logger, reg)
-	if err != nil {
+	// RunWait is left zero: each front-end has its own default.
+	fe := frontend.Settings{MaxBodyBytes: cfg.MaxBodyBytes, Heartbeat: cfg.Heartbeat, Fail: s.writeError}
+	if s.openai, err = openaiapi.New(fe, chats, logger, reg); err != nil {
 		return nil, err
 	}
-	s.agui, err = agui.New(agui.Config{MaxBodyBytes: cfg.MaxBodyBytes, Heartbeat: cfg.Heartbeat, Fail: s.writeError},
-		chats, logger, reg)
-	if err != nil {
+	if s.agui, err = agui.New(fe, chats, logger, reg); err != nil {
 		return nil, err
 	}
 	s.router = s.routes()
