@@ -29,11 +29,12 @@ test: lint test-go
 test-go:
 	bash -o pipefail -c '$(GO) test -race -count=1 -timeout 20m -json $(PKGS) | $(GO) run ./internal/testsummary'
 
-## bench: throughput and memory figures (messages appended per second, memory per running chat, SSE fan-out to 1,000 streams of one chat: delivery p50/p99 next to a bare SSE server, and store reads per append), warm sandbox exec latency, worst-case text_match cost per message
+## bench: throughput and memory figures (messages appended per second, memory per running chat, SSE fan-out to 1,000 streams of one chat: delivery p50/p99 next to a bare SSE server, and store reads per append), warm sandbox exec latency, worst-case text_match cost per message, CPU of one streamed model reply
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/runtime/ ./internal/server/ ./internal/chat/engine/ ./internal/spec/
 	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 30m ./internal/store/...
 	$(GO) test -run '^$$' -bench WarmExec -benchtime 1x -timeout 10m ./internal/sandbox/
+	$(GO) test -run '^$$' -bench OpenAIStreamedReply -benchtime 20000x -timeout 10m ./internal/llm/
 
 ## fuzz: every fuzz target for FUZZTIME each (seed corpora in testdata/fuzz; what they find is kept there as a regression test).
 ## A count of executions rather than a duration: a duration that ends while a worker is busy makes go test fail with

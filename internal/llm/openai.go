@@ -21,6 +21,8 @@ import (
 type openAIWire struct {
 	ep     *Endpoint
 	client *openai.Client
+	// hc sends the streamed calls of an openai endpoint (openChatStream).
+	hc doer
 }
 
 // newOpenAIWire returns the wire of an openai or azure endpoint. go-openai's
@@ -40,7 +42,7 @@ func newOpenAIWire(ep *Endpoint, hc doer) *openAIWire {
 		oc.OrgID = ep.Organization
 	}
 	oc.HTTPClient = hc
-	return &openAIWire{ep: ep, client: openai.NewClientWithConfig(oc)}
+	return &openAIWire{ep: ep, client: openai.NewClientWithConfig(oc), hc: hc}
 }
 
 // prepare builds the request; the returned attempt function sends it.
@@ -99,11 +101,22 @@ func (o *openAIWire) tryStream(ctx context.Context, a *attempt, creq *openai.Cha
 	creq.Stream = true
 	creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	var out openai.ChatCompletionResponse
-	stream, err := o.client.CreateChatCompletionStream(ctx, *creq)
-	if err != nil {
-		return out, err
+	var src chunkSource
+	if o.ep.Kind == KindAzure {
+		stream, err := o.client.CreateChatCompletionStream(ctx, *creq)
+		if err != nil {
+			return out, err
+		}
+		defer stream.Close()
+		src = goOpenAIChunks{stream}
+	} else {
+		stream, err := o.openChatStream(ctx, creq)
+		if err != nil {
+			return out, err
+		}
+		defer stream.close()
+		src = stream
 	}
-	defer stream.Close()
 	var (
 		content, reasoning strings.Builder
 		calls              []openai.ToolCall
@@ -111,12 +124,16 @@ func (o *openAIWire) tryStream(ctx context.Context, a *attempt, creq *openai.Cha
 		think              thinkSplitter
 	)
 	for {
-		chunk, err := stream.Recv()
+		raw, err := src.next()
 		if errors.Is(err, io.EOF) {
 			a.drainBody() // the connection goes back to the pool
 			break
 		}
 		if err != nil {
+			return out, err
+		}
+		var chunk streamChunk
+		if err := json.Unmarshal(raw, &chunk); err != nil {
 			return out, err
 		}
 		out.ID, out.Model, out.Created = chunk.ID, chunk.Model, chunk.Created

@@ -1,0 +1,278 @@
+package llm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// A streamed chat completion is the call a chat waiting on its model makes
+// most, once per reply, and go-openai's encoding and reading of it cost
+// more than the rest of a turn together (BenchmarkOpenAIStreamedReply): its
+// message type encodes itself through a MarshalJSON whose output
+// encoding/json then checks and compacts a second time, and its stream
+// reader runs two regular expressions over every line and decodes each
+// chunk into its full response type. So the openai kind's streamed calls
+// are sent and read here, with go-openai's request type (buildRequest
+// fills it as for any call) and its error types (what the retry policy and
+// the error messages read): the body is the bytes go-openai would have
+// sent (TestChatRequestEncodesAsGoOpenAIDoes), and the stream is read as
+// go-openai reads it, error chunks and error bodies included. Azure's
+// streamed calls still go through go-openai (its URLs name a deployment),
+// and are decoded with the same chunk type.
+
+// streamChunk is the part of a chat.completion.chunk that a reply is put
+// together from.
+type streamChunk struct {
+	ID      string        `json:"id"`
+	Created int64         `json:"created"`
+	Model   string        `json:"model"`
+	Usage   *openai.Usage `json:"usage"`
+	Choices []struct {
+		Delta struct {
+			Content          string            `json:"content"`
+			ReasoningContent string            `json:"reasoning_content"`
+			ToolCalls        []openai.ToolCall `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason openai.FinishReason `json:"finish_reason"`
+	} `json:"choices"`
+}
+
+// chunkSource yields a stream's chunks as JSON, and io.EOF after the last.
+type chunkSource interface {
+	next() ([]byte, error)
+}
+
+// goOpenAIChunks reads a go-openai stream's chunks undecoded.
+type goOpenAIChunks struct{ s *openai.ChatCompletionStream }
+
+func (g goOpenAIChunks) next() ([]byte, error) { return g.s.RecvRaw() }
+
+// wireMessage is go-openai's ChatCompletionMessage as its MarshalJSON
+// writes it, in a type encoding/json encodes directly. Content is the text
+// (a string, left out when empty) or the parts of a message with images.
+type wireMessage struct {
+	Role             string               `json:"role"`
+	Content          any                  `json:"content,omitempty"`
+	Refusal          string               `json:"refusal,omitempty"`
+	Name             string               `json:"name,omitempty"`
+	ReasoningContent string               `json:"reasoning_content,omitempty"`
+	FunctionCall     *openai.FunctionCall `json:"function_call,omitempty"`
+	ToolCalls        []openai.ToolCall    `json:"tool_calls,omitempty"`
+	ToolCallID       string               `json:"tool_call_id,omitempty"`
+}
+
+// encodeChatRequest returns the body go-openai sends for creq. The request
+// without its messages is encoded by encoding/json as go-openai does (its
+// options and tools, once a call), and the messages, where a long history
+// costs, in wireMessage form; they go where go-openai puts them, right
+// after the model. Should a go-openai release write its fields in another
+// order, the whole request is encoded the slow way.
+func encodeChatRequest(creq *openai.ChatCompletionRequest) ([]byte, error) {
+	rest := *creq
+	rest.Messages = nil
+	body, err := json.Marshal(&rest)
+	if err != nil {
+		return nil, err
+	}
+	model, err := json.Marshal(creq.Model)
+	if err != nil {
+		return nil, err
+	}
+	head := `{"model":` + string(model) + `,"messages":`
+	if !bytes.HasPrefix(body, []byte(head+"null")) {
+		return json.Marshal(creq)
+	}
+	msgs := make([]wireMessage, len(creq.Messages))
+	for i := range creq.Messages {
+		m := &creq.Messages[i]
+		if m.Content != "" && m.MultiContent != nil {
+			return nil, openai.ErrContentFieldsMisused
+		}
+		w := wireMessage{Role: m.Role, Refusal: m.Refusal, Name: m.Name, ReasoningContent: m.ReasoningContent,
+			FunctionCall: m.FunctionCall, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
+		switch {
+		case len(m.MultiContent) > 0:
+			w.Content = m.MultiContent
+		case m.Content != "":
+			w.Content = m.Content
+		}
+		msgs[i] = w
+	}
+	encoded, err := json.Marshal(msgs)
+	if err != nil {
+		return nil, err
+	}
+	if creq.Messages == nil {
+		encoded = []byte("null")
+	}
+	out := make([]byte, 0, len(body)+len(encoded))
+	out = append(out, head...)
+	out = append(out, encoded...)
+	return append(out, body[len(head)+len("null"):]...), nil
+}
+
+// openChatStream sends a streamed chat completion of an openai endpoint
+// (creq has Stream set) and returns its event stream. A status of 400 or
+// more is the error go-openai returns for it.
+func (o *openAIWire) openChatStream(ctx context.Context, creq *openai.ChatCompletionRequest) (*sseChunks, error) {
+	// go-openai refuses what reasoning models do not take before sending;
+	// so does this.
+	if err := openai.NewReasoningValidator().Validate(*creq); err != nil {
+		return nil, err
+	}
+	body, err := encodeChatRequest(creq)
+	if err != nil {
+		return nil, err
+	}
+	url := strings.TrimRight(o.ep.BaseURL, "/")
+	if url == "" {
+		url = defaultOpenAIBaseURL
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if o.ep.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+o.ep.APIKey)
+	}
+	if o.ep.Organization != "" {
+		req.Header.Set("OpenAI-Organization", o.ep.Organization)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Cache-Control", "no-cache")
+	req.Header.Set("Connection", "keep-alive")
+	resp, err := o.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < http.StatusOK || resp.StatusCode >= http.StatusBadRequest {
+		defer resp.Body.Close()
+		return nil, errorResponse(resp)
+	}
+	return &sseChunks{body: resp.Body, r: bufio.NewReader(resp.Body)}, nil
+}
+
+// errorResponse is the error of a failed call, as go-openai makes it: the
+// API's error object (*openai.APIError) with the status, or a
+// *openai.RequestError with the body when it has none.
+func errorResponse(resp *http.Response) error {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	if err != nil {
+		return fmt.Errorf("error, reading response body: %w", err)
+	}
+	var er openai.ErrorResponse
+	err = json.Unmarshal(body, &er)
+	if err != nil || er.Error == nil {
+		re := &openai.RequestError{HTTPStatus: resp.Status, HTTPStatusCode: resp.StatusCode, Err: err, Body: body}
+		if er.Error != nil {
+			re.Err = er.Error
+		}
+		return re
+	}
+	er.Error.HTTPStatus, er.Error.HTTPStatusCode = resp.Status, resp.StatusCode
+	return er.Error
+}
+
+// Limits of what a stream may send besides its chunks.
+const (
+	// maxErrorBody caps an error body read (go-openai reads it whole).
+	maxErrorBody = 1 << 20
+	// maxEventLine caps one line of the event stream.
+	maxEventLine = 16 << 20
+	// maxNonData is how many lines other than data may come in a row, as
+	// go-openai's default EmptyMessagesLimit.
+	maxNonData = 300
+)
+
+// sseChunks reads the chunks of a chat-completions event stream: each
+// "data:" line is a chunk until "data: [DONE]". What else a stream holds is
+// kept (up to maxErrorBody), since a server that fails after its 200 may
+// send its error as a body of its own (go-openai reads that as the error),
+// or as a data line that is an error object.
+type sseChunks struct {
+	body    io.ReadCloser
+	r       *bufio.Reader
+	line    []byte // a line longer than the reader's buffer
+	other   []byte // what came that is not a chunk
+	dataErr bool   // the data line read is an error object
+}
+
+func (s *sseChunks) close() error { return s.body.Close() }
+
+// next returns the next chunk; io.EOF at [DONE] or at the end of the body.
+func (s *sseChunks) next() ([]byte, error) {
+	for nonData := 0; ; {
+		line, readErr := s.readLine()
+		if readErr != nil || s.dataErr {
+			if err := s.otherError(); err != nil {
+				return nil, err
+			}
+			return nil, readErr
+		}
+		line = bytes.TrimSpace(line)
+		payload, ok := bytes.CutPrefix(line, []byte("data:"))
+		if ok {
+			payload = bytes.TrimLeft(payload, " \t\r\n\v\f")
+			if bytes.HasPrefix(payload, []byte(`{"error":`)) {
+				s.dataErr = true
+				s.keep(payload)
+				continue
+			}
+			if string(payload) == "[DONE]" {
+				return nil, io.EOF
+			}
+			return payload, nil
+		}
+		s.keep(line)
+		if nonData++; nonData > maxNonData {
+			return nil, openai.ErrTooManyEmptyStreamMessages
+		}
+	}
+}
+
+// readLine returns the next line, its newline included.
+func (s *sseChunks) readLine() ([]byte, error) {
+	line, err := s.r.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return line, err
+	}
+	s.line = append(s.line[:0], line...)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		if len(s.line) > maxEventLine {
+			return nil, fmt.Errorf("an event stream line over %d bytes", maxEventLine)
+		}
+		line, err = s.r.ReadSlice('\n')
+		s.line = append(s.line, line...)
+	}
+	return s.line, err
+}
+
+// keep notes a line that is not a chunk.
+func (s *sseChunks) keep(b []byte) {
+	if len(s.other)+len(b) <= maxErrorBody {
+		s.other = append(s.other, b...)
+	}
+}
+
+// otherError is the API error in what the stream held besides its chunks,
+// as go-openai wraps it; nil if there is none.
+func (s *sseChunks) otherError() error {
+	if len(s.other) == 0 {
+		return nil
+	}
+	var er openai.ErrorResponse
+	if json.Unmarshal(s.other, &er) != nil || er.Error == nil {
+		return nil
+	}
+	return fmt.Errorf("error, %w", er.Error)
+}

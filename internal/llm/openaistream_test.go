@@ -1,0 +1,182 @@
+package llm
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/spec"
+)
+
+// TestChatRequestEncodesAsGoOpenAIDoes: the body of a streamed call is,
+// byte for byte, the one go-openai encodes for the same request, and it is
+// made the fast way (go-openai still writes the model, then the messages,
+// first).
+func TestChatRequestEncodesAsGoOpenAIDoes(t *testing.T) {
+	t.Parallel()
+	parts := []openai.ChatMessagePart{{Type: openai.ChatMessagePartTypeText, Text: "what is <this>?"},
+		{Type: openai.ChatMessagePartTypeImageURL, ImageURL: &openai.ChatMessageImageURL{URL: "data:image/png;base64,AAAA", Detail: openai.ImageURLDetailLow}}}
+	call := openai.ToolCall{ID: "call_1", Type: openai.ToolTypeFunction, Function: openai.FunctionCall{Name: "search", Arguments: `{"q":"a&b"}`}}
+	built, err := buildRequest(&chat.ModelRequest{
+		Config: spec.Model{Model: "gpt-4o", Temperature: ptr(0.2), MaxTokens: ptr(100), Seed: ptr(3),
+			ParallelToolCalls: ptr(false), ResponseFormat: json.RawMessage(`{"type":"json_object"}`)},
+		Messages: []chat.ModelMessage{{Role: "system", Content: "Be brief."}, {Role: "user", Name: "ada lovelace", Content: "héllo \u2028 <b>"},
+			{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "c1", Function: chat.FunctionCall{Name: "search", Arguments: `{}`}}}},
+			{Role: "tool", ToolCallID: "c1", Content: "found"}},
+		Tools: []chat.ToolDef{{Name: "search", Description: "Searches.", Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	built.Stream = true
+	built.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	cases := map[string]openai.ChatCompletionRequest{
+		"built with tools and options": built,
+		"every message field": {Model: `m"odel`, Messages: []openai.ChatCompletionMessage{
+			{Role: "user", MultiContent: parts, Name: "u"},
+			{Role: "assistant", Refusal: "no", ReasoningContent: "because", ToolCalls: []openai.ToolCall{call}},
+			{Role: "assistant", FunctionCall: &openai.FunctionCall{Name: "f", Arguments: "{}"}},
+			{Role: "tool", ToolCallID: "call_1", Content: ""},
+		}, Stop: []string{"END"}},
+		"no messages":    {Model: "m"},
+		"empty messages": {Model: "m", Messages: []openai.ChatCompletionMessage{}},
+	}
+	for name, creq := range cases {
+		want, err := json.Marshal(creq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := encodeChatRequest(&creq)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s:\n got %s\nwant %s", name, got, want)
+		}
+		rest := creq
+		rest.Messages = nil
+		head, _ := json.Marshal(rest)
+		model, _ := json.Marshal(creq.Model)
+		if !bytes.HasPrefix(head, []byte(`{"model":`+string(model)+`,"messages":null`)) {
+			t.Errorf("%s: go-openai no longer writes the model and the messages first: %s", name, head)
+		}
+	}
+	bad := openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "a", MultiContent: parts}}}
+	if _, err := encodeChatRequest(&bad); !errors.Is(err, openai.ErrContentFieldsMisused) {
+		t.Errorf("content and parts: err = %v", err)
+	}
+}
+
+// streamOutcome is what a reader made of a stream: the chunks' JSON, then
+// the error it ended with.
+type streamOutcome struct {
+	chunks []string
+	err    string
+	status int
+}
+
+func (o streamOutcome) String() string {
+	var b strings.Builder
+	for _, c := range o.chunks {
+		fmt.Fprintf(&b, "%.80q ", c)
+	}
+	fmt.Fprintf(&b, "then %s (status %d)", o.err, o.status)
+	return b.String()
+}
+
+// TestStreamReadsAsGoOpenAIDoes reads the same responses through go-openai's
+// stream and through openChatStream: the same chunks, the same end and the
+// same errors (type, status, message), for what servers send besides plain
+// chunks.
+func TestStreamReadsAsGoOpenAIDoes(t *testing.T) {
+	t.Parallel()
+	chunk := func(s string) string {
+		return `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":` + s + `},"finish_reason":null}]}` + "\n\n"
+	}
+	long := strings.Repeat("x", 100_000)
+	type resp struct {
+		status int
+		body   string
+	}
+	cases := map[string]resp{
+		"plain":               {200, chunk(`"a"`) + chunk(`"b"`) + "data: [DONE]\n\n"},
+		"comments and events": {200, ": ping\n\nevent: message\n" + chunk(`"a"`) + "retry: 10\n\n" + chunk(`"b"`) + "data: [DONE]\n\n"},
+		"no space, CRLF":      {200, strings.ReplaceAll(strings.ReplaceAll(chunk(`"a"`), "data: ", "data:"), "\n", "\r\n") + "data:[DONE]\r\n\r\n"},
+		"no DONE":             {200, chunk(`"a"`) + chunk(`"b"`)},
+		"cut mid-line":        {200, chunk(`"a"`) + `data: {"id":"c","obj`},
+		"a long line":         {200, chunk(`"`+long+`"`) + "data: [DONE]\n\n"},
+		"error chunk":         {200, chunk(`"a"`) + `data: {"error":{"message":"overloaded","type":"server_error","code":"busy"}}` + "\n\n"},
+		"error body on a 200": {200, `{"error":{"message":"quota","type":"insufficient_quota"}}`},
+		"too many non-data":   {200, strings.Repeat(": ping\n", 301) + chunk(`"a"`)},
+		"429 API error":       {429, `{"error":{"message":"slow down","type":"rate_limit_error","param":null,"code":"rate_limited"}}`},
+		"500 text":            {500, "upstream broke"},
+		"400 error object":    {400, `{"error":{"message":"bad","type":"invalid_request_error","param":"messages","code":null}}`},
+	}
+	for name, r := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				_, _ = io.Copy(io.Discard, req.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.WriteHeader(r.status)
+				_, _ = io.WriteString(w, r.body)
+			}))
+			defer srv.Close()
+			creq := openai.ChatCompletionRequest{Model: "m", Stream: true, Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}}
+
+			var theirs streamOutcome
+			cfg := openai.DefaultConfig("k")
+			cfg.BaseURL = srv.URL + "/v1"
+			stream, err := openai.NewClientWithConfig(cfg).CreateChatCompletionStream(t.Context(), creq)
+			if err == nil {
+				for {
+					raw, rerr := stream.RecvRaw()
+					if rerr != nil {
+						err = rerr
+						break
+					}
+					theirs.chunks = append(theirs.chunks, string(raw))
+				}
+				stream.Close()
+			}
+			theirs.err, theirs.status = describe(err)
+
+			var ours streamOutcome
+			w := &openAIWire{ep: &Endpoint{Kind: KindOpenAI, BaseURL: srv.URL + "/v1", APIKey: "k"}, hc: http.DefaultClient}
+			s, err := w.openChatStream(t.Context(), &creq)
+			if err == nil {
+				for {
+					raw, rerr := s.next()
+					if rerr != nil {
+						err = rerr
+						break
+					}
+					ours.chunks = append(ours.chunks, string(raw))
+				}
+				_ = s.close()
+			}
+			ours.err, ours.status = describe(err)
+
+			if fmt.Sprint(ours) != fmt.Sprint(theirs) {
+				t.Errorf("ours:      %s\ngo-openai: %s", ours, theirs)
+			}
+		})
+	}
+}
+
+// describe is an error as the retry policy and the error messages see it.
+func describe(err error) (string, int) {
+	if err == nil {
+		return "<nil>", 0
+	}
+	return fmt.Sprintf("%T %s", err, errorMessage(err)), errorStatus(err)
+}
