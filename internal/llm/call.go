@@ -145,7 +145,7 @@ func (ep *endpoint) complete(ctx context.Context, req *chat.ModelRequest) (*chat
 		return nil, err
 	}
 	kind, model := ep.cfg.Kind, cmp.Or(req.Config.Model, ep.cfg.Deployment)
-	estimate := estimateTokens(req)
+	estimate := ep.tokenEstimate(req)
 	maxAttempts := ep.policy.MaxRetries + 1
 	streamed := false // deltas of this attempt went out: a retry starts the reply again
 	for n := 1; ; n++ {
@@ -219,6 +219,16 @@ func (ep *endpoint) attempt(ctx context.Context, a *attempt, try tryFunc, estima
 	}
 	p.release(used)
 	return resp, err
+}
+
+// tokenEstimate is the call's estimate for the endpoint's tpm budget, 0
+// without one: the estimate counts the characters of the whole history,
+// and only the budget reads it.
+func (ep *endpoint) tokenEstimate(req *chat.ModelRequest) int64 {
+	if ep.limit.tpm <= 0 {
+		return 0
+	}
+	return estimateTokens(req)
 }
 
 // estimateTokens is a call's token count before it is made, for the tpm

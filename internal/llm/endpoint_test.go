@@ -444,3 +444,25 @@ func BenchmarkLimiter(b *testing.B) {
 		})
 	})
 }
+
+// TestTokenEstimateOnlyForATPMBudget: a call is estimated (a token per four
+// characters of its prompt) when its endpoint has a tpm budget, and not
+// at all without one, where nothing would read it.
+func TestTokenEstimateOnlyForATPMBudget(t *testing.T) {
+	t.Parallel()
+	req := openaiRequest()
+	req.Messages[0].Content = strings.Repeat("é", 400-len("Say hi.")) // 400 characters in all
+	m, _ := newMetrics(nil)
+	for _, tc := range []struct {
+		tpm  int
+		want int64
+	}{{0, 0}, {1000, 100}} {
+		ep, err := newEndpoint(Endpoint{Name: "e", Kind: KindOpenAI, APIKey: "k", TPM: tc.tpm}, OpenAIConfig{}, nil, m, time.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ep.tokenEstimate(req); got != tc.want {
+			t.Errorf("tpm %d: estimate = %d, want %d", tc.tpm, got, tc.want)
+		}
+	}
+}

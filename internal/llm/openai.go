@@ -123,6 +123,7 @@ func (o *openAIWire) tryStream(ctx context.Context, a *attempt, creq *openai.Cha
 		finish             openai.FinishReason
 		think              thinkSplitter
 	)
+	chunk := new(streamChunk)
 	for {
 		raw, err := src.next()
 		if errors.Is(err, io.EOF) {
@@ -132,8 +133,8 @@ func (o *openAIWire) tryStream(ctx context.Context, a *attempt, creq *openai.Cha
 		if err != nil {
 			return out, err
 		}
-		var chunk streamChunk
-		if err := json.Unmarshal(raw, &chunk); err != nil {
+		*chunk = streamChunk{}
+		if err := json.Unmarshal(raw, chunk); err != nil {
 			return out, err
 		}
 		out.ID, out.Model, out.Created = chunk.ID, chunk.Model, chunk.Created

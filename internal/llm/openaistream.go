@@ -73,9 +73,10 @@ type wireMessage struct {
 // encodeChatRequest returns the body go-openai sends for creq. The request
 // without its messages is encoded by encoding/json as go-openai does (its
 // options and tools, once a call), and the messages, where a long history
-// costs, in wireMessage form; they go where go-openai puts them, right
-// after the model. Should a go-openai release write its fields in another
-// order, the whole request is encoded the slow way.
+// costs, one by one in wireMessage form into the same buffer; they go where
+// go-openai puts them, right after the model. Should a go-openai release
+// write its fields in another order, the whole request is encoded the slow
+// way.
 func encodeChatRequest(creq *openai.ChatCompletionRequest) ([]byte, error) {
 	rest := *creq
 	rest.Messages = nil
@@ -91,33 +92,43 @@ func encodeChatRequest(creq *openai.ChatCompletionRequest) ([]byte, error) {
 	if !bytes.HasPrefix(body, []byte(head+"null")) {
 		return json.Marshal(creq)
 	}
-	msgs := make([]wireMessage, len(creq.Messages))
+	size := len(body)
 	for i := range creq.Messages {
-		m := &creq.Messages[i]
-		if m.Content != "" && m.MultiContent != nil {
-			return nil, openai.ErrContentFieldsMisused
-		}
-		w := wireMessage{Role: m.Role, Refusal: m.Refusal, Name: m.Name, ReasoningContent: m.ReasoningContent,
-			FunctionCall: m.FunctionCall, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
-		switch {
-		case len(m.MultiContent) > 0:
-			w.Content = m.MultiContent
-		case m.Content != "":
-			w.Content = m.Content
-		}
-		msgs[i] = w
+		size += len(creq.Messages[i].Content) + 64
 	}
-	encoded, err := json.Marshal(msgs)
-	if err != nil {
-		return nil, err
-	}
+	var buf bytes.Buffer
+	buf.Grow(size + size/8)
+	buf.WriteString(head)
 	if creq.Messages == nil {
-		encoded = []byte("null")
+		buf.WriteString("null")
+	} else {
+		enc := json.NewEncoder(&buf)
+		buf.WriteByte('[')
+		for i := range creq.Messages {
+			m := &creq.Messages[i]
+			if m.Content != "" && m.MultiContent != nil {
+				return nil, openai.ErrContentFieldsMisused
+			}
+			w := wireMessage{Role: m.Role, Refusal: m.Refusal, Name: m.Name, ReasoningContent: m.ReasoningContent,
+				FunctionCall: m.FunctionCall, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
+			switch {
+			case len(m.MultiContent) > 0:
+				w.Content = m.MultiContent
+			case m.Content != "":
+				w.Content = m.Content
+			}
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			if err := enc.Encode(&w); err != nil {
+				return nil, err
+			}
+			buf.Truncate(buf.Len() - 1) // Encode's newline
+		}
+		buf.WriteByte(']')
 	}
-	out := make([]byte, 0, len(body)+len(encoded))
-	out = append(out, head...)
-	out = append(out, encoded...)
-	return append(out, body[len(head)+len("null"):]...), nil
+	buf.Write(body[len(head)+len("null"):])
+	return buf.Bytes(), nil
 }
 
 // openChatStream sends a streamed chat completion of an openai endpoint
@@ -159,7 +170,7 @@ func (o *openAIWire) openChatStream(ctx context.Context, creq *openai.ChatComple
 		defer resp.Body.Close()
 		return nil, errorResponse(resp)
 	}
-	return &sseChunks{body: resp.Body, r: bufio.NewReader(resp.Body)}, nil
+	return &sseChunks{body: resp.Body, r: bufio.NewReaderSize(resp.Body, sseBuffer)}, nil
 }
 
 // errorResponse is the error of a failed call, as go-openai makes it: the
@@ -189,6 +200,9 @@ const (
 	maxErrorBody = 1 << 20
 	// maxEventLine caps one line of the event stream.
 	maxEventLine = 16 << 20
+	// sseBuffer is the read buffer of a stream: a chunk of a token is a
+	// line of about 200 bytes, and a longer line is read in parts.
+	sseBuffer = 1 << 10
 	// maxNonData is how many lines other than data may come in a row, as
 	// go-openai's default EmptyMessagesLimit.
 	maxNonData = 300
