@@ -133,43 +133,44 @@ func TestStreamReadsAsGoOpenAIDoes(t *testing.T) {
 			defer srv.Close()
 			creq := openai.ChatCompletionRequest{Model: "m", Stream: true, Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}}
 
-			var theirs streamOutcome
 			cfg := openai.DefaultConfig("k")
 			cfg.BaseURL = srv.URL + "/v1"
 			stream, err := openai.NewClientWithConfig(cfg).CreateChatCompletionStream(t.Context(), creq)
+			var theirs streamOutcome
 			if err == nil {
-				for {
-					raw, rerr := stream.RecvRaw()
-					if rerr != nil {
-						err = rerr
-						break
-					}
-					theirs.chunks = append(theirs.chunks, string(raw))
-				}
+				theirs = readOutcome(goOpenAIChunks{stream})
 				stream.Close()
+			} else {
+				theirs.err, theirs.status = describe(err)
 			}
-			theirs.err, theirs.status = describe(err)
 
-			var ours streamOutcome
 			w := &openAIWire{ep: &Endpoint{Kind: KindOpenAI, BaseURL: srv.URL + "/v1", APIKey: "k"}, hc: http.DefaultClient}
 			s, err := w.openChatStream(t.Context(), &creq)
+			var ours streamOutcome
 			if err == nil {
-				for {
-					raw, rerr := s.next()
-					if rerr != nil {
-						err = rerr
-						break
-					}
-					ours.chunks = append(ours.chunks, string(raw))
-				}
+				ours = readOutcome(s)
 				_ = s.close()
+			} else {
+				ours.err, ours.status = describe(err)
 			}
-			ours.err, ours.status = describe(err)
 
 			if fmt.Sprint(ours) != fmt.Sprint(theirs) {
 				t.Errorf("ours:      %s\ngo-openai: %s", ours, theirs)
 			}
 		})
+	}
+}
+
+// readOutcome reads src to its end.
+func readOutcome(src chunkSource) streamOutcome {
+	var o streamOutcome
+	for {
+		raw, err := src.next()
+		if err != nil {
+			o.err, o.status = describe(err)
+			return o
+		}
+		o.chunks = append(o.chunks, string(raw))
 	}
 }
 
