@@ -21,8 +21,10 @@ import (
 type openAIWire struct {
 	ep     *Endpoint
 	client *openai.Client
-	// hc sends the streamed calls of an openai endpoint (openChatStream).
-	hc doer
+	// hc sends the streamed calls of an openai endpoint (openChatStream),
+	// to chatURL: the URL go-openai would post them to.
+	hc      doer
+	chatURL string
 }
 
 // newOpenAIWire returns the wire of an openai or azure endpoint. go-openai's
@@ -42,7 +44,8 @@ func newOpenAIWire(ep *Endpoint, hc doer) *openAIWire {
 		oc.OrgID = ep.Organization
 	}
 	oc.HTTPClient = hc
-	return &openAIWire{ep: ep, client: openai.NewClientWithConfig(oc), hc: hc}
+	return &openAIWire{ep: ep, client: openai.NewClientWithConfig(oc), hc: hc,
+		chatURL: strings.TrimRight(oc.BaseURL, "/") + "/chat/completions"}
 }
 
 // prepare builds the request; the returned attempt function sends it.

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
+	"unicode/utf8"
 
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -56,27 +56,12 @@ type goOpenAIChunks struct{ s *openai.ChatCompletionStream }
 
 func (g goOpenAIChunks) next() ([]byte, error) { return g.s.RecvRaw() }
 
-// wireMessage is go-openai's ChatCompletionMessage as its MarshalJSON
-// writes it, in a type encoding/json encodes directly. Content is the text
-// (a string, left out when empty) or the parts of a message with images.
-type wireMessage struct {
-	Role             string               `json:"role"`
-	Content          any                  `json:"content,omitempty"`
-	Refusal          string               `json:"refusal,omitempty"`
-	Name             string               `json:"name,omitempty"`
-	ReasoningContent string               `json:"reasoning_content,omitempty"`
-	FunctionCall     *openai.FunctionCall `json:"function_call,omitempty"`
-	ToolCalls        []openai.ToolCall    `json:"tool_calls,omitempty"`
-	ToolCallID       string               `json:"tool_call_id,omitempty"`
-}
-
 // encodeChatRequest returns the body go-openai sends for creq. The request
 // without its messages is encoded by encoding/json as go-openai does (its
 // options and tools, once a call), and the messages, where a long history
-// costs, one by one in wireMessage form into the same buffer; they go where
-// go-openai puts them, right after the model. Should a go-openai release
-// write its fields in another order, the whole request is encoded the slow
-// way.
+// costs, by appendMessage into the same buffer; they go where go-openai
+// puts them, right after the model. Should a go-openai release write its
+// fields in another order, the whole request is encoded the slow way.
 func encodeChatRequest(creq *openai.ChatCompletionRequest) ([]byte, error) {
 	rest := *creq
 	rest.Messages = nil
@@ -84,52 +69,138 @@ func encodeChatRequest(creq *openai.ChatCompletionRequest) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	model, err := json.Marshal(creq.Model)
-	if err != nil {
-		return nil, err
-	}
-	head := `{"model":` + string(model) + `,"messages":`
-	if !bytes.HasPrefix(body, []byte(head+"null")) {
+	head := appendJSONString([]byte(`{"model":`), creq.Model)
+	head = append(head, `,"messages":`...)
+	if !bytes.HasPrefix(body, append(head, "null"...)) {
 		return json.Marshal(creq)
 	}
 	size := len(body)
 	for i := range creq.Messages {
 		size += len(creq.Messages[i].Content) + 64
 	}
-	var buf bytes.Buffer
-	buf.Grow(size + size/8)
-	buf.WriteString(head)
+	out := make([]byte, 0, size+size/8)
+	out = append(out, head...)
 	if creq.Messages == nil {
-		buf.WriteString("null")
+		out = append(out, "null"...)
 	} else {
-		enc := json.NewEncoder(&buf)
-		buf.WriteByte('[')
+		out = append(out, '[')
 		for i := range creq.Messages {
-			m := &creq.Messages[i]
-			if m.Content != "" && m.MultiContent != nil {
-				return nil, openai.ErrContentFieldsMisused
-			}
-			w := wireMessage{Role: m.Role, Refusal: m.Refusal, Name: m.Name, ReasoningContent: m.ReasoningContent,
-				FunctionCall: m.FunctionCall, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
-			switch {
-			case len(m.MultiContent) > 0:
-				w.Content = m.MultiContent
-			case m.Content != "":
-				w.Content = m.Content
-			}
 			if i > 0 {
-				buf.WriteByte(',')
+				out = append(out, ',')
 			}
-			if err := enc.Encode(&w); err != nil {
+			if out, err = appendMessage(out, &creq.Messages[i]); err != nil {
 				return nil, err
 			}
-			buf.Truncate(buf.Len() - 1) // Encode's newline
 		}
-		buf.WriteByte(']')
+		out = append(out, ']')
 	}
-	buf.Write(body[len(head)+len("null"):])
-	return buf.Bytes(), nil
+	return append(out, body[len(head)+len("null"):]...), nil
 }
+
+// appendMessage appends m as go-openai's MarshalJSON writes it: its fields
+// in the type's order, the empty ones left out, Content a string or, for a
+// message with images, the parts. encoding/json went through reflection
+// for each field of each message of the history on every call, at twice
+// the cost of the strings' own escaping; here only the rare structured
+// fields (tool calls, a function call, image parts) still go through it.
+func appendMessage(out []byte, m *openai.ChatCompletionMessage) ([]byte, error) {
+	if m.Content != "" && m.MultiContent != nil {
+		return nil, openai.ErrContentFieldsMisused
+	}
+	out = appendJSONString(append(out, `{"role":`...), m.Role)
+	var err error
+	switch {
+	case len(m.MultiContent) > 0:
+		if out, err = appendJSON(append(out, `,"content":`...), m.MultiContent); err != nil {
+			return nil, err
+		}
+	case m.Content != "":
+		out = appendJSONString(append(out, `,"content":`...), m.Content)
+	}
+	out = appendField(out, `,"refusal":`, m.Refusal)
+	out = appendField(out, `,"name":`, m.Name)
+	out = appendField(out, `,"reasoning_content":`, m.ReasoningContent)
+	if m.FunctionCall != nil {
+		if out, err = appendJSON(append(out, `,"function_call":`...), m.FunctionCall); err != nil {
+			return nil, err
+		}
+	}
+	if len(m.ToolCalls) > 0 {
+		if out, err = appendJSON(append(out, `,"tool_calls":`...), m.ToolCalls); err != nil {
+			return nil, err
+		}
+	}
+	out = appendField(out, `,"tool_call_id":`, m.ToolCallID)
+	return append(out, '}'), nil
+}
+
+// appendField appends a string field that is left out when empty.
+func appendField(out []byte, key, v string) []byte {
+	if v == "" {
+		return out
+	}
+	return appendJSONString(append(out, key...), v)
+}
+
+// appendJSON appends v as encoding/json encodes it.
+func appendJSON(out []byte, v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	return append(out, b...), err
+}
+
+// appendJSONString appends s as a JSON string the way encoding/json writes
+// one (its HTML escaping on, as for json.Marshal): \" and \\ escaped, the
+// control characters as \b \f \n \r \t or \u00XX, <, > and & as
+// \u003c \u003e \u0026, U+2028 and U+2029 escaped, and each byte of
+// invalid UTF-8 as \ufffd. FuzzEncodeMessage holds it to encoding/json.
+func appendJSONString(out []byte, s string) []byte {
+	out = append(out, '"')
+	from := 0 // s[from:i] is yet to be copied as it is
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= ' ' && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			out = append(out, s[from:i]...)
+			switch c {
+			case '"', '\\':
+				out = append(out, '\\', c)
+			case '\b':
+				out = append(out, '\\', 'b')
+			case '\f':
+				out = append(out, '\\', 'f')
+			case '\n':
+				out = append(out, '\\', 'n')
+			case '\r':
+				out = append(out, '\\', 'r')
+			case '\t':
+				out = append(out, '\\', 't')
+			default:
+				out = append(out, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			from = i
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			out = append(append(out, s[from:i]...), `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			out = append(append(out, s[from:i]...), '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			i += n
+			continue
+		}
+		i += n
+		from = i
+	}
+	return append(append(out, s[from:]...), '"')
+}
+
+const hexDigits = "0123456789abcdef"
 
 // openChatStream sends a streamed chat completion of an openai endpoint
 // (creq has Stream set) and returns its event stream. A status of 400 or
@@ -144,11 +215,7 @@ func (o *openAIWire) openChatStream(ctx context.Context, creq *openai.ChatComple
 	if err != nil {
 		return nil, err
 	}
-	url := strings.TrimRight(o.ep.BaseURL, "/")
-	if url == "" {
-		url = defaultOpenAIBaseURL
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/chat/completions", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.chatURL, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}

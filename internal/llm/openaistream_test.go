@@ -144,7 +144,7 @@ func TestStreamReadsAsGoOpenAIDoes(t *testing.T) {
 				theirs.err, theirs.status = describe(err)
 			}
 
-			w := &openAIWire{ep: &Endpoint{Kind: KindOpenAI, BaseURL: srv.URL + "/v1", APIKey: "k"}, hc: http.DefaultClient}
+			w := newOpenAIWire(&Endpoint{Kind: KindOpenAI, BaseURL: srv.URL + "/v1/", APIKey: "k"}, http.DefaultClient)
 			s, err := w.openChatStream(t.Context(), &creq)
 			var ours streamOutcome
 			if err == nil {
@@ -180,4 +180,32 @@ func describe(err error) (string, int) {
 		return "<nil>", 0
 	}
 	return fmt.Sprintf("%T %s", err, errorMessage(err)), errorStatus(err)
+}
+
+// FuzzEncodeMessage holds the messages' own encoding, its string escaping
+// above all, to go-openai's: any strings in any field, the same bytes.
+func FuzzEncodeMessage(f *testing.F) {
+	f.Add("user", "héllo \u2028 <b>&</b>", "ada", "c1")
+	f.Add("assistant", "a\x00b\x1f\"\\\b\f\n\r\t\x7f", "", "")
+	f.Add("tool", "\xff\xfe bad \xe2\x80 utf-8 \xed\xa0\x80", "x", "\u2029")
+	f.Add("", "", "", "")
+	f.Fuzz(func(t *testing.T, role, content, name, other string) {
+		creq := openai.ChatCompletionRequest{Model: other, Stream: true, Messages: []openai.ChatCompletionMessage{
+			{Role: role, Content: content, Name: name, ToolCallID: other},
+			{Role: "assistant", Refusal: other, ReasoningContent: content,
+				ToolCalls: []openai.ToolCall{{ID: name, Type: openai.ToolTypeFunction, Function: openai.FunctionCall{Name: role, Arguments: content}}}},
+			{Role: role, FunctionCall: &openai.FunctionCall{Name: name, Arguments: other}},
+		}}
+		want, err := json.Marshal(creq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := encodeChatRequest(&creq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("\n got %q\nwant %q", got, want)
+		}
+	})
 }
