@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"unicode/utf8"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -159,7 +160,7 @@ func appendJSONString(out []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= ' ' && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if asIs[c] {
 				i++
 				continue
 			}
@@ -201,6 +202,14 @@ func appendJSONString(out []byte, s string) []byte {
 }
 
 const hexDigits = "0123456789abcdef"
+
+// asIs holds the ASCII bytes a JSON string holds as they are.
+var asIs = func() (t [utf8.RuneSelf]bool) {
+	for c := ' '; c < utf8.RuneSelf; c++ {
+		t[c] = !strings.ContainsRune(`"\<>&`, c)
+	}
+	return t
+}()
 
 // openChatStream sends a streamed chat completion of an openai endpoint
 // (creq has Stream set) and returns its event stream. A status of 400 or
