@@ -30,7 +30,9 @@ import (
 // and are decoded with the same chunk type.
 
 // streamChunk is the part of a chat.completion.chunk that a reply is put
-// together from.
+// together from. Its decode (chunkdecode.go) reads the fields of its types
+// itself: TestChunkFieldsAreKnown fails on a field added to them until
+// decode reads it too.
 type streamChunk struct {
 	ID      string         `json:"id"`
 	Created int64          `json:"created"`
