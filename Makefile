@@ -51,7 +51,8 @@ FUZZ_TARGETS = \
 	./internal/store/internal/param:FuzzDecodeCursor \
 	./internal/server:FuzzResumePoint \
 	./internal/server:FuzzWriteSSE \
-	./internal/server:FuzzDeltaEvent
+	./internal/server:FuzzDeltaEvent \
+	./internal/llm:FuzzStreamChunk
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t#*:}; echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \

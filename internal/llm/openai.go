@@ -136,8 +136,7 @@ func (o *openAIWire) tryStream(ctx context.Context, a *attempt, creq *openai.Cha
 		if err != nil {
 			return out, err
 		}
-		*chunk = streamChunk{}
-		if err := json.Unmarshal(raw, chunk); err != nil {
+		if err := chunk.decode(raw); err != nil {
 			return out, err
 		}
 		out.ID, out.Model, out.Created = chunk.ID, chunk.Model, chunk.Created

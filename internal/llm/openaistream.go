@@ -31,20 +31,28 @@ import (
 // and are decoded with the same chunk type.
 
 // streamChunk is the part of a chat.completion.chunk that a reply is put
-// together from.
+// together from. Its decode (chunkdecode.go) reads the fields of its types
+// itself: TestChunkFieldsAreKnown fails on a field added to them until
+// decode reads it too.
 type streamChunk struct {
-	ID      string        `json:"id"`
-	Created int64         `json:"created"`
-	Model   string        `json:"model"`
-	Usage   *openai.Usage `json:"usage"`
-	Choices []struct {
-		Delta struct {
-			Content          string            `json:"content"`
-			ReasoningContent string            `json:"reasoning_content"`
-			ToolCalls        []openai.ToolCall `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason openai.FinishReason `json:"finish_reason"`
-	} `json:"choices"`
+	ID      string         `json:"id"`
+	Created int64          `json:"created"`
+	Model   string         `json:"model"`
+	Usage   *openai.Usage  `json:"usage"`
+	Choices []streamChoice `json:"choices"`
+}
+
+// streamChoice is a choice of a chunk: what its delta adds to the reply.
+type streamChoice struct {
+	Delta        streamDelta         `json:"delta"`
+	FinishReason openai.FinishReason `json:"finish_reason"`
+}
+
+// streamDelta is what a chunk adds to a choice's message.
+type streamDelta struct {
+	Content          string            `json:"content"`
+	ReasoningContent string            `json:"reasoning_content"`
+	ToolCalls        []openai.ToolCall `json:"tool_calls"`
 }
 
 // chunkSource yields a stream's chunks as JSON, and io.EOF after the last.
