@@ -52,7 +52,8 @@ FUZZ_TARGETS = \
 	./internal/server:FuzzResumePoint \
 	./internal/server:FuzzWriteSSE \
 	./internal/server:FuzzDeltaEvent \
-	./internal/llm:FuzzStreamChunk
+	./internal/llm:FuzzStreamChunk \
+	./internal/llm:FuzzEncodeMessage
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t#*:}; echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \
