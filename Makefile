@@ -53,7 +53,8 @@ FUZZ_TARGETS = \
 	./internal/server:FuzzWriteSSE \
 	./internal/server:FuzzDeltaEvent \
 	./internal/llm:FuzzStreamChunk \
-	./internal/llm:FuzzEncodeMessage
+	./internal/llm:FuzzEncodeMessage \
+	./internal/jsonstr:FuzzAppend
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t#*:}; echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \

@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
-	"unicode/utf8"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/agentd/agentd/internal/jsonstr"
 )
 
 // A streamed chat completion is the call a chat waiting on its model makes
@@ -78,7 +78,7 @@ func encodeChatRequest(creq *openai.ChatCompletionRequest) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	head := appendJSONString([]byte(`{"model":`), creq.Model)
+	head := jsonstr.Append([]byte(`{"model":`), creq.Model)
 	head = append(head, `,"messages":`...)
 	if !bytes.HasPrefix(body, append(head, "null"...)) {
 		return json.Marshal(creq)
@@ -116,7 +116,7 @@ func appendMessage(out []byte, m *openai.ChatCompletionMessage) ([]byte, error) 
 	if m.Content != "" && m.MultiContent != nil {
 		return nil, openai.ErrContentFieldsMisused
 	}
-	out = appendJSONString(append(out, `{"role":`...), m.Role)
+	out = jsonstr.Append(append(out, `{"role":`...), m.Role)
 	var err error
 	switch {
 	case len(m.MultiContent) > 0:
@@ -124,7 +124,7 @@ func appendMessage(out []byte, m *openai.ChatCompletionMessage) ([]byte, error) 
 			return nil, err
 		}
 	case m.Content != "":
-		out = appendJSONString(append(out, `,"content":`...), m.Content)
+		out = jsonstr.Append(append(out, `,"content":`...), m.Content)
 	}
 	out = appendField(out, `,"refusal":`, m.Refusal)
 	out = appendField(out, `,"name":`, m.Name)
@@ -148,7 +148,7 @@ func appendField(out []byte, key, v string) []byte {
 	if v == "" {
 		return out
 	}
-	return appendJSONString(append(out, key...), v)
+	return jsonstr.Append(append(out, key...), v)
 }
 
 // appendJSON appends v as encoding/json encodes it.
@@ -156,68 +156,6 @@ func appendJSON(out []byte, v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	return append(out, b...), err
 }
-
-// appendJSONString appends s as a JSON string the way encoding/json writes
-// one (its HTML escaping on, as for json.Marshal): \" and \\ escaped, the
-// control characters as \b \f \n \r \t or \u00XX, <, > and & as
-// \u003c \u003e \u0026, U+2028 and U+2029 escaped, and each byte of
-// invalid UTF-8 as \ufffd. FuzzEncodeMessage holds it to encoding/json.
-func appendJSONString(out []byte, s string) []byte {
-	out = append(out, '"')
-	from := 0 // s[from:i] is yet to be copied as it is
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if asIs[c] {
-				i++
-				continue
-			}
-			out = append(out, s[from:i]...)
-			switch c {
-			case '"', '\\':
-				out = append(out, '\\', c)
-			case '\b':
-				out = append(out, '\\', 'b')
-			case '\f':
-				out = append(out, '\\', 'f')
-			case '\n':
-				out = append(out, '\\', 'n')
-			case '\r':
-				out = append(out, '\\', 'r')
-			case '\t':
-				out = append(out, '\\', 't')
-			default:
-				out = append(out, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			from = i
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			out = append(append(out, s[from:i]...), `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			out = append(append(out, s[from:i]...), '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-		default:
-			i += n
-			continue
-		}
-		i += n
-		from = i
-	}
-	return append(append(out, s[from:]...), '"')
-}
-
-const hexDigits = "0123456789abcdef"
-
-// asIs holds the ASCII bytes a JSON string holds as they are.
-var asIs = func() (t [utf8.RuneSelf]bool) {
-	for c := ' '; c < utf8.RuneSelf; c++ {
-		t[c] = !strings.ContainsRune(`"\<>&`, c)
-	}
-	return t
-}()
 
 // openChatStream sends a streamed chat completion of an openai endpoint
 // (creq has Stream set) and returns its event stream. A status of 400 or

@@ -12,12 +12,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentd/agentd/internal/api"
 	"github.com/agentd/agentd/internal/runtime"
 
 	"github.com/agentd/agentd/internal/chat"
+	"github.com/agentd/agentd/internal/jsonstr"
 )
 
 // lastEventIDHeader is where a reconnecting EventSource says what it saw last.
@@ -304,72 +304,13 @@ const maxKeptDeltaBuffer = 16 << 10
 // raw line break.
 func appendDeltaEvent(b []byte, d chat.Delta) []byte {
 	b = append(b, "event: "+string(chat.EventMessageDelta)+"\ndata: {\"name\":"...)
-	b = appendJSONString(b, d.Name)
+	b = jsonstr.Append(b, d.Name)
 	b = append(b, `,"content":`...)
-	b = appendJSONString(b, d.Content)
+	b = jsonstr.Append(b, d.Content)
 	if d.Reset {
 		b = append(b, `,"reset":true`...)
 	}
 	return append(b, "}\n\n"...)
-}
-
-// appendJSONString appends s as a JSON string, byte for byte as
-// encoding/json writes it: '<', '>' and '&' escaped as \u00XX, U+2028 and
-// U+2029 escaped, invalid UTF-8 as U+FFFD. A delta then reads the same
-// whichever way it was encoded (FuzzDeltaEvent holds the two together).
-func appendJSONString(b []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
-	b = append(b, '"')
-	from := 0 // s[from:i] is plain text not yet appended
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			switch {
-			case r == utf8.RuneError && size == 1:
-				b = append(append(b, s[from:i]...), `\ufffd`...)
-			case r == '\u2028' || r == '\u2029':
-				b = append(append(b, s[from:i]...), '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			default:
-				i += size
-				continue
-			}
-			i += size
-			from = i
-			continue
-		}
-		var short byte // the letter of a two-character escape
-		switch c {
-		case '"', '\\':
-			short = c
-		case '\n':
-			short = 'n'
-		case '\r':
-			short = 'r'
-		case '\t':
-			short = 't'
-		case '\b':
-			short = 'b'
-		case '\f':
-			short = 'f'
-		case '<', '>', '&':
-		default:
-			if c >= 0x20 {
-				i++
-				continue
-			}
-		}
-		b = append(b, s[from:i]...)
-		if short != 0 {
-			b = append(b, '\\', short)
-		} else {
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		i++
-		from = i
-	}
-	b = append(b, s[from:]...)
-	return append(b, '"')
 }
 
 // sendEvents writes every committed event after *after, advancing *after as
