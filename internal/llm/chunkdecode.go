@@ -56,30 +56,21 @@ func (c *streamChunk) decodeFast(raw []byte) bool {
 	*c = streamChunk{}
 	s := chunkScanner{b: raw}
 	var seen fieldSet
-	more, ok := s.openObject()
-	for ok && more {
-		var k []byte
-		if k, ok = s.key(); !ok {
-			break
-		}
+	ok := s.object(func(k []byte) bool {
 		switch string(k) {
 		case "id":
-			ok = seen.first(0) && s.str(&c.ID, prevID)
+			return seen.first(0) && s.str(&c.ID, prevID)
 		case "created":
-			ok = seen.first(1) && s.integer64(&c.Created)
+			return seen.first(1) && s.integer64(&c.Created)
 		case "model":
-			ok = seen.first(2) && s.str(&c.Model, prevModel)
+			return seen.first(2) && s.str(&c.Model, prevModel)
 		case "usage":
-			ok = seen.first(3) && s.usage(&c.Usage)
+			return seen.first(3) && s.usage(&c.Usage)
 		case "choices":
-			ok = seen.first(4) && s.choices(&c.Choices, choices)
-		default:
-			ok = s.skipMember(k, chunkFields)
+			return seen.first(4) && s.choices(&c.Choices, choices)
 		}
-		if ok {
-			more, ok = s.nextMember()
-		}
-	}
+		return s.skipMember(k, chunkFields)
+	})
 	return ok && s.end()
 }
 
@@ -304,6 +295,23 @@ func (s *chunkScanner) skipMember(k []byte, fields fieldsOf) bool {
 		}
 	}
 	return s.skipValue(0)
+}
+
+// object reads an object, calling member for each of its keys (the
+// value's reader). member reads the fields of its type and skips the rest
+// (skipMember); a false from it gives up on the whole chunk.
+func (s *chunkScanner) object(member func(k []byte) bool) bool {
+	more, ok := s.openObject()
+	for ok && more {
+		var k []byte
+		if k, ok = s.key(); ok {
+			ok = member(k)
+		}
+		if ok {
+			more, ok = s.nextMember()
+		}
+	}
+	return ok
 }
 
 // skipValue reads any JSON value and drops it.
@@ -640,24 +648,15 @@ func (s *chunkScanner) choice(ch *streamChoice) bool {
 		return true
 	}
 	var seen fieldSet
-	more, ok := s.openObject()
-	for ok && more {
-		var k []byte
-		if k, ok = s.key(); !ok {
-			break
-		}
+	ok := s.object(func(k []byte) bool {
 		switch string(k) {
 		case "delta":
-			ok = seen.first(0) && s.delta(&ch.Delta)
+			return seen.first(0) && s.delta(&ch.Delta)
 		case "finish_reason":
-			ok = seen.first(1) && s.str((*string)(&ch.FinishReason), string(openai.FinishReasonStop))
-		default:
-			ok = s.skipMember(k, choiceFields)
+			return seen.first(1) && s.str((*string)(&ch.FinishReason), string(openai.FinishReasonStop))
 		}
-		if ok {
-			more, ok = s.nextMember()
-		}
-	}
+		return s.skipMember(k, choiceFields)
+	})
 	return ok
 }
 
@@ -667,27 +666,17 @@ func (s *chunkScanner) delta(d *streamDelta) bool {
 		return true
 	}
 	var seen fieldSet
-	more, ok := s.openObject()
-	for ok && more {
-		var k []byte
-		if k, ok = s.key(); !ok {
-			break
-		}
+	return s.object(func(k []byte) bool {
 		switch string(k) {
 		case "content":
-			ok = seen.first(0) && s.str(&d.Content, "")
+			return seen.first(0) && s.str(&d.Content, "")
 		case "reasoning_content":
-			ok = seen.first(1) && s.str(&d.ReasoningContent, "")
+			return seen.first(1) && s.str(&d.ReasoningContent, "")
 		case "tool_calls":
-			ok = seen.first(2) && s.toolCalls(&d.ToolCalls)
-		default:
-			ok = s.skipMember(k, deltaFields)
+			return seen.first(2) && s.toolCalls(&d.ToolCalls)
 		}
-		if ok {
-			more, ok = s.nextMember()
-		}
-	}
-	return ok
+		return s.skipMember(k, deltaFields)
+	})
 }
 
 // toolCalls reads a delta's tool calls, or a null, which leaves them nil.
@@ -717,29 +706,19 @@ func (s *chunkScanner) toolCall(tc *openai.ToolCall) bool {
 		return true
 	}
 	var seen fieldSet
-	more, ok := s.openObject()
-	for ok && more {
-		var k []byte
-		if k, ok = s.key(); !ok {
-			break
-		}
+	return s.object(func(k []byte) bool {
 		switch string(k) {
 		case "index":
-			ok = seen.first(0) && s.index(&tc.Index)
+			return seen.first(0) && s.index(&tc.Index)
 		case "id":
-			ok = seen.first(1) && s.str(&tc.ID, "")
+			return seen.first(1) && s.str(&tc.ID, "")
 		case "type":
-			ok = seen.first(2) && s.str((*string)(&tc.Type), string(openai.ToolTypeFunction))
+			return seen.first(2) && s.str((*string)(&tc.Type), string(openai.ToolTypeFunction))
 		case "function":
-			ok = seen.first(3) && s.function(&tc.Function)
-		default:
-			ok = s.skipMember(k, toolCallFields)
+			return seen.first(3) && s.function(&tc.Function)
 		}
-		if ok {
-			more, ok = s.nextMember()
-		}
-	}
-	return ok
+		return s.skipMember(k, toolCallFields)
+	})
 }
 
 // index reads a tool call's index, or a null, which leaves it nil.
@@ -761,25 +740,15 @@ func (s *chunkScanner) function(f *openai.FunctionCall) bool {
 		return true
 	}
 	var seen fieldSet
-	more, ok := s.openObject()
-	for ok && more {
-		var k []byte
-		if k, ok = s.key(); !ok {
-			break
-		}
+	return s.object(func(k []byte) bool {
 		switch string(k) {
 		case "name":
-			ok = seen.first(0) && s.str(&f.Name, "")
+			return seen.first(0) && s.str(&f.Name, "")
 		case "arguments":
-			ok = seen.first(1) && s.str(&f.Arguments, "")
-		default:
-			ok = s.skipMember(k, functionCallFields)
+			return seen.first(1) && s.str(&f.Arguments, "")
 		}
-		if ok {
-			more, ok = s.nextMember()
-		}
-	}
-	return ok
+		return s.skipMember(k, functionCallFields)
+	})
 }
 
 // usage reads a chunk's usage, or a null, which leaves it nil.
@@ -789,30 +758,21 @@ func (s *chunkScanner) usage(dst **openai.Usage) bool {
 	}
 	u := new(openai.Usage)
 	var seen fieldSet
-	more, ok := s.openObject()
-	for ok && more {
-		var k []byte
-		if k, ok = s.key(); !ok {
-			break
-		}
+	ok := s.object(func(k []byte) bool {
 		switch string(k) {
 		case "prompt_tokens":
-			ok = seen.first(0) && s.integer(&u.PromptTokens)
+			return seen.first(0) && s.integer(&u.PromptTokens)
 		case "completion_tokens":
-			ok = seen.first(1) && s.integer(&u.CompletionTokens)
+			return seen.first(1) && s.integer(&u.CompletionTokens)
 		case "total_tokens":
-			ok = seen.first(2) && s.integer(&u.TotalTokens)
+			return seen.first(2) && s.integer(&u.TotalTokens)
 		case "prompt_tokens_details":
-			ok = seen.first(3) && s.promptTokensDetails(&u.PromptTokensDetails)
+			return seen.first(3) && s.promptTokensDetails(&u.PromptTokensDetails)
 		case "completion_tokens_details":
-			ok = seen.first(4) && s.completionTokensDetails(&u.CompletionTokensDetails)
-		default:
-			ok = s.skipMember(k, usageFields)
+			return seen.first(4) && s.completionTokensDetails(&u.CompletionTokensDetails)
 		}
-		if ok {
-			more, ok = s.nextMember()
-		}
-	}
+		return s.skipMember(k, usageFields)
+	})
 	*dst = u
 	return ok
 }
@@ -825,24 +785,15 @@ func (s *chunkScanner) promptTokensDetails(dst **openai.PromptTokensDetails) boo
 	}
 	d := new(openai.PromptTokensDetails)
 	var seen fieldSet
-	more, ok := s.openObject()
-	for ok && more {
-		var k []byte
-		if k, ok = s.key(); !ok {
-			break
-		}
+	ok := s.object(func(k []byte) bool {
 		switch string(k) {
 		case "audio_tokens":
-			ok = seen.first(0) && s.integer(&d.AudioTokens)
+			return seen.first(0) && s.integer(&d.AudioTokens)
 		case "cached_tokens":
-			ok = seen.first(1) && s.integer(&d.CachedTokens)
-		default:
-			ok = s.skipMember(k, promptTokensDetailsFields)
+			return seen.first(1) && s.integer(&d.CachedTokens)
 		}
-		if ok {
-			more, ok = s.nextMember()
-		}
-	}
+		return s.skipMember(k, promptTokensDetailsFields)
+	})
 	*dst = d
 	return ok
 }
@@ -855,28 +806,19 @@ func (s *chunkScanner) completionTokensDetails(dst **openai.CompletionTokensDeta
 	}
 	d := new(openai.CompletionTokensDetails)
 	var seen fieldSet
-	more, ok := s.openObject()
-	for ok && more {
-		var k []byte
-		if k, ok = s.key(); !ok {
-			break
-		}
+	ok := s.object(func(k []byte) bool {
 		switch string(k) {
 		case "audio_tokens":
-			ok = seen.first(0) && s.integer(&d.AudioTokens)
+			return seen.first(0) && s.integer(&d.AudioTokens)
 		case "reasoning_tokens":
-			ok = seen.first(1) && s.integer(&d.ReasoningTokens)
+			return seen.first(1) && s.integer(&d.ReasoningTokens)
 		case "accepted_prediction_tokens":
-			ok = seen.first(2) && s.integer(&d.AcceptedPredictionTokens)
+			return seen.first(2) && s.integer(&d.AcceptedPredictionTokens)
 		case "rejected_prediction_tokens":
-			ok = seen.first(3) && s.integer(&d.RejectedPredictionTokens)
-		default:
-			ok = s.skipMember(k, completionTokensDetailsFields)
+			return seen.first(3) && s.integer(&d.RejectedPredictionTokens)
 		}
-		if ok {
-			more, ok = s.nextMember()
-		}
-	}
+		return s.skipMember(k, completionTokensDetailsFields)
+	})
 	*dst = d
 	return ok
 }
