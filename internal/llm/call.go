@@ -80,10 +80,10 @@ func newEndpoint(cfg Endpoint, policy OpenAIConfig, log *slog.Logger, m *metrics
 	switch cfg.Kind {
 	case KindOpenAI:
 		ep.baseURL = cmp.Or(cfg.BaseURL, defaultOpenAIBaseURL)
-		ep.wire = newOpenAIWire(&ep.cfg, d)
+		ep.wire = newOpenAIWire(&ep.cfg, ep.baseURL, d)
 	case KindAzure:
 		ep.baseURL = cfg.BaseURL
-		ep.wire = newOpenAIWire(&ep.cfg, d)
+		ep.wire = newOpenAIWire(&ep.cfg, ep.baseURL, d)
 	case KindAnthropic:
 		ep.baseURL = cmp.Or(cfg.BaseURL, defaultAnthropicBaseURL)
 		ep.wire = newAnthropicWire(&ep.cfg, ep.baseURL, d)

@@ -30,17 +30,18 @@ type openAIWire struct {
 // newOpenAIWire returns the wire of an openai or azure endpoint. go-openai's
 // Azure mode is what Azure's REST API expects: POST
 // {resource}/openai/deployments/{deployment}/chat/completions?api-version=V
-// with the key in the api-key header.
-func newOpenAIWire(ep *Endpoint, hc doer) *openAIWire {
+// with the key in the api-key header. baseURL is the endpoint's, its
+// default applied (see newEndpoint).
+func newOpenAIWire(ep *Endpoint, baseURL string, hc doer) *openAIWire {
 	var oc openai.ClientConfig
 	if ep.Kind == KindAzure {
-		oc = openai.DefaultAzureConfig(ep.APIKey, ep.BaseURL)
+		oc = openai.DefaultAzureConfig(ep.APIKey, baseURL)
 		oc.APIVersion = ep.APIVersion
 		deployment := ep.Deployment
 		oc.AzureModelMapperFunc = func(model string) string { return cmp.Or(deployment, model) }
 	} else {
 		oc = openai.DefaultConfig(ep.APIKey)
-		oc.BaseURL = cmp.Or(ep.BaseURL, defaultOpenAIBaseURL)
+		oc.BaseURL = baseURL
 		oc.OrgID = ep.Organization
 	}
 	oc.HTTPClient = hc

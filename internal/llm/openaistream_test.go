@@ -144,7 +144,7 @@ func TestStreamReadsAsGoOpenAIDoes(t *testing.T) {
 				theirs.err, theirs.status = describe(err)
 			}
 
-			w := newOpenAIWire(&Endpoint{Kind: KindOpenAI, BaseURL: srv.URL + "/v1/", APIKey: "k"}, http.DefaultClient)
+			w := newOpenAIWire(&Endpoint{Kind: KindOpenAI, APIKey: "k"}, srv.URL+"/v1/", http.DefaultClient)
 			s, err := w.openChatStream(t.Context(), &creq)
 			var ours streamOutcome
 			if err == nil {
