@@ -185,7 +185,9 @@ func (b *broker) acquire(id string) *topic {
 	defer b.mu.Unlock()
 	t := b.topics[id]
 	if t == nil {
-		t = &topic{id: id, subs: map[*sub]struct{}{}, tenants: map[string]bool{}, stale: true}
+		// The maps are made by the first subscriber and the first reader:
+		// most chats have neither while they run.
+		t = &topic{id: id, stale: true}
 		b.topics[id] = t
 	}
 	t.mu.Lock() // a topic in the map is never dead
@@ -224,6 +226,9 @@ func (b *broker) add(id string, kind subKind) (Wake, *sub, func()) {
 		s.deltas = NewDeltaQueue()
 	}
 	t := b.acquire(id)
+	if t.subs == nil {
+		t.subs = map[*sub]struct{}{}
+	}
 	t.subs[s] = struct{}{}
 	if kind != subFollow {
 		t.readers++
@@ -251,6 +256,9 @@ func (b *broker) add(id string, kind subKind) (Wake, *sub, func()) {
 			}
 			if _, ok := t.subs[s]; ok {
 				delete(t.subs, s)
+				if len(t.subs) == 0 {
+					t.subs = nil // a chat that outlives its followers keeps no map
+				}
 				if kind != subFollow {
 					t.readers--
 				}
@@ -605,6 +613,9 @@ func (b *broker) events(ctx context.Context, tenant, id string, after int64, lim
 			return nil, err
 		}
 		t.mu.Lock()
+		if t.tenants == nil {
+			t.tenants = map[string]bool{}
+		}
 		t.tenants[tenant] = true
 		t.mu.Unlock()
 	}
@@ -681,7 +692,7 @@ func (b *broker) erased(id string) {
 		return
 	}
 	defer t.mu.Unlock()
-	t.tail, t.tenants = nil, map[string]bool{}
+	t.tail, t.tenants = nil, nil
 	t.markStale()
 	t.reply.clear()
 	t.signalLocked(Wake{})

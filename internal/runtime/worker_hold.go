@@ -107,6 +107,12 @@ func (w *worker) flushHeld(ctx context.Context, h *heldAppend) {
 	}
 	h.flushed = true
 	w.rt.appended(w.id, h.evs, h.st, &upd)
+	// Durable now: nothing is left to write or to go back to. A chat
+	// waits on its model with a flushed selection for as long as the
+	// model takes, so the hold, its events and the state before them
+	// (which the worker's state no longer shares) are let go now rather
+	// than at the turn's end.
+	w.held = nil
 }
 
 // takeHeld removes the held selection, if any, waiting for a flush in
