@@ -13,7 +13,11 @@ import (
 // follow one run of a chat: its committed events and the deltas of the
 // replies in progress, in the order a client must see them. Deltas are
 // taken before the events a wake-up announces: a reply's deltas are
-// queued before its message is committed.
+// queued before its message is committed. A delta of a reply that began
+// after an event not yet handed over (its AfterSeq) waits until that event
+// is: on a busy machine the next reply's first tokens can be queued before
+// the follower has read the message before it, and a client that makes a
+// message of a reply's first delta would show the two the wrong way round.
 type Follow struct {
 	Tenant, ChatID string
 	// After is the seq the events start after.
@@ -57,6 +61,11 @@ func ServerEnded(ctx context.Context) bool {
 // followPage is how many events one read takes.
 const followPage = 256
 
+// maxWaitingDeltas bounds the deltas that wait for their events (joined
+// when they continue one another, so a handful per reply); past it a
+// reply's text comes with its message.
+const maxWaitingDeltas = 1024
+
 // Run follows until Event reports the end, the wait passes, a callback
 // fails or ctx ends.
 func (f *Follow) Run(ctx context.Context, src FollowSource) error {
@@ -70,17 +79,41 @@ func (f *Follow) Run(ctx context.Context, src FollowSource) error {
 		defer t.Stop()
 		heartbeat = t.C
 	}
-	var taken []chat.Delta
+	after := f.After
+	var taken, waiting []chat.Delta
 	take := func() error {
 		taken = deltas.Take(taken[:0])
 		for _, d := range taken {
+			if d.AfterSeq > after {
+				if len(waiting) < maxWaitingDeltas {
+					waiting = JoinDeltas(waiting, d)
+				}
+				continue
+			}
 			if err := f.Delta(d); err != nil {
 				return err
 			}
 		}
+		clear(taken)
 		return nil
 	}
-	after := f.After
+	// release hands over the waiting deltas whose events are out; it runs
+	// after each event, so they go out right after the event they follow.
+	release := func() error {
+		keep := waiting[:0]
+		for _, d := range waiting {
+			if d.AfterSeq > after {
+				keep = append(keep, d)
+				continue
+			}
+			if err := f.Delta(d); err != nil {
+				return err
+			}
+		}
+		clear(waiting[len(keep):])
+		waiting = keep
+		return nil
+	}
 	for read := true; ; {
 		if read {
 			read = false
@@ -97,6 +130,11 @@ func (f *Follow) Run(ctx context.Context, src FollowSource) error {
 					done, err := f.Event(e)
 					if err != nil || done {
 						return err
+					}
+					if len(waiting) > 0 {
+						if err := release(); err != nil {
+							return err
+						}
 					}
 				}
 				if len(evs) < followPage {

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -87,6 +88,42 @@ func TestFollowTakesDeltasBeforeTheirMessage(t *testing.T) {
 	}
 	if deltas != "Hello" || got[len(got)-1] != "message:Hello" {
 		t.Errorf("followed %v, want the deltas before the message", got)
+	}
+}
+
+// The next reply's first tokens may be queued before the follower has
+// read the message before them (a busy machine): they wait for the events
+// they follow, and a reply's deltas keep their order while they wait.
+func TestFollowHoldsADeltaUntilTheEventsBeforeIt(t *testing.T) {
+	src := newFollowSource()
+	src.log = append(src.log,
+		chat.Event{Seq: 1, Type: chat.EventMessage, Name: "user", Content: "task"},
+		chat.Event{Seq: 2, Type: chat.EventSpeakerSelected},
+		chat.Event{Seq: 3, Type: chat.EventMessage, Name: "poet", Content: "Logs scroll."})
+	// The follower takes these deltas before it reads any event: the
+	// critic's reply began after seq 4, and a fragment of the poet's
+	// after seq 2. Each goes out right after the event it follows.
+	src.deltas.Push(chat.Delta{Name: "critic", Content: "Sh", AfterSeq: 4})
+	src.deltas.Push(chat.Delta{Name: "poet", Content: "!", AfterSeq: 2})
+	src.deltas.Push(chat.Delta{Name: "critic", Content: "ort", AfterSeq: 4})
+	src.log = append(src.log, chat.Event{Seq: 4, Type: chat.EventSpeakerSelected})
+	var got []string
+	f := &Follow{ChatID: "c", Wait: time.Minute,
+		Event: func(e chat.Event) (bool, error) {
+			got = append(got, fmt.Sprintf("%d:%s", e.Seq, e.Content))
+			return e.Type.Terminal(), nil
+		},
+		Delta: func(d chat.Delta) error { got = append(got, d.Name+"+"+d.Content); return nil }}
+	done := make(chan error, 1)
+	go func() { done <- f.Run(context.Background(), src) }()
+	src.commit(chat.Event{Seq: 5, Type: chat.EventMessage, Name: "critic", Content: "Short."})
+	src.commit(chat.Event{Seq: 6, Type: chat.EventChatCompleted})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := "1:task 2: poet+! 3:Logs scroll. 4: critic+Sh critic+ort 5:Short. 6:"
+	if g := strings.Join(got, " "); g != want {
+		t.Errorf("followed\n%s\nwant\n%s", g, want)
 	}
 }
 
