@@ -81,24 +81,9 @@ func (f *Follow) Run(ctx context.Context, src FollowSource) error {
 	}
 	after := f.After
 	var taken, waiting []chat.Delta
-	take := func() error {
-		taken = deltas.Take(taken[:0])
-		for _, d := range taken {
-			if d.AfterSeq > after {
-				if len(waiting) < maxWaitingDeltas {
-					waiting = JoinDeltas(waiting, d)
-				}
-				continue
-			}
-			if err := f.Delta(d); err != nil {
-				return err
-			}
-		}
-		clear(taken)
-		return nil
-	}
-	// release hands over the waiting deltas whose events are out; it runs
-	// after each event, so they go out right after the event they follow.
+	// release hands over the waiting deltas whose events are out, in
+	// their order; it runs after each event, so they go out right after
+	// the event they follow.
 	release := func() error {
 		keep := waiting[:0]
 		for _, d := range waiting {
@@ -113,6 +98,16 @@ func (f *Follow) Run(ctx context.Context, src FollowSource) error {
 		clear(waiting[len(keep):])
 		waiting = keep
 		return nil
+	}
+	take := func() error {
+		taken = deltas.Take(taken[:0])
+		for _, d := range taken {
+			if d.AfterSeq <= after || len(waiting) < maxWaitingDeltas {
+				waiting = JoinDeltas(waiting, d)
+			}
+		}
+		clear(taken)
+		return release()
 	}
 	for read := true; ; {
 		if read {
