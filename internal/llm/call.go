@@ -136,17 +136,18 @@ func (e *Error) Unwrap() error { return e.Err }
 // complete makes the call: each attempt waits its turn in the endpoint's
 // queue, runs under the per-attempt timeout, and transient failures are
 // retried with backoff (honouring Retry-After).
+//
+// A chat waiting on its model waits under this frame, and its goroutine's
+// stack is as large as the frames it waits under: so what is done when an
+// attempt fails (the error, the retry's log line) is done in a frame of its
+// own (failed), not here.
 func (ep *endpoint) complete(ctx context.Context, req *chat.ModelRequest) (*chat.ModelResponse, error) {
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.SetAttributes(attribute.String("agentd.endpoint", ep.cfg.Name))
-	}
+	ep.tagSpan(ctx)
 	try, err := ep.wire.prepare(req)
 	if err != nil {
 		return nil, err
 	}
-	kind, model := ep.cfg.Kind, cmp.Or(req.Config.Model, ep.cfg.Deployment)
 	estimate := ep.tokenEstimate(req)
-	maxAttempts := ep.policy.MaxRetries + 1
 	streamed := false // deltas of this attempt went out: a retry starts the reply again
 	for n := 1; ; n++ {
 		if streamed {
@@ -165,38 +166,72 @@ func (ep *endpoint) complete(ctx context.Context, req *chat.ModelRequest) (*chat
 		if err == nil {
 			return resp, nil
 		}
-		fail := &Error{Provider: kind, Endpoint: ep.cfg.Name, Model: model, StatusCode: a.status,
-			Message: errorMessage(err), Attempts: n, RequestID: a.requestID, Err: err}
-		if a.timedOut {
-			fail.Message = fmt.Sprintf("no response within the per-call timeout of %v", ep.timeout)
-		}
-		if ctx.Err() != nil {
-			// The chat was cancelled or its deadline passed: that, not the
-			// attempt's symptom, is why the call ends.
-			fail.Err = ctx.Err()
-			fail.Message = fmt.Sprintf("%v (last error: %s)", ctx.Err(), fail.Message)
+		fail, wait := ep.failed(ctx, req, a, err, n)
+		if wait < 0 {
 			return nil, fail
 		}
-		reason, retry := retryReason(a, err)
-		if !retry || n >= maxAttempts {
-			return nil, fail
-		}
-		wait := retryWait(a, ep.policy.BackoffBase, ep.policy.BackoffMax, n, ep.now())
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-			// Waiting would only run into the chat's deadline.
-			return nil, fail
-		}
-		ep.metrics.retries.WithLabelValues(kind, ep.cfg.Name, reason).Inc()
-		ep.log.WarnContext(ctx, "model call failed, retrying",
-			"provider", kind, "endpoint", ep.cfg.Name, "model", model, "chat_id", req.ChatID, "caller", req.Caller,
-			"attempt", n, "max_attempts", maxAttempts, "reason", reason, "status", a.status,
-			"wait", wait, "error", fail.Message)
 		if err := sleep(ctx, wait); err != nil {
-			fail.Err = err
-			fail.Message = fmt.Sprintf("%v while waiting to retry (last error: %s)", err, fail.Message)
-			return nil, fail
+			return nil, retryCut(fail, err)
 		}
 	}
+}
+
+// tagSpan names the endpoint on the call's span, if it records.
+//
+//go:noinline
+func (ep *endpoint) tagSpan(ctx context.Context) {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attribute.String("agentd.endpoint", ep.cfg.Name))
+	}
+}
+
+// failed is the error of the call's nth attempt, a, which failed with err,
+// and how long to wait before the next attempt: -1 when there is none (the
+// failure is not transient, the attempts are used up, or the wait would run
+// into the chat's deadline). A retry is counted and logged.
+//
+//go:noinline
+func (ep *endpoint) failed(ctx context.Context, req *chat.ModelRequest, a *attempt, err error, n int) (*Error, time.Duration) {
+	kind, model := ep.cfg.Kind, cmp.Or(req.Config.Model, ep.cfg.Deployment)
+	maxAttempts := ep.policy.MaxRetries + 1
+	fail := &Error{Provider: kind, Endpoint: ep.cfg.Name, Model: model, StatusCode: a.status,
+		Message: errorMessage(err), Attempts: n, RequestID: a.requestID, Err: err}
+	if a.timedOut {
+		fail.Message = fmt.Sprintf("no response within the per-call timeout of %v", ep.timeout)
+	}
+	if ctx.Err() != nil {
+		// The chat was cancelled or its deadline passed: that, not the
+		// attempt's symptom, is why the call ends.
+		fail.Err = ctx.Err()
+		fail.Message = fmt.Sprintf("%v (last error: %s)", ctx.Err(), fail.Message)
+		return fail, -1
+	}
+	reason, retry := retryReason(a, err)
+	if !retry || n >= maxAttempts {
+		return fail, -1
+	}
+	wait := retryWait(a, ep.policy.BackoffBase, ep.policy.BackoffMax, n, ep.now())
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+		// Waiting would only run into the chat's deadline.
+		return fail, -1
+	}
+	ep.metrics.retries.WithLabelValues(kind, ep.cfg.Name, reason).Inc()
+	ep.log.WarnContext(ctx, "model call failed, retrying",
+		"provider", kind, "endpoint", ep.cfg.Name, "model", model, "chat_id", req.ChatID, "caller", req.Caller,
+		"attempt", n, "max_attempts", maxAttempts, "reason", reason, "status", a.status,
+		"wait", wait, "error", fail.Message)
+	return fail, wait
+}
+
+// retryCut is the error of a call whose wait before a retry ended with
+// err (the chat was cancelled, or its deadline passed); fail is the last
+// attempt's.
+//
+//go:noinline
+func retryCut(fail *Error, err error) *Error {
+	fail.Err = err
+	fail.Message = fmt.Sprintf("%v while waiting to retry (last error: %s)", err, fail.Message)
+	return fail
 }
 
 // attempt waits for the endpoint's limits, then makes one HTTP attempt

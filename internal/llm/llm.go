@@ -316,6 +316,18 @@ func (c *Client) Complete(ctx context.Context, req *chat.ModelRequest) (resp *ch
 	if req.Config.Provider == ProviderReplay {
 		return c.replay.complete(ctx, req)
 	}
+	ep, err := c.endpointFor(req)
+	if err != nil {
+		return nil, err
+	}
+	return ep.complete(ctx, req)
+}
+
+// endpointFor is the endpoint that answers req, or why none does. It is a
+// frame of its own so that its error values are not in Complete's.
+//
+//go:noinline
+func (c *Client) endpointFor(req *chat.ModelRequest) (*endpoint, error) {
 	if p := req.Config.Provider; !slices.Contains(c.Providers(), p) {
 		if how := c.ProviderSetup(p); how != "" {
 			return nil, fmt.Errorf("model provider %q is not configured on this server (no endpoint of kind %s): %s", p, p, how)
@@ -326,7 +338,7 @@ func (c *Client) Complete(ctx context.Context, req *chat.ModelRequest) (resp *ch
 	if rerr != nil {
 		return nil, fmt.Errorf("model of %s: %s", callerName(req.Caller), rerr.Message)
 	}
-	return ep.complete(ctx, req)
+	return ep, nil
 }
 
 // startSpan starts the span of a model call; without tracing, none (nil):

@@ -269,15 +269,25 @@ func (s *scheduler) startWorker(base context.Context, c *chat.Chat, seed *worker
 //
 // It is the bottom frame of a goroutine that spends most of its life
 // waiting on a model, so it keeps its own frame small: the work before and
-// after the run is done in functions of its own.
+// after the run is done in functions of its own, and one deferred call
+// (endRun) does all that is left when the run ends or panics.
 func (s *scheduler) runWorker(ctx context.Context, w *worker, rw *runningWorker) {
-	defer s.workerEnded(w, rw)
 	ctx, span := s.startRun(ctx, w)
-	defer endRunSpan(span, w)
-	defer s.recoverWorker(ctx, w)
+	defer s.endRun(ctx, w, rw, span)
 	if s.beginRun(ctx, w) {
 		w.run(ctx)
 		s.afterWorker(ctx, w, rw.lease)
+	}
+}
+
+// endRun, deferred by runWorker, keeps a bug in one chat from taking the
+// server and every other chat down (see workerPanicked), then ends the
+// run's span and frees the worker's slot.
+func (s *scheduler) endRun(ctx context.Context, w *worker, rw *runningWorker, span trace.Span) {
+	defer s.workerEnded(w, rw)
+	defer endRunSpan(span, w)
+	if p := recover(); p != nil {
+		s.workerPanicked(ctx, w, p)
 	}
 }
 
@@ -323,19 +333,17 @@ func (s *scheduler) beginRun(ctx context.Context, w *worker) bool {
 	return true
 }
 
-// recoverWorker, deferred by runWorker, keeps a bug in one chat from taking
-// the server and every other chat down: the chat fails with an internal
-// error, which stops it from being claimed (and crashing a worker) again.
-func (s *scheduler) recoverWorker(ctx context.Context, w *worker) {
-	if p := recover(); p != nil {
-		r := s.rt
-		r.log.Error("worker panicked", "chat_id", w.id, "panic", p, "stack", string(debug.Stack()))
-		r.metrics.panics.Inc()
-		if !w.st.Status.Terminal() {
-			w.stop(context.WithoutCancel(ctx), fmt.Errorf("internal error: %v", p))
-		}
-		s.afterWorker(ctx, w, chat.Lease{ChatID: w.id, Epoch: w.epoch})
+// workerPanicked handles a worker's panic, p: the chat fails with an
+// internal error, which stops it from being claimed (and crashing a
+// worker) again.
+func (s *scheduler) workerPanicked(ctx context.Context, w *worker, p any) {
+	r := s.rt
+	r.log.Error("worker panicked", "chat_id", w.id, "panic", p, "stack", string(debug.Stack()))
+	r.metrics.panics.Inc()
+	if !w.st.Status.Terminal() {
+		w.stop(context.WithoutCancel(ctx), fmt.Errorf("internal error: %v", p))
 	}
+	s.afterWorker(ctx, w, chat.Lease{ChatID: w.id, Epoch: w.epoch})
 }
 
 // workerEnded frees the worker's slot once its goroutine ends.

@@ -174,10 +174,8 @@ func (w *worker) run(ctx context.Context) {
 	if w.st.Status.Terminal() && !w.flags.queued.Load() {
 		return
 	}
-	defer w.endTurnSpan(nil)
-	// What the worker leaves behind is what is durable.
 	w.runCtx = ctx
-	defer func() { _ = w.settleHeld() }()
+	defer w.leave()
 	if w.cancelRequested {
 		w.stop(ctx, errCancelRequested)
 		return
@@ -189,6 +187,15 @@ func (w *worker) run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// leave, deferred by run, makes what the worker leaves behind what is
+// durable (a held selection is appended or dropped), then ends the span
+// of the turn in progress. One deferred call, not two: run's frame is
+// under every wait.
+func (w *worker) leave() {
+	_ = w.settleHeld()
+	w.endTurnSpan(nil)
 }
 
 // step plans the chat's next step and does it; false when the worker is
@@ -255,14 +262,29 @@ func (w *worker) endTurnSpan(err error) {
 }
 
 // perform does one step, bounded by the earliest timeout condition while
-// the chat runs.
+// the chat runs. A chat without one waits on its model under this frame and
+// not performBefore's, whose deadline context and deferred cancel would
+// make every waiting chat's stack larger.
+//
+// It makes a model call itself (see performWithin), one frame less under
+// the wait.
 func (w *worker) perform(ctx context.Context, s *engine.Step) error {
-	tctx := ctx
 	if d, ok := w.st.Deadline(); ok && w.st.Status == chat.StatusRunning {
-		var cancel context.CancelFunc
-		tctx, cancel = context.WithDeadlineCause(ctx, d, errTermDeadline)
-		defer cancel()
+		return w.performBefore(ctx, s, d)
 	}
+	if onlyModel(s) {
+		return w.modelStep(ctx, s)
+	}
+	return w.performOther(ctx, s)
+}
+
+// performBefore does one step that must end by d, the chat's earliest
+// timeout condition.
+//
+//go:noinline
+func (w *worker) performBefore(ctx context.Context, s *engine.Step, d time.Time) error {
+	tctx, cancel := context.WithDeadlineCause(ctx, d, errTermDeadline)
+	defer cancel()
 	err := w.performWithin(tctx, s)
 	if err != nil && context.Cause(tctx) == errTermDeadline && ctx.Err() == nil {
 		return errTermDeadline
@@ -276,10 +298,16 @@ func (w *worker) perform(ctx context.Context, s *engine.Step) error {
 // every kind of step) would otherwise sit on the stack of every chat
 // waiting on its model and keep the garbage collector from shrinking it.
 func (w *worker) performWithin(ctx context.Context, s *engine.Step) error {
-	if s.Kind == engine.StepModel && len(s.Before) == 0 && s.Inner == nil {
+	if onlyModel(s) {
 		return w.modelStep(ctx, s)
 	}
 	return w.performOther(ctx, s)
+}
+
+// onlyModel reports whether a step is a model call and nothing else: no
+// events to append first, not a step of an inner team's run.
+func onlyModel(s *engine.Step) bool {
+	return s.Kind == engine.StepModel && len(s.Before) == 0 && s.Inner == nil
 }
 
 //go:noinline

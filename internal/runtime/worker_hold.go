@@ -55,8 +55,10 @@ func (w *worker) holdable(s *engine.Step) bool {
 	if w.st.Status != chat.StatusRunning {
 		return false
 	}
-	for _, e := range s.Events {
-		if e.Type != chat.EventSpeakerSelected {
+	// By index: a copy of each event would sit in the frame of step, which
+	// holdable is inlined into and a waiting chat's stack holds.
+	for i := range s.Events {
+		if s.Events[i].Type != chat.EventSpeakerSelected {
 			return false
 		}
 	}

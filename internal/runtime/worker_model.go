@@ -19,8 +19,14 @@ import (
 // to the model are kept small: what is prepared before the call and done
 // after it lives in frames of its own, gone while the call waits; that is
 // what lets the garbage collector halve the stack of every waiting chat.
+// That is also why it calls the model itself, not through askModel: one
+// frame less under the wait.
 func (w *worker) modelStep(ctx context.Context, s *engine.Step) error {
-	resp, box, err := w.askModel(ctx, w.st, s.Agent, s.Reflect)
+	box, err := w.modelTools(ctx, s.Agent, s.Reflect)
+	if err != nil {
+		return err
+	}
+	resp, err := w.callModel(ctx, w.st, s.Agent, box.Defs)
 	if err != nil {
 		return err
 	}
@@ -28,7 +34,7 @@ func (w *worker) modelStep(ctx context.Context, s *engine.Step) error {
 }
 
 // askModel offers an assistant its tools (none to reflect) and calls its
-// model.
+// model: a model step of a parallel branch.
 func (w *worker) askModel(ctx context.Context, st *engine.State, a *spec.Agent, reflect bool) (*chat.ModelResponse, *engine.Toolbox, error) {
 	box, err := w.modelTools(ctx, a, reflect)
 	if err != nil {
@@ -62,7 +68,7 @@ func (w *worker) commitReply(ctx context.Context, a *spec.Agent, turn int, resp 
 func (w *worker) callModel(ctx context.Context, st *engine.State, a *spec.Agent, tools []chat.ToolDef) (*chat.ModelResponse, error) {
 	req, err := w.modelRequest(st, a, tools)
 	if err != nil {
-		return nil, fmt.Errorf("model context of agent %s: %w", a.Name, err)
+		return nil, err
 	}
 	start := time.Now()
 	if w.cyc != nil {
@@ -81,13 +87,13 @@ func (w *worker) callModel(ctx context.Context, st *engine.State, a *spec.Agent,
 func (w *worker) modelRequest(st *engine.State, a *spec.Agent, tools []chat.ToolDef) (*chat.ModelRequest, error) {
 	msgs, err := st.ModelContext(a, w.rt.tokens)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("model context of agent %s: %w", a.Name, err)
 	}
 	cfg := w.spec.ResolveModel(a.Model)
 	if a.OutputSchema != nil {
 		rf, err := engine.ResponseFormat(a.OutputSchema)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("model context of agent %s: %w", a.Name, err)
 		}
 		cfg.ResponseFormat = rf
 	}
