@@ -1,15 +1,18 @@
 package llm
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
 
 	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/spec"
@@ -44,35 +47,126 @@ func (w *anthropicWire) prepare(req *chat.ModelRequest) (tryFunc, error) {
 	}
 	return func(ctx context.Context, a *attempt, onDelta func(string)) (*chat.ModelResponse, error) {
 		if onDelta == nil {
-			msg, err := w.client.Messages.New(ctx, params)
-			if err != nil {
-				return nil, err
-			}
-			return anthropicResponse(req, msg), nil
+			return w.tryWhole(ctx, req, &params)
 		}
-		stream := w.client.Messages.NewStreaming(ctx, params)
-		defer stream.Close()
-		var msg anthropic.Message
-		for stream.Next() {
-			ev := stream.Current()
-			if err := msg.Accumulate(ev); err != nil {
-				return nil, err
-			}
-			// Only the reply's text is streamed: thinking is the thought,
-			// which clients see on the message.
-			if ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" && ev.Delta.Text != "" {
-				onDelta(ev.Delta.Text)
-			}
-		}
-		if err := stream.Err(); err != nil {
+		return w.tryStream(ctx, a, req, &params, onDelta)
+	}, nil
+}
+
+// tryWhole makes one attempt without streaming.
+//
+//go:noinline
+func (w *anthropicWire) tryWhole(ctx context.Context, req *chat.ModelRequest, params *anthropic.MessageNewParams) (*chat.ModelResponse, error) {
+	msg, err := w.client.Messages.New(ctx, *params)
+	if err != nil {
+		return nil, err
+	}
+	return anthropicResponse(req, msg), nil
+}
+
+// tryStream makes one streaming attempt: the reply's text goes to onDelta
+// as it arrives, and the events are put together into the message. It
+// reads the events as the SDK's stream does: pings and events without
+// data are skipped, and an error event is the attempt's error.
+//
+// A chat waiting on a streamed reply waits under tryStream and the attempt
+// function prepare returns, and its goroutine's stack is as large as the
+// frames it waits under. The SDK's values are large: an event or a
+// message, with its JSON metadata, is about 5 KB, and the SDK's stream
+// type keeps two events in the frame it reads the body under. So tryStream
+// reads the events with the SDK's decoder itself, and the values are made
+// and read in frames of their own (newAnthropicReply, anthropicReply.add),
+// gone while the reply streams: such a chat's stack is 8 KB, where it was
+// 16.
+func (w *anthropicWire) tryStream(ctx context.Context, a *attempt, req *chat.ModelRequest, params *anthropic.MessageNewParams, onDelta func(string)) (*chat.ModelResponse, error) {
+	resp, err := w.openStream(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	events := ssestream.NewDecoder(resp)
+	if events == nil {
+		return nil, errors.New("the response has no body")
+	}
+	defer events.Close()
+	reply := newAnthropicReply()
+	for events.Next() {
+		if err := reply.add(resp, events.Event(), onDelta); err != nil {
 			return nil, err
 		}
-		a.drainBody()
-		if msg.ID == "" {
-			return nil, errors.New("the event stream ended without a message")
-		}
-		return anthropicResponse(req, &msg), nil
-	}, nil
+	}
+	if err := events.Err(); err != nil {
+		return nil, err
+	}
+	a.drainBody()
+	if reply.msg.ID == "" {
+		return nil, errors.New("the event stream ended without a message")
+	}
+	return anthropicResponse(req, &reply.msg), nil
+}
+
+// openStream sends a streamed call, as the SDK's Messages.NewStreaming
+// does, and returns the response whose body is the event stream.
+//
+//go:noinline
+func (w *anthropicWire) openStream(ctx context.Context, params *anthropic.MessageNewParams) (*http.Response, error) {
+	var resp *http.Response
+	if err := w.client.Post(ctx, "v1/messages", *params, &resp, option.WithJSONSet("stream", true)); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// anthropicReply puts a streamed reply's events together: ev is where
+// each event is decoded, msg the message they make.
+type anthropicReply struct {
+	ev  anthropic.MessageStreamEventUnion
+	msg anthropic.Message
+}
+
+// newAnthropicReply makes an anthropicReply on the heap: not inlined, so
+// that it is not made in the frame of tryStream.
+//
+//go:noinline
+func newAnthropicReply() *anthropicReply { return new(anthropicReply) }
+
+// add adds an event of the stream of resp to the message; a reply's text
+// goes to onDelta.
+//
+//go:noinline
+func (r *anthropicReply) add(resp *http.Response, e ssestream.Event, onDelta func(string)) error {
+	data := bytes.TrimSuffix(e.Data, []byte("\n"))
+	switch {
+	case e.Type == "ping" || e.Type == "":
+		return nil
+	case e.Type == "error":
+		return streamError(resp, data)
+	case len(data) == 0:
+		return nil
+	}
+	r.ev = anthropic.MessageStreamEventUnion{}
+	if err := json.Unmarshal(e.Data, &r.ev); err != nil {
+		return err
+	}
+	if err := r.msg.Accumulate(r.ev); err != nil {
+		return err
+	}
+	// Only the reply's text is streamed: thinking is the thought, which
+	// clients see on the message.
+	if r.ev.Type == "content_block_delta" && r.ev.Delta.Type == "text_delta" && r.ev.Delta.Text != "" {
+		onDelta(r.ev.Delta.Text)
+	}
+	return nil
+}
+
+// streamError is the error an error event of the stream of resp carries,
+// data: the API's error, as the SDK makes it.
+func streamError(resp *http.Response, data []byte) error {
+	e := &anthropic.Error{StatusCode: resp.StatusCode, Request: resp.Request, Response: resp,
+		RequestID: resp.Header.Get("request-id"), WorkspaceID: resp.Header.Get("anthropic-workspace-id")}
+	if e.UnmarshalJSON(data) != nil {
+		return fmt.Errorf("received error while streaming: %s", data)
+	}
+	return e
 }
 
 // anthropicRequest maps a chat model request onto the Messages API: the

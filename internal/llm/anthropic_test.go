@@ -2,11 +2,16 @@ package llm
 
 import (
 	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentd/agentd/internal/chat"
@@ -269,5 +274,43 @@ func TestAnthropicRetriesRateLimits(t *testing.T) {
 	}
 	if got := len(srv.Requests()); got != 4 {
 		t.Errorf("%d requests, want 4 (the 400 not retried)", got)
+	}
+}
+
+// TestAnthropicStreamErrorEvent: an error event in the middle of a stream
+// fails the attempt with the API's error, as the SDK's stream makes it;
+// pings and the text before it are read as usual.
+func TestAnthropicStreamErrorEvent(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("request-id", "req_42")
+		_, _ = io.WriteString(w, "event: message_start\n"+
+			`data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"usage":{"input_tokens":1,"output_tokens":1}}}`+"\n\n"+
+			"event: ping\ndata: {\"type\": \"ping\"}\n\n"+
+			"event: content_block_start\n"+`data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`+"\n\n"+
+			"event: content_block_delta\n"+`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}}`+"\n\n"+
+			"event: error\n"+`data: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`+"\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	c, err := New(Config{Endpoints: []Endpoint{{Name: "claude", Kind: KindAnthropic, BaseURL: srv.URL, APIKey: anthropicKey}},
+		OpenAI: OpenAIConfig{MaxRetries: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	req := anthropicReq(chat.ModelMessage{Role: chat.RoleUser, Name: "user", Content: "Hi"})
+	var deltas strings.Builder
+	req.OnDelta = func(d string) { deltas.WriteString(d) }
+	_, err = c.Complete(t.Context(), req)
+	e, ok := errors.AsType[*anthropic.Error](err)
+	if !ok || e.Message != "Overloaded" || e.Type() != "overloaded_error" || e.RequestID != "req_42" {
+		t.Fatalf("err = %v, want the stream's overloaded_error", err)
+	}
+	if !strings.Contains(err.Error(), "Overloaded (type overloaded_error)") {
+		t.Errorf("err = %v, want the API's message", err)
+	}
+	if deltas.String() != "Hel" {
+		t.Errorf("deltas = %q, want the text before the error", deltas.String())
 	}
 }

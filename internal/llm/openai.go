@@ -73,23 +73,15 @@ func (o *openAIWire) prepare(req *chat.ModelRequest) (tryFunc, error) {
 		c := first
 		first = nil
 		if c == nil {
-			again, err := buildRequest(req)
-			if err != nil {
+			var err error
+			if c, err = rebuildRequest(req); err != nil {
 				return nil, err // built once already: not expected
 			}
-			c = &again
 		}
-		var (
-			resp openai.ChatCompletionResponse
-			err  error
-		)
-		if onDelta != nil {
-			resp, err = o.tryStream(ctx, a, c, onDelta)
-		} else {
-			// go-openai reads the whole body before it returns, so
-			// cancelling on return cuts nothing short.
-			resp, err = o.client.CreateChatCompletion(ctx, *c)
+		if onDelta == nil {
+			return o.tryWhole(ctx, req, c)
 		}
+		resp, err := o.tryStream(ctx, a, c, onDelta)
 		if err != nil {
 			return nil, err
 		}
@@ -97,37 +89,49 @@ func (o *openAIWire) prepare(req *chat.ModelRequest) (tryFunc, error) {
 	}, nil
 }
 
+// rebuildRequest builds the request of a retry, on the heap.
+//
+//go:noinline
+func rebuildRequest(req *chat.ModelRequest) (*openai.ChatCompletionRequest, error) {
+	c, err := buildRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// tryWhole makes one attempt without streaming.
+//
+//go:noinline
+func (o *openAIWire) tryWhole(ctx context.Context, req *chat.ModelRequest, c *openai.ChatCompletionRequest) (*chat.ModelResponse, error) {
+	// go-openai reads the whole body before it returns, so cancelling on
+	// return cuts nothing short.
+	resp, err := o.client.CreateChatCompletion(ctx, *c)
+	if err != nil {
+		return nil, err
+	}
+	return convertResponse(req, &resp)
+}
+
 // tryStream makes one streaming attempt: the reply's content goes to onDelta
 // as it arrives, and the chunks are put together into the response a
 // non-streaming call would have returned (content, tool calls by index,
 // finish reason, and the usage of the last chunk).
-func (o *openAIWire) tryStream(ctx context.Context, a *attempt, creq *openai.ChatCompletionRequest, onDelta func(string)) (openai.ChatCompletionResponse, error) {
-	creq.Stream = true
-	creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
-	var out openai.ChatCompletionResponse
-	var src chunkSource
-	if o.ep.Kind == KindAzure {
-		stream, err := o.client.CreateChatCompletionStream(ctx, *creq)
-		if err != nil {
-			return out, err
-		}
-		defer stream.Close()
-		src = goOpenAIChunks{stream}
-	} else {
-		stream, err := o.openChatStream(ctx, creq)
-		if err != nil {
-			return out, err
-		}
-		defer stream.close()
-		src = stream
+//
+// A chat waiting on a streamed reply waits under tryStream and the attempt
+// function prepare returns, and its goroutine's stack is as large as the
+// frames it waits under. go-openai's request and response values are a
+// couple of KB each, more where one is passed by value: in those frames
+// they made every waiting chat's stack twice as large. So they are made,
+// passed and read in frames of their own (rebuildRequest, tryWhole,
+// azureStream, streamReply's methods), gone while the reply streams.
+func (o *openAIWire) tryStream(ctx context.Context, a *attempt, creq *openai.ChatCompletionRequest, onDelta func(string)) (*openai.ChatCompletionResponse, error) {
+	src, err := o.openStream(ctx, creq)
+	if err != nil {
+		return nil, err
 	}
-	var (
-		content, reasoning strings.Builder
-		calls              []openai.ToolCall
-		finish             openai.FinishReason
-		think              thinkSplitter
-	)
-	chunk := new(streamChunk)
+	defer src.close()
+	reply, chunk := newStreamReply(), new(streamChunk)
 	for {
 		raw, err := src.next()
 		if errors.Is(err, io.EOF) {
@@ -135,53 +139,114 @@ func (o *openAIWire) tryStream(ctx context.Context, a *attempt, creq *openai.Cha
 			break
 		}
 		if err != nil {
-			return out, err
+			return nil, err
 		}
-		if err := chunk.decode(raw); err != nil {
-			return out, err
-		}
-		out.ID, out.Model, out.Created = chunk.ID, chunk.Model, chunk.Created
-		if chunk.Usage != nil {
-			out.Usage = *chunk.Usage
-		}
-		for _, ch := range chunk.Choices {
-			reasoning.WriteString(ch.Delta.ReasoningContent)
-			if d := ch.Delta.Content; d != "" {
-				if reasoning.Len() > 0 {
-					think.pass()
-				}
-				content.WriteString(d)
-				// A leading <think>…</think> is reasoning, not reply:
-				// it is held back from the stream.
-				if shown := think.feed(d); shown != "" {
-					onDelta(shown)
-				}
-			}
-			for _, tc := range ch.Delta.ToolCalls {
-				i := len(calls)
-				if tc.Index != nil {
-					i = *tc.Index
-				}
-				for len(calls) <= i {
-					calls = append(calls, openai.ToolCall{Type: openai.ToolTypeFunction})
-				}
-				if tc.ID != "" {
-					calls[i].ID = tc.ID
-				}
-				calls[i].Function.Name += tc.Function.Name
-				calls[i].Function.Arguments += tc.Function.Arguments
-			}
-			if ch.FinishReason != "" {
-				finish = ch.FinishReason
-			}
+		if err := reply.add(chunk, raw, onDelta); err != nil {
+			return nil, err
 		}
 	}
-	if rest := think.flush(); rest != "" {
+	return reply.response(onDelta), nil
+}
+
+// openStream sends a streamed call: through go-openai to Azure
+// (azureStream); else by openChatStream.
+func (o *openAIWire) openStream(ctx context.Context, creq *openai.ChatCompletionRequest) (chunkSource, error) {
+	creq.Stream = true
+	creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	if o.ep.Kind == KindAzure {
+		return o.azureStream(ctx, creq)
+	}
+	s, err := o.openChatStream(ctx, creq)
+	if err != nil {
+		return nil, err // not a nil *sseChunks in a chunkSource
+	}
+	return s, nil
+}
+
+// azureStream sends a streamed call through go-openai, whose stream it
+// reads.
+//
+//go:noinline
+func (o *openAIWire) azureStream(ctx context.Context, creq *openai.ChatCompletionRequest) (chunkSource, error) {
+	stream, err := o.client.CreateChatCompletionStream(ctx, *creq)
+	if err != nil {
+		return nil, err
+	}
+	return goOpenAIChunks{stream}, nil
+}
+
+// streamReply puts a streamed reply's chunks together.
+type streamReply struct {
+	out                openai.ChatCompletionResponse
+	content, reasoning strings.Builder
+	calls              []openai.ToolCall
+	finish             openai.FinishReason
+	think              thinkSplitter
+}
+
+// newStreamReply makes a streamReply on the heap: not inlined, so that it
+// is not made in the frame of tryStream.
+//
+//go:noinline
+func newStreamReply() *streamReply { return new(streamReply) }
+
+// add decodes a chunk, raw, into chunk (the one before, reused) and adds it
+// to the reply; the reply's content goes to onDelta.
+//
+//go:noinline
+func (r *streamReply) add(chunk *streamChunk, raw []byte, onDelta func(string)) error {
+	if err := chunk.decode(raw); err != nil {
+		return err
+	}
+	r.out.ID, r.out.Model, r.out.Created = chunk.ID, chunk.Model, chunk.Created
+	if chunk.Usage != nil {
+		r.out.Usage = *chunk.Usage
+	}
+	for _, ch := range chunk.Choices {
+		r.reasoning.WriteString(ch.Delta.ReasoningContent)
+		if d := ch.Delta.Content; d != "" {
+			if r.reasoning.Len() > 0 {
+				r.think.pass()
+			}
+			r.content.WriteString(d)
+			// A leading <think>…</think> is reasoning, not reply: it is
+			// held back from the stream.
+			if shown := r.think.feed(d); shown != "" {
+				onDelta(shown)
+			}
+		}
+		for _, tc := range ch.Delta.ToolCalls {
+			i := len(r.calls)
+			if tc.Index != nil {
+				i = *tc.Index
+			}
+			for len(r.calls) <= i {
+				r.calls = append(r.calls, openai.ToolCall{Type: openai.ToolTypeFunction})
+			}
+			if tc.ID != "" {
+				r.calls[i].ID = tc.ID
+			}
+			r.calls[i].Function.Name += tc.Function.Name
+			r.calls[i].Function.Arguments += tc.Function.Arguments
+		}
+		if ch.FinishReason != "" {
+			r.finish = ch.FinishReason
+		}
+	}
+	return nil
+}
+
+// response is the reply put together, after the last chunk; what the
+// think splitter still holds goes to onDelta.
+//
+//go:noinline
+func (r *streamReply) response(onDelta func(string)) *openai.ChatCompletionResponse {
+	if rest := r.think.flush(); rest != "" {
 		onDelta(rest)
 	}
-	out.Choices = []openai.ChatCompletionChoice{{Message: openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant,
-		Content: content.String(), ReasoningContent: reasoning.String(), ToolCalls: calls}, FinishReason: finish}}
-	return out, nil
+	r.out.Choices = []openai.ChatCompletionChoice{{Message: openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant,
+		Content: r.content.String(), ReasoningContent: r.reasoning.String(), ToolCalls: r.calls}, FinishReason: r.finish}}
+	return &r.out
 }
 
 // errorMessage is the API's own message when there is one.
@@ -380,7 +445,7 @@ func convertMessage(m chat.ModelMessage) (openai.ChatCompletionMessage, error) {
 }
 
 // convertResponse maps the first choice back into chat's terms.
-func convertResponse(req *chat.ModelRequest, resp openai.ChatCompletionResponse) (*chat.ModelResponse, error) {
+func convertResponse(req *chat.ModelRequest, resp *openai.ChatCompletionResponse) (*chat.ModelResponse, error) {
 	if len(resp.Choices) == 0 {
 		return nil, errors.New("the response has no choices")
 	}

@@ -55,15 +55,18 @@ type streamDelta struct {
 	ToolCalls        []openai.ToolCall `json:"tool_calls"`
 }
 
-// chunkSource yields a stream's chunks as JSON, and io.EOF after the last.
+// chunkSource yields a stream's chunks as JSON, and io.EOF after the last;
+// close lets go of the stream.
 type chunkSource interface {
 	next() ([]byte, error)
+	close() error
 }
 
 // goOpenAIChunks reads a go-openai stream's chunks undecoded.
 type goOpenAIChunks struct{ s *openai.ChatCompletionStream }
 
 func (g goOpenAIChunks) next() ([]byte, error) { return g.s.RecvRaw() }
+func (g goOpenAIChunks) close() error          { return g.s.Close() }
 
 // encodeChatRequest returns the body go-openai sends for creq. The request
 // without its messages is encoded by encoding/json as go-openai does (its
@@ -160,7 +163,37 @@ func appendJSON(out []byte, v any) ([]byte, error) {
 // openChatStream sends a streamed chat completion of an openai endpoint
 // (creq has Stream set) and returns its event stream. A status of 400 or
 // more is the error go-openai returns for it.
+//
+// A chat waits for the response's headers under this frame, so the
+// request is made in a frame of its own (chatRequest).
 func (o *openAIWire) openChatStream(ctx context.Context, creq *openai.ChatCompletionRequest) (*sseChunks, error) {
+	req, err := o.chatRequest(ctx, creq)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := o.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	return streamOf(resp)
+}
+
+// streamOf is the event stream of a response, or the error of a status of
+// 400 or more, as go-openai makes it.
+//
+//go:noinline
+func streamOf(resp *http.Response) (*sseChunks, error) {
+	if resp.StatusCode < http.StatusOK || resp.StatusCode >= http.StatusBadRequest {
+		defer resp.Body.Close()
+		return nil, errorResponse(resp)
+	}
+	return &sseChunks{body: resp.Body, r: bufio.NewReaderSize(resp.Body, sseBuffer)}, nil
+}
+
+// chatRequest is the HTTP request of a streamed chat completion.
+//
+//go:noinline
+func (o *openAIWire) chatRequest(ctx context.Context, creq *openai.ChatCompletionRequest) (*http.Request, error) {
 	// go-openai refuses what reasoning models do not take before sending;
 	// so does this.
 	if err := openai.NewReasoningValidator().Validate(*creq); err != nil {
@@ -184,15 +217,7 @@ func (o *openAIWire) openChatStream(ctx context.Context, creq *openai.ChatComple
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Cache-Control", "no-cache")
 	req.Header.Set("Connection", "keep-alive")
-	resp, err := o.hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode < http.StatusOK || resp.StatusCode >= http.StatusBadRequest {
-		defer resp.Body.Close()
-		return nil, errorResponse(resp)
-	}
-	return &sseChunks{body: resp.Body, r: bufio.NewReaderSize(resp.Body, sseBuffer)}, nil
+	return req, nil
 }
 
 // errorResponse is the error of a failed call, as go-openai makes it: the
