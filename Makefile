@@ -25,9 +25,13 @@ test: lint test-go
 ## e2e's TestPythonClient runs the Python client's pytest suite against it, alongside the Go tests);
 ## ends with the list of skipped tests and why (internal/testsummary reads go test -json); with CI=true
 ## a skipped test fails the run unless internal/testsummary/allowed-skips.txt allows it.
+## Then the tests of a waiting chat's stack size, without the race detector, which makes every frame larger
+## (internal/runtime/stack_test.go); the run fails unless both passed (a -run that matches nothing passes).
 ## .ci/run runs lint and test-go apart, to lint while the sandbox image is being built
+STACK_TESTS = TestAWaitingChatsStackIsHalved|TestAChatWaitingInAStreamedReplyKeepsAnEightKBStack
 test-go:
 	bash -o pipefail -c '$(GO) test -race -count=1 -timeout 20m -json $(PKGS) | $(GO) run ./internal/testsummary'
+	bash -o pipefail -c '$(GO) test -count=1 -timeout 5m -run "^($(STACK_TESTS))$$" -v ./internal/runtime/ | tee /dev/stderr | grep -c "^--- PASS" | grep -qx 2'
 
 ## bench: throughput and memory figures (messages appended per second, memory per running chat, SSE fan-out to 1,000 streams of one chat: delivery p50/p99 next to a bare SSE server, and store reads per append), warm sandbox exec latency, worst-case text_match cost per message, CPU of one streamed model reply
 bench:

@@ -163,36 +163,15 @@ func waitEnded(b *testing.B, rt *runtime.Runtime, id string) {
 // goroutines they add per chat.
 func BenchmarkMemoryPerRunningChat(b *testing.B) {
 	const n = 256
-	sp := twoAgentSpec(2, 60000, "")
 	for range b.N {
 		db := runtimetest.OpenSQLite(b)
 		rt := runtimetest.New(b, db, func(c *runtime.Config) { c.LeaseDuration = 30 * time.Second })
-		before := heap()
+		before, stacksBefore := heap()
 		goroutines := goruntime.NumGoroutine()
-		var ids []string
-		for range n {
-			c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: sp})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ids = append(ids, c.ID)
-		}
-		for _, id := range ids { // every chat is in its first model call
-			sig, done := rt.Subscribe(id)
-			for {
-				evs, err := db.ListEvents(context.Background(), &chat.ListEventsParams{ChatID: id, Limit: 100})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if evs[len(evs)-1].Type == chat.EventSpeakerSelected {
-					break
-				}
-				<-sig
-			}
-			done()
-		}
-		after := heap()
+		ids := startWaitingChats(b, rt, db, n)
+		after, stacksAfter := heap()
 		b.ReportMetric(float64(after-before)/n, "heap-bytes/chat")
+		b.ReportMetric(float64(stacksAfter-stacksBefore)/n, "stack-bytes/chat")
 		b.ReportMetric(float64(goruntime.NumGoroutine()-goroutines)/n, "goroutines/chat")
 		for _, id := range ids {
 			if _, _, err := rt.Cancel(context.Background(), "", id); err != nil {
@@ -202,9 +181,42 @@ func BenchmarkMemoryPerRunningChat(b *testing.B) {
 	}
 }
 
-func heap() int64 {
+// startWaitingChats creates n chats whose first model call takes a minute
+// and returns once every one of them is in it.
+func startWaitingChats(tb testing.TB, rt *runtime.Runtime, db chat.Store, n int) []string {
+	sp := twoAgentSpec(2, 60000, "")
+	var ids []string
+	for range n {
+		c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: sp})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ids = append(ids, c.ID)
+	}
+	for _, id := range ids { // every chat is in its first model call
+		sig, done := rt.Subscribe(id)
+		for {
+			evs, err := db.ListEvents(context.Background(), &chat.ListEventsParams{ChatID: id, Limit: 100})
+			if err != nil {
+				tb.Fatal(err)
+			}
+			if evs[len(evs)-1].Type == chat.EventSpeakerSelected {
+				break
+			}
+			<-sig
+		}
+		done()
+	}
+	return ids
+}
+
+// heap is the live heap and the stacks in use after two collections: the
+// second lets the collector shrink the stacks of goroutines that waited
+// through the first.
+func heap() (live, stacks int64) {
+	goruntime.GC()
 	goruntime.GC()
 	var m goruntime.MemStats
 	goruntime.ReadMemStats(&m)
-	return int64(m.HeapAlloc)
+	return int64(m.HeapAlloc), int64(m.StackInuse)
 }
