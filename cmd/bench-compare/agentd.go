@@ -360,10 +360,21 @@ func (a *agentdProc) measureFootprint(ctx context.Context, add func() error) (fo
 type memory struct {
 	chats int
 	footprint
+	// model: the chats wait in a streamed reply of the OpenAI-wire
+	// stand-in (see modelMemoryPhase), over HTTP/2 if h2c; else on a
+	// replay model's delay.
+	model, h2c bool
 }
 
 func (m memory) print(w io.Writer) {
-	fmt.Fprintf(w, "\nmemory: %d chats waiting on a slow model (replay delay_ms 600000), on one agentd\n", m.chats)
+	switch {
+	case !m.model:
+		fmt.Fprintf(w, "\nmemory: %d chats waiting on a slow model (replay delay_ms 600000), on one agentd\n", m.chats)
+	case m.h2c:
+		fmt.Fprintf(w, "\nmemory: %d chats waiting in a streamed reply (OpenAI wire, HTTP/2), on one agentd\n", m.chats)
+	default:
+		fmt.Fprintf(w, "\nmemory: %d chats waiting in a streamed reply (OpenAI wire, HTTP/1.1), on one agentd\n", m.chats)
+	}
 	m.footprint.print(w, m.chats, "chat")
 }
 

@@ -5,7 +5,8 @@
 // its embedded SQLite store under the same load. It prints one table of
 // rates, latencies and per-message costs (CPU from /proc, statements from
 // pg_stat_statements, commits and WAL from the WAL itself), then the memory
-// per chat of many chats waiting on a slow model. See README.md beside this
+// per chat of many chats waiting on a slow model (a replay model's delay,
+// and a streamed reply of a model on the OpenAI wire). See README.md beside this
 // file for how to read it. Run it with `make bench-compare`.
 package main
 
@@ -240,6 +241,10 @@ func run(ctx context.Context, cfg config) error {
 		m, err := memoryPhase(ctx, ag, cfg.waiting)
 		if err != nil {
 			return fmt.Errorf("memory phase: %w", err)
+		}
+		m.print(cfg.out)
+		if m, err = modelMemoryPhase(ctx, pg, bin, tmp, cfg, cfg.waiting); err != nil {
+			return fmt.Errorf("memory phase, streamed replies: %w", err)
 		}
 		m.print(cfg.out)
 	}

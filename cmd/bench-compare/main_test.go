@@ -90,6 +90,7 @@ func TestOneTinyRound(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	for _, want := range []string{"pgbench row", "agentd msg", "agentd msg, SQLite", "× PG", "memory: 20 chats", "KB/chat", "heap live",
+		"20 chats waiting in a streamed reply (OpenAI wire, HTTP/2)",
 		"bare relay", "agentd, one replica", "agentd, two replicas", "6/6", "first round of each system", "idle streams: 20", "KB/stream",
 		"scale: 20 chats", "HTTP/2 (h2c)", "postgres", "sqlite", "of ideal"} {
 		if !strings.Contains(out.String(), want) {
