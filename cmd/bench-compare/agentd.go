@@ -381,8 +381,15 @@ func (m memory) print(w io.Writer) {
 // memoryPhase creates n chats whose first model call takes ten minutes and
 // measures what they add to agentd once every one of them is waiting in it.
 func memoryPhase(ctx context.Context, ag *agentdProc, n int) (memory, error) {
-	spec := chatSpec(3, 600_000)
-	f, err := ag.measureFootprint(ctx, func() error {
+	f, err := ag.waitingFootprint(ctx, chatSpec(3, 600_000), n)
+	return memory{chats: n, footprint: f}, err
+}
+
+// waitingFootprint creates n chats of spec, 16 at a time, and measures what
+// they add to agentd once every one has a worker and agentd has gone quiet:
+// then each worker is inside its model call.
+func (a *agentdProc) waitingFootprint(ctx context.Context, spec []byte, n int) (footprint, error) {
+	return a.measureFootprint(ctx, func() error {
 		var (
 			next  atomic.Int64
 			wg    sync.WaitGroup
@@ -394,7 +401,7 @@ func memoryPhase(ctx context.Context, ag *agentdProc, n int) (memory, error) {
 			go func() {
 				defer wg.Done()
 				for next.Add(1) <= int64(n) && ctx.Err() == nil {
-					if _, _, err := ag.create(ctx, spec, 0); err != nil {
+					if _, _, err := a.create(ctx, spec, 0); err != nil {
 						errMu.Lock()
 						first = err
 						errMu.Unlock()
@@ -407,11 +414,8 @@ func memoryPhase(ctx context.Context, ag *agentdProc, n int) (memory, error) {
 		if first != nil {
 			return first
 		}
-		// Every chat has a worker and agentd has gone quiet: then each
-		// worker is inside its model call.
-		return ag.quiet(ctx, func(m map[string]float64) bool { return int(m["agentd_workers_active"]) >= n })
+		return a.quiet(ctx, func(m map[string]float64) bool { return int(m["agentd_workers_active"]) >= n })
 	})
-	return memory{chats: n, footprint: f}, err
 }
 
 // liveHeap is agentd's heap in use right after a garbage collection, which

@@ -4,14 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
-	"sync/atomic"
-	"time"
 )
 
 // The memory phase's second figure: chats waiting in the middle of a
@@ -27,20 +23,12 @@ type holdModel struct {
 	url string
 }
 
-// startHoldModel serves the stand-in on a port of 127.0.0.1, over HTTP/1.1
-// and HTTP/2 without TLS, as startScaleModel does.
+// startHoldModel serves the stand-in (see serveModel).
 func startHoldModel() (*holdModel, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	m := &holdModel{url: "http://" + l.Addr().String() + "/v1"}
-	m.srv = &http.Server{Handler: http.HandlerFunc(m.serve), ReadHeaderTimeout: 10 * time.Second, Protocols: new(http.Protocols)}
-	m.srv.Protocols.SetHTTP1(true)
-	m.srv.Protocols.SetUnencryptedHTTP2(true)
-	m.srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 100}
-	go func() { _ = m.srv.Serve(l) }()
-	return m, nil
+	m := &holdModel{}
+	var err error
+	m.srv, m.url, err = serveModel(http.HandlerFunc(m.serve))
+	return m, err
 }
 
 func (m *holdModel) close() { _ = m.srv.Close() }
@@ -85,32 +73,6 @@ func modelMemoryPhase(ctx context.Context, pg *pgServer, bin, tmp string, cfg co
 	defer ag.stop()
 	spec := []byte(`{"name": "bench-memory", "task": "Write on.", "max_round": 3,
 		"agents": [{"name": "writer", "type": "assistant", "model": {"provider": "openai", "model": "bench"}}]}`)
-	f, err := ag.measureFootprint(ctx, func() error {
-		var (
-			next  atomic.Int64
-			wg    sync.WaitGroup
-			errMu sync.Mutex
-			first error
-		)
-		for range 16 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for next.Add(1) <= int64(n) && ctx.Err() == nil {
-					if _, _, err := ag.create(ctx, spec, 0); err != nil {
-						errMu.Lock()
-						first = err
-						errMu.Unlock()
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		if first != nil {
-			return first
-		}
-		return ag.quiet(ctx, func(m map[string]float64) bool { return int(m["agentd_workers_active"]) >= n })
-	})
+	f, err := ag.waitingFootprint(ctx, spec, n)
 	return memory{chats: n, footprint: f, model: true, h2c: cfg.scaleH2C}, err
 }

@@ -44,31 +44,38 @@ type scaleModel struct {
 	added     []time.Duration
 }
 
-// startScaleModel serves the stand-in on a port of 127.0.0.1: HTTP/1.1,
-// and HTTP/2 without TLS to a client that speaks it with prior knowledge
-// (agentd with h2c set on the endpoint), as hosted APIs speak HTTP/2.
+// startScaleModel serves the stand-in (see serveModel).
 func startScaleModel(tokens int, reply time.Duration) (*scaleModel, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	m := &scaleModel{tokens: max(tokens, 1), reply: reply, lastEnd: map[int]time.Time{},
-		url: "http://" + l.Addr().String() + "/v1"}
+	m := &scaleModel{tokens: max(tokens, 1), reply: reply, lastEnd: map[int]time.Time{}}
 	for i := range m.tokens {
 		m.chunks = append(m.chunks, fmt.Appendf(nil, scaleChunk, "tok"+strconv.Itoa(i)+" "))
 	}
 	m.chunks = append(m.chunks, fmt.Appendf(nil, scaleEnd, m.tokens, 100+m.tokens))
-	m.srv = &http.Server{Handler: http.HandlerFunc(m.serve), ReadHeaderTimeout: 10 * time.Second, Protocols: new(http.Protocols)}
-	m.srv.Protocols.SetHTTP1(true)
-	m.srv.Protocols.SetUnencryptedHTTP2(true)
+	var err error
+	m.srv, m.url, err = serveModel(http.HandlerFunc(m.serve))
+	return m, err
+}
+
+// serveModel serves a model stand-in, h, on a port of 127.0.0.1: HTTP/1.1,
+// and HTTP/2 without TLS to a client that speaks it with prior knowledge
+// (agentd with h2c set on the endpoint), as hosted APIs speak HTTP/2. url
+// is its API root.
+func serveModel(h http.Handler) (srv *http.Server, url string, err error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, Protocols: new(http.Protocols)}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
 	// 100 streams a connection (the least RFC 9113 advises a server to
 	// allow; net/http's default is 250): its write scheduler visits every
 	// stream of the connection for each frame it sends, so that with 250
 	// streams of which few have a token ready, the visits were a third of
 	// the stand-in's CPU.
-	m.srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 100}
-	go func() { _ = m.srv.Serve(l) }()
-	return m, nil
+	srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 100}
+	go func() { _ = srv.Serve(l) }()
+	return srv, "http://" + l.Addr().String() + "/v1", nil
 }
 
 func (m *scaleModel) close() { _ = m.srv.Close() }
