@@ -42,6 +42,10 @@ type endpoint struct {
 	now     func() time.Time
 }
 
+// connBuffer is the size of an HTTP/1.1 connection's read and write
+// buffers (see newEndpoint).
+const connBuffer = 1 << 10
+
 // maxIdleConnsPerEndpoint is how many idle connections an endpoint
 // without max_concurrency keeps (each a few tens of kB).
 const maxIdleConnsPerEndpoint = 256
@@ -59,6 +63,12 @@ func newEndpoint(cfg Endpoint, policy OpenAIConfig, log *slog.Logger, m *metrics
 		// the transport's 90 s.
 		tr.MaxIdleConnsPerHost = cmp.Or(cfg.MaxConcurrency, maxIdleConnsPerEndpoint)
 		tr.MaxIdleConns = tr.MaxIdleConnsPerHost
+		// Over HTTP/1.1 each call in flight has a connection of its own,
+		// and a chat waiting in a streamed reply keeps its buffers: 4 KB
+		// each for reading and writing by default, where a stream's chunks
+		// are a few hundred bytes, and a long request body goes past the
+		// write buffer to the socket anyway.
+		tr.ReadBufferSize, tr.WriteBufferSize = connBuffer, connBuffer
 		// The clone keeps ForceAttemptHTTP2: over https the transport
 		// offers h2 and a hosted API (OpenAI, Anthropic, Azure) takes it.
 		if cfg.H2C {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -515,5 +516,49 @@ func TestFakeStreamsForARealClient(t *testing.T) {
 	}
 	if usage == nil || usage.TotalTokens != 14 {
 		t.Errorf("usage = %+v, want total 14", usage)
+	}
+}
+
+// TestAStreamedCallTakesLongHeadersAndLines: an endpoint's connections over
+// HTTP/1.1 read and write through 1 KB buffers, and a stream through 512
+// bytes; a request body, response headers and a chunk line several times
+// as long go through whole.
+func TestAStreamedCallTakesLongHeadersAndLines(t *testing.T) {
+	t.Parallel()
+	question, answer := strings.Repeat("q", 20_000), strings.Repeat("a", 5_000)
+	got := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Messages []struct{ Content string } `json:"messages"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || len(body.Messages) == 0 {
+			http.Error(w, "bad body", http.StatusBadRequest)
+			return
+		}
+		got <- body.Messages[len(body.Messages)-1].Content
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 8 {
+			w.Header().Set("X-Ratelimit-Detail-"+string(rune('a'+i)), strings.Repeat("h", 700))
+		}
+		_, _ = io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"`+answer+`"},"finish_reason":null}]}`+"\n\n")
+		_, _ = io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	c, err := New(Config{Endpoints: []Endpoint{{Name: "local", Kind: KindOpenAI, BaseURL: srv.URL + "/v1"}}, OpenAI: OpenAIConfig{MaxRetries: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	var deltas strings.Builder
+	resp, err := c.Complete(t.Context(), &chat.ModelRequest{ChatID: "c1", Caller: "a", Config: spec.Model{Provider: KindOpenAI, Model: "m"},
+		Messages: []chat.ModelMessage{{Role: chat.RoleUser, Content: question}}, OnDelta: func(d string) { deltas.WriteString(d) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := <-got; q != question {
+		t.Errorf("the model got a question of %d bytes, want %d", len(q), len(question))
+	}
+	if resp.Content != answer || deltas.String() != answer {
+		t.Errorf("content %d bytes, deltas %d bytes; want %d", len(resp.Content), deltas.Len(), len(answer))
 	}
 }

@@ -247,9 +247,10 @@ const (
 	maxErrorBody = 1 << 20
 	// maxEventLine caps one line of the event stream.
 	maxEventLine = 16 << 20
-	// sseBuffer is the read buffer of a stream: a chunk of a token is a
-	// line of about 200 bytes, and a longer line is read in parts.
-	sseBuffer = 1 << 10
+	// sseBuffer is the read buffer of a stream, kept by a chat for as
+	// long as it waits in the reply: a chunk of a token is a line of
+	// about 200 bytes, and a longer line is read in parts.
+	sseBuffer = 512
 	// maxNonData is how many lines other than data may come in a row, as
 	// go-openai's default EmptyMessagesLimit.
 	maxNonData = 300
