@@ -77,7 +77,7 @@ func (w *anthropicWire) tryWhole(ctx context.Context, req *chat.ModelRequest, pa
 // reads the events with the SDK's decoder itself, and the values are made
 // and read in frames of their own (newAnthropicReply, anthropicReply.add),
 // gone while the reply streams: such a chat's stack is 8 KB, where it was
-// 16.
+// 32 (the frames it waited under took 25 KB).
 func (w *anthropicWire) tryStream(ctx context.Context, a *attempt, req *chat.ModelRequest, params *anthropic.MessageNewParams, onDelta func(string)) (*chat.ModelResponse, error) {
 	resp, err := w.openStream(ctx, params)
 	if err != nil {
