@@ -310,8 +310,14 @@ func TestAnsweredAppendersGoInTheNextBatchTogether(t *testing.T) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	// The first batch may hold only the first appender: the others had
-	// not run yet. After it, every batch is every appender.
-	if len(f.batches) > rounds+1 {
-		t.Fatalf("%d appends in %d batches %v, want at most %d", appenders*rounds, len(f.batches), f.batches, rounds+1)
+	// not run yet. After it, a batch is every appender, or nearly: the
+	// runtime's own goroutines (the collector's workers, a timer) may run
+	// in between and leave one appender to the batch after. Without
+	// gather every batch is one append, 24 in all; with it, 4 to 6 (5 nine
+	// times in ten). The bound is 8, so that a batch of the ones left
+	// behind does not fail the test and a gather that stops working does.
+	if len(f.batches) > 2*rounds {
+		t.Fatalf("%d appends in %d batches %v, want at most %d", appenders*rounds, len(f.batches), f.batches, 2*rounds)
 	}
+	t.Logf("%d appends in %d batches %v", appenders*rounds, len(f.batches), f.batches)
 }
