@@ -168,7 +168,7 @@ func BenchmarkMemoryPerRunningChat(b *testing.B) {
 		rt := runtimetest.New(b, db, func(c *runtime.Config) { c.LeaseDuration = 30 * time.Second })
 		before, stacksBefore := heap()
 		goroutines := goruntime.NumGoroutine()
-		ids := startWaitingChats(b, rt, db, n)
+		ids := startWaitingChats(b, rt, db, n, "")
 		after, stacksAfter := heap()
 		b.ReportMetric(float64(after-before)/n, "heap-bytes/chat")
 		b.ReportMetric(float64(stacksAfter-stacksBefore)/n, "stack-bytes/chat")
@@ -183,8 +183,8 @@ func BenchmarkMemoryPerRunningChat(b *testing.B) {
 
 // startWaitingChats creates n chats whose first model call takes a minute
 // and returns once every one of them is in it.
-func startWaitingChats(tb testing.TB, rt *runtime.Runtime, db chat.Store, n int) []string {
-	sp := twoAgentSpec(2, 60000, "")
+func startWaitingChats(tb testing.TB, rt *runtime.Runtime, db chat.Store, n int, extra string) []string {
+	sp := twoAgentSpec(2, 60000, extra)
 	var ids []string
 	for range n {
 		c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: sp})

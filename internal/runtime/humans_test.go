@@ -388,3 +388,26 @@ func answerInput(rt *runtime.Runtime, ctx context.Context, id string, in *chat.I
 	_, err := rt.Input(ctx, "", id, "", in)
 	return err
 }
+
+// A timeout inside `all` cuts the turn in flight and does not end the chat:
+// the turn is redone with no deadline left to cut it, and the chat ends
+// when the other part fires too. b's first reply takes 1 s and the timeout
+// fires 0.9 s in, so the chat takes at least 1.9 s with the cut and about
+// 1 s without it; a deadline that cut the redone turn too would never end.
+func TestTimeoutInsideAllCutsOneTurn(t *testing.T) {
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
+	start := time.Now()
+	c := create(t, rt, `{"task": "go", "max_round": 10,
+		"agents": [{"name": "a", "type": "assistant", "model": "ma"}, {"name": "b", "type": "assistant", "model": "mb"}],
+		"models": {"ma": {"provider": "replay", "responses": [{"content": "a-0", "delay_ms": 10}, {"content": "a-1", "delay_ms": 10}]},
+			"mb": {"provider": "replay", "responses": [{"content": "b-0", "delay_ms": 1000}]}},
+		"termination": {"all": [{"timeout_s": 0.9}, {"max_messages": 4}]}}`)
+	c = waitTerminal(t, rt, c.ID, 10*time.Second)
+	took := time.Since(start)
+	got := contents(messages(t, db, c.ID))
+	const detail = "Timeout of 0.9 seconds reached, Maximum number of messages 4 reached, current message count: 4"
+	if !slices.Equal(got, []string{"go", "a-0", "b-0", "a-1"}) || c.StopReason != chat.StopTimeout || c.StopDetail != detail || took < 1900*time.Millisecond {
+		t.Fatalf("got %v %s %q after %v; want [go a-0 b-0 a-1] timeout %q after 1.9 s or more", got, c.StopReason, c.StopDetail, took, detail)
+	}
+}

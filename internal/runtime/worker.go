@@ -81,6 +81,11 @@ type worker struct {
 	claimedIdle bool
 	// cur is the step in progress (see plan).
 	cur engine.Step
+	// timed bounds the steps of a run by the chat's earliest timeout
+	// condition (see bounded): one context for as long as the deadline
+	// and the step's parent context stay the same, so that no step waits
+	// under a frame that holds one of its own.
+	timed timedContext
 	// cyc are the times of the turn in progress when the runtime records
 	// turn cycles (Runtime.cycles); nil otherwise.
 	cyc *turnStamps
@@ -196,6 +201,7 @@ func (w *worker) run(ctx context.Context) {
 func (w *worker) leave() {
 	_ = w.settleHeld()
 	w.endTurnSpan(nil)
+	w.timed.release()
 }
 
 // step plans the chat's next step and does it; false when the worker is
@@ -262,46 +268,76 @@ func (w *worker) endTurnSpan(err error) {
 }
 
 // perform does one step, bounded by the earliest timeout condition while
-// the chat runs. A chat without one waits on its model under this frame and
-// not performBefore's, whose deadline context and deferred cancel would
-// make every waiting chat's stack larger.
-//
-// It makes a model call itself (see performWithin), one frame less under
-// the wait.
+// the chat runs. A model call, where a chat spends most of its life, goes
+// straight to modelStep: the other steps are done in a frame of their own
+// (performOther), whose locals (a couple of KB for every kind of step)
+// would otherwise sit on the stack of every chat waiting on its model and
+// keep the garbage collector from shrinking it. For the same reason the
+// deadline's context is made in a frame of its own (bounded) and kept on
+// the worker, not held here with its cancel.
 func (w *worker) perform(ctx context.Context, s *engine.Step) error {
-	if d, ok := w.st.Deadline(); ok && w.st.Status == chat.StatusRunning {
-		return w.performBefore(ctx, s, d)
-	}
+	ctx = w.bounded(ctx)
+	var err error
 	if onlyModel(s) {
-		return w.modelStep(ctx, s)
+		err = w.modelStep(ctx, s)
+	} else {
+		err = w.performOther(ctx, s)
 	}
-	return w.performOther(ctx, s)
-}
-
-// performBefore does one step that must end by d, the chat's earliest
-// timeout condition.
-//
-//go:noinline
-func (w *worker) performBefore(ctx context.Context, s *engine.Step, d time.Time) error {
-	tctx, cancel := context.WithDeadlineCause(ctx, d, errTermDeadline)
-	defer cancel()
-	err := w.performWithin(tctx, s)
-	if err != nil && context.Cause(tctx) == errTermDeadline && ctx.Err() == nil {
+	if err != nil && w.timed.cut() {
 		return errTermDeadline
 	}
 	return err
 }
 
-// performWithin does one step. A model call, where a chat spends most of
-// its life, goes straight to modelStep: the other steps are done in a
-// frame of their own (performOther), whose locals (a couple of KB for
-// every kind of step) would otherwise sit on the stack of every chat
-// waiting on its model and keep the garbage collector from shrinking it.
-func (w *worker) performWithin(ctx context.Context, s *engine.Step) error {
-	if onlyModel(s) {
-		return w.modelStep(ctx, s)
+// timedContext is a context cut at a chat's timeout deadline, derived from
+// the context of the steps it bounds.
+type timedContext struct {
+	ctx, parent context.Context
+	deadline    time.Time
+	cancel      context.CancelFunc
+	// inUse: the step in progress runs under ctx.
+	inUse bool
+}
+
+// bounded returns the context a step runs in: ctx, or while the chat runs
+// and has a timeout condition, a context under ctx that is cut at the
+// condition's deadline with errTermDeadline as its cause. That one is used
+// again while the deadline and ctx are the ones it was made for and it has
+// not been cut, as a run's steps mostly are; leave releases it when the
+// run ends.
+//
+//go:noinline
+func (w *worker) bounded(ctx context.Context) context.Context {
+	t := &w.timed
+	d, ok := w.st.Deadline()
+	if !ok || w.st.Status != chat.StatusRunning {
+		t.inUse = false
+		return ctx
 	}
-	return w.performOther(ctx, s)
+	if t.ctx == nil || t.parent != ctx || !t.deadline.Equal(d) || t.ctx.Err() != nil {
+		t.release()
+		t.ctx, t.cancel = context.WithDeadlineCause(ctx, d, errTermDeadline)
+		t.parent, t.deadline = ctx, d
+	}
+	t.inUse = true
+	return t.ctx
+}
+
+// cut reports whether the step in progress, which failed, ran under this
+// context and it was cut because the deadline passed, not because the
+// step's own context was.
+//
+//go:noinline
+func (t *timedContext) cut() bool {
+	return t.inUse && context.Cause(t.ctx) == errTermDeadline && t.parent.Err() == nil
+}
+
+// release cancels the context, if any, and forgets it.
+func (t *timedContext) release() {
+	if t.cancel != nil {
+		t.cancel()
+	}
+	*t = timedContext{}
 }
 
 // onlyModel reports whether a step is a model call and nothing else: no
