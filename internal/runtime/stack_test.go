@@ -43,8 +43,10 @@ func TestAWaitingChatsStackIsHalved(t *testing.T) {
 			const n = 256
 			db := runtimetest.OpenSQLite(t)
 			rt := runtimetest.New(t, db, func(c *runtime.Config) { c.LeaseDuration = 30 * time.Second })
+			settle(t)
 			_, inuse0 := stacks()
 			ids := startWaitingChats(t, rt, db, n, c.extra)
+			settle(t)
 			stacks() // a stack is halved at most once a collection
 			used, inuse1 := waitersStack(t, rt, ids)
 			t.Logf("a waiting chat's goroutine uses %.0f bytes of its stack; stacks in use grew by %.0f bytes per chat",
@@ -81,7 +83,7 @@ func TestAChatWaitingInAStreamedReplyKeepsAnEightKBStack(t *testing.T) {
 			llm.Config{Anthropic: llm.AnthropicConfig{BaseURL: "http://model.test", APIKey: "k"}}},
 	} {
 		t.Run(w.provider, func(t *testing.T) {
-			const n = 128
+			const n = 256
 			held := &heldReplies{first: w.first, waiting: make(chan struct{}, n)}
 			w.config.OpenAI.HTTPClient = &http.Client{Transport: held}
 			models, err := llm.New(w.config)
@@ -95,6 +97,7 @@ func TestAChatWaitingInAStreamedReplyKeepsAnEightKBStack(t *testing.T) {
 			})
 			spec := fmt.Appendf(nil, `{"task": "t", "max_round": 1,
 				"agents": [{"name": "writer", "type": "assistant", "model": {"provider": %q, "model": "m"}}]}`, w.provider)
+			settle(t)
 			var ids []string
 			for range n {
 				c, _, err := rt.Create(context.Background(), &chat.CreateParams{Body: spec})
@@ -106,6 +109,7 @@ func TestAChatWaitingInAStreamedReplyKeepsAnEightKBStack(t *testing.T) {
 			for range n {
 				<-held.waiting
 			}
+			settle(t) // the held selections' flushes, on goroutines of their own, are done
 			used, _ := waitersStack(t, rt, ids)
 			t.Logf("a chat waiting in a streamed reply uses %.0f bytes of its stack", used)
 			if used >= 2250 {
@@ -174,6 +178,22 @@ func waitersStack(t *testing.T, rt *runtime.Runtime, ids []string) (used float64
 	}
 	after, _ := stacks()
 	return (float64(scanned) - float64(after)) / float64(len(ids)), inuse
+}
+
+// settle waits until the goroutines of the tests before (servers, runtimes
+// shutting down) are gone: the number of goroutines stays the same for a
+// while. One that ended while the chats waited would count as theirs.
+func settle(t *testing.T) {
+	t.Helper()
+	n, same := goruntime.NumGoroutine(), 0
+	for deadline := time.Now().Add(5 * time.Second); same < 5 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		if m := goruntime.NumGoroutine(); m != n {
+			n, same = m, 0
+			continue
+		}
+		same++
+	}
 }
 
 // stacks collects garbage, then returns how much stack the collection
