@@ -97,3 +97,22 @@ func TestRenewalOfAnEndedLeaseSparesTheChatsNextWorker(t *testing.T) {
 		t.Fatalf("chat = %+v", c)
 	}
 }
+
+// TestATurnLongerThanItsLeaseKeepsIt: a model reply that takes several
+// lease durations does not lose the chat to another claim: the scheduler
+// renews the lease three times a duration, and the chat ends under the
+// epoch it started with, its turn made once. (Other tests run on leases
+// long enough that a slow renewal on a loaded machine never hands their
+// chats on; this one holds that renewal works.)
+func TestATurnLongerThanItsLeaseKeepsIt(t *testing.T) {
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db, func(c *runtime.Config) { c.LeaseDuration = 2 * time.Second })
+	start := time.Now()
+	c := create(t, rt, `{"task": "write", "max_round": 1,
+		"agents": [{"name": "writer", "type": "assistant", "model": {"provider": "replay", "responses": [{"content": "done", "delay_ms": 5000}]}}]}`)
+	c = waitTerminal(t, rt, c.ID, 20*time.Second)
+	took := time.Since(start)
+	if c.Status != chat.StatusCompleted || c.Epoch != 1 || took > 9*time.Second {
+		t.Fatalf("chat %s, epoch %d after %v; want completed under epoch 1 in one 5 s turn", c.Status, c.Epoch, took)
+	}
+}

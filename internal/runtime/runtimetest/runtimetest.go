@@ -76,16 +76,18 @@ func open(tb testing.TB, cfg store.Config) store.DB {
 }
 
 // New starts a runtime on db with the scripted model providers (replay),
-// short leases (600 ms, so that a test sees a chat move to another
-// runtime quickly) and a 50 ms poll, changed by opts; it is stopped when
-// the test ends.
+// 5 s leases and a 50 ms poll, changed by opts; it is stopped when the test
+// ends. The lease is long enough that a renewal delayed on a loaded machine
+// (the race detector, suites run side by side) does not hand a chat to
+// another claim mid-turn, which would redo the turn and its tool calls; a
+// test that wants a lease to run out sets a shorter one.
 func New(tb testing.TB, db chat.Store, opts ...func(*runtime.Config)) *runtime.Runtime {
 	tb.Helper()
 	models, err := llm.New(llm.Config{})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cfg := runtime.Config{Store: db, Models: models, LeaseDuration: 600 * time.Millisecond, PollInterval: 50 * time.Millisecond}
+	cfg := runtime.Config{Store: db, Models: models, LeaseDuration: 5 * time.Second, PollInterval: 50 * time.Millisecond}
 	for _, o := range opts {
 		o(&cfg)
 	}
