@@ -338,6 +338,9 @@ func buildRequest(req *chat.ModelRequest) (openai.ChatCompletionRequest, error) 
 	if len(req.Messages) == 0 {
 		errs = append(errs, errors.New("no messages"))
 	}
+	// Sized once: go-openai's message is 152 bytes, and a history
+	// grown by append allocated about twice its size on every call.
+	creq.Messages = make([]openai.ChatCompletionMessage, 0, len(req.Messages))
 	for i, m := range req.Messages {
 		om, err := convertMessage(m)
 		if err != nil {
