@@ -69,7 +69,7 @@ func (o *openAIWire) prepare(req *chat.ModelRequest) (tryFunc, error) {
 		}
 	}
 	return func(ctx context.Context, a *attempt, onDelta func(string)) (*chat.ModelResponse, error) {
-		a.rewrite = rewrite
+		a.rewrite, a.request = rewrite, req
 		c := first
 		first = nil
 		if c == nil {
@@ -151,8 +151,7 @@ func (o *openAIWire) tryStream(ctx context.Context, a *attempt, creq *openai.Cha
 // openStream sends a streamed call: through go-openai to Azure
 // (azureStream); else by openChatStream.
 func (o *openAIWire) openStream(ctx context.Context, creq *openai.ChatCompletionRequest) (chunkSource, error) {
-	creq.Stream = true
-	creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	streamed(creq)
 	if o.ep.Kind == KindAzure {
 		return o.azureStream(ctx, creq)
 	}
@@ -161,6 +160,12 @@ func (o *openAIWire) openStream(ctx context.Context, creq *openai.ChatCompletion
 		return nil, err // not a nil *sseChunks in a chunkSource
 	}
 	return s, nil
+}
+
+// streamed makes creq a streamed call's, with the usage in its last chunk.
+func streamed(creq *openai.ChatCompletionRequest) {
+	creq.Stream = true
+	creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 }
 
 // azureStream sends a streamed call through go-openai, whose stream it

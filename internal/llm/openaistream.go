@@ -12,6 +12,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/jsonstr"
 )
 
@@ -203,9 +204,17 @@ func (o *openAIWire) chatRequest(ctx context.Context, creq *openai.ChatCompletio
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.chatURL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.chatURL, nil)
 	if err != nil {
 		return nil, err
+	}
+	// The body lets go of its bytes once sent (see releasingBody); one that
+	// net/http must send again (a connection that went away before the
+	// server took the request) is encoded again from the call.
+	req.Body, req.ContentLength = newReleasingBody(body), int64(len(body))
+	if a, _ := ctx.Value(attemptKey{}).(*attempt); a != nil && a.request != nil {
+		call := a.request
+		req.GetBody = func() (io.ReadCloser, error) { return streamBody(call) }
 	}
 	if o.ep.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+o.ep.APIKey)
@@ -218,6 +227,21 @@ func (o *openAIWire) chatRequest(ctx context.Context, creq *openai.ChatCompletio
 	req.Header.Set("Cache-Control", "no-cache")
 	req.Header.Set("Connection", "keep-alive")
 	return req, nil
+}
+
+// streamBody encodes the body of req's streamed call again, as chatRequest
+// sends it.
+func streamBody(req *chat.ModelRequest) (io.ReadCloser, error) {
+	creq, err := rebuildRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	streamed(creq)
+	body, err := encodeChatRequest(creq)
+	if err != nil {
+		return nil, err
+	}
+	return newReleasingBody(body), nil
 }
 
 // errorResponse is the error of a failed call, as go-openai makes it: the

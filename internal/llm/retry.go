@@ -1,7 +1,6 @@
 package llm
 
 import (
-	"bytes"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -18,6 +18,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/metric"
 )
 
@@ -102,6 +103,9 @@ type attempt struct {
 	// rewrite, when set, makes the request body that goes out of the one
 	// go-openai encoded (see swarmRewrite).
 	rewrite func([]byte) ([]byte, error)
+	// request is the call, from which a request body that net/http must
+	// send again is encoded again (see chatRequest).
+	request *chat.ModelRequest
 }
 
 // Reading a stream's body to its end once its last event came: net/http
@@ -171,8 +175,60 @@ func rewriteBody(r *http.Request, rewrite func([]byte) ([]byte, error)) error {
 	if body, err = rewrite(body); err != nil {
 		return fmt.Errorf("rewrite the request body: %w", err)
 	}
-	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	r.Body, r.ContentLength = newReleasingBody(body), int64(len(body))
+	// A body sent again is the one sent first, rewritten again: the
+	// request keeps no copy of it (see releasingBody).
+	if orig := r.GetBody; orig != nil {
+		r.GetBody = func() (io.ReadCloser, error) {
+			rc, err := orig()
+			if err != nil {
+				return nil, err
+			}
+			body, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil {
+				return nil, err
+			}
+			if body, err = rewrite(body); err != nil {
+				return nil, err
+			}
+			return newReleasingBody(body), nil
+		}
+	}
+	return nil
+}
+
+// releasingBody is a request body that lets go of its bytes once they have
+// been read, or it is closed. net/http keeps a request, and so its body,
+// for as long as its response is read: a chat waiting in a streamed reply
+// would otherwise keep its encoded history, often the largest thing it
+// holds, until the reply ends. Close may come from another goroutine
+// while a read is under way (http.RoundTripper), hence the lock.
+type releasingBody struct {
+	mu   sync.Mutex
+	data []byte
+}
+
+func newReleasingBody(data []byte) *releasingBody { return &releasingBody{data: data} }
+
+func (b *releasingBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.data) == 0 {
+		b.data = nil
+		return 0, io.EOF
+	}
+	n := copy(p, b.data)
+	if b.data = b.data[n:]; len(b.data) == 0 {
+		b.data = nil
+	}
+	return n, nil
+}
+
+func (b *releasingBody) Close() error {
+	b.mu.Lock()
+	b.data = nil
+	b.mu.Unlock()
 	return nil
 }
 
