@@ -49,6 +49,10 @@ type cgroups struct {
 	memsw bool // v1 accounts swap: memory.memsw.limit_in_bytes
 }
 
+// v2Enable hands the controllers a sandbox is limited by down to the
+// children of a v2 cgroup.
+const v2Enable = "+memory +pids +cpu"
+
 // v1Controllers are the v1 hierarchies a sandbox joins; cpuacct is
 // optional (it only measures).
 var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
@@ -108,7 +112,7 @@ func openCgroupsV2(dir, name string) (*cgroups, error) {
 			return nil, fmt.Errorf("cgroup v2: controller %s is not available in %s (delegate it to agentd)", c, dir)
 		}
 	}
-	enable := []byte("+memory +pids +cpu")
+	enable := []byte(v2Enable)
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), enable, 0); err != nil {
 		// Processes live in dir: move agentd into a leaf and retry.
 		leaf := filepath.Join(dir, "agentd")
@@ -207,11 +211,22 @@ func (cg *cgroups) create(name string, memoryBytes int64, pids int, cpus float64
 			files = append(files, [3]string{"memory", "memory.swappiness", "0"})
 		}
 	}
-	for _, d := range c.dirs {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			c.remove()
-			return nil, fmt.Errorf("create cgroup: %w", err)
+	// The parents are shared by every sandbox manager of the owner on the
+	// host, in this process or another, and one that closes with no
+	// sandbox left removes them (close): a sandbox made just then finds
+	// them gone. They are made again, a few times at most.
+	for try := 0; ; try++ {
+		err := c.mkdirs()
+		if err == nil {
+			break
 		}
+		if errors.Is(err, fs.ErrNotExist) && try < 3 {
+			if err = cg.remake(); err == nil {
+				continue
+			}
+		}
+		c.remove()
+		return nil, fmt.Errorf("create cgroup: %w", err)
 	}
 	for _, f := range files {
 		if err := os.WriteFile(filepath.Join(c.dirs[f[0]], f[1]), []byte(f[2]), 0); err != nil {
@@ -333,6 +348,34 @@ func keyed(s, key string) int64 {
 		}
 	}
 	return 0
+}
+
+// mkdirs makes the cgroup's directories, those that a try before made
+// being left as they are.
+func (c *cgroup) mkdirs() error {
+	for _, d := range c.dirs {
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// remake makes the sandboxes' parent cgroups again, as openCgroups made
+// them, after another manager's close removed them.
+func (cg *cgroups) remake() error {
+	if cg.v2 != "" {
+		if err := os.MkdirAll(cg.v2, 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(cg.v2, "cgroup.subtree_control"), []byte(v2Enable), 0)
+	}
+	for _, d := range cg.v1 {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // remove kills whatever is left in the cgroup and deletes it. Processes
