@@ -126,14 +126,11 @@ func openCgroupsV2(dir, name string) (*cgroups, error) {
 			return nil, fmt.Errorf("cgroup v2: enable controllers in %s: %w", dir, err)
 		}
 	}
-	parent := filepath.Join(dir, name)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return nil, fmt.Errorf("cgroup v2: %w", err)
+	cg := &cgroups{v2: filepath.Join(dir, name)}
+	if err := cg.remake(); err != nil {
+		return nil, fmt.Errorf("cgroup v2: the sandboxes' parent: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), enable, 0); err != nil {
-		return nil, fmt.Errorf("cgroup v2: enable controllers in %s: %w", parent, err)
-	}
-	return &cgroups{v2: parent}, nil
+	return cg, nil
 }
 
 // ownCgroups maps each v1 controller (and "" for v2) to agentd's cgroup path.
@@ -361,8 +358,9 @@ func (c *cgroup) mkdirs() error {
 	return nil
 }
 
-// remake makes the sandboxes' parent cgroups again, as openCgroups made
-// them, after another manager's close removed them.
+// remake makes the sandboxes' parent cgroups, with the controllers handed
+// down on v2: when they are opened, and again after another manager's close
+// removed them.
 func (cg *cgroups) remake() error {
 	if cg.v2 != "" {
 		if err := os.MkdirAll(cg.v2, 0o755); err != nil {
