@@ -11,6 +11,9 @@ const maxNameLen = 64
 // stays empty, which leaves the field out. Different names can map to the same
 // result; a name only tells the model who spoke, so that is harmless.
 func sanitizeName(s string) string {
+	if validName(s) {
+		return s // most names are: every call sends the history's names
+	}
 	var b strings.Builder
 	for _, r := range s {
 		if b.Len() == maxNameLen {
@@ -23,4 +26,18 @@ func sanitizeName(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// validName reports whether s is a name the API takes as it is (or empty).
+func validName(s string) bool {
+	if len(s) > maxNameLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '_' && c != '-' && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
 }

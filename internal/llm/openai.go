@@ -49,39 +49,32 @@ func newOpenAIWire(ep *Endpoint, baseURL string, hc doer) *openAIWire {
 		chatURL: strings.TrimRight(oc.BaseURL, "/") + "/chat/completions"}
 }
 
-// prepare builds the request; the returned attempt function sends it.
+// prepare checks the request; the returned attempt function builds it and
+// sends it.
 //
-// The first attempt takes the request built here and lets go of it once
-// go-openai has encoded it, so that a chat waiting on a streamed reply does
-// not hold a second copy of its history (go-openai's messages, a few
-// hundred bytes each) for a retry that rarely comes; a retry builds it
-// again from req.
+// Every attempt builds its request again from req, which the chat keeps
+// anyway: so a call holds no copy of its history while it waits in the
+// endpoint's queue, and a streamed call of an openai endpoint, the one
+// chats make most, encodes its body straight from req's messages
+// (encodeStreamBody) without go-openai's messages, 152 bytes each, in
+// between.
 func (o *openAIWire) prepare(req *chat.ModelRequest) (tryFunc, error) {
-	creq, err := buildRequest(req)
-	if err != nil {
+	if err := checkRequest(req); err != nil {
 		return nil, fmt.Errorf("%s request for %s: %w", o.ep.Kind, callerName(req.Caller), err)
 	}
-	first := &creq
 	var rewrite func([]byte) ([]byte, error)
 	if req.Protocol == spec.ProtocolOpenAISwarm {
+		var err error
 		if rewrite, err = swarmRewrite(req); err != nil {
 			return nil, fmt.Errorf("%s request for %s: %w", o.ep.Kind, callerName(req.Caller), err)
 		}
 	}
 	return func(ctx context.Context, a *attempt, onDelta func(string)) (*chat.ModelResponse, error) {
-		a.rewrite, a.request = rewrite, req
-		c := first
-		first = nil
-		if c == nil {
-			var err error
-			if c, err = rebuildRequest(req); err != nil {
-				return nil, err // built once already: not expected
-			}
-		}
+		a.rewrite = rewrite
 		if onDelta == nil {
-			return o.tryWhole(ctx, req, c)
+			return o.tryWhole(ctx, req)
 		}
-		resp, err := o.tryStream(ctx, a, c, onDelta)
+		resp, err := o.tryStream(ctx, a, req, onDelta)
 		if err != nil {
 			return nil, err
 		}
@@ -89,13 +82,13 @@ func (o *openAIWire) prepare(req *chat.ModelRequest) (tryFunc, error) {
 	}, nil
 }
 
-// rebuildRequest builds the request of a retry, on the heap.
+// rebuildRequest builds go-openai's request of an attempt, on the heap.
 //
 //go:noinline
 func rebuildRequest(req *chat.ModelRequest) (*openai.ChatCompletionRequest, error) {
 	c, err := buildRequest(req)
 	if err != nil {
-		return nil, err
+		return nil, err // checked by prepare: not expected
 	}
 	return &c, nil
 }
@@ -103,7 +96,11 @@ func rebuildRequest(req *chat.ModelRequest) (*openai.ChatCompletionRequest, erro
 // tryWhole makes one attempt without streaming.
 //
 //go:noinline
-func (o *openAIWire) tryWhole(ctx context.Context, req *chat.ModelRequest, c *openai.ChatCompletionRequest) (*chat.ModelResponse, error) {
+func (o *openAIWire) tryWhole(ctx context.Context, req *chat.ModelRequest) (*chat.ModelResponse, error) {
+	c, err := rebuildRequest(req)
+	if err != nil {
+		return nil, err
+	}
 	// go-openai reads the whole body before it returns, so cancelling on
 	// return cuts nothing short.
 	resp, err := o.client.CreateChatCompletion(ctx, *c)
@@ -125,8 +122,8 @@ func (o *openAIWire) tryWhole(ctx context.Context, req *chat.ModelRequest, c *op
 // they made every waiting chat's stack twice as large. So they are made,
 // passed and read in frames of their own (rebuildRequest, tryWhole,
 // azureStream, streamReply's methods), gone while the reply streams.
-func (o *openAIWire) tryStream(ctx context.Context, a *attempt, creq *openai.ChatCompletionRequest, onDelta func(string)) (*openai.ChatCompletionResponse, error) {
-	src, err := o.openStream(ctx, creq)
+func (o *openAIWire) tryStream(ctx context.Context, a *attempt, req *chat.ModelRequest, onDelta func(string)) (*openai.ChatCompletionResponse, error) {
+	src, err := o.openStream(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -150,12 +147,11 @@ func (o *openAIWire) tryStream(ctx context.Context, a *attempt, creq *openai.Cha
 
 // openStream sends a streamed call: through go-openai to Azure
 // (azureStream); else by openChatStream.
-func (o *openAIWire) openStream(ctx context.Context, creq *openai.ChatCompletionRequest) (chunkSource, error) {
-	streamed(creq)
+func (o *openAIWire) openStream(ctx context.Context, req *chat.ModelRequest) (chunkSource, error) {
 	if o.ep.Kind == KindAzure {
-		return o.azureStream(ctx, creq)
+		return o.azureStream(ctx, req)
 	}
-	s, err := o.openChatStream(ctx, creq)
+	s, err := o.openChatStream(ctx, req)
 	if err != nil {
 		return nil, err // not a nil *sseChunks in a chunkSource
 	}
@@ -172,7 +168,12 @@ func streamed(creq *openai.ChatCompletionRequest) {
 // reads.
 //
 //go:noinline
-func (o *openAIWire) azureStream(ctx context.Context, creq *openai.ChatCompletionRequest) (chunkSource, error) {
+func (o *openAIWire) azureStream(ctx context.Context, req *chat.ModelRequest) (chunkSource, error) {
+	creq, err := rebuildRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	streamed(creq)
 	stream, err := o.client.CreateChatCompletionStream(ctx, *creq)
 	if err != nil {
 		return nil, err
@@ -285,9 +286,47 @@ func errorMessage(err error) string {
 
 // buildRequest maps a chat model request onto go-openai's.
 func buildRequest(req *chat.ModelRequest) (openai.ChatCompletionRequest, error) {
+	creq, errs := buildOptions(req)
+	if creq.Model == "" {
+		return creq, errors.Join(errs...)
+	}
+	// Sized once: go-openai's message is 152 bytes, and a history
+	// grown by append allocated about twice its size on every call.
+	creq.Messages = make([]openai.ChatCompletionMessage, 0, len(req.Messages))
+	for i, m := range req.Messages {
+		om, err := convertMessage(m)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("message %d: %w", i, err))
+			continue
+		}
+		creq.Messages = append(creq.Messages, om)
+	}
+	return creq, errors.Join(errs...)
+}
+
+// checkRequest reports what buildRequest would fail on, but for images
+// that do not decode (the spec checks an image's header when it takes
+// it): it converts no message.
+func checkRequest(req *chat.ModelRequest) error {
+	creq, errs := buildOptions(req)
+	if creq.Model == "" {
+		return errors.Join(errs...)
+	}
+	for i := range req.Messages {
+		if err := checkMessage(&req.Messages[i]); err != nil {
+			errs = append(errs, fmt.Errorf("message %d: %w", i, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// buildOptions maps a chat model request onto go-openai's, but for its
+// messages; the errors are those of the options, and "no messages". A
+// request without a model is the one error.
+func buildOptions(req *chat.ModelRequest) (openai.ChatCompletionRequest, []error) {
 	mc := req.Config
 	if mc.Model == "" {
-		return openai.ChatCompletionRequest{}, errors.New("model config names no model")
+		return openai.ChatCompletionRequest{}, []error{errors.New("model config names no model")}
 	}
 	creq := openai.ChatCompletionRequest{Model: mc.Model, Seed: mc.Seed}
 	// go-openai drops zero temperature and top_p (omitempty on a float32), and
@@ -343,18 +382,7 @@ func buildRequest(req *chat.ModelRequest) (openai.ChatCompletionRequest, error) 
 	if len(req.Messages) == 0 {
 		errs = append(errs, errors.New("no messages"))
 	}
-	// Sized once: go-openai's message is 152 bytes, and a history
-	// grown by append allocated about twice its size on every call.
-	creq.Messages = make([]openai.ChatCompletionMessage, 0, len(req.Messages))
-	for i, m := range req.Messages {
-		om, err := convertMessage(m)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("message %d: %w", i, err))
-			continue
-		}
-		creq.Messages = append(creq.Messages, om)
-	}
-	return creq, errors.Join(errs...)
+	return creq, errs
 }
 
 // nonZero converts v for go-openai, keeping an explicit zero (see buildRequest).
@@ -389,6 +417,9 @@ func responseFormat(raw json.RawMessage) (*openai.ChatCompletionResponseFormat, 
 // models' own tool call names) is not bound by agentd's name rules.
 func convertMessage(m chat.ModelMessage) (openai.ChatCompletionMessage, error) {
 	om := openai.ChatCompletionMessage{Content: m.Content}
+	if err := checkMessage(&m); err != nil {
+		return om, err
+	}
 	switch m.Role {
 	case chat.RoleSystem:
 		om.Role = openai.ChatMessageRoleSystem
@@ -434,13 +465,8 @@ func convertMessage(m chat.ModelMessage) (openai.ChatCompletionMessage, error) {
 			})
 		}
 	case chat.RoleTool:
-		if m.ToolCallID == "" {
-			return om, errors.New("tool message without tool_call_id")
-		}
 		om.Role = openai.ChatMessageRoleTool
 		om.ToolCallID = m.ToolCallID
-	default:
-		return om, fmt.Errorf("unknown role %q", m.Role)
 	}
 	// go-openai omits an empty content, but the API requires content on all
 	// but an assistant message that calls tools ("Missing required
@@ -450,6 +476,21 @@ func convertMessage(m chat.ModelMessage) (openai.ChatCompletionMessage, error) {
 		om.Content = " "
 	}
 	return om, nil
+}
+
+// checkMessage reports what in m the API cannot take, but for images
+// (converted by convertMessage).
+func checkMessage(m *chat.ModelMessage) error {
+	switch m.Role {
+	case chat.RoleSystem, chat.RoleUser, chat.RoleAssistant:
+		return nil
+	case chat.RoleTool:
+		if m.ToolCallID == "" {
+			return errors.New("tool message without tool_call_id")
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown role %q", m.Role)
 }
 
 // convertResponse maps the first choice back into chat's terms.

@@ -69,13 +69,44 @@ type goOpenAIChunks struct{ s *openai.ChatCompletionStream }
 func (g goOpenAIChunks) next() ([]byte, error) { return g.s.RecvRaw() }
 func (g goOpenAIChunks) close() error          { return g.s.Close() }
 
-// encodeChatRequest returns the body go-openai sends for creq. The request
-// without its messages is encoded by encoding/json as go-openai does (its
-// options and tools, once a call), and the messages, where a long history
-// costs, by appendMessage into the same buffer; they go where go-openai
-// puts them, right after the model. Should a go-openai release write its
-// fields in another order, the whole request is encoded the slow way.
-func encodeChatRequest(creq *openai.ChatCompletionRequest) ([]byte, error) {
+// encodeStreamBody returns the body of req's streamed call: the bytes
+// go-openai sends for the request buildRequest makes of it, with Stream
+// and the usage asked for. go-openai refuses what reasoning models do not
+// take before sending; so does this.
+func encodeStreamBody(req *chat.ModelRequest) ([]byte, error) {
+	creq, errs := buildOptions(req)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err // checked by prepare: not expected
+	}
+	streamed(&creq)
+	if err := openai.NewReasoningValidator().Validate(creq); err != nil {
+		return nil, err
+	}
+	msgs, hint := req.Messages, 0
+	for i := range msgs {
+		hint += len(msgs[i].Content) + 64
+	}
+	return encodeChatRequest(&creq, len(msgs), hint, func(i int) (openai.ChatCompletionMessage, error) {
+		om, err := convertMessage(msgs[i])
+		if err != nil {
+			return om, fmt.Errorf("message %d: %w", i, err)
+		}
+		return om, nil
+	})
+}
+
+// encodeChatRequest returns the body go-openai sends for creq with n
+// messages, message(i) the ith; creq's own Messages are not read. Each
+// message is made and encoded in turn, so the history is not held twice
+// over; hint is about the size of their JSON.
+//
+// The request without its messages is encoded by encoding/json as
+// go-openai does (its options and tools, once a call), and the messages,
+// where a long history costs, by appendMessage into the same buffer; they
+// go where go-openai puts them, right after the model. Should a go-openai
+// release write its fields in another order, the whole request is encoded
+// the slow way.
+func encodeChatRequest(creq *openai.ChatCompletionRequest, n, hint int, message func(int) (openai.ChatCompletionMessage, error)) ([]byte, error) {
 	rest := *creq
 	rest.Messages = nil
 	body, err := json.Marshal(&rest)
@@ -85,28 +116,31 @@ func encodeChatRequest(creq *openai.ChatCompletionRequest) ([]byte, error) {
 	head := jsonstr.Append([]byte(`{"model":`), creq.Model)
 	head = append(head, `,"messages":`...)
 	if !bytes.HasPrefix(body, append(head, "null"...)) {
-		return json.Marshal(creq)
-	}
-	size := len(body)
-	for i := range creq.Messages {
-		size += len(creq.Messages[i].Content) + 64
-	}
-	out := make([]byte, 0, size+size/8)
-	out = append(out, head...)
-	if creq.Messages == nil {
-		out = append(out, "null"...)
-	} else {
-		out = append(out, '[')
-		for i := range creq.Messages {
-			if i > 0 {
-				out = append(out, ',')
-			}
-			if out, err = appendMessage(out, &creq.Messages[i]); err != nil {
+		rest.Messages = make([]openai.ChatCompletionMessage, n)
+		for i := range n {
+			if rest.Messages[i], err = message(i); err != nil {
 				return nil, err
 			}
 		}
-		out = append(out, ']')
+		return json.Marshal(&rest)
 	}
+	size := len(body) + hint
+	out := make([]byte, 0, size+size/8)
+	out = append(out, head...)
+	out = append(out, '[')
+	for i := range n {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		m, err := message(i)
+		if err != nil {
+			return nil, err
+		}
+		if out, err = appendMessage(out, &m); err != nil {
+			return nil, err
+		}
+	}
+	out = append(out, ']')
 	return append(out, body[len(head)+len("null"):]...), nil
 }
 
@@ -161,14 +195,14 @@ func appendJSON(out []byte, v any) ([]byte, error) {
 	return append(out, b...), err
 }
 
-// openChatStream sends a streamed chat completion of an openai endpoint
-// (creq has Stream set) and returns its event stream. A status of 400 or
-// more is the error go-openai returns for it.
+// openChatStream sends the streamed chat completion of call to an openai
+// endpoint and returns its event stream. A status of 400 or more is the
+// error go-openai returns for it.
 //
 // A chat waits for the response's headers under this frame, so the
 // request is made in a frame of its own (chatRequest).
-func (o *openAIWire) openChatStream(ctx context.Context, creq *openai.ChatCompletionRequest) (*sseChunks, error) {
-	req, err := o.chatRequest(ctx, creq)
+func (o *openAIWire) openChatStream(ctx context.Context, call *chat.ModelRequest) (*sseChunks, error) {
+	req, err := o.chatRequest(ctx, call)
 	if err != nil {
 		return nil, err
 	}
@@ -191,16 +225,11 @@ func streamOf(resp *http.Response) (*sseChunks, error) {
 	return &sseChunks{body: resp.Body, r: bufio.NewReaderSize(resp.Body, sseBuffer)}, nil
 }
 
-// chatRequest is the HTTP request of a streamed chat completion.
+// chatRequest is the HTTP request of call's streamed chat completion.
 //
 //go:noinline
-func (o *openAIWire) chatRequest(ctx context.Context, creq *openai.ChatCompletionRequest) (*http.Request, error) {
-	// go-openai refuses what reasoning models do not take before sending;
-	// so does this.
-	if err := openai.NewReasoningValidator().Validate(*creq); err != nil {
-		return nil, err
-	}
-	body, err := encodeChatRequest(creq)
+func (o *openAIWire) chatRequest(ctx context.Context, call *chat.ModelRequest) (*http.Request, error) {
+	body, err := encodeStreamBody(call)
 	if err != nil {
 		return nil, err
 	}
@@ -212,10 +241,7 @@ func (o *openAIWire) chatRequest(ctx context.Context, creq *openai.ChatCompletio
 	// net/http must send again (a connection that went away before the
 	// server took the request) is encoded again from the call.
 	req.Body, req.ContentLength = newReleasingBody(body), int64(len(body))
-	if a, _ := ctx.Value(attemptKey{}).(*attempt); a != nil && a.request != nil {
-		call := a.request
-		req.GetBody = func() (io.ReadCloser, error) { return streamBody(call) }
-	}
+	req.GetBody = func() (io.ReadCloser, error) { return streamBody(call) }
 	if o.ep.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+o.ep.APIKey)
 	}
@@ -232,12 +258,7 @@ func (o *openAIWire) chatRequest(ctx context.Context, creq *openai.ChatCompletio
 // streamBody encodes the body of req's streamed call again, as chatRequest
 // sends it.
 func streamBody(req *chat.ModelRequest) (io.ReadCloser, error) {
-	creq, err := rebuildRequest(req)
-	if err != nil {
-		return nil, err
-	}
-	streamed(creq)
-	body, err := encodeChatRequest(creq)
+	body, err := encodeStreamBody(req)
 	if err != nil {
 		return nil, err
 	}

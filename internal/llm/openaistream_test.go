@@ -17,37 +17,65 @@ import (
 	"github.com/agentd/agentd/internal/spec"
 )
 
+// encodeMessages encodes creq with its own messages.
+func encodeMessages(creq *openai.ChatCompletionRequest) ([]byte, error) {
+	return encodeChatRequest(creq, len(creq.Messages), 0, func(i int) (openai.ChatCompletionMessage, error) { return creq.Messages[i], nil })
+}
+
+// goOpenAIBody is the body go-openai sends for req's streamed call: the
+// request buildRequest makes of it, encoded by encoding/json.
+func goOpenAIBody(t testing.TB, req *chat.ModelRequest) []byte {
+	t.Helper()
+	creq, err := buildRequest(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed(&creq)
+	want, err := json.Marshal(creq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
 // TestChatRequestEncodesAsGoOpenAIDoes: the body of a streamed call is,
 // byte for byte, the one go-openai encodes for the same request, and it is
 // made the fast way (go-openai still writes the model, then the messages,
 // first).
 func TestChatRequestEncodesAsGoOpenAIDoes(t *testing.T) {
 	t.Parallel()
+	rgb, rgba := testImages(t)
 	parts := []openai.ChatMessagePart{{Type: openai.ChatMessagePartTypeText, Text: "what is <this>?"},
 		{Type: openai.ChatMessagePartTypeImageURL, ImageURL: &openai.ChatMessageImageURL{URL: "data:image/png;base64,AAAA", Detail: openai.ImageURLDetailLow}}}
 	call := openai.ToolCall{ID: "call_1", Type: openai.ToolTypeFunction, Function: openai.FunctionCall{Name: "search", Arguments: `{"q":"a&b"}`}}
-	built, err := buildRequest(&chat.ModelRequest{
+
+	// A call's body, encoded from its messages.
+	req := &chat.ModelRequest{
 		Config: spec.Model{Model: "gpt-4o", Temperature: ptr(0.2), MaxTokens: ptr(100), Seed: ptr(3),
 			ParallelToolCalls: ptr(false), ResponseFormat: json.RawMessage(`{"type":"json_object"}`)},
 		Messages: []chat.ModelMessage{{Role: "system", Content: "Be brief."}, {Role: "user", Name: "ada lovelace", Content: "héllo \u2028 <b>"},
-			{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "c1", Function: chat.FunctionCall{Name: "search", Arguments: `{}`}}}},
-			{Role: "tool", ToolCallID: "c1", Content: "found"}},
-		Tools: []chat.ToolDef{{Name: "search", Description: "Searches.", Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)}},
-	})
+			{Role: "user", Name: "ada", Content: "<image> and text", Parts: []chat.ContentPart{{Text: "look"}, {Image: &chat.Image{Data: rgb}}, {Text: ""}, {Image: &chat.Image{Data: rgba}}}},
+			{Role: "assistant", Name: "coder", ToolCalls: []chat.ToolCall{{ID: "c1", Function: chat.FunctionCall{Name: "search me", Arguments: ``}}}},
+			{Role: "tool", ToolCallID: "c1", Content: "found"}, {Role: "tool", ToolCallID: "c2"}, {Role: "assistant", Content: ""}},
+		Tools: []chat.ToolDef{{Name: "search", Description: "Searches.", Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)},
+			{Name: "now"}},
+	}
+	got, err := encodeStreamBody(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	built.Stream = true
-	built.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	if want := goOpenAIBody(t, req); !bytes.Equal(got, want) {
+		t.Errorf("a call's body:\n got %s\nwant %s", got, want)
+	}
+
+	// Any message go-openai has, and requests without messages.
 	cases := map[string]openai.ChatCompletionRequest{
-		"built with tools and options": built,
 		"every message field": {Model: `m"odel`, Messages: []openai.ChatCompletionMessage{
 			{Role: "user", MultiContent: parts, Name: "u"},
 			{Role: "assistant", Refusal: "no", ReasoningContent: "because", ToolCalls: []openai.ToolCall{call}},
 			{Role: "assistant", FunctionCall: &openai.FunctionCall{Name: "f", Arguments: "{}"}},
 			{Role: "tool", ToolCallID: "call_1", Content: ""},
 		}, Stop: []string{"END"}},
-		"no messages":    {Model: "m"},
 		"empty messages": {Model: "m", Messages: []openai.ChatCompletionMessage{}},
 	}
 	for name, creq := range cases {
@@ -55,7 +83,7 @@ func TestChatRequestEncodesAsGoOpenAIDoes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := encodeChatRequest(&creq)
+		got, err := encodeMessages(&creq)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -71,8 +99,12 @@ func TestChatRequestEncodesAsGoOpenAIDoes(t *testing.T) {
 		}
 	}
 	bad := openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "a", MultiContent: parts}}}
-	if _, err := encodeChatRequest(&bad); !errors.Is(err, openai.ErrContentFieldsMisused) {
+	if _, err := encodeMessages(&bad); !errors.Is(err, openai.ErrContentFieldsMisused) {
 		t.Errorf("content and parts: err = %v", err)
+	}
+	req.Messages[2].Parts[1].Image.Data = []byte("not an image")
+	if _, err := encodeStreamBody(req); err == nil || !strings.Contains(err.Error(), "message 2: read image") {
+		t.Errorf("an image that does not decode: err = %v", err)
 	}
 }
 
@@ -132,6 +164,7 @@ func TestStreamReadsAsGoOpenAIDoes(t *testing.T) {
 			}))
 			defer srv.Close()
 			creq := openai.ChatCompletionRequest{Model: "m", Stream: true, Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}}
+			call := &chat.ModelRequest{Config: spec.Model{Model: "m"}, Messages: []chat.ModelMessage{{Role: "user", Content: "hi"}}}
 
 			cfg := openai.DefaultConfig("k")
 			cfg.BaseURL = srv.URL + "/v1"
@@ -145,7 +178,7 @@ func TestStreamReadsAsGoOpenAIDoes(t *testing.T) {
 			}
 
 			w := newOpenAIWire(&Endpoint{Kind: KindOpenAI, APIKey: "k"}, srv.URL+"/v1/", http.DefaultClient)
-			s, err := w.openChatStream(t.Context(), &creq)
+			s, err := w.openChatStream(t.Context(), call)
 			var ours streamOutcome
 			if err == nil {
 				ours = readOutcome(s)
@@ -200,12 +233,30 @@ func FuzzEncodeMessage(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := encodeChatRequest(&creq)
+		got, err := encodeMessages(&creq)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
 			t.Errorf("\n got %q\nwant %q", got, want)
+		}
+
+		// The same strings in a call's messages.
+		req := &chat.ModelRequest{Config: spec.Model{Model: other, Stop: []string{content}}, Messages: []chat.ModelMessage{
+			{Role: "user", Content: content, Name: name},
+			{Role: "assistant", Content: content, Name: role, ToolCalls: []chat.ToolCall{{ID: name, Function: chat.FunctionCall{Name: role, Arguments: other}}}},
+			{Role: "tool", ToolCallID: other + "x", Content: name},
+			{Role: "system", Content: other},
+		}}
+		if other == "" {
+			req.Config.Model = "m"
+		}
+		got, err = encodeStreamBody(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := goOpenAIBody(t, req); !bytes.Equal(got, want) {
+			t.Errorf("a call's body:\n got %q\nwant %q", got, want)
 		}
 	})
 }

@@ -18,7 +18,6 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/agentd/agentd/internal/chat"
 	"github.com/agentd/agentd/internal/metric"
 )
 
@@ -103,9 +102,6 @@ type attempt struct {
 	// rewrite, when set, makes the request body that goes out of the one
 	// go-openai encoded (see swarmRewrite).
 	rewrite func([]byte) ([]byte, error)
-	// request is the call, from which a request body that net/http must
-	// send again is encoded again (see chatRequest).
-	request *chat.ModelRequest
 }
 
 // Reading a stream's body to its end once its last event came: net/http
