@@ -326,6 +326,26 @@ func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) err
 	}
 	defer conn.Release()
 	c := conn.Conn()
+	if len(bb.ords) == len(batch) {
+		// Appends alone, the usual batch, are one statement: sent through
+		// the connection's own buffer, where a pgconn.Batch would grow one
+		// of its own, twice the parameters' size, on every commit.
+		rr, err := s.execAppends(ctx, c, bb)
+		if err != nil {
+			return err
+		}
+		if err := readAppends(rr, fenced, bb.ords); err != nil {
+			_, _ = rr.Close()
+			return err
+		}
+		// Close reads up to the ReadyForQuery that follows the statement's
+		// implicit COMMIT: only now are the appends durable.
+		if _, err := rr.Close(); err != nil {
+			return err
+		}
+		s.notifyAppends(batch, bb.ords)
+		return nil
+	}
 	var b pgconn.Batch
 	if len(bb.ords) < len(batch) {
 		plain, err := c.Prepare(ctx, createStmt, createSQL)
@@ -350,11 +370,7 @@ func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) err
 		}
 	}
 	if len(bb.ords) > 0 {
-		name, sql := appendsStmt, appendsSQL
-		if bb.outbox {
-			name, sql = appendsOutboxStmt, appendsOutboxSQL
-		}
-		sd, err := c.Prepare(ctx, name, sql)
+		sd, err := prepareAppends(ctx, c, bb)
 		if err != nil {
 			return err
 		}
@@ -370,17 +386,41 @@ func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) err
 	if err := res.Close(); err != nil {
 		return err
 	}
-	// Tell every replica's listeners which logs grew, now that they did
-	// (see notifier). A fenced append only costs a spurious wake-up; a new
-	// chat has no followers yet, so creates notify no one.
-	if len(bb.ords) > 0 {
-		ids := make([]string, len(bb.ords))
-		for k, i := range bb.ords {
-			ids[k] = batch[i].Append.ChatID
-		}
-		s.notify.add(ids)
-	}
+	s.notifyAppends(batch, bb.ords)
 	return nil
+}
+
+// prepareAppends is the appends' statement, prepared on c.
+func prepareAppends(ctx context.Context, c *pgx.Conn, bb *batchBuffers) (*pgconn.StatementDescription, error) {
+	name, sql := appendsStmt, appendsSQL
+	if bb.outbox {
+		name, sql = appendsOutboxStmt, appendsOutboxSQL
+	}
+	return c.Prepare(ctx, name, sql)
+}
+
+// execAppends sends the appends of bb, written by writeAppends, as one
+// statement, and returns its result.
+func (s *Store) execAppends(ctx context.Context, c *pgx.Conn, bb *batchBuffers) (*pgconn.ResultReader, error) {
+	sd, err := prepareAppends(ctx, c, bb)
+	if err != nil {
+		return nil, err
+	}
+	return c.PgConn().ExecPrepared(ctx, sd.Name, bb.params, bb.formats, binaryFormat), nil
+}
+
+// notifyAppends tells every replica's listeners which logs grew, now that
+// they did (see notifier). A fenced append only costs a spurious wake-up;
+// a new chat has no followers yet, so creates notify no one.
+func (s *Store) notifyAppends(batch []*op, ords []int) {
+	if len(ords) == 0 {
+		return
+	}
+	ids := make([]string, len(ords))
+	for k, i := range ords {
+		ids[k] = batch[i].Append.ChatID
+	}
+	s.notify.add(ids)
 }
 
 // readBatch reads the results of commitBatch's statements, in the order
@@ -406,10 +446,15 @@ func readBatch(res *pgconn.MultiResultReader, batch []*op, fenced []bool, ords [
 	if !res.NextResult() {
 		return cmp.Or(res.Close(), errors.New("appends: no result"))
 	}
+	return readAppends(res.ResultReader(), fenced, ords)
+}
+
+// readAppends reads the rows of the appends' statement: the ord of each
+// append that took. It sets fenced at ords, the appends.
+func readAppends(rr *pgconn.ResultReader, fenced []bool, ords []int) error {
 	for _, i := range ords {
 		fenced[i] = true
 	}
-	rr := res.ResultReader()
 	for rr.NextRow() {
 		v := rr.Values()
 		if len(v) != 1 || len(v[0]) != 4 {

@@ -421,3 +421,72 @@ func testText(t *testing.T, s chat.Store) {
 		t.Errorf("stop_detail %q, error %q; want %q, %q", c.StopDetail, c.Error, "d\uFFFD", "e\uFFFD")
 	}
 }
+
+// testGroupCommitMixesCreatesAndAppends creates chats, some under an
+// idempotency key already taken, while appends to other chats, some of
+// them fenced, are in flight: a batch of creates and appends reads each
+// one's result as its own, as does a batch of appends alone.
+func testGroupCommitMixesCreatesAndAppends(t *testing.T, s chat.Store) {
+	const n, rounds = 12, 4
+	taken := createParams("acme", base)
+	taken.IdempotencyKey = "mixed-batch"
+	first := mustCreate(t, s, taken)
+	for round := range rounds {
+		cs := make([]*chat.Chat, n)
+		for i := range cs {
+			cs[i] = mustCreate(t, s, createParams("acme", at(time.Duration(i)*time.Millisecond)))
+		}
+		appendErrs := make([]error, n)
+		created := make([]*chat.Chat, n)
+		isNew := make([]bool, n)
+		createErrs := make([]error, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				c := cs[i]
+				epoch := c.Epoch
+				if i%3 == 0 {
+					epoch += 5 // fenced
+				}
+				<-start
+				appendErrs[i] = s.Append(context.Background(), &chat.AppendParams{ChatID: c.ID, Epoch: epoch,
+					Events: []chat.Event{message(c.LastSeq+1, fmt.Sprintf("round %d chat %d", round, i), base)},
+					Update: chat.ChatUpdate{Status: chat.StatusRunning, MessageCount: 2, UpdatedAt: base}})
+			}()
+			go func() {
+				defer wg.Done()
+				p := createParams("acme", at(time.Duration(i)*time.Millisecond))
+				if i%4 == 1 {
+					p.IdempotencyKey, p.RequestHash = taken.IdempotencyKey, taken.RequestHash
+				}
+				<-start
+				created[i], isNew[i], createErrs[i] = s.CreateChat(context.Background(), p)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for i, c := range cs {
+			n := len(mustEvents(t, s, c.ID))
+			if i%3 == 0 {
+				if !errors.Is(appendErrs[i], chat.ErrFenced) || n != 2 {
+					t.Errorf("round %d, append %d (stale epoch): err %v, %d events; want ErrFenced, 2", round, i, appendErrs[i], n)
+				}
+			} else if appendErrs[i] != nil || n != 3 {
+				t.Errorf("round %d, append %d: err %v, %d events; want nil, 3", round, i, appendErrs[i], n)
+			}
+			switch {
+			case createErrs[i] != nil:
+				t.Errorf("round %d, create %d: %v", round, i, createErrs[i])
+			case i%4 == 1:
+				if isNew[i] || created[i].ID != first.ID {
+					t.Errorf("round %d, create %d under a taken key: created %v, chat %s; want false, %s", round, i, isNew[i], created[i].ID, first.ID)
+				}
+			case !isNew[i] || len(mustEvents(t, s, created[i].ID)) != 2:
+				t.Errorf("round %d, create %d: created %v, want a new chat with its 2 events", round, i, isNew[i])
+			}
+		}
+	}
+}

@@ -77,6 +77,7 @@ func Run(t *testing.T, newStore func(t *testing.T) chat.Store, opts ...Option) {
 		{"AppendAfterClaim", testAppendAfterClaim},
 		{"GroupCommitManyChats", testGroupCommitManyChats},
 		{"GroupCommitIsolatesFailures", testGroupCommitIsolatesFailures},
+		{"GroupCommitMixesCreatesAndAppends", testGroupCommitMixesCreatesAndAppends},
 		{"Text", testText},
 		{"Claim", testClaim},
 		{"ClaimConcurrent", testClaimConcurrent},
