@@ -39,7 +39,7 @@ type limiter struct {
 // waiter is a call waiting in the queue.
 type waiter struct {
 	tokens  int64
-	ready   chan struct{} // closed when the call may start
+	ready   chan struct{} // closed when the call may start (nil: it started at once)
 	granted bool
 	span    *tokenSpan
 	queued  time.Time
@@ -80,9 +80,21 @@ type permit struct {
 // acquire waits for the call's turn. tokens is its estimate for the tpm
 // budget. It fails only when ctx ends first; the call then never started.
 func (l *limiter) acquire(ctx context.Context, tokens int64) (*permit, error) {
-	w := &waiter{tokens: tokens, ready: make(chan struct{})}
+	w := &waiter{tokens: tokens}
 	l.mu.Lock()
 	w.queued = l.now()
+	if len(l.queue) == 0 {
+		// No one waits ahead: a call the limits let through starts at
+		// once, without the queue and its channel. So do nearly all calls
+		// of an endpoint with room, and all of one without limits.
+		if _, ok := l.canStartLocked(w, w.queued); ok {
+			l.startLocked(w, w.queued)
+			l.mu.Unlock()
+			l.m.wait.Observe(0)
+			return &permit{l: l, w: w}, nil
+		}
+	}
+	w.ready = make(chan struct{})
 	l.queue = append(l.queue, w)
 	l.m.queued.Inc()
 	l.dispatchLocked()
@@ -152,19 +164,25 @@ func (l *limiter) dispatchLocked() {
 		}
 		l.queue = l.queue[1:]
 		l.m.queued.Dec()
-		l.inFlight++
-		l.m.inFlight.Inc()
-		if l.interval > 0 {
-			l.nextStart = now.Add(l.interval)
-		}
-		if l.tpm > 0 {
-			w.span = &tokenSpan{at: now, tokens: w.tokens, counted: true}
-			l.spent = append(l.spent, w.span)
-			l.spentSum += w.tokens
-		}
-		w.granted = true
+		l.startLocked(w, now)
 		close(w.ready)
 	}
+}
+
+// startLocked lets w start now: it is in flight and counted against the
+// limits.
+func (l *limiter) startLocked(w *waiter, now time.Time) {
+	l.inFlight++
+	l.m.inFlight.Inc()
+	if l.interval > 0 {
+		l.nextStart = now.Add(l.interval)
+	}
+	if l.tpm > 0 {
+		w.span = &tokenSpan{at: now, tokens: w.tokens, counted: true}
+		l.spent = append(l.spent, w.span)
+		l.spentSum += w.tokens
+	}
+	w.granted = true
 }
 
 // canStartLocked says whether w may start now, and if not, how long a
