@@ -190,6 +190,9 @@ type streamReply struct {
 	think              thinkSplitter
 }
 
+// replyRoom is the room a streamed reply's content starts with, in bytes.
+const replyRoom = 256
+
 // newStreamReply makes a streamReply on the heap: not inlined, so that it
 // is not made in the frame of tryStream.
 //
@@ -213,6 +216,9 @@ func (r *streamReply) add(chunk *streamChunk, raw []byte, onDelta func(string)) 
 		if d := ch.Delta.Content; d != "" {
 			if r.reasoning.Len() > 0 {
 				r.think.pass()
+			}
+			if r.content.Cap() == 0 {
+				r.content.Grow(replyRoom) // the reply grows a token at a time
 			}
 			r.content.WriteString(d)
 			// A leading <think>…</think> is reasoning, not reply: it is

@@ -122,8 +122,15 @@ func (r *replyLog) add(name, content string) {
 		x.text = append(x.text, content...)
 		return
 	}
-	r.texts = append(r.texts, replyText{name: name, text: []byte(content)})
+	// A reply's text grows a token at a time: room for a few dozen
+	// spares the first several growths.
+	text := make([]byte, len(content), max(len(content), replyTextRoom))
+	copy(text, content)
+	r.texts = append(r.texts, replyText{name: name, text: text})
 }
+
+// replyTextRoom is the room a reply's text starts with, in bytes.
+const replyTextRoom = 256
 
 func (r *replyLog) set(name, content string) {
 	r.drop(name)
