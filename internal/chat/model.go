@@ -46,12 +46,23 @@ type ModelRequest struct {
 }
 
 // ModelMessage is one message of a model request, in OpenAI chat terms.
+// A request carries the chat's whole history on every call, so the fields
+// few messages have are kept apart, in More: a message is 96 bytes, not
+// 168.
 type ModelMessage struct {
 	Role       string
 	Name       string
 	Content    string
 	ToolCalls  []ToolCall
 	ToolCallID string
+	// More holds the message's images, thinking blocks and Swarm fields;
+	// nil when it has none. It may be shared between copies of the
+	// message: it is never changed, only replaced.
+	More *ModelMore
+}
+
+// ModelMore is what few model messages have.
+type ModelMore struct {
 	// Parts, on a user message, are its text and images in order (a
 	// MultiModalMessage): sent as content parts instead of Content.
 	Parts []ContentPart
@@ -65,6 +76,70 @@ type ModelMessage struct {
 	// agent that made a reply, the function a result answers. Only
 	// Protocol openai_swarm sends them.
 	Sender, ToolName string
+}
+
+// MoreParts is the More of a message with parts p: nil when there are none.
+func MoreParts(p []ContentPart) *ModelMore {
+	if len(p) == 0 {
+		return nil
+	}
+	return &ModelMore{Parts: p}
+}
+
+// MoreThinking is the More of a message with thinking blocks t: nil when
+// there are none.
+func MoreThinking(t []ThinkingBlock) *ModelMore {
+	if len(t) == 0 {
+		return nil
+	}
+	return &ModelMore{Thinking: t}
+}
+
+// Parts are the message's content parts (see ModelMore).
+func (m *ModelMessage) Parts() []ContentPart {
+	if m.More == nil {
+		return nil
+	}
+	return m.More.Parts
+}
+
+// Thinking are the message's thinking blocks (see ModelMore).
+func (m *ModelMessage) Thinking() []ThinkingBlock {
+	if m.More == nil {
+		return nil
+	}
+	return m.More.Thinking
+}
+
+// Sender is the Swarm agent that made the message (see ModelMore).
+func (m *ModelMessage) Sender() string {
+	if m.More == nil {
+		return ""
+	}
+	return m.More.Sender
+}
+
+// ToolName is the Swarm function a tool message answers (see ModelMore).
+func (m *ModelMessage) ToolName() string {
+	if m.More == nil {
+		return ""
+	}
+	return m.More.ToolName
+}
+
+// DropParts makes the message its text: its parts go, the rest of More
+// stays (in a copy, since More may be shared).
+func (m *ModelMessage) DropParts() {
+	if m.More == nil || m.More.Parts == nil {
+		return
+	}
+	more := *m.More
+	more.Parts = nil
+	if more.Thinking == nil && more.Sender == "" && more.ToolName == "" {
+		m.More = nil
+		return
+	}
+	m.More = &more
 }
 
 // ThinkingBlock is a thinking or redacted_thinking block of an Anthropic

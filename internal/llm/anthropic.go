@@ -224,11 +224,11 @@ func anthropicRequest(req *chat.ModelRequest) (anthropic.MessageNewParams, error
 	}
 	var errs []error
 	for i, m := range req.Messages {
-		if m.Role == chat.RoleUser && len(m.Parts) > 0 {
+		if m.Role == chat.RoleUser && len(m.Parts()) > 0 {
 			// A MultiModalMessage: a text block per text, an image block
 			// per image (base64 PNG, as AgentChat's client sends it).
 			var blocks []anthropic.ContentBlockParamUnion
-			for _, p := range m.Parts {
+			for _, p := range m.Parts() {
 				if p.Image == nil {
 					if strings.TrimSpace(p.Text) != "" { // the API refuses blank text blocks
 						blocks = append(blocks, anthropic.NewTextBlock(p.Text))
@@ -257,7 +257,7 @@ func anthropicRequest(req *chat.ModelRequest) (anthropic.MessageNewParams, error
 		case chat.RoleAssistant:
 			var blocks []anthropic.ContentBlockParamUnion
 			if thinking && i >= loop {
-				blocks = thinkingBlocks(m.Thinking)
+				blocks = thinkingBlocks(m.Thinking())
 			}
 			if strings.TrimSpace(m.Content) != "" {
 				blocks = append(blocks, anthropic.NewTextBlock(m.Content))

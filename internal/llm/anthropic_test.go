@@ -194,7 +194,7 @@ func TestAnthropicThinkingToolLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	earlier := []chat.ModelMessage{user,
-		{Role: chat.RoleAssistant, ToolCalls: old.ToolCalls, Thinking: old.Thinking},
+		{Role: chat.RoleAssistant, ToolCalls: old.ToolCalls, More: chat.MoreThinking(old.Thinking)},
 		{Role: chat.RoleTool, ToolCallID: "toolu_old", Content: "old result"},
 		{Role: chat.RoleAssistant, Content: "That was it."},
 		{Role: chat.RoleUser, Name: "user", Content: "Now find rust."}}
@@ -210,7 +210,7 @@ func TestAnthropicThinkingToolLoop(t *testing.T) {
 		t.Fatalf("first reply = %+v", first)
 	}
 	loop := append(slices.Clone(earlier),
-		chat.ModelMessage{Role: chat.RoleAssistant, Content: first.Content, ToolCalls: first.ToolCalls, Thinking: first.Thinking},
+		chat.ModelMessage{Role: chat.RoleAssistant, Content: first.Content, ToolCalls: first.ToolCalls, More: chat.MoreThinking(first.Thinking)},
 		chat.ModelMessage{Role: chat.RoleTool, ToolCallID: "toolu_1", Content: "rust is a language"})
 	resp, err := c.Complete(t.Context(), ask(loop...))
 	if err != nil {
@@ -244,7 +244,7 @@ func TestAnthropicThinkingToolLoop(t *testing.T) {
 	}
 
 	// And what the API says when they are dropped.
-	loop[len(loop)-2].Thinking = nil
+	loop[len(loop)-2].More = nil
 	if _, err := c.Complete(t.Context(), ask(loop...)); err == nil || !strings.Contains(err.Error(), "Expected `thinking` or `redacted_thinking`") {
 		t.Errorf("the loop without its blocks: err = %v", err)
 	}

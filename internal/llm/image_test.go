@@ -69,11 +69,11 @@ func TestOpenAISendsImagesAsAgentChatDoes(t *testing.T) {
 	rgb, rgba := testImages(t)
 	_, err := f.c.Complete(t.Context(), openaiRequest(
 		chat.ModelMessage{Role: "system", Content: "Describe images."},
-		chat.ModelMessage{Role: "user", Name: "user", Content: "What is this?\n<image>\n<image>", Parts: []chat.ContentPart{
+		chat.ModelMessage{Role: "user", Name: "user", Content: "What is this?\n<image>\n<image>", More: chat.MoreParts([]chat.ContentPart{
 			{Text: "What is this?"},
 			{Image: &chat.Image{Data: rgb, MediaType: "image/png", Width: 3, Height: 2}},
 			{Image: &chat.Image{Data: rgba, MediaType: "image/png", Width: 3, Height: 2}},
-		}},
+		})},
 	))
 	if err != nil {
 		t.Fatal(err) // the fake checks image parts as the API does
@@ -193,8 +193,8 @@ func TestAnthropicSendsImagesAsAgentChatDoes(t *testing.T) {
 	srv.Reply(anthropictest.Reply{Text: "A gradient."})
 	rgb, _ := testImages(t)
 	_, err := c.Complete(t.Context(), anthropicReq(
-		chat.ModelMessage{Role: chat.RoleUser, Name: "user", Content: "What is this?\n<image>", Parts: []chat.ContentPart{
-			{Text: "What is this?"}, {Image: &chat.Image{Data: rgb, MediaType: "image/png", Width: 3, Height: 2}}, {Text: " "}}},
+		chat.ModelMessage{Role: chat.RoleUser, Name: "user", Content: "What is this?\n<image>", More: chat.MoreParts([]chat.ContentPart{
+			{Text: "What is this?"}, {Image: &chat.Image{Data: rgb, MediaType: "image/png", Width: 3, Height: 2}}, {Text: " "}})},
 	))
 	if err != nil {
 		t.Fatal(err)

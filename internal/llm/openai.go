@@ -432,12 +432,12 @@ func convertMessage(m chat.ModelMessage) (openai.ChatCompletionMessage, error) {
 	case chat.RoleUser:
 		om.Role = openai.ChatMessageRoleUser
 		om.Name = sanitizeName(m.Name)
-		if len(m.Parts) > 0 {
+		if len(m.Parts()) > 0 {
 			// A MultiModalMessage: its parts in order, as AgentChat's
 			// client sends them (a text part per string, an image_url part
 			// with a PNG data URL and detail "auto" per image).
 			om.Content = ""
-			for _, p := range m.Parts {
+			for _, p := range m.Parts() {
 				if p.Image == nil {
 					if p.Text == "" {
 						continue // go-openai would drop its required text

@@ -54,7 +54,7 @@ func TestChatRequestEncodesAsGoOpenAIDoes(t *testing.T) {
 		Config: spec.Model{Model: "gpt-4o", Temperature: ptr(0.2), MaxTokens: ptr(100), Seed: ptr(3),
 			ParallelToolCalls: ptr(false), ResponseFormat: json.RawMessage(`{"type":"json_object"}`)},
 		Messages: []chat.ModelMessage{{Role: "system", Content: "Be brief."}, {Role: "user", Name: "ada lovelace", Content: "héllo \u2028 <b>"},
-			{Role: "user", Name: "ada", Content: "<image> and text", Parts: []chat.ContentPart{{Text: "look"}, {Image: &chat.Image{Data: rgb}}, {Text: ""}, {Image: &chat.Image{Data: rgba}}}},
+			{Role: "user", Name: "ada", Content: "<image> and text", More: chat.MoreParts([]chat.ContentPart{{Text: "look"}, {Image: &chat.Image{Data: rgb}}, {Text: ""}, {Image: &chat.Image{Data: rgba}}})},
 			{Role: "assistant", Name: "coder", ToolCalls: []chat.ToolCall{{ID: "c1", Function: chat.FunctionCall{Name: "search me", Arguments: ``}}}},
 			{Role: "tool", ToolCallID: "c1", Content: "found"}, {Role: "tool", ToolCallID: "c2"}, {Role: "assistant", Content: ""}},
 		Tools: []chat.ToolDef{{Name: "search", Description: "Searches.", Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)},
@@ -102,7 +102,7 @@ func TestChatRequestEncodesAsGoOpenAIDoes(t *testing.T) {
 	if _, err := encodeMessages(&bad); !errors.Is(err, openai.ErrContentFieldsMisused) {
 		t.Errorf("content and parts: err = %v", err)
 	}
-	req.Messages[2].Parts[1].Image.Data = []byte("not an image")
+	req.Messages[2].Parts()[1].Image.Data = []byte("not an image")
 	if _, err := encodeStreamBody(req); err == nil || !strings.Contains(err.Error(), "message 2: read image") {
 		t.Errorf("an image that does not decode: err = %v", err)
 	}

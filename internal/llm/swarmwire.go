@@ -55,12 +55,12 @@ type swarmTool struct {
 func swarmRewrite(req *chat.ModelRequest) (func([]byte) ([]byte, error), error) {
 	msgs := make([]swarmMessage, 0, len(req.Messages))
 	for i, m := range req.Messages {
-		sm := swarmMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, ToolName: m.ToolName, Sender: m.Sender}
+		sm := swarmMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, ToolName: m.ToolName(), Sender: m.Sender()}
 		switch {
 		case m.Role == chat.RoleAssistant && m.Content == "":
 			sm.Content = nil
-		case len(m.Parts) > 0:
-			om, err := convertMessage(chat.ModelMessage{Role: m.Role, Parts: m.Parts})
+		case len(m.Parts()) > 0:
+			om, err := convertMessage(chat.ModelMessage{Role: m.Role, More: &chat.ModelMore{Parts: m.Parts()}})
 			if err != nil {
 				return nil, fmt.Errorf("message %d: %w", i, err)
 			}

@@ -22,10 +22,10 @@ func TestOpenAISwarmWire(t *testing.T) {
 		req := openaiRequest(
 			chat.ModelMessage{Role: chat.RoleSystem, Content: "You are a helpful agent."},
 			chat.ModelMessage{Role: chat.RoleUser, Content: "I want a lamp."},
-			chat.ModelMessage{Role: chat.RoleAssistant, Sender: "Triage Agent", ToolCalls: []chat.ToolCall{
+			chat.ModelMessage{Role: chat.RoleAssistant, More: &chat.ModelMore{Sender: "Triage Agent"}, ToolCalls: []chat.ToolCall{
 				{ID: "c1", Type: "function", Function: chat.FunctionCall{Name: "transfer_to_sales", Arguments: "{}"}}}},
-			chat.ModelMessage{Role: chat.RoleTool, ToolCallID: "c1", ToolName: "transfer_to_sales", Content: `{"assistant": "Sales"}`},
-			chat.ModelMessage{Role: chat.RoleAssistant, Sender: "Sales", Content: "Hello."},
+			chat.ModelMessage{Role: chat.RoleTool, ToolCallID: "c1", More: &chat.ModelMore{ToolName: "transfer_to_sales"}, Content: `{"assistant": "Sales"}`},
+			chat.ModelMessage{Role: chat.RoleAssistant, More: &chat.ModelMore{Sender: "Sales"}, Content: "Hello."},
 		)
 		req.Protocol = spec.ProtocolOpenAISwarm
 		req.Config.ParallelToolCalls = ptr(false)

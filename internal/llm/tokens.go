@@ -29,7 +29,7 @@ func (c *Client) CountTokens(m spec.Model, msgs []chat.ModelMessage) (int, error
 	if m.Provider == "replay" {
 		n := 0
 		for _, msg := range msgs {
-			if msg.Role == chat.RoleTool || len(msg.ToolCalls) > 0 || len(msg.Parts) > 0 {
+			if msg.Role == chat.RoleTool || len(msg.ToolCalls) > 0 || len(msg.Parts()) > 0 {
 				continue
 			}
 			n += len(strings.Fields(msg.Content))
@@ -63,8 +63,8 @@ func (c *Client) CountTokens(m spec.Model, msgs []chat.ModelMessage) (int, error
 		case msg.Role == chat.RoleUser:
 			n++ // the name
 			err = countAll(count, "user", msg.Name)
-			if err == nil && len(msg.Parts) > 0 {
-				for _, p := range msg.Parts {
+			if err == nil && len(msg.Parts()) > 0 {
+				for _, p := range msg.Parts() {
 					if p.Image != nil {
 						n += visionTokens(p.Image.Width, p.Image.Height)
 						continue

@@ -117,7 +117,7 @@ func appendAgentContext(out []chat.ModelMessage, sp *spec.Spec, a *spec.Agent, m
 				add(chat.ModelMessage{Role: chat.RoleUser, Name: m.Name, Content: strings.Join(parts, "\n")})
 			}
 		case own && m.Type == chat.TypeToolCallRequestEvent:
-			add(chat.ModelMessage{Role: chat.RoleAssistant, Content: m.Content, ToolCalls: m.ToolCalls, Thinking: meta[i].Thinking})
+			add(chat.ModelMessage{Role: chat.RoleAssistant, Content: m.Content, ToolCalls: m.ToolCalls, More: chat.MoreThinking(meta[i].Thinking)})
 			add(toolResults(m.ToolCalls, responses)...)
 		case own && m.Type == chat.TypeTextMessage:
 			add(chat.ModelMessage{Role: chat.RoleAssistant, Content: m.Content})
@@ -138,7 +138,7 @@ func appendAgentContext(out []chat.ModelMessage, sp *spec.Spec, a *spec.Agent, m
 			}
 			add(chat.ModelMessage{Role: chat.RoleUser, Name: m.Name, Content: m.Content})
 		default:
-			add(chat.ModelMessage{Role: chat.RoleUser, Name: m.Name, Content: sharedText(m), Parts: modelParts(m.Parts)})
+			add(chat.ModelMessage{Role: chat.RoleUser, Name: m.Name, Content: sharedText(m), More: chat.MoreParts(modelParts(m.Parts))})
 		}
 	}
 	if !bounded {

@@ -211,9 +211,9 @@ func TestContextThinkingBlocksStayWithTheirAgent(t *testing.T) {
 	}
 	var carried int
 	for _, m := range own {
-		if len(m.Thinking) > 0 {
+		if len(m.Thinking()) > 0 {
 			carried++
-			if m.Role != chat.RoleAssistant || len(m.ToolCalls) != 2 || !slices.Equal(m.Thinking, blocks) {
+			if m.Role != chat.RoleAssistant || len(m.ToolCalls) != 2 || !slices.Equal(m.Thinking(), blocks) {
 				t.Errorf("blocks on %+v", m)
 			}
 		}
@@ -228,7 +228,7 @@ func TestContextThinkingBlocksStayWithTheirAgent(t *testing.T) {
 	sawCalls := false
 	for _, m := range other {
 		sawCalls = sawCalls || len(m.ToolCalls) > 0
-		if len(m.Thinking) > 0 {
+		if len(m.Thinking()) > 0 {
 			t.Errorf("another agent is sent the blocks: %+v", m)
 		}
 	}

@@ -44,7 +44,7 @@ func (s *State) ModelContext(a *spec.Agent, tokens chat.TokenCounter) ([]chat.Mo
 // to_text, "<image>" for each image and one part per line.
 func withoutImages(out []chat.ModelMessage) {
 	for i := range out {
-		out[i].Parts = nil
+		out[i].DropParts()
 	}
 }
 

@@ -49,15 +49,15 @@ func (s *State) swarmContext(a *spec.Agent) []chat.ModelMessage {
 			for _, c := range m.ToolCalls {
 				called[c.ID] = c.Function.Name
 			}
-			out = append(out, chat.ModelMessage{Role: chat.RoleAssistant, Content: m.Content, ToolCalls: m.ToolCalls, Sender: m.Name})
+			out = append(out, chat.ModelMessage{Role: chat.RoleAssistant, Content: m.Content, ToolCalls: m.ToolCalls, More: &chat.ModelMore{Sender: m.Name}})
 		case chat.RoleTool:
 			for _, r := range m.ToolResponses {
-				out = append(out, chat.ModelMessage{Role: chat.RoleTool, ToolCallID: r.ToolCallID, ToolName: called[r.ToolCallID], Content: r.Content})
+				out = append(out, chat.ModelMessage{Role: chat.RoleTool, ToolCallID: r.ToolCallID, More: &chat.ModelMore{ToolName: called[r.ToolCallID]}, Content: r.Content})
 			}
 		case chat.RoleSystem:
 			out = append(out, chat.ModelMessage{Role: chat.RoleSystem, Content: m.Content})
 		default:
-			out = append(out, chat.ModelMessage{Role: chat.RoleUser, Content: m.Content, Parts: modelParts(m.Parts)})
+			out = append(out, chat.ModelMessage{Role: chat.RoleUser, Content: m.Content, More: chat.MoreParts(modelParts(m.Parts))})
 		}
 	}
 	return out

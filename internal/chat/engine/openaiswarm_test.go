@@ -73,9 +73,9 @@ func TestOpenAISwarmRun(t *testing.T) {
 	want := []chat.ModelMessage{
 		{Role: chat.RoleSystem, Content: "Sales for Ada."},
 		{Role: chat.RoleUser, Content: "I want a lamp."},
-		{Role: chat.RoleAssistant, ToolCalls: calls, Sender: "Triage Agent"},
-		{Role: chat.RoleTool, ToolCallID: "c1", ToolName: "transfer_to_sales_agent", Content: `{"assistant": "Sales Agent"}`},
-		{Role: chat.RoleTool, ToolCallID: "c2", ToolName: "lookup", Content: "Error: Tool lookup not found."},
+		{Role: chat.RoleAssistant, ToolCalls: calls, More: &chat.ModelMore{Sender: "Triage Agent"}},
+		{Role: chat.RoleTool, ToolCallID: "c1", More: &chat.ModelMore{ToolName: "transfer_to_sales_agent"}, Content: `{"assistant": "Sales Agent"}`},
+		{Role: chat.RoleTool, ToolCallID: "c2", More: &chat.ModelMore{ToolName: "lookup"}, Content: "Error: Tool lookup not found."},
 	}
 	if got, w := jsonOf(t, msgs), jsonOf(t, want); got != w {
 		t.Errorf("Sales Agent sees\n %s\nwant\n %s", got, w)
@@ -94,7 +94,7 @@ func TestOpenAISwarmRun(t *testing.T) {
 		t.Fatalf("run 2: step %v of %v, want Sales Agent's model call", st.Kind, st.Agent)
 	}
 	msgs, _ = s.ModelContext(st.Agent, nil)
-	if n := len(msgs); n != 7 || msgs[5].Sender != "Sales Agent" || msgs[6].Content != "And a desk?" || msgs[6].Name != "" {
+	if n := len(msgs); n != 7 || msgs[5].Sender() != "Sales Agent" || msgs[6].Content != "And a desk?" || msgs[6].Name != "" {
 		t.Errorf("run 2 context: %s", jsonOf(t, msgs))
 	}
 }

@@ -123,7 +123,7 @@ func SelectorPrompt(sp *spec.Spec, candidates []string, msgs []chat.Message, tok
 	ctx := make([]chat.ModelMessage, 0, len(msgs))
 	for _, m := range msgs {
 		if isChatMessage(m) {
-			ctx = append(ctx, chat.ModelMessage{Role: chat.RoleUser, Name: m.Name, Content: selectorText(m), Parts: modelParts(m.Parts)})
+			ctx = append(ctx, chat.ModelMessage{Role: chat.RoleUser, Name: m.Name, Content: selectorText(m), More: chat.MoreParts(modelParts(m.Parts))})
 		}
 	}
 	if ss.Context.Kind() != spec.ContextUnbounded {

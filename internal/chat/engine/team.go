@@ -229,7 +229,7 @@ func (s *State) teamAnswerContext(a *spec.Agent) []chat.ModelMessage {
 			if in.st.Meta[i].Kind == chat.KindTask || !isChatMessage(m) {
 				continue
 			}
-			out = append(out, chat.ModelMessage{Role: chat.RoleUser, Name: m.Name, Content: sharedText(m), Parts: modelParts(m.Parts)})
+			out = append(out, chat.ModelMessage{Role: chat.RoleUser, Name: m.Name, Content: sharedText(m), More: chat.MoreParts(modelParts(m.Parts))})
 		}
 	}
 	return append(out, chat.ModelMessage{Role: chat.RoleSystem, Content: DerefOr(a.ResponsePrompt, spec.DefaultResponsePrompt)})
