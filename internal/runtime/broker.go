@@ -160,6 +160,19 @@ func newBroker(store chat.Store) *broker {
 	return &broker{store: store, topics: map[string]*topic{}}
 }
 
+// locked returns t, the chat's topic as its caller holds it, locked, while
+// it is the chat's; else the chat's topic looked up (see lookup).
+func (b *broker) locked(id string, t *topic) *topic {
+	if t != nil {
+		t.mu.Lock()
+		if !t.dead {
+			return t
+		}
+		t.mu.Unlock()
+	}
+	return b.lookup(id)
+}
+
 // lookup returns the chat's topic, locked, or nil if there is none.
 func (b *broker) lookup(id string) *topic {
 	b.mu.RLock()
@@ -295,9 +308,10 @@ func (b *broker) stream(id string) (<-chan Wake, *DeltaQueue, func()) {
 
 // publishDelta takes a fragment of a reply that this replica's worker,
 // under lease epoch, is streaming: the chat's streams here get it, and so
-// do the replicas that follow the chat.
-func (b *broker) publishDelta(id string, epoch int64, d chat.Delta) {
-	t := b.lookup(id)
+// do the replicas that follow the chat. held is the topic the worker was
+// given (see workerStarted), or nil.
+func (b *broker) publishDelta(id string, held *topic, epoch int64, d chat.Delta) {
+	t := b.locked(id, held)
 	if t == nil {
 		return // no worker registered: nothing streams
 	}
@@ -380,11 +394,16 @@ func (t *topic) pushLocked(d chat.Delta) {
 // worker ends before the chat did, whatever another owner may have
 // appended meanwhile is looked for once; after a confirmed end nobody
 // appends.
-func (b *broker) workerStarted(id string, p chat.Progress) {
+//
+// workerStarted returns the chat's topic, which stays the chat's while the
+// worker runs (local counts it): the worker passes it to publishDelta and
+// committed.
+func (b *broker) workerStarted(id string, p chat.Progress) *topic {
 	t := b.acquire(id)
 	t.local++
 	t.known = Wake{Progress: p, Known: true}
 	t.mu.Unlock()
+	return t
 }
 
 func (b *broker) workerEnded(id string, chatEnded bool) {
@@ -409,9 +428,9 @@ func (b *broker) workerEnded(id string, chatEnded bool) {
 
 // committed takes the events a worker of this replica just appended, and
 // the chat's progress after them (wk): the events join the tail and the
-// subscribers are woken with the progress.
-func (b *broker) committed(id string, evs []chat.Event, wk Wake) {
-	t := b.lookup(id)
+// subscribers are woken with the progress. held is as for publishDelta.
+func (b *broker) committed(id string, held *topic, evs []chat.Event, wk Wake) {
+	t := b.locked(id, held)
 	if t == nil {
 		return
 	}

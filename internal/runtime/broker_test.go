@@ -25,7 +25,7 @@ func TestTheTailIsKeptOnlyForReaders(t *testing.T) {
 	if !now.Known || now.Progress.LastSeq != 2 {
 		t.Fatalf("following started from %+v, want the worker's start at seq 2", now)
 	}
-	b.committed(id, []chat.Event{{Seq: 3}, {Seq: 4}}, at(4))
+	b.committed(id, nil, []chat.Event{{Seq: 3}, {Seq: 4}}, at(4))
 	if tp := b.topics[id]; len(tp.tail) != 0 || !tp.stale {
 		t.Fatalf("tail %v (stale %v) kept for a follower only", tp.tail, tp.stale)
 	}
@@ -34,7 +34,7 @@ func TestTheTailIsKeptOnlyForReaders(t *testing.T) {
 	if now.Progress.LastSeq != 4 {
 		t.Fatalf("a new subscriber starts from %+v, want seq 4", now)
 	}
-	b.committed(id, []chat.Event{{Seq: 5}}, at(5))
+	b.committed(id, nil, []chat.Event{{Seq: 5}}, at(5))
 	if tp := b.topics[id]; len(tp.tail) != 1 || tp.tail[0].Seq != 5 || !tp.stale {
 		t.Fatalf("tail %v (stale %v), want [5] still to be filled from the store", tp.tail, tp.stale)
 	}
@@ -60,13 +60,13 @@ func running(t *testing.T, id string) (*broker, <-chan Wake) {
 func TestAnUnknownWakeUpIsNotReplacedByAKnownOne(t *testing.T) {
 	const id = "c"
 	b, wake := running(t, id)
-	b.committed(id, []chat.Event{{Seq: 3}}, at(3))
-	b.committed(id, []chat.Event{{Seq: 4}}, at(4))
+	b.committed(id, nil, []chat.Event{{Seq: 3}}, at(3))
+	b.committed(id, nil, []chat.Event{{Seq: 4}}, at(4))
 	if wk := <-wake; !wk.Known || wk.Progress.LastSeq != 4 {
 		t.Fatalf("woken with %+v, want the latest known progress (seq 4)", wk)
 	}
 	b.erased(id)
-	b.committed(id, []chat.Event{{Seq: 5}}, at(5))
+	b.committed(id, nil, []chat.Event{{Seq: 5}}, at(5))
 	if wk := <-wake; wk.Known {
 		t.Fatalf("woken with %+v after an erasure, want an unknown progress", wk)
 	}
@@ -80,12 +80,12 @@ func TestAnUnknownWakeUpIsNotReplacedByAKnownOne(t *testing.T) {
 func TestAWakeUpBringsTheEventsWhenTheTailIsCurrent(t *testing.T) {
 	const id = "c"
 	b, wake := running(t, id)
-	b.committed(id, []chat.Event{{Seq: 3}, {Seq: 4}}, at(4))
+	b.committed(id, nil, []chat.Event{{Seq: 3}, {Seq: 4}}, at(4))
 	if evs, ok := (<-wake).Events(2, 10); ok {
 		t.Fatalf("a wake-up brought %v from a tail still to be filled", evs)
 	}
 	b.topics[id].stale = false // as a read of the store leaves it
-	b.committed(id, []chat.Event{{Seq: 5}}, at(5))
+	b.committed(id, nil, []chat.Event{{Seq: 5}}, at(5))
 	wk := <-wake
 	seqs := func(after int64, limit int) ([]int64, bool) {
 		evs, ok := wk.Events(after, limit)
@@ -112,7 +112,7 @@ func TestAWakeUpBringsTheEventsWhenTheTailIsCurrent(t *testing.T) {
 		}
 	}
 	// Later appends do not change what a wake-up brought.
-	b.committed(id, []chat.Event{{Seq: 6}}, at(6))
+	b.committed(id, nil, []chat.Event{{Seq: 6}}, at(6))
 	if got, _ := seqs(2, 10); !slices.Equal(got, []int64{3, 4, 5}) {
 		t.Errorf("after another append the wake-up brings %v, want [3 4 5]", got)
 	}
@@ -123,5 +123,38 @@ func TestAWakeUpBringsTheEventsWhenTheTailIsCurrent(t *testing.T) {
 	b.workerEnded(id, false)
 	if evs, ok := (<-wake).Events(6, 10); ok {
 		t.Fatalf("an unknown wake-up brought %v", evs)
+	}
+}
+
+// A worker hands its deltas and commits to the topic it was given when it
+// started, without a lookup; a topic that has left the broker since (no
+// worker and no subscriber kept it) is not used: the chat's topic now is.
+func TestAHeldTopicIsUsedOnlyWhileItIsTheChats(t *testing.T) {
+	b := newBroker(nil)
+	const id = "c"
+	held := b.workerStarted(id, chat.Progress{Status: chat.StatusRunning, LastSeq: 2})
+	_, s, stop := b.add(id, subStream)
+	if b.topics[id] != held {
+		t.Fatal("the stream's topic is not the one workerStarted returned")
+	}
+	b.publishDelta(id, held, 1, chat.Delta{Name: "a", Content: "x", AfterSeq: 2})
+	if got := s.deltas.Take(nil); len(got) != 1 || got[0].Content != "x" {
+		t.Fatalf("the stream got %+v through the held topic, want x", got)
+	}
+	stop()
+	b.workerEnded(id, true)
+	if _, ok := b.topics[id]; ok {
+		t.Fatal("the topic stayed with no worker and no subscriber")
+	}
+
+	_, s, stop = b.add(id, subStream) // a new topic for the chat
+	defer stop()
+	b.publishDelta(id, held, 1, chat.Delta{Name: "a", Content: "y", AfterSeq: 2})
+	if got := s.deltas.Take(nil); len(got) != 1 || got[0].Content != "y" {
+		t.Fatalf("the new stream got %+v, want y: the gone topic was used", got)
+	}
+	b.committed(id, held, []chat.Event{{Seq: 3}}, at(3))
+	if tp := b.topics[id]; tp == held || tp.reply.afterSeq != 2 || len(tp.reply.texts) != 0 {
+		t.Fatalf("committed went to the gone topic, or the new one kept the reply: %+v", tp.reply)
 	}
 }

@@ -163,7 +163,7 @@ func (r *Runtime) patchContextOnce(ctx context.Context, tenant, id string, chang
 	if len(p.Deliveries) > 0 {
 		r.webhooks.Queued()
 	}
-	r.appended(id, evs, st, &upd)
+	r.appended(id, nil, evs, st, &upd)
 	c, err = r.store.GetChat(ctx, tenant, id)
 	if err != nil {
 		return nil, err

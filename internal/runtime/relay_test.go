@@ -94,7 +94,7 @@ func TestAReplicaThatJustStartedRelaysEveryChat(t *testing.T) {
 	out := &sentDeltas{}
 	b := newRelayedBroker(t, out, func() time.Time { return now })
 	const id = "c"
-	b.workerStarted(id, chat.Progress{Status: chat.StatusRunning, LastSeq: 2})
+	tp := b.workerStarted(id, chat.Progress{Status: chat.StatusRunning, LastSeq: 2})
 	piece := func(s string) chat.Delta { return chat.Delta{Name: "a", Content: s, AfterSeq: 2} }
 	sent := func(want ...chat.RelayedDelta) {
 		t.Helper()
@@ -109,26 +109,26 @@ func TestAReplicaThatJustStartedRelaysEveryChat(t *testing.T) {
 		}
 	}
 
-	b.publishDelta(id, 1, piece("x")) // not listening yet
+	b.publishDelta(id, tp, 1, piece("x")) // not listening yet
 	sent(chat.RelayedDelta{ChatID: id, Epoch: 1, Delta: piece("x"), Replay: true})
 	b.relay.listening()
 	now = now.Add(followGrace / 2)
-	b.publishDelta(id, 1, piece("y"))
+	b.publishDelta(id, tp, 1, piece("y"))
 	sent(chat.RelayedDelta{ChatID: id, Epoch: 1, Delta: piece("y")})
 
 	now = now.Add(followGrace) // no replica said it follows the chat
-	b.publishDelta(id, 1, piece("z"))
+	b.publishDelta(id, tp, 1, piece("z"))
 	sent()
 
 	b.relay.heard("other", []string{id}, false)
-	b.publishDelta(id, 1, piece("w"))
+	b.publishDelta(id, tp, 1, piece("w"))
 	sent(chat.RelayedDelta{ChatID: id, Epoch: 1, Delta: piece("xyzw"), Replay: true})
 
 	now = now.Add(followTTL) // the other replica's word expired
-	b.publishDelta(id, 1, piece("v"))
+	b.publishDelta(id, tp, 1, piece("v"))
 	sent()
 
 	b.relay.listening() // the listener lost its connection and listens again
-	b.publishDelta(id, 1, piece("u"))
+	b.publishDelta(id, tp, 1, piece("u"))
 	sent(chat.RelayedDelta{ChatID: id, Epoch: 1, Delta: piece("xyzwvu"), Replay: true})
 }

@@ -290,8 +290,9 @@ func (r *Runtime) Stop(ctx context.Context) error {
 func (r *Runtime) Ready() bool { return !r.stopping.Load() }
 
 // appended is called after a worker's events are durable: it hands them to
-// the chat's local subscribers and counts what was written.
-func (r *Runtime) appended(chatID string, evs []chat.Event, after *engine.State, upd *chat.ChatUpdate) {
+// the chat's local subscribers and counts what was written. t is the
+// chat's topic if the caller holds it (see worker.topic).
+func (r *Runtime) appended(chatID string, t *topic, evs []chat.Event, after *engine.State, upd *chat.ChatUpdate) {
 	chat.Untyped(evs)
 	// The messages of evs are the last of after's, already decoded there.
 	msgs := 0
@@ -334,5 +335,5 @@ func (r *Runtime) appended(chatID string, evs []chat.Event, after *engine.State,
 	if after.Status.Terminal() {
 		wk.ended = upd
 	}
-	r.broker.committed(chatID, evs, wk)
+	r.broker.committed(chatID, t, evs, wk)
 }

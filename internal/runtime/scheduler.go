@@ -258,7 +258,7 @@ func (s *scheduler) startWorker(base context.Context, c *chat.Chat, seed *worker
 	s.wg.Add(1)
 	s.mu.Unlock()
 	r.metrics.workers.Inc()
-	r.broker.workerStarted(c.ID, chat.Progress{Status: c.Status, LastSeq: c.LastSeq, InputAnswered: len(c.InputResponse) > 0})
+	w.topic = r.broker.workerStarted(c.ID, chat.Progress{Status: c.Status, LastSeq: c.LastSeq, InputAnswered: len(c.InputResponse) > 0})
 	go s.runWorker(ctx, w, rw)
 }
 

@@ -50,7 +50,12 @@ type worker struct {
 	spec *spec.Spec
 	// hook is the spec's webhook (nil: none), for the deliveries of the
 	// chat's events (see append).
-	hook            *spec.Webhook
+	hook *spec.Webhook
+	// topic is the chat's topic in the broker, which stays while the
+	// worker runs (see broker.workerStarted): each token of a streamed
+	// reply goes to it without a lookup. Nil for a worker that was not
+	// started by the scheduler.
+	topic           *topic
 	log             *slog.Logger
 	cancelRequested bool
 	// seeded: the worker was given the whole log when its chat was created.
@@ -448,7 +453,7 @@ func (w *worker) commitKeyed(ctx context.Context, startKey string, evs ...chat.E
 	}
 	w.st = next
 	w.inputResponse = nil // the store cleared it with this append
-	w.rt.appended(w.id, evs, next, &upd)
+	w.rt.appended(w.id, w.topic, evs, next, &upd)
 	if w.cyc != nil {
 		w.rt.cycles.committed(w.cyc)
 	}

@@ -108,7 +108,7 @@ func (w *worker) flushHeld(ctx context.Context, h *heldAppend) {
 		return
 	}
 	h.flushed = true
-	w.rt.appended(w.id, h.evs, h.st, &upd)
+	w.rt.appended(w.id, w.topic, h.evs, h.st, &upd)
 	// Durable now: nothing is left to write or to go back to. A chat
 	// waits on its model with a flushed selection for as long as the
 	// model takes, so the hold, its events and the state before them

@@ -111,7 +111,7 @@ func (w *worker) modelRequest(st *engine.State, a *spec.Agent, tools []chat.Tool
 	}
 	after := st.LastSeq
 	req.OnReset = func() {
-		w.rt.broker.publishDelta(w.id, w.epoch, chat.Delta{Name: a.Name, Reset: true, AfterSeq: after})
+		w.rt.broker.publishDelta(w.id, w.topic, w.epoch, chat.Delta{Name: a.Name, Reset: true, AfterSeq: after})
 	}
 	return req, nil
 }
@@ -134,7 +134,7 @@ func (w *worker) modelAnswered(ctx context.Context, req *chat.ModelRequest, resp
 // placed after the last event committed before the call.
 func (w *worker) deltaPublisher(agent string, after int64) func(string) {
 	return func(content string) {
-		w.rt.broker.publishDelta(w.id, w.epoch, chat.Delta{Name: agent, Content: content, AfterSeq: after})
+		w.rt.broker.publishDelta(w.id, w.topic, w.epoch, chat.Delta{Name: agent, Content: content, AfterSeq: after})
 	}
 }
 
