@@ -48,3 +48,31 @@ func BenchmarkAppend(b *testing.B) {
 		buf = Append(buf[:0], s)
 	}
 }
+
+// Every byte, at every place of the words the fast path reads eight bytes
+// at a time, in plain text around it.
+func TestAppendEveryByteInAWord(t *testing.T) {
+	plain := []byte("plain text, in words of eight")
+	for c := range 256 {
+		for at := range 16 {
+			b := bytes.Clone(plain)
+			b[at] = byte(c)
+			s := string(b)
+			want, _ := json.Marshal(s)
+			if got := Append(nil, s); !bytes.Equal(got, want) {
+				t.Fatalf("Append(%q) = %q, want %q", s, got, want)
+			}
+		}
+	}
+}
+
+// BenchmarkAppendLong is a long plain reply, where most of a history's
+// bytes are.
+func BenchmarkAppendLong(b *testing.B) {
+	s := strings.Repeat("A longer paragraph of a model's reply, in plain text, with commas; and digits 0123456789. ", 40)
+	var buf []byte
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		buf = Append(buf[:0], s)
+	}
+}
