@@ -1,10 +1,14 @@
 package runtime_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -370,5 +374,55 @@ func TestChatsThatRunWhereCreatedNeedNoClaims(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // a claim the last end would wake
 	if n := db.claims.Load() - before; n != 0 {
 		t.Fatalf("%d claim queries for 10 chats that ran where they were created", n)
+	}
+}
+
+// logLines is a log handler's output, written from any goroutine.
+type logLines struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A worker's log lines name its chat: the worker makes its logger when it
+// logs (see worker.log), and a line without the id could not be told
+// apart from another chat's.
+func TestAWorkersLogLinesNameItsChat(t *testing.T) {
+	var out logLines
+	rt := runtimetest.New(t, runtimetest.OpenSQLite(t), func(c *runtime.Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(&out, nil))
+	})
+	c := create(t, rt, `{"task": "t", "max_round": 1,
+		"agents": [{"name": "writer", "type": "assistant", "model": {"provider": "replay", "responses": ["done"]}}]}`)
+	waitFor(t, rt, c.ID, 20*time.Second, chat.StatusCompleted)
+	var claimed int
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var rec struct {
+			Msg    string `json:"msg"`
+			ChatID string `json:"chat_id"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec.Msg == "chat claimed" || rec.Msg == "run started" {
+			claimed++
+			if rec.ChatID != c.ID {
+				t.Errorf("%q names chat %q, want %q", rec.Msg, rec.ChatID, c.ID)
+			}
+		}
+	}
+	if claimed == 0 {
+		t.Fatalf("no worker line in the log:\n%s", out.String())
 	}
 }

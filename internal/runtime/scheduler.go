@@ -324,11 +324,11 @@ func (s *scheduler) beginRun(ctx context.Context, w *worker) bool {
 		return false
 	}
 	if w.st.Status == chat.StatusQueued {
-		w.log.Info("chat claimed", "owner", r.owner, "epoch", lease.Epoch)
+		w.log().Info("chat claimed", "owner", r.owner, "epoch", lease.Epoch)
 	} else {
 		// Continued from its log: after a human answered or an input timed
 		// out, or after another worker stopped (shutdown, crash, lost lease).
-		w.log.Info("chat resumed", "owner", r.owner, "epoch", lease.Epoch, "status", w.st.Status, "turns", w.st.Turns, "last_seq", w.st.LastSeq)
+		w.log().Info("chat resumed", "owner", r.owner, "epoch", lease.Epoch, "status", w.st.Status, "turns", w.st.Turns, "last_seq", w.st.LastSeq)
 	}
 	return true
 }

@@ -56,7 +56,6 @@ type worker struct {
 	// reply goes to it without a lookup. Nil for a worker that was not
 	// started by the scheduler.
 	topic           *topic
-	log             *slog.Logger
 	cancelRequested bool
 	// seeded: the worker was given the whole log when its chat was created.
 	seeded bool
@@ -125,7 +124,6 @@ func newWorker(rt *Runtime, c *chat.Chat, seed *workerSeed) *worker {
 	w := &worker{
 		rt: rt, id: c.ID, tenant: c.Tenant, epoch: c.Epoch, cancelRequested: c.CancelRequested, spec: sp, hook: sp.Webhook,
 		inputResponse: c.InputResponse,
-		log:           rt.log.With("chat_id", c.ID),
 		st:            st,
 		flags:         &workerFlags{},
 		claimedIdle:   c.Status.Terminal(),
@@ -140,6 +138,14 @@ func newWorker(rt *Runtime, c *chat.Chat, seed *workerSeed) *worker {
 		w.seeded = true
 	}
 	return w
+}
+
+// log is the runtime's logger with the chat's id. It is made for each
+// line rather than kept: a worker logs a few lines in its chat's life, and
+// a kept logger (its handler's copy and the id written out) was about 250
+// bytes of every waiting chat's memory.
+func (w *worker) log() *slog.Logger {
+	return w.rt.log.With("chat_id", w.id)
 }
 
 // rebuild reads the log after what the worker has folded and folds it
@@ -167,7 +173,7 @@ func (w *worker) rebuild(ctx context.Context) error {
 func (w *worker) follow(evs []chat.Event) {
 	for _, e := range evs {
 		if err := w.st.Apply(e); err != nil {
-			w.log.Error("chat log does not fold", "seq", e.Seq, "err", err)
+			w.log().Error("chat log does not fold", "seq", e.Seq, "err", err)
 		}
 	}
 }
@@ -468,33 +474,33 @@ func (w *worker) commitKeyed(ctx context.Context, startKey string, evs ...chat.E
 // from its log by the next worker.
 func (w *worker) stop(ctx context.Context, err error) bool {
 	if herr := w.settleHeld(); herr != nil {
-		w.log.Warn("held selection not confirmed; handing the chat back to be continued from its log", "err", herr)
+		w.log().Warn("held selection not confirmed; handing the chat back to be continued from its log", "err", herr)
 		return false
 	}
 	cause := context.Cause(ctx)
 	var aerr *appendError
 	switch {
 	case errors.Is(err, chat.ErrFenced) || errors.Is(cause, errLeaseLost):
-		w.log.Warn("worker lost its chat to another owner; stopping without writing", "err", err)
+		w.log().Warn("worker lost its chat to another owner; stopping without writing", "err", err)
 		return false
 	case errors.Is(cause, errShutdown):
-		w.log.Info("worker stopped for shutdown; the chat will be continued from its log")
+		w.log().Info("worker stopped for shutdown; the chat will be continued from its log")
 		return false
 	case errors.As(err, &aerr) && errors.Is(err, chat.ErrDataRejected):
 		// The events cannot be stored as they are; retrying would fail
 		// again. The failure is recorded without them.
-		w.log.Error("store refused the chat's events; failing the chat", "err", err)
+		w.log().Error("store refused the chat's events; failing the chat", "err", err)
 		w.finish(ctx, engine.FailedEvent(fmt.Errorf("the store refused to record the chat's next events: %w", errors.Unwrap(aerr.err))))
 		return false
 	case errors.As(err, &aerr):
-		w.log.Warn("append not confirmed; handing the chat back to be continued from its log", "err", err)
+		w.log().Warn("append not confirmed; handing the chat back to be continued from its log", "err", err)
 		return false
 	case errors.Is(err, errCancelRequested) || errors.Is(cause, errCancelRequested):
 		if !w.cancelStillRequested(ctx) {
 			// A late word about a run that ended already (a notification
 			// that took its time): this run was not asked to cancel. Its
 			// turn, cut, is redone by the next worker.
-			w.log.Info("cancel signal for an earlier run; the chat is continued from its log")
+			w.log().Info("cancel signal for an earlier run; the chat is continued from its log")
 			return false
 		}
 		w.finish(ctx, engine.CancelledEvent())
@@ -503,7 +509,7 @@ func (w *worker) stop(ctx context.Context, err error) bool {
 		if w.st.ObserveTime(w.rt.now()) {
 			if ev, ok := w.st.AfterMessage(w.env()); ok {
 				if cerr := w.commit(ctx, ev); cerr != nil {
-					w.log.Error("append timeout completion", "err", cerr)
+					w.log().Error("append timeout completion", "err", cerr)
 					return false
 				}
 			}
@@ -512,7 +518,7 @@ func (w *worker) stop(ctx context.Context, err error) bool {
 	case ctx.Err() != nil:
 		return false
 	default:
-		w.log.Error("turn failed; the chat fails", "err", err)
+		w.log().Error("turn failed; the chat fails", "err", err)
 		w.finish(ctx, engine.FailedEvent(err))
 		return false
 	}
@@ -522,7 +528,7 @@ func (w *worker) stop(ctx context.Context, err error) bool {
 // next worker, which decides again from the log.
 func (w *worker) finish(ctx context.Context, ev chat.Event) {
 	if err := w.commit(ctx, ev); err != nil {
-		w.log.Error("append "+string(ev.Type), "err", err)
+		w.log().Error("append "+string(ev.Type), "err", err)
 	}
 }
 
@@ -552,7 +558,7 @@ func (w *worker) append(ctx context.Context, p *chat.AppendParams) error {
 		cancel()
 		if err == nil {
 			if attempt > 1 {
-				w.log.Info("store reachable again; append done", "attempts", attempt)
+				w.log().Info("store reachable again; append done", "attempts", attempt)
 			}
 			if len(p.Deliveries) > 0 {
 				w.rt.webhooks.Queued()
@@ -573,7 +579,7 @@ func (w *worker) append(ctx context.Context, p *chat.AppendParams) error {
 			return err
 		}
 		if attempt == 1 {
-			w.log.Warn("store unavailable; the chat waits for it", "err", err)
+			w.log().Warn("store unavailable; the chat waits for it", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -648,7 +654,7 @@ func (w *worker) startQueuedRun(ctx context.Context) error {
 		err = w.commitKeyed(ctx, q.Key, evs...)
 		if err == nil {
 			w.rt.metrics.runs.Inc()
-			w.log.Info("run started", "run", q.Run, "task_messages", len(req.Task))
+			w.log().Info("run started", "run", q.Run, "task_messages", len(req.Task))
 			return nil
 		}
 		if !errors.Is(err, chat.ErrFenced) {
@@ -659,7 +665,7 @@ func (w *worker) startQueuedRun(ctx context.Context) error {
 		if gerr != nil || c.Epoch != w.epoch || c.LastSeq != w.st.LastSeq {
 			return err
 		}
-		w.log.Info("queued run was dropped before it started", "run", q.Run)
+		w.log().Info("queued run was dropped before it started", "run", q.Run)
 	}
 }
 

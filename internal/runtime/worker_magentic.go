@@ -36,7 +36,7 @@ func (w *worker) magenticStep(ctx context.Context, st engine.Step) error {
 	if err != nil {
 		if ctx.Err() == nil {
 			w.rt.metrics.magenticFailed.Inc()
-			w.log.Warn("magentic_one orchestrator step failed", "step", st.Magentic, "err", err)
+			w.log().Warn("magentic_one orchestrator step failed", "step", st.Magentic, "err", err)
 		}
 		return err
 	}

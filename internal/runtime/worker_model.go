@@ -57,7 +57,7 @@ func (w *worker) commitReply(ctx context.Context, a *spec.Agent, turn int, resp 
 	ev, err := engine.ModelReply(a, turn, resp, box, reflect)
 	if err != nil {
 		w.rt.metrics.structuredInvalid.Inc()
-		w.log.Warn("structured reply does not match its type", "agent", a.Name, "err", err)
+		w.log().Warn("structured reply does not match its type", "agent", a.Name, "err", err)
 		return err
 	}
 	return w.commit(ctx, ev)
@@ -176,7 +176,7 @@ func (w *worker) selectAuto(ctx context.Context, st *engine.State, sel chat.Sele
 	}
 	sel = st.AutoSelection(sel, replies, usage)
 	if sel.Fallback {
-		w.log.Warn("speaker selector gave no valid answer; falling back to round robin", "attempts", sel.Attempts, "agent", sel.Agent)
+		w.log().Warn("speaker selector gave no valid answer; falling back to round robin", "attempts", sel.Attempts, "agent", sel.Agent)
 	}
 	return sel, nil
 }

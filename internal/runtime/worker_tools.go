@@ -40,7 +40,7 @@ func (w *worker) toolEvents(ctx context.Context, st *engine.State, s engine.Step
 	ctxEvs, refused := st.ToolContextEvents(s.Agent.Name, calls, outcomes, results)
 	if refused > 0 {
 		w.rt.metrics.contextRefused.Add(float64(refused))
-		w.log.Warn("a function's change of the context variables was refused", "agent", s.Agent.Name, "calls", refused)
+		w.log().Warn("a function's change of the context variables was refused", "agent", s.Agent.Name, "calls", refused)
 	}
 	if w.spec.OpenAISwarm() {
 		handoffs := make([]string, len(outcomes))
