@@ -28,36 +28,17 @@ func FuzzAppend(f *testing.F) {
 	})
 }
 
-// Every ASCII byte alone and between plain text, as encoding/json writes it.
-func TestAppendEveryASCIIByte(t *testing.T) {
-	for c := range 128 {
-		for _, s := range []string{string(rune(c)), "ab" + string(rune(c)) + "cd"} {
-			want, _ := json.Marshal(s)
-			if got := Append(nil, s); !bytes.Equal(got, want) {
-				t.Errorf("Append(%q) = %q, want %q", s, got, want)
-			}
-		}
-	}
-}
-
-func BenchmarkAppend(b *testing.B) {
-	s := strings.Repeat("a sentence of a reply ", 10)
-	var buf []byte
-	b.SetBytes(int64(len(s)))
-	for b.Loop() {
-		buf = Append(buf[:0], s)
-	}
-}
-
-// Every byte, at every place of the words the fast path reads eight bytes
-// at a time, in plain text around it.
-func TestAppendEveryByteInAWord(t *testing.T) {
-	plain := []byte("plain text, in words of eight")
+// Every byte alone, between plain text, and at every place of the words
+// that the fast path reads eight bytes at a time, as encoding/json writes
+// it.
+func TestAppendEveryByte(t *testing.T) {
+	plain := "plain text, in words of eight"
 	for c := range 256 {
+		ss := []string{string([]byte{byte(c)}), "ab" + string([]byte{byte(c)}) + "cd"}
 		for at := range 16 {
-			b := bytes.Clone(plain)
-			b[at] = byte(c)
-			s := string(b)
+			ss = append(ss, plain[:at]+string([]byte{byte(c)})+plain[at+1:])
+		}
+		for _, s := range ss {
 			want, _ := json.Marshal(s)
 			if got := Append(nil, s); !bytes.Equal(got, want) {
 				t.Fatalf("Append(%q) = %q, want %q", s, got, want)
@@ -66,13 +47,19 @@ func TestAppendEveryByteInAWord(t *testing.T) {
 	}
 }
 
-// BenchmarkAppendLong is a long plain reply, where most of a history's
-// bytes are.
-func BenchmarkAppendLong(b *testing.B) {
-	s := strings.Repeat("A longer paragraph of a model's reply, in plain text, with commas; and digits 0123456789. ", 40)
-	var buf []byte
-	b.SetBytes(int64(len(s)))
-	for b.Loop() {
-		buf = Append(buf[:0], s)
+// BenchmarkAppend: a short sentence, and a long plain reply, where most of
+// a history's bytes are.
+func BenchmarkAppend(b *testing.B) {
+	for name, s := range map[string]string{
+		"short": strings.Repeat("a sentence of a reply ", 10),
+		"long":  strings.Repeat("A longer paragraph of a model's reply, in plain text, with commas; and digits 0123456789. ", 40),
+	} {
+		b.Run(name, func(b *testing.B) {
+			var buf []byte
+			b.SetBytes(int64(len(s)))
+			for b.Loop() {
+				buf = Append(buf[:0], s)
+			}
+		})
 	}
 }

@@ -1,14 +1,14 @@
 package runtime_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -377,37 +377,28 @@ func TestChatsThatRunWhereCreatedNeedNoClaims(t *testing.T) {
 	}
 }
 
-// logLines is a log handler's output, written from any goroutine.
-type logLines struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logLines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A worker's log lines name its chat: the worker makes its logger when it
 // logs (see worker.log), and a line without the id could not be told
 // apart from another chat's.
 func TestAWorkersLogLinesNameItsChat(t *testing.T) {
-	var out logLines
+	// A file takes writes from any goroutine.
+	out, err := os.Create(filepath.Join(t.TempDir(), "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
 	rt := runtimetest.New(t, runtimetest.OpenSQLite(t), func(c *runtime.Config) {
-		c.Logger = slog.New(slog.NewJSONHandler(&out, nil))
+		c.Logger = slog.New(slog.NewJSONHandler(out, nil))
 	})
 	c := create(t, rt, `{"task": "t", "max_round": 1,
 		"agents": [{"name": "writer", "type": "assistant", "model": {"provider": "replay", "responses": ["done"]}}]}`)
 	waitFor(t, rt, c.ID, 20*time.Second, chat.StatusCompleted)
+	logged, err := os.ReadFile(out.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
 	var claimed int
-	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(string(logged)), "\n") {
 		var rec struct {
 			Msg    string `json:"msg"`
 			ChatID string `json:"chat_id"`
@@ -423,6 +414,6 @@ func TestAWorkersLogLinesNameItsChat(t *testing.T) {
 		}
 	}
 	if claimed == 0 {
-		t.Fatalf("no worker line in the log:\n%s", out.String())
+		t.Fatalf("no worker line in the log:\n%s", logged)
 	}
 }
