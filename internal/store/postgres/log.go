@@ -326,14 +326,15 @@ func (s *Store) commitBatch(ctx context.Context, batch []*op, fenced []bool) err
 	}
 	defer conn.Release()
 	c := conn.Conn()
-	if len(bb.ords) == len(batch) {
+	if len(bb.ords) > 0 && len(bb.ords) == len(batch) {
 		// Appends alone, the usual batch, are one statement: sent through
 		// the connection's own buffer, where a pgconn.Batch would grow one
 		// of its own, twice the parameters' size, on every commit.
-		rr, err := s.execAppends(ctx, c, bb)
+		sd, err := prepareAppends(ctx, c, bb)
 		if err != nil {
 			return err
 		}
+		rr := c.PgConn().ExecPrepared(ctx, sd.Name, bb.params, bb.formats, binaryFormat)
 		if err := readAppends(rr, fenced, bb.ords); err != nil {
 			_, _ = rr.Close()
 			return err
@@ -397,16 +398,6 @@ func prepareAppends(ctx context.Context, c *pgx.Conn, bb *batchBuffers) (*pgconn
 		name, sql = appendsOutboxStmt, appendsOutboxSQL
 	}
 	return c.Prepare(ctx, name, sql)
-}
-
-// execAppends sends the appends of bb, written by writeAppends, as one
-// statement, and returns its result.
-func (s *Store) execAppends(ctx context.Context, c *pgx.Conn, bb *batchBuffers) (*pgconn.ResultReader, error) {
-	sd, err := prepareAppends(ctx, c, bb)
-	if err != nil {
-		return nil, err
-	}
-	return c.PgConn().ExecPrepared(ctx, sd.Name, bb.params, bb.formats, binaryFormat), nil
 }
 
 // notifyAppends tells every replica's listeners which logs grew, now that
