@@ -47,6 +47,30 @@ func (l *appendLog) recorded() []recordedAppend {
 	return slices.Clone(l.appends)
 }
 
+// throughEnd returns the appends once the one that ended the chat is
+// recorded. A chat's end is visible in the store as soon as its append
+// commits, a moment before Append returns here and records it, so a test
+// that saw the chat end must still wait for that last record.
+func (l *appendLog) throughEnd(t *testing.T) []recordedAppend {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		as := l.recorded()
+		for _, a := range as {
+			for _, e := range a.types {
+				switch e {
+				case chat.EventChatCompleted, chat.EventChatFailed, chat.EventChatCancelled:
+					return as
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no append ended the chat within 10s: %v", as)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // selectionsAlone counts the appends that carry speaker selections only,
 // and the selections appended with a message.
 func selectionsAlone(as []recordedAppend) (alone, withMessage int) {
@@ -73,7 +97,7 @@ func TestATurnIsOneAppend(t *testing.T) {
 	if got := waitTerminal(t, rt, c.ID, 10*time.Second); got.StopReason != chat.StopMaxRound {
 		t.Fatalf("chat = %+v", got)
 	}
-	as := log.recorded()
+	as := log.throughEnd(t)
 	alone, with := selectionsAlone(as)
 	if alone != 0 || with != 6 {
 		t.Fatalf("%d selections appended alone, %d with their message; want 0 and 6: %v", alone, with, as)
@@ -99,7 +123,7 @@ func TestASlowTurnPublishesItsSpeakerFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitTerminal(t, rt, c.ID, 10*time.Second)
-	as := log.recorded()
+	as := log.throughEnd(t)
 	if alone, with := selectionsAlone(as); alone != 2 || with != 0 {
 		t.Fatalf("%d selections appended alone, %d with their message; want 2 and 0: %v", alone, with, as)
 	}
@@ -122,7 +146,7 @@ func TestSelectionsAppendAtOnceWhenNotHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitTerminal(t, rt, c.ID, 10*time.Second)
-	if alone, with := selectionsAlone(log.recorded()); alone != 3 || with != 0 {
+	if alone, with := selectionsAlone(log.throughEnd(t)); alone != 3 || with != 0 {
 		t.Fatalf("%d selections appended alone, %d with their message; want 3 and 0", alone, with)
 	}
 }
