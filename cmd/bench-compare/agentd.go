@@ -33,6 +33,22 @@ type agentdProc struct {
 // startAgentd starts the binary on dbURL, logging to name.log in tmp, with
 // env added to its environment.
 func startAgentd(ctx context.Context, bin, tmp, dbURL string, cfg config, name string, env ...string) (*agentdProc, error) {
+	return retryPortClash(func() (*agentdProc, error) { return startAgentdOnce(ctx, bin, tmp, dbURL, cfg, name, env...) })
+}
+
+// retryPortClash calls start again, up to twice, while it fails because a
+// port freePort chose was taken before the program bound it: on a busy
+// machine another process's outgoing connection may take it in between.
+func retryPortClash[T any](start func() (T, error)) (T, error) {
+	for try := 1; ; try++ {
+		v, err := start()
+		if err == nil || try == 3 || !strings.Contains(err.Error(), "address already in use") {
+			return v, err
+		}
+	}
+}
+
+func startAgentdOnce(ctx context.Context, bin, tmp, dbURL string, cfg config, name string, env ...string) (*agentdProc, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err

@@ -508,6 +508,10 @@ type relayProc struct {
 }
 
 func startRelay(ctx context.Context, tmp, modelURL string) (*relayProc, error) {
+	return retryPortClash(func() (*relayProc, error) { return startRelayOnce(ctx, tmp, modelURL) })
+}
+
+func startRelayOnce(ctx context.Context, tmp, modelURL string) (*relayProc, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -516,7 +520,8 @@ func startRelay(ctx context.Context, tmp, modelURL string) (*relayProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	logFile, err := os.Create(filepath.Join(tmp, "relay.log"))
+	logPath := filepath.Join(tmp, "relay.log")
+	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
@@ -533,7 +538,8 @@ func startRelay(ctx context.Context, tmp, modelURL string) (*relayProc, error) {
 		client: &http.Client{Transport: &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096}}}
 	if err := waitHTTP(ctx, r.base+"/ready", r.exited); err != nil {
 		r.stop()
-		return nil, err
+		log, _ := os.ReadFile(logPath)
+		return nil, fmt.Errorf("%w:\n%s", err, log)
 	}
 	return r, nil
 }
