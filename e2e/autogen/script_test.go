@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,7 +82,16 @@ func newScriptServer(t *testing.T, sc scenario, spec []byte, stop func(i int)) *
 // request counts as answered before its response is written, as in
 // record.py, so a request made after reading a response never finds that
 // one open.
+//
+// Only a model call counts. The server's port was free a moment ago and
+// may have been another test's, whose clients (a browser's event stream
+// reconnecting, say) can still knock on it; their requests would take
+// the script's replies.
 func (s *scriptServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+		http.NotFound(w, r)
+		return
+	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
