@@ -217,7 +217,10 @@ func TestConsoleGraph(t *testing.T) {
 	// and messages are marked with its team and set apart.
 	other := p.create([]byte(strings.Replace(somSpec, `"delay_ms": 4000`, `"delay_ms": 0`, 1)))
 	b.openChat(p.base, other.ID)
-	b.waitJS("the team agent's chat", `document.querySelector('#chat-end:not([hidden])')`)
+	// The end box shows from the chat's state, which can come before the
+	// transcript: what follows reads the transcript, so wait for the
+	// whole log.
+	b.checkTranscript(p, other.ID)
 	if eval[bool](b, `!!document.querySelector('#graph-view')`) {
 		t.Error("a chat that is not a graph shows a graph")
 	}
@@ -228,7 +231,6 @@ func TestConsoleGraph(t *testing.T) {
 	if n := eval[int](b, `document.querySelectorAll('#transcript li.msg:not(.inner)[data-name="som"]').length`); n != 1 {
 		t.Errorf("the team agent's own answer is shown %d times outside its team", n)
 	}
-	b.checkTranscript(p, other.ID)
 	b.sameOrigin(p)
 }
 

@@ -64,6 +64,12 @@ func screenshotDir(t *testing.T) string {
 	return t.TempDir()
 }
 
+// browsers holds each test's browser's close, which the test's agentd
+// calls before it stops: a page left open would otherwise reconnect its
+// event streams to the freed port, which another test's server may take
+// next.
+var browsers sync.Map // *testing.T → func()
+
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
 	path := chromiumPath(t)
@@ -85,10 +91,15 @@ func newBrowser(t *testing.T) *browser {
 	// of the test has a deadline of its own.
 	ctx, cancelCtx := chromedp.NewContext(allocCtx)
 	b := &browser{t: t, ctx: ctx, shots: screenshotDir(t)}
-	t.Cleanup(func() {
+	closeBrowser := sync.OnceFunc(func() {
 		cancelCtx()
 		cancelAlloc()
 	})
+	t.Cleanup(func() {
+		browsers.Delete(t)
+		closeBrowser()
+	})
+	browsers.Store(t, closeBrowser)
 	// The tab records its requests (chromedp enables the network domain).
 	err := chromedp.Listen(ctx, func(ev any) {
 		b.mu.Lock()

@@ -131,6 +131,10 @@ func TestConsoleView(t *testing.T) {
 	p.waitTerminal(debate.ID, 30*time.Second)
 	b.openChat(p.base, debate.ID)
 	b.waitJS("the run form", `document.querySelector('#run-form .run-task')`)
+	// The click lands where the button is when it is computed: wait for
+	// the whole first run to be shown, so that no message coming in moves
+	// the button from under it.
+	b.checkTranscript(p, debate.ID)
 	b.run(chromedp.SetValue(chromedp.CSS("#run-form .run-task"), "Now in French."), chromedp.Click(chromedp.CSS("#run-submit")))
 	b.waitJS("the second run's end", `document.querySelector('#chat-end:not([hidden]) strong')?.textContent === 'run 2 completed: text_mention'`)
 	if r := p.getRun(debate.ID); r.Run != 2 || r.Status != "completed" {

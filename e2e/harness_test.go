@@ -198,6 +198,9 @@ func startAgentd(t *testing.T, env ...string) *proc {
 		close(p.exited)
 	}()
 	t.Cleanup(func() {
+		if closeBrowser, ok := browsers.Load(t); ok {
+			closeBrowser.(func())()
+		}
 		p.stop()
 		if t.Failed() {
 			t.Logf("agentd log:\n%s", p.logs.String())
