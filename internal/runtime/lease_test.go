@@ -47,12 +47,13 @@ func TestRenewalOfAnEndedLeaseSparesTheChatsNextWorker(t *testing.T) {
 		}
 	}
 	defer let()
-	// Renewals every second: the first comes while the first model reply
-	// (two seconds) is being made, and the leases outlast the held renewal.
-	rt := runtimetest.New(t, db, func(c *runtime.Config) { c.LeaseDuration = 3 * time.Second })
+	// Renewals every two seconds: the first comes while the first model
+	// reply (four seconds) is being made, and the leases outlast the held
+	// renewal.
+	rt := runtimetest.New(t, db, func(c *runtime.Config) { c.LeaseDuration = 6 * time.Second })
 	c := create(t, rt, `{"task": "write", "max_round": 10,
 		"agents": [{"name": "writer", "type": "assistant", "model": {"provider": "replay", "responses": [
-				{"content": "draft 1", "delay_ms": 2000}, {"content": "draft 2", "delay_ms": 1000}, "draft 3"]}},
+				{"content": "draft 1", "delay_ms": 4000}, {"content": "draft 2", "delay_ms": 2000}, "draft 3"]}},
 			{"name": "human", "type": "user_proxy", "human_input_mode": "ALWAYS"}]}`)
 
 	var leases []chat.Lease
@@ -64,10 +65,15 @@ func TestRenewalOfAnEndedLeaseSparesTheChatsNextWorker(t *testing.T) {
 	if len(leases) != 1 || leases[0] != (chat.Lease{ChatID: c.ID, Epoch: 1}) {
 		t.Fatalf("renewal of %+v, want the chat's first lease", leases)
 	}
-	c = waitFor(t, rt, c.ID, 10*time.Second, chat.StatusAwaitingInput)
+	c = waitFor(t, rt, c.ID, 20*time.Second, chat.StatusAwaitingInput)
+	// With no renewal the first worker's lease runs out six seconds after
+	// its claim: a machine that held it up longer had the chat claimed
+	// again, and the worker after the answer is the one after that.
+	next := c.Epoch + 1
 	say(t, rt, c, "shorter")
 
-	// The second worker has started: it holds epoch 2 and has appended.
+	// The next worker has started: it holds the next epoch and has
+	// appended.
 	sig, done := rt.Subscribe(c.ID)
 	defer done()
 	deadline := time.After(10 * time.Second)
@@ -76,7 +82,7 @@ func TestRenewalOfAnEndedLeaseSparesTheChatsNextWorker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Epoch == 2 && got.Owner == rt.Owner() && got.Status == chat.StatusRunning && got.LastSeq > c.LastSeq {
+		if got.Epoch == next && got.Owner == rt.Owner() && got.Status == chat.StatusRunning && got.LastSeq > c.LastSeq {
 			break
 		}
 		select {
@@ -89,8 +95,8 @@ func TestRenewalOfAnEndedLeaseSparesTheChatsNextWorker(t *testing.T) {
 	let() // the store answers: epoch 1 is not held
 
 	c = nextPause(t, rt, c)
-	if c.Status != chat.StatusAwaitingInput || c.Epoch != 2 {
-		t.Fatalf("after the second worker's turn: status %s, epoch %d; want awaiting_input under epoch 2 (the worker was not cut)", c.Status, c.Epoch)
+	if c.Status != chat.StatusAwaitingInput || c.Epoch != next {
+		t.Fatalf("after the second worker's turn: status %s, epoch %d; want awaiting_input under epoch %d (the worker was not cut)", c.Status, c.Epoch, next)
 	}
 	say(t, rt, c, "exit")
 	if c = waitTerminal(t, rt, c.ID, 10*time.Second); c.Status != chat.StatusCompleted {
