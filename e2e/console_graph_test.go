@@ -219,7 +219,8 @@ func TestConsoleGraph(t *testing.T) {
 	b.openChat(p.base, other.ID)
 	// The end box shows from the chat's state, which can come before the
 	// transcript: what follows reads the transcript, so wait for the
-	// whole log.
+	// whole log of the ended chat.
+	p.waitTerminal(other.ID, 30*time.Second)
 	b.checkTranscript(p, other.ID)
 	if eval[bool](b, `!!document.querySelector('#graph-view')`) {
 		t.Error("a chat that is not a graph shows a graph")
