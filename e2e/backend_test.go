@@ -37,6 +37,10 @@ func whSecret(b byte) string {
 	return "whsec_" + base64.StdEncoding.EncodeToString(k)
 }
 
+// webhookBody is the schema of a delivery's body in the contract: the
+// request body of its chatEvent webhook.
+const webhookBody = "#/webhooks/chatEvent/post/requestBody/content/application~1json/schema"
+
 // hookReceiver is a webhook receiver on loopback: it checks the Standard
 // Webhooks signature of every delivery with the secret of the path it
 // arrives at, records it, and answers per path (200 by default).
@@ -116,7 +120,7 @@ func (h *hookReceiver) serve(w http.ResponseWriter, r *http.Request) {
 	if err := json.Unmarshal(payload, &d.Body); err != nil {
 		h.t.Errorf("delivery %s: body %s: %v", d.ID, payload, err)
 	}
-	conforms(h.t, "WebhookBody", payload)
+	conforms(h.t, webhookBody, payload)
 	if want := d.Body.ChatID + "." + strconv.FormatInt(d.Body.Seq, 10); d.ID != want {
 		h.t.Errorf("webhook-id %q, want %q", d.ID, want)
 	}
