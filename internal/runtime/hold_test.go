@@ -56,13 +56,8 @@ func (l *appendLog) throughEnd(t *testing.T) []recordedAppend {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		as := l.recorded()
-		for _, a := range as {
-			for _, e := range a.types {
-				switch e {
-				case chat.EventChatCompleted, chat.EventChatFailed, chat.EventChatCancelled:
-					return as
-				}
-			}
+		if slices.ContainsFunc(as, func(a recordedAppend) bool { return slices.ContainsFunc(a.types, chat.EventType.Terminal) }) {
+			return as
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no append ended the chat within 10s: %v", as)
