@@ -279,7 +279,7 @@ func tablePhase(ctx context.Context, pg *pgServer, ag *agentdProc, bin, tmp stri
 	for _, c := range cfg.conc {
 		// Rounds alternate the three, so that a stretch in which the
 		// machine runs slower slows all of them; the table gives each
-		// system's median round.
+		// system's median round and the median of the rounds' ratios.
 		var pbs, ars, sqs []result
 		for round := range max(cfg.rounds, 1) {
 			pb, err := pgbenchPhase(ctx, pg, c, cfg.duration, tmp)
@@ -299,8 +299,9 @@ func tablePhase(ctx context.Context, pg *pgServer, ag *agentdProc, bin, tmp stri
 				c, round+1, pb.rate, ar.rate, ar.rate/pb.rate, sr.rate, sr.rate/ar.rate)
 		}
 		ar := medianResult(ars)
-		t.row(c, medianResult(pbs), ar, roundRatios(pbs, ars))
-		t.sqliteRow(c, medianResult(sqs), ar, roundRatios(ars, sqs))
+		agRatios, sqRatios := ratios(pbs, ars), ratios(ars, sqs)
+		t.row(c, medianResult(pbs), ar, medianRatio(agRatios), roundRatios(agRatios))
+		t.sqliteRow(c, medianResult(sqs), medianRatio(sqRatios), roundRatios(sqRatios))
 		if ar.top != nil {
 			tops = append(tops, *ar.top)
 		}

@@ -20,13 +20,9 @@ func newTable(out io.Writer) *table {
 	return t
 }
 
-// row prints the median rounds of both systems at C; rounds are the
-// ratios of every round, in order.
-func (t *table) row(c int, pb, ag result, rounds string) {
-	ratio := 0.0
-	if pb.rate > 0 {
-		ratio = ag.rate / pb.rate
-	}
+// row prints the median rounds of both systems at C, and the median of
+// the rounds' ratios; rounds are the ratios of every round, in order.
+func (t *table) row(c int, pb, ag result, ratio float64, rounds string) {
 	line := func(name string, r result, ratio, rounds string) {
 		fmt.Fprintf(t.w, "%d\t%s\t%.0f\t%s\t%.2f\t%.2f\t%.3f\t%.3f\t%.2f\t%.3f\t%.0f\t%.0f\t%s\t\n",
 			c, name, r.rate, ratio, ms(r.p50), ms(r.p99), ms(r.cpu), ms(r.cpuPG), r.statements, r.commits, r.wal, r.units, rounds)
@@ -35,15 +31,12 @@ func (t *table) row(c int, pb, ag result, rounds string) {
 	line("agentd msg", ag, fmt.Sprintf("%.2f×", ratio), rounds)
 }
 
-// sqliteRow prints the median round of agentd on SQLite at C, its ratio to
-// agentd on Postgres (pg) rather than to pgbench; rounds are the ratios of
-// every round. The columns read from Postgres are empty.
-func (t *table) sqliteRow(c int, sq, pg result, rounds string) {
-	ratio := ""
-	if pg.rate > 0 {
-		ratio = fmt.Sprintf("%.2f× PG", sq.rate/pg.rate)
-	}
-	fmt.Fprintf(t.w, "%d\t%s\t%.0f\t%s\t%.2f\t%.2f\t%.3f\t\t\t\t\t%.0f\t%s\t\n",
+// sqliteRow prints the median round of agentd on SQLite at C and the
+// median of its rounds' ratios to agentd on Postgres rather than to
+// pgbench; rounds are the ratios of every round. The columns read from
+// Postgres are empty.
+func (t *table) sqliteRow(c int, sq result, ratio float64, rounds string) {
+	fmt.Fprintf(t.w, "%d\t%s\t%.0f\t%.2f× PG\t%.2f\t%.2f\t%.3f\t\t\t\t\t%.0f\t%s\t\n",
 		c, "agentd msg, SQLite", sq.rate, ratio, ms(sq.p50), ms(sq.p99), ms(sq.cpu), sq.units, rounds)
 }
 
@@ -59,14 +52,44 @@ func medianResult(rs []result) result {
 	return s[(len(s)-1)/2]
 }
 
-// roundRatios lists each round's rate of the second system over the first's
-// (agentd's over pgbench's, SQLite's over Postgres's).
-func roundRatios(base, rs []result) string {
-	var parts []string
+// ratios are each round's rate of the second system over the first's
+// (agentd's over pgbench's, SQLite's over Postgres's), in order; a round
+// whose first system did nothing has none.
+func ratios(base, rs []result) []float64 {
+	var out []float64
 	for i := range base {
 		if base[i].rate > 0 {
-			parts = append(parts, fmt.Sprintf("%.2f", rs[i].rate/base[i].rate))
+			out = append(out, rs[i].rate/base[i].rate)
 		}
+	}
+	return out
+}
+
+// medianRatio is the median of the rounds' ratios (the mean of the middle
+// two of an even number), the table's ratio. A round runs the systems back
+// to back, so a stretch in which a shared machine runs slower slows both
+// and leaves their ratio: the rounds' ratios vary far less than the
+// rates, and the ratio of the two median rates, which may come from
+// different rounds, can be far from any round's (0.97× from rounds of
+// 0.44×, 1.28× and 0.64×).
+func medianRatio(rs []float64) float64 {
+	if len(rs) == 0 {
+		return 0
+	}
+	s := slices.Clone(rs)
+	slices.Sort(s)
+	m := len(s) / 2
+	if len(s)%2 == 0 {
+		return (s[m-1] + s[m]) / 2
+	}
+	return s[m]
+}
+
+// roundRatios lists the rounds' ratios for the table's last column.
+func roundRatios(rs []float64) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = fmt.Sprintf("%.2f", r)
 	}
 	return strings.Join(parts, " ")
 }

@@ -1,0 +1,38 @@
+package main
+
+import "testing"
+
+// The table's ratio is the median of the rounds' own ratios, not the ratio
+// of the two median rates: on a machine whose speed swings between
+// rounds those can come from different rounds.
+func TestTableRatioIsTheMedianRound(t *testing.T) {
+	rounds := func(rates ...float64) []result {
+		rs := make([]result, len(rates))
+		for i, r := range rates {
+			rs[i].rate = r
+		}
+		return rs
+	}
+	for _, tc := range []struct {
+		name       string
+		base, sys  []result
+		want       float64
+		wantRounds string
+	}{
+		// The median rates, 6,750 and 6,400, would say 0.95×, near no round.
+		{"odd", rounds(15000, 5000, 6750), rounds(6600, 6400, 4320), 0.64, "0.44 1.28 0.64"},
+		{"even", rounds(10, 10, 10, 10), rounds(5, 10, 7, 9), 0.8, "0.50 1.00 0.70 0.90"},
+		{"a round of nothing has no ratio", rounds(0, 10, 10), rounds(5, 6, 8), 0.7, "0.60 0.80"},
+		{"no rounds", nil, nil, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := ratios(tc.base, tc.sys)
+			if got := medianRatio(rs); got < tc.want-0.005 || got > tc.want+0.005 {
+				t.Errorf("medianRatio = %.3f, want %.2f", got, tc.want)
+			}
+			if got := roundRatios(rs); got != tc.wantRounds {
+				t.Errorf("roundRatios = %q, want %q", got, tc.wantRounds)
+			}
+		})
+	}
+}
