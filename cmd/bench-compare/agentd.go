@@ -264,9 +264,18 @@ func agentdPhase(ctx context.Context, pg *pgServer, ag *agentdProc, c int, cfg c
 		drain()
 		return result{}, err
 	}
+	stopWaits := func() (*commitWaits, error) { return nil, nil }
+	if cfg.waits > 0 {
+		stopWaits = sampleCommitWaits(ctx, pg.url("postgres"), c, cfg.waits)
+	}
 	select {
 	case <-time.After(cfg.duration):
 	case <-ctx.Done():
+	}
+	waits, err := stopWaits()
+	if err != nil {
+		drain()
+		return result{}, err
 	}
 	b := snapshot{at: time.Now()}
 	b.cpuPG, err = cpuOfTree(pg.srv.PID())
@@ -312,6 +321,7 @@ func agentdPhase(ctx context.Context, pg *pgServer, ag *agentdProc, c int, cfg c
 	if cfg.statements > 0 {
 		res.top = topStatements(c, callsBefore, callsAfter, res.units, cfg.statements)
 	}
+	res.waits = waits
 	return res, nil
 }
 

@@ -44,6 +44,9 @@ type config struct {
 	// statements: how many of agentd's statements to list per phase, by
 	// calls per message (0: none).
 	statements int
+	// waits: sample what agentd's group-commit connection is doing this
+	// often in each agentd phase on Postgres (0: not).
+	waits time.Duration
 	// hold keeps agentd running this long after the memory phase, with its
 	// admin listener (pprof) on, so that the waiting chats can be profiled.
 	hold time.Duration
@@ -90,6 +93,7 @@ func main() {
 	flag.IntVar(&cfg.history, "history", 20000, "completed chats of 20 messages in the store before the first phase")
 	flag.StringVar(&cfg.agentd, "agentd", "", "agentd binary (default: built from this checkout)")
 	flag.IntVar(&cfg.statements, "statements", 0, "list agentd's N most frequent statements of each phase, per message")
+	flag.DurationVar(&cfg.waits, "waits", 0, "table: sample what agentd's group-commit connection is doing (executing, flushing the WAL, idle between batches) this often in each agentd phase on Postgres, e.g. 1ms; each sample is a statement, so it costs Postgres some CPU")
 	flag.DurationVar(&cfg.hold, "hold", 0, "after the memory phase, keep agentd running this long (or until interrupted) with pprof on its admin address")
 	phases := flag.String("phases", "table,stream,idle,memory,scale", "the parts to run: table (agentd next to pgbench), stream, idle, memory, scale")
 	flag.IntVar(&cfg.streamChats, "stream-chats", 200, "streaming phase: chats at once, each with one follower")
@@ -276,6 +280,7 @@ func tablePhase(ctx context.Context, pg *pgServer, ag *agentdProc, bin, tmp stri
 	defer sq.stop()
 	t := newTable(cfg.out)
 	var tops []statementTop
+	var waits []*commitWaits
 	for _, c := range cfg.conc {
 		// Rounds alternate the three, so that a stretch in which the
 		// machine runs slower slows all of them; the table gives each
@@ -305,10 +310,16 @@ func tablePhase(ctx context.Context, pg *pgServer, ag *agentdProc, bin, tmp stri
 		if ar.top != nil {
 			tops = append(tops, *ar.top)
 		}
+		if ar.waits != nil {
+			waits = append(waits, ar.waits)
+		}
 	}
 	t.flush()
 	for _, top := range tops {
 		top.print(cfg.out)
+	}
+	for _, w := range waits {
+		w.print(cfg.out)
 	}
 	return nil
 }

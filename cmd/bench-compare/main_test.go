@@ -80,7 +80,7 @@ func TestOneTinyRound(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	err := run(ctx, config{conc: []int{2}, rounds: 2, duration: time.Second, warmup: 500 * time.Millisecond,
-		messages: 4, waiting: 20, history: 50, agentd: bin, out: &out,
+		messages: 4, waiting: 20, history: 50, agentd: bin, out: &out, waits: 2 * time.Millisecond,
 		phases:      map[string]bool{"table": true, "stream": true, "idle": true, "memory": true, "scale": true},
 		streamChats: 3, streamReplies: 2, streamTokens: 5, streamFirst: 100 * time.Millisecond, streamEvery: 5 * time.Millisecond, streamRounds: 1,
 		idle:       20,
@@ -96,6 +96,11 @@ func TestOneTinyRound(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+	// The sampler found the committer's connection, busy or between
+	// batches, in every sample it took.
+	if m := regexp.MustCompile(`group-commit connection at C=2 \(([0-9]+) samples\): (.*)`).FindStringSubmatch(out.String()); m == nil || m[1] == "0" || !strings.Contains(m[2], "%") {
+		t.Errorf("no samples of the group-commit connection (%q):\n%s", m, out.String())
 	}
 	// The SQLite line counted messages from its log (the last figure before
 	// the rounds' ratios): a query that found none would print a line of

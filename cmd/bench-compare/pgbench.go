@@ -25,6 +25,7 @@ type result struct {
 	wal        float64 // bytes per row or message
 	units      float64 // rows or messages measured
 	top        *statementTop
+	waits      *commitWaits // agentd on Postgres, with -waits
 }
 
 // pgbenchScript inserts one row per transaction (pgbench wraps nothing in

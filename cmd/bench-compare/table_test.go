@@ -36,3 +36,22 @@ func TestTableRatioIsTheMedianRound(t *testing.T) {
 		})
 	}
 }
+
+func TestWaitKind(t *testing.T) {
+	for _, tc := range []struct{ state, typ, wait, want string }{
+		{"active", "", "", "executing"},
+		{"active", "IO", "WALSync", "WAL write and flush"},
+		{"active", "LWLock", "WALWrite", "WAL write and flush"},
+		{"active", "IO", "WALInitWrite", "WAL write and flush"},
+		{"active", "Client", "ClientRead", "receiving the batch"},
+		{"active", "LWLock", "BufferContent", "locks"},
+		{"active", "Lock", "transactionid", "locks"},
+		{"active", "IO", "DataFileExtend", "other I/O"},
+		{"active", "IPC", "SyncRep", "other"},
+		{"idle", "Client", "ClientRead", "idle: agentd between batches"},
+	} {
+		if got := waitKind(tc.state, tc.typ, tc.wait); got != tc.want {
+			t.Errorf("waitKind(%q, %q, %q) = %q, want %q", tc.state, tc.typ, tc.wait, got, tc.want)
+		}
+	}
+}
