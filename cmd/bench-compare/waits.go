@@ -64,7 +64,11 @@ func sampleCommitWaits(ctx context.Context, url string, c int, every time.Durati
 	go func() {
 		conn, err := pgx.Connect(ctx, url)
 		if err != nil {
-			done <- fmt.Errorf("waits: %w", err)
+			if ctx.Err() != nil {
+				done <- nil // stopped before it could connect: no samples
+			} else {
+				done <- fmt.Errorf("waits: %w", err)
+			}
 			return
 		}
 		defer conn.Close(context.WithoutCancel(ctx))
