@@ -62,53 +62,49 @@ func sampleCommitWaits(ctx context.Context, url string, c int, every time.Durati
 	w := &commitWaits{c: c, by: map[string]int{}}
 	done := make(chan error, 1)
 	go func() {
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			if ctx.Err() != nil {
-				done <- nil // stopped before it could connect: no samples
-			} else {
-				done <- fmt.Errorf("waits: %w", err)
-			}
-			return
+		err := w.sample(ctx, url, every)
+		if ctx.Err() != nil {
+			err = nil // stopped, whatever it was doing: the samples so far count
 		}
-		defer conn.Close(context.WithoutCancel(ctx))
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				done <- nil
-				return
-			case <-tick.C:
-			}
-			rows, err := conn.Query(ctx, committerActivity)
-			if err != nil {
-				if ctx.Err() != nil {
-					done <- nil
-				} else {
-					done <- fmt.Errorf("waits: %w", err)
-				}
-				return
-			}
-			for rows.Next() {
-				var state, typ, wait string
-				if err := rows.Scan(&state, &typ, &wait); err != nil {
-					rows.Close()
-					done <- fmt.Errorf("waits: %w", err)
-					return
-				}
-				w.by[waitKind(state, typ, wait)]++
-				w.samples++
-			}
-			rows.Close()
-		}
+		done <- err
 	}()
 	return func() (*commitWaits, error) {
 		cancel()
 		if err := <-done; err != nil {
-			return nil, err
+			return nil, fmt.Errorf("waits: %w", err)
 		}
 		return w, nil
+	}
+}
+
+// sample adds a sample to w every period until ctx ends or a query fails.
+func (w *commitWaits) sample(ctx context.Context, url string, every time.Duration) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		rows, err := conn.Query(ctx, committerActivity)
+		if err != nil {
+			return err
+		}
+		var state, typ, wait string
+		_, err = pgx.ForEachRow(rows, []any{&state, &typ, &wait}, func() error {
+			w.by[waitKind(state, typ, wait)]++
+			w.samples++
+			return nil
+		})
+		if err != nil {
+			return err
+		}
 	}
 }
 
