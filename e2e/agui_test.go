@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -428,5 +429,60 @@ func TestAGUIStateIsTheChatsContextVariables(t *testing.T) {
 	// client's change.
 	if len(second.Snapshots) < 2 || second.Snapshots[0]["severity"] != float64(9) || second.Snapshots[0]["tier"] != "gold" {
 		t.Errorf("the second run's state snapshots %v: want the PATCH's variables first, then the client's change", second.Snapshots)
+	}
+}
+
+// TestAGUIClientKeepsTheThreadsOrderAfterARetriedReply: the model's
+// connection drops in the middle of the second reply and the call is made
+// again, so HttpAgent holds a fragment the thread does not. The run ends
+// with a MESSAGES_SNAPSHOT of the thread, after which HttpAgent holds the
+// thread's messages in the thread's order: its task first, the retried
+// reply in its place, the fragment gone.
+func TestAGUIClientKeepsTheThreadsOrderAfterARetriedReply(t *testing.T) {
+	needJS(t, "@ag-ui/client", "openai")
+	t.Parallel()
+	fake := openaitest.New(openaitest.WithAPIKey("sk-test-key"))
+	defer fake.Close()
+	const pause = 100 * time.Millisecond
+	fake.Reply(
+		openaitest.Reply{Pieces: []string{"one", " two."}, PieceDelay: pause},
+		openaitest.Reply{Pieces: []string{"three", " four", " five."}, PieceDelay: pause, CutAfter: 2},
+		openaitest.Reply{Pieces: []string{"three", " four", " five", " again."}, PieceDelay: pause},
+		openaitest.Reply{Pieces: []string{"six", " seven."}, PieceDelay: pause})
+	p := startA2A(t, "AGENTD_DATA_DIR="+t.TempDir(), "OPENAI_API_KEY=sk-test-key", "OPENAI_BASE_URL="+fake.URL())
+	team := strings.Replace(lbKillTeam, `"max_round": 4`, `"max_round": 3`, 1)
+	if code, _, body := p.do("PUT", "/v1/teams/turns", []byte(team)); code != http.StatusCreated {
+		t.Fatalf("save team: %d %s", code, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	client := startLBClient(ctx, t, p.base, "agui", "retried", "once")
+	thread := client.opened(t)
+	res := client.result(t)
+	t.Logf("HttpAgent got %+v", res.First)
+
+	code, _, body := p.do("GET", "/v1/chats?metadata.ag_ui_thread="+url.QueryEscape(thread), nil)
+	var list struct {
+		Chats []struct{ ID string } `json:"chats"`
+	}
+	mustUnmarshal(t, body, &list)
+	if code != http.StatusOK || len(list.Chats) != 1 {
+		t.Fatalf("the thread's chat: %d %s", code, body)
+	}
+	msgs := p.messages(list.Chats[0].ID)
+	want := []string{"user: count slowly", "assistant: one two.", "assistant: three four five again.", "assistant: six seven."}
+	if got := threadLines(msgs); !slices.Equal(got, want) {
+		t.Fatalf("the thread is %q, want %q", got, want)
+	}
+	if res.First.Error != "" || res.First.Ended != "RUN_FINISHED" {
+		t.Errorf("the run ended %q, error %q: want RUN_FINISHED", res.First.Ended, res.First.Error)
+	}
+	// The fragment reached the client (else the snapshot had nothing to
+	// mend), and the snapshot took it away again.
+	if !slices.Contains(res.First.Texts, "three four") {
+		t.Errorf("the client never got the cut reply's fragment: %q", res.First.Texts)
+	}
+	if !slices.Equal(res.First.Messages, want) {
+		t.Errorf("HttpAgent holds %q, want the thread %q", res.First.Messages, want)
 	}
 }

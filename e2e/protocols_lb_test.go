@@ -33,7 +33,8 @@ type lbKillResult struct {
 		Texts []string `json:"texts"`
 		Ended string   `json:"ended"`
 		Error string   `json:"error"`
-		// Messages are the assistant messages HttpAgent holds at the end.
+		// Messages are the messages HttpAgent holds at the end, each as
+		// "role: content".
 		Messages []string `json:"messages"`
 	}
 	Attempts  int      `json:"attempts"`
@@ -259,20 +260,30 @@ func lbKill(t *testing.T, mode string, term bool) {
 	if c.Status != "completed" || runs.Run != 1 {
 		t.Errorf("the chat is %s after %d runs, want one completed run", c.Status, runs.Run)
 	}
-	var turns, said []string
+	var turns []string
 	for _, m := range msgs {
 		if m.Role == "assistant" {
-			turns, said = append(turns, m.Name), append(said, m.Content)
+			turns = append(turns, m.Name)
 		}
 	}
 	if strings.Join(turns, ",") != "a,b,a,b" {
 		t.Errorf("the chat's turns are %v, want a,b,a,b once each", turns)
 	}
-	// HttpAgent's messages are the thread's, a reply cut by the kill not
-	// among them.
-	if mode == "agui" && !slices.Equal(also.First.Messages, said) {
-		t.Errorf("HttpAgent on the surviving replica holds %q, the thread %q", also.First.Messages, said)
+	// HttpAgent's messages are the thread's, in its order, a reply cut by
+	// the kill not among them.
+	if thread := threadLines(msgs); mode == "agui" && !slices.Equal(also.First.Messages, thread) {
+		t.Errorf("HttpAgent on the surviving replica holds %q, the thread %q", also.First.Messages, thread)
 	}
+}
+
+// threadLines are a chat's messages as lbkill.mjs prints HttpAgent's:
+// "role: content".
+func threadLines(msgs []messageView) []string {
+	var out []string
+	for _, m := range msgs {
+		out = append(out, m.Role+": "+m.Content)
+	}
+	return out
 }
 
 // loggedWith reports whether a log holds a line with msg about chat id.

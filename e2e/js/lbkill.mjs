@@ -38,7 +38,7 @@ async function attempt() {
         onRunFinishedEvent: () => { got.ended = 'RUN_FINISHED'; },
         onRunErrorEvent: ({ event }) => { got.ended = `RUN_ERROR ${event.code}`; },
       });
-      got.messages = agent.messages.filter((m) => m.role === 'assistant').map((m) => m.content);
+      got.messages = agent.messages.map((m) => `${m.role}: ${m.content}`);
     } else {
       const client = new OpenAI({ baseURL: `${base}/openai/v1`, apiKey, maxRetries: 0 });
       const headers = { 'Idempotency-Key': key };

@@ -184,7 +184,7 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 	}
 	// The snapshot is the thread up to where the run starts, which a
 	// repeated run's stream then replays.
-	if st.snapshot, err = h.snapshot(ctx, tenant, ch.ID, st.after); err != nil {
+	if st.snapshot, err = h.snapshot(ctx, tenant, ch.ID, st.after, nil); err != nil {
 		return nil, err
 	}
 	return st, nil
@@ -321,8 +321,9 @@ func (h *Handler) thread(ctx context.Context, tenant, team, threadID string) (*c
 	return h.rt.Get(ctx, tenant, chats[0].ID)
 }
 
-// snapshot reads a chat's messages up to seq upTo as AG-UI messages.
-func (h *Handler) snapshot(ctx context.Context, tenant, chatID string, upTo int64) ([]map[string]any, error) {
+// snapshot reads a chat's messages up to seq upTo as AG-UI messages,
+// named by the ids the client knows them by (see snapshotMessages).
+func (h *Handler) snapshot(ctx context.Context, tenant, chatID string, upTo int64, known map[int64]string) ([]map[string]any, error) {
 	var evs []chat.Event
 	var after int64
 	if upTo > maxSnapshotEvents {
@@ -343,7 +344,7 @@ func (h *Handler) snapshot(ctx context.Context, tenant, chatID string, upTo int6
 			after = e.Seq
 		}
 	}
-	return snapshotMessages(evs), nil
+	return snapshotMessages(evs, known), nil
 }
 
 // stream writes the run's events until it ends.
@@ -374,6 +375,9 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, tenant string, 
 	}
 	m := newMapper(in.ThreadID, in.RunID, st.run)
 	m.vars = st.vars
+	if n := len(in.Messages); n > 0 && in.Messages[n-1].Role == "user" {
+		m.ownID, m.ownText = in.Messages[n-1].ID, in.lastUserText()
+	}
 	m.started = st.answered
 	if st.answered {
 		// The run's run.started is behind: its state is sent now.
@@ -416,8 +420,10 @@ func (h *Handler) follow(ctx context.Context, tenant string, st *started, m *map
 				outcome = outcomeOf(out[len(out)-1])
 				if m.voided {
 					// The client holds a fragment of a reply that was
-					// made again: the thread as it is replaces it.
-					snap, err := h.snapshot(ctx, tenant, st.chatID, e.Seq)
+					// made again: the thread as it is replaces it, each
+					// message under the id the client holds it by, so
+					// that the client keeps the thread's order.
+					snap, err := h.snapshot(ctx, tenant, st.chatID, e.Seq, m.known)
 					if err != nil {
 						return true, err
 					}
