@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,6 +52,11 @@ type aguiRun struct {
 	Interrupts []struct {
 		ID string `json:"id"`
 	} `json:"interrupts"`
+	// Messages are the messages HttpAgent holds after the run.
+	Messages []struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	} `json:"messages"`
 }
 
 // types lists a run's event types, a step's with its name.
@@ -234,7 +240,9 @@ func TestAGUIClientRunsASavedTeam(t *testing.T) {
 	for _, m := range r.Events[1].Messages {
 		snap = append(snap, m.Role+":"+m.Content)
 	}
-	if want := "user:Write a draft.|assistant:draft one|user:one more pass|assistant:draft two TERMINATE"; strings.Join(snap, "|") != want {
+	// The snapshot ends with the run's task, which the thread holds once
+	// the run starts.
+	if want := "user:Write a draft.|assistant:draft one|user:one more pass|assistant:draft two TERMINATE|user:And a third."; strings.Join(snap, "|") != want {
 		t.Errorf("snapshot %q, want %q", snap, want)
 	}
 	var c struct {
@@ -245,6 +253,16 @@ func TestAGUIClientRunsASavedTeam(t *testing.T) {
 	mustUnmarshal(t, body, &c)
 	if c.Run != 2 || c.Status != "awaiting_input" {
 		t.Errorf("the thread's chat: run %d %s", c.Run, c.Status)
+	}
+	// HttpAgent holds the thread in its order: with the human's answer,
+	// which came in a resume and not as a message, in its place, and the
+	// third task where it was asked.
+	var holds []string
+	for _, m := range r.Messages {
+		holds = append(holds, m.Role+": "+m.Content)
+	}
+	if thread := threadLines(p.messages(id)); !slices.Equal(holds, thread) {
+		t.Errorf("HttpAgent holds %q, the thread %q", holds, thread)
 	}
 
 	// Approvals: the held call is an interrupt naming it; the resume
@@ -432,57 +450,65 @@ func TestAGUIStateIsTheChatsContextVariables(t *testing.T) {
 	}
 }
 
-// TestAGUIClientKeepsTheThreadsOrderAfterARetriedReply: the model's
-// connection drops in the middle of the second reply and the call is made
-// again, so HttpAgent holds a fragment the thread does not. The run ends
-// with a MESSAGES_SNAPSHOT of the thread, after which HttpAgent holds the
-// thread's messages in the thread's order: its task first, the retried
-// reply in its place, the fragment gone.
-func TestAGUIClientKeepsTheThreadsOrderAfterARetriedReply(t *testing.T) {
-	needJS(t, "@ag-ui/client", "openai")
+// TestAGUIClientHoldsTheThreadInOrder runs two runs of a thread through
+// one HttpAgent, as a chat UI does, with replies streamed (a) and whole
+// (b), and the model's connection dropped in the middle of one reply so
+// that the call is made again and HttpAgent holds a fragment the thread
+// does not. After each run HttpAgent holds the thread's messages in the
+// thread's order: each task where it was asked, the fragment gone, and
+// the second task kept while its run waits to start.
+func TestAGUIClientHoldsTheThreadInOrder(t *testing.T) {
+	needJS(t, "@ag-ui/client")
 	t.Parallel()
 	fake := openaitest.New(openaitest.WithAPIKey("sk-test-key"))
 	defer fake.Close()
-	const pause = 100 * time.Millisecond
-	fake.Reply(
-		openaitest.Reply{Pieces: []string{"one", " two."}, PieceDelay: pause},
-		openaitest.Reply{Pieces: []string{"three", " four", " five."}, PieceDelay: pause, CutAfter: 2},
-		openaitest.Reply{Pieces: []string{"three", " four", " five", " again."}, PieceDelay: pause},
-		openaitest.Reply{Pieces: []string{"six", " seven."}, PieceDelay: pause})
-	p := startA2A(t, "AGENTD_DATA_DIR="+t.TempDir(), "OPENAI_API_KEY=sk-test-key", "OPENAI_BASE_URL="+fake.URL())
-	team := strings.Replace(lbKillTeam, `"max_round": 4`, `"max_round": 3`, 1)
-	if code, _, body := p.do("PUT", "/v1/teams/turns", []byte(team)); code != http.StatusCreated {
+	var calls atomic.Int32
+	fake.Respond(func(req openaitest.Request) openaitest.Reply {
+		pieces := []string{"a", " after", " " + strings.Repeat("·", len(req.Chat.Messages)), "."}
+		r := openaitest.Reply{Pieces: pieces, PieceDelay: 50 * time.Millisecond}
+		if calls.Add(1) == 2 {
+			r.CutAfter = 2 // a's second reply: made again
+		}
+		return r
+	})
+	const key = "sk-agentd-agui-thread"
+	p := startAGUI(t, key, "OPENAI_API_KEY=sk-test-key", "OPENAI_BASE_URL="+fake.URL())
+	team := `{"max_round": 3, "agents": [
+		{"name": "a", "type": "assistant", "model": {"provider": "openai", "model": "gpt-test"}},
+		{"name": "b", "type": "assistant", "model": {"provider": "replay", "responses": ["b one.", "b two.", "b three."]}}]}`
+	if code, _, body := p.do("PUT", "/v1/teams/pair", []byte(team)); code != http.StatusCreated {
 		t.Fatalf("save team: %d %s", code, body)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	client := startLBClient(ctx, t, p.base, "agui", "retried", "once")
-	thread := client.opened(t)
-	res := client.result(t)
-	t.Logf("HttpAgent got %+v", res.First)
-
-	code, _, body := p.do("GET", "/v1/chats?metadata.ag_ui_thread="+url.QueryEscape(thread), nil)
-	var list struct {
-		Chats []struct{ ID string } `json:"chats"`
+	node := startNode(ctx, t, "js/agui_thread.mjs", p.base, key, "pair", "count", "count again")
+	for run := 1; run <= 2; run++ {
+		b, ok := <-node.lines
+		if !ok {
+			node.wait(t)
+			t.Fatalf("agui_thread.mjs ended before run %d", run)
+		}
+		var got struct {
+			Texts    []string `json:"texts"`
+			Ended    string   `json:"ended"`
+			Error    string   `json:"error"`
+			Messages []string `json:"messages"`
+		}
+		mustUnmarshal(t, b, &got)
+		t.Logf("run %d: %+v", run, got)
+		if got.Error != "" || got.Ended != "RUN_FINISHED" {
+			t.Fatalf("run %d ended %q, error %q", run, got.Ended, got.Error)
+		}
+		thread := threadLines(p.messages(threadChat(t, p, "pair")))
+		if !slices.Equal(got.Messages, thread) {
+			t.Errorf("after run %d HttpAgent holds %q, the thread %q", run, got.Messages, thread)
+		}
+		// The fragment reached the client (else there was nothing to
+		// mend), and the run's end took it away again.
+		if run == 1 && !slices.Contains(got.Texts, "a after") {
+			t.Errorf("the client never got the cut reply's fragment: %q", got.Texts)
+		}
+		fmt.Fprintln(node.stdin) // the next run
 	}
-	mustUnmarshal(t, body, &list)
-	if code != http.StatusOK || len(list.Chats) != 1 {
-		t.Fatalf("the thread's chat: %d %s", code, body)
-	}
-	msgs := p.messages(list.Chats[0].ID)
-	want := []string{"user: count slowly", "assistant: one two.", "assistant: three four five again.", "assistant: six seven."}
-	if got := threadLines(msgs); !slices.Equal(got, want) {
-		t.Fatalf("the thread is %q, want %q", got, want)
-	}
-	if res.First.Error != "" || res.First.Ended != "RUN_FINISHED" {
-		t.Errorf("the run ended %q, error %q: want RUN_FINISHED", res.First.Ended, res.First.Error)
-	}
-	// The fragment reached the client (else the snapshot had nothing to
-	// mend), and the snapshot took it away again.
-	if !slices.Contains(res.First.Texts, "three four") {
-		t.Errorf("the client never got the cut reply's fragment: %q", res.First.Texts)
-	}
-	if !slices.Equal(res.First.Messages, want) {
-		t.Errorf("HttpAgent holds %q, want the thread %q", res.First.Messages, want)
-	}
+	node.wait(t)
 }

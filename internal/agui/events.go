@@ -72,16 +72,6 @@ type mapper struct {
 	// them: the AG-UI state, sent whole (STATE_SNAPSHOT) when the run
 	// starts and after each change while it streams.
 	vars map[string]json.RawMessage
-	// ownID and ownText are the request's last user message: the client
-	// holds it under its own id, and the run's task (or a human's answer)
-	// is its text.
-	ownID, ownText string
-	// known are the ids the client holds this run's messages by, by seq,
-	// where they are not messageID(seq): a streamed reply's, the client's
-	// own message's. A MESSAGES_SNAPSHOT names each message so, because
-	// the client keeps the messages it knows in place and appends the
-	// others: a message under a new id would move to the thread's end.
-	known map[int64]string
 }
 
 type streamKey struct {
@@ -98,7 +88,7 @@ type stream struct {
 }
 
 func newMapper(threadID, runID string, run int) *mapper {
-	return &mapper{threadID: threadID, runID: runID, run: run, streams: map[streamKey]*stream{}, known: map[int64]string{}}
+	return &mapper{threadID: threadID, runID: runID, run: run, streams: map[streamKey]*stream{}}
 }
 
 // maxStreams bounds the replies held open at once; a reply past it
@@ -149,7 +139,7 @@ func (m *mapper) delta(d chat.Delta) []Event {
 		if len(m.streams) >= maxStreams {
 			return nil
 		}
-		s = &stream{id: fmt.Sprintf("reply-%d-%s", d.AfterSeq, d.Name)}
+		s = &stream{id: replyID(d.AfterSeq, d.Name)}
 		m.streams[k] = s
 		out = append(out, m.enter(d.Name)...)
 		out = append(out, Event{"type": typeTextMessageStart, "messageId": s.id, "role": "assistant", "name": d.Name})
@@ -237,9 +227,6 @@ func (m *mapper) message(e chat.Event) []Event {
 	msg, _ := chat.MessageFromEvent(e)
 	var d chat.MessageData
 	_ = chat.DecodeData(e, &d)
-	if (d.Kind == chat.KindTask || d.Kind == chat.KindHuman) && m.ownID != "" && msg.Team == "" && msg.Content == m.ownText {
-		m.known[msg.Seq], m.ownID = m.ownID, ""
-	}
 	if msg.Team != "" || d.Kind == chat.KindTask || d.Kind == chat.KindHistory || d.Kind == chat.KindHuman {
 		return nil
 	}
@@ -257,7 +244,6 @@ func (m *mapper) message(e chat.Event) []Event {
 			}
 			out = append(out, Event{"type": typeTextMessageEnd, "messageId": s.id})
 			id, parent = "", s.id
-			m.known[msg.Seq] = s.id
 		} else {
 			// What streamed is not the message: close it and send the
 			// message whole under its own id.
@@ -321,47 +307,4 @@ func newInterrupt(p *chat.PendingInput) interrupt {
 		in.Metadata["codeBlocks"] = p.CodeBlocks
 	}
 	return in
-}
-
-// snapshotMessages are a chat's messages as AG-UI messages, for the
-// MESSAGES_SNAPSHOT a resumed thread starts with and the one that ends a
-// run whose client holds a reply that was made again. known are the ids
-// the client holds messages by, by seq (nil for none): the rest are named
-// messageID(seq).
-func snapshotMessages(evs []chat.Event, known map[int64]string) []map[string]any {
-	out := []map[string]any{}
-	for _, e := range evs {
-		msg, ok := chat.MessageFromEvent(e)
-		if !ok || msg.Team != "" {
-			continue
-		}
-		if len(msg.ToolResponses) > 0 {
-			for i, tr := range msg.ToolResponses {
-				out = append(out, map[string]any{"id": fmt.Sprintf("%s-%d", messageID(msg.Seq), i), "role": "tool", "toolCallId": tr.ToolCallID, "content": tr.Content})
-			}
-			continue
-		}
-		id, ok := known[msg.Seq]
-		if !ok {
-			id = messageID(msg.Seq)
-		}
-		switch msg.Role {
-		case chat.RoleUser:
-			out = append(out, map[string]any{"id": id, "role": "user", "name": msg.Name, "content": msg.Content})
-		case chat.RoleSystem:
-			out = append(out, map[string]any{"id": id, "role": "system", "content": msg.Content})
-		default:
-			a := map[string]any{"id": id, "role": "assistant", "name": msg.Name, "content": msg.Content}
-			if len(msg.ToolCalls) > 0 {
-				tcs := make([]map[string]any, 0, len(msg.ToolCalls))
-				for _, tc := range msg.ToolCalls {
-					tcs = append(tcs, map[string]any{"id": tc.ID, "type": "function",
-						"function": map[string]any{"name": tc.Function.Name, "arguments": tc.Function.Arguments}})
-				}
-				a["toolCalls"] = tcs
-			}
-			out = append(out, a)
-		}
-	}
-	return out
 }

@@ -221,7 +221,7 @@ func TestSnapshotMessages(t *testing.T) {
 	call.ToolCalls = []chat.ToolCall{{ID: "c1", Type: "function", Function: chat.FunctionCall{Name: "add", Arguments: "{}"}}}
 	result := msg(5, chat.RoleTool, "coder", "3", chat.KindTool)
 	result.ToolResponses = []chat.ToolResponse{{ToolCallID: "c1", Role: chat.RoleTool, Content: "3"}}
-	got := snapshotMessages([]chat.Event{ev(1, chat.EventChatCreated, nil), msg(3, chat.RoleUser, "user", "add", chat.KindTask), call, result}, nil)
+	got := nameSnapshot(snapshotEntries([]chat.Event{ev(1, chat.EventChatCreated, nil), msg(3, chat.RoleUser, "user", "add", chat.KindTask), call, result}), nil, nil)
 	want := []map[string]any{
 		{"id": "msg-3", "role": "user", "name": "user", "content": "add"},
 		{"id": "msg-4", "role": "assistant", "name": "coder", "content": "", "toolCalls": []map[string]any{{"id": "c1", "type": "function", "function": map[string]any{"name": "add", "arguments": "{}"}}}},
@@ -295,44 +295,5 @@ func TestChangedVars(t *testing.T) {
 	}
 	if changedVars(map[string]json.RawMessage{"b": json.RawMessage(`"s"`)}, vars) != nil {
 		t.Error("a state equal to the variables changes something")
-	}
-}
-
-// TestSnapshotNamesMessagesAsTheClientHoldsThem: the snapshot that ends a
-// run with a voided reply names each message by the id the stream gave
-// the client (its own task's, a streamed reply's; a reply sent whole is
-// msg-<seq>). HttpAgent keeps the messages whose ids it knows in place and
-// appends the others, so a message under an id new to it would move to
-// the end of the thread.
-func TestSnapshotNamesMessagesAsTheClientHoldsThem(t *testing.T) {
-	m := newMapper("t", "r", 1)
-	m.ownID, m.ownText = "u-0", "count"
-	evs := []chat.Event{ev(2, chat.EventRunStarted, chat.RunData{Run: 1}), msg(3, chat.RoleUser, "user", "count", chat.KindTask),
-		msg(4, chat.RoleAssistant, "a", "one", chat.KindModel), msg(5, chat.RoleAssistant, "b", "two", chat.KindModel),
-		msg(6, chat.RoleAssistant, "a", "three", chat.KindModel), ev(7, chat.EventChatCompleted, nil)}
-	out, done := run(t, m, evs[0], evs[1],
-		chat.Delta{Name: "a", Content: "one", AfterSeq: 3}, evs[2],
-		// b's model call restarts mid-reply: its message comes whole.
-		chat.Delta{Name: "b", Content: "tw", AfterSeq: 4}, chat.Delta{Name: "b", Reset: true, AfterSeq: 4}, evs[3],
-		chat.Delta{Name: "a", Content: "thr", AfterSeq: 5}, evs[4], evs[5])
-	if !done || !m.voided {
-		t.Fatalf("done %v, voided %v: %s", done, m.voided, types(out))
-	}
-	want := map[string]string{"reply-3-a": "one", "reply-4-b": "tw", "msg-5": "two", "reply-5-a": "three"}
-	if got := texts(t, out); !reflect.DeepEqual(got, want) {
-		t.Errorf("messages = %v, want %v", got, want)
-	}
-	var ids []string
-	for _, s := range snapshotMessages(evs, m.known) {
-		ids = append(ids, s["id"].(string))
-	}
-	if want := []string{"u-0", "reply-3-a", "msg-5", "reply-5-a"}; !reflect.DeepEqual(ids, want) {
-		t.Errorf("snapshot ids %q, want %q", ids, want)
-	}
-	// The client's own message is named once: a later one of the same
-	// text (a human's answer) is not the message it holds.
-	m.message(msg(8, chat.RoleUser, "user", "count", chat.KindHuman))
-	if id, ok := m.known[8]; ok {
-		t.Errorf("a second message of the client's text is known as %q", id)
 	}
 }

@@ -94,6 +94,9 @@ type started struct {
 	answered bool
 	// snapshot are the thread's messages so far, for a resumed thread.
 	snapshot []map[string]any
+	// held are the messages the client holds once it has the stream's
+	// first events: the snapshot, else the request's.
+	held []heldMessage
 	// repeated: the run that made the thread's chat, posted again.
 	repeated bool
 	// vars are the chat's context variables as of after (nil when the
@@ -141,6 +144,12 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 	}
 	st := &started{chatID: ch.ID, vars: vars}
 	changed := changedVars(in.state, vars)
+	// own is the request's last message when the run takes it as its task
+	// or a human's answer: the thread will hold it.
+	var own *heldMessage
+	if n := len(in.Messages); n > 0 && in.Messages[n-1].Role == "user" {
+		own = &heldMessage{id: in.Messages[n-1].ID, role: "user", text: in.lastUserText()}
+	}
 	if len(in.Resume) > 0 && !awaits(ch, in.Resume) {
 		// The interrupt was answered already (a client that lost the
 		// stream of its resume posts it again): the run from there.
@@ -148,6 +157,7 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 			return nil, err
 		}
 		st.answered, st.repeated = true, true
+		own = nil
 	} else if ch.Status == chat.StatusAwaitingInput {
 		var p chat.PendingInput
 		if err := json.Unmarshal(ch.PendingInput, &p); err != nil {
@@ -156,6 +166,9 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 		a, err := in.answer(&p)
 		if err != nil {
 			return nil, err
+		}
+		if a.Content == nil || own == nil || *a.Content != own.text {
+			own = nil // the answer is not the last message
 		}
 		if _, err := h.rt.Input(ctx, tenant, ch.ID, key, a); err != nil {
 			return nil, err
@@ -183,10 +196,13 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 		st.run, st.after = n, posted.LastSeq
 	}
 	// The snapshot is the thread up to where the run starts, which a
-	// repeated run's stream then replays.
-	if st.snapshot, err = h.snapshot(ctx, tenant, ch.ID, st.after, nil); err != nil {
+	// repeated run's stream then replays, and the message the run takes
+	// from the client when the thread does not hold it yet (a run that
+	// waits for its turn).
+	if st.snapshot, err = h.snapshot(ctx, tenant, ch.ID, st.after, heldOf(in.Messages), own); err != nil {
 		return nil, err
 	}
+	st.held = heldSnapshot(st.snapshot)
 	return st, nil
 }
 
@@ -322,8 +338,9 @@ func (h *Handler) thread(ctx context.Context, tenant, team, threadID string) (*c
 }
 
 // snapshot reads a chat's messages up to seq upTo as AG-UI messages,
-// named by the ids the client knows them by (see snapshotMessages).
-func (h *Handler) snapshot(ctx context.Context, tenant, chatID string, upTo int64, known map[int64]string) ([]map[string]any, error) {
+// named for a client that holds held (see nameSnapshot), pending ending
+// it unless the thread holds it.
+func (h *Handler) snapshot(ctx context.Context, tenant, chatID string, upTo int64, held []heldMessage, pending *heldMessage) ([]map[string]any, error) {
 	var evs []chat.Event
 	var after int64
 	if upTo > maxSnapshotEvents {
@@ -344,7 +361,7 @@ func (h *Handler) snapshot(ctx context.Context, tenant, chatID string, upTo int6
 			after = e.Seq
 		}
 	}
-	return snapshotMessages(evs, known), nil
+	return nameSnapshot(snapshotEntries(evs), held, pending), nil
 }
 
 // stream writes the run's events until it ends.
@@ -375,8 +392,8 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, tenant string, 
 	}
 	m := newMapper(in.ThreadID, in.RunID, st.run)
 	m.vars = st.vars
-	if n := len(in.Messages); n > 0 && in.Messages[n-1].Role == "user" {
-		m.ownID, m.ownText = in.Messages[n-1].ID, in.lastUserText()
+	if st.held == nil {
+		st.held = heldOf(in.Messages)
 	}
 	m.started = st.answered
 	if st.answered {
@@ -413,17 +430,17 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, tenant string, 
 // ends (its outcome) or the wait passes.
 func (h *Handler) follow(ctx context.Context, tenant string, st *started, m *mapper, send func(...Event) error, idle func() error) (string, error) {
 	outcome := ""
+	held := st.held
 	fl := &runtime.Follow{Tenant: tenant, ChatID: st.chatID, After: st.after, Wait: h.cfg.RunWait, Heartbeat: h.cfg.Heartbeat, Idle: idle,
 		Event: func(e chat.Event) (bool, error) {
 			out, done := m.event(e)
+			held = heldFrom(held, out)
 			if done {
 				outcome = outcomeOf(out[len(out)-1])
 				if m.voided {
 					// The client holds a fragment of a reply that was
-					// made again: the thread as it is replaces it, each
-					// message under the id the client holds it by, so
-					// that the client keeps the thread's order.
-					snap, err := h.snapshot(ctx, tenant, st.chatID, e.Seq, m.known)
+					// made again: the thread as it is replaces it.
+					snap, err := h.snapshot(ctx, tenant, st.chatID, e.Seq, held, nil)
 					if err != nil {
 						return true, err
 					}
@@ -433,7 +450,11 @@ func (h *Handler) follow(ctx context.Context, tenant string, st *started, m *map
 			}
 			return done, send(out...)
 		},
-		Delta: func(d chat.Delta) error { return send(m.delta(d)...) }}
+		Delta: func(d chat.Delta) error {
+			out := m.delta(d)
+			held = heldFrom(held, out)
+			return send(out...)
+		}}
 	err := fl.Run(ctx, h.rt)
 	if errors.Is(err, runtime.ErrFollowWait) {
 		err := send(m.finish(Event{"type": typeRunError, "code": "run_timeout",

@@ -84,11 +84,13 @@ func TestStartKeysRuns(t *testing.T) {
 		posts            int
 	}{
 		{"the first run again", "r1", "", 1, 0, 0, 0},
-		{"the first run's runId with a key", "r1", "k0", 2, 3, 2, 1},
-		{"a next run", "r2", "", 3, 3, 2, 2},
-		{"the next run again", "r2", "", 3, 3, 2, 3},
-		{"a run with a key", "r3", "k", 4, 3, 2, 4},
-		{"the key again, another runId", "r4", "k", 4, 3, 2, 5},
+		// The snapshot: the thread's two messages, then the run's task,
+		// which the thread holds once the run starts.
+		{"the first run's runId with a key", "r1", "k0", 2, 3, 3, 1},
+		{"a next run", "r2", "", 3, 3, 3, 2},
+		{"the next run again", "r2", "", 3, 3, 3, 3},
+		{"a run with a key", "r3", "k", 4, 3, 3, 4},
+		{"the key again, another runId", "r4", "k", 4, 3, 3, 5},
 	} {
 		st, err := h.start(context.Background(), "acme", "team", c.key, input(c.runID))
 		if err != nil {
