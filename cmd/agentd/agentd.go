@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -129,7 +128,7 @@ func (m *Main) Run(ctx context.Context) error {
 	var sandboxes chat.Sandboxes
 	sbCfg := sandbox.Config{
 		Backend: cfg.Sandbox, DockerHost: sandbox.ResolveDockerHost(cfg.DockerHost), Image: cfg.SandboxImage,
-		WorkRoot: cmp.Or(cfg.SandboxWorkRoot, defaultWorkRoot(cfg.DataDir)),
+		WorkRoot: sandboxWorkRoot(cfg.Sandbox, cfg.SandboxWorkRoot, cfg.DataDir),
 		Owner:    cfg.SandboxOwner, Logger: m.Logger, Registerer: reg, TracerProvider: tp,
 		DefaultDiskMB: cfg.SandboxDiskMB,
 	}

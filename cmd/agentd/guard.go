@@ -108,13 +108,21 @@ func (e *envReader) float(key string, def float64) float64 {
 	return f
 }
 
-// defaultWorkRoot is where bwrap work dirs go unless configured: a
-// directory of this deployment, in its data dir (never one shared path per
-// host, which a second deployment or user could not use). The sandbox user
-// must be able to pass through the data dir to reach it, so the data dir
-// gets o+x (search, not listing; its files keep their own modes).
-func defaultWorkRoot(dataDir string) string {
+// sandboxWorkRoot is where bwrap work dirs go: the configured directory,
+// else one of this deployment, in its data dir (never one shared path per
+// host, which a second deployment or user could not use). The sandbox
+// user must be able to pass through the data dir to reach it, so the data
+// dir is made, with o+x (search, not listing; its files keep their own
+// modes). With no sandbox (backend none) the path is only named: a
+// replica on Postgres without a sandbox makes no directory.
+func sandboxWorkRoot(backend, configured, dataDir string) string {
+	if configured != "" {
+		return configured
+	}
 	dir := cmp.Or(dataDir, "agentd-data")
+	if backend == "none" {
+		return filepath.Join(dir, "sandboxes")
+	}
 	if err := os.MkdirAll(dir, 0o700); err == nil {
 		if fi, err := os.Stat(dir); err == nil && fi.Mode().Perm()&0o001 == 0 {
 			_ = os.Chmod(dir, fi.Mode().Perm()|0o001)

@@ -350,3 +350,34 @@ func TestPickVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxWorkRoot: a configured work root is used as is; the default
+// is in the data dir, which is made searchable for the sandbox uid; with
+// no sandbox nothing is made (a replica on Postgres leaves no directory
+// behind in its working directory).
+func TestSandboxWorkRoot(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	if got := sandboxWorkRoot("none", "", data); got != filepath.Join(data, "sandboxes") {
+		t.Errorf("none: %q", got)
+	}
+	if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("with no sandbox the data dir was made (stat: %v)", err)
+	}
+	if got := sandboxWorkRoot("auto", "/srv/work", data); got != "/srv/work" {
+		t.Errorf("configured: %q", got)
+	}
+	if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("with a configured work root the data dir was made (stat: %v)", err)
+	}
+	if got := sandboxWorkRoot("auto", "", data); got != filepath.Join(data, "sandboxes") {
+		t.Errorf("auto: %q", got)
+	}
+	fi, err := os.Stat(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm != 0o701 {
+		t.Errorf("the data dir for a sandbox is %o, want 701", perm)
+	}
+}
