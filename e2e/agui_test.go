@@ -454,9 +454,11 @@ func TestAGUIStateIsTheChatsContextVariables(t *testing.T) {
 // one HttpAgent, as a chat UI does, with replies streamed (a) and whole
 // (b), and the model's connection dropped in the middle of one reply so
 // that the call is made again and HttpAgent holds a fragment the thread
-// does not. After each run HttpAgent holds the thread's messages in the
-// thread's order: each task where it was asked, the fragment gone, and
-// the second task kept while its run waits to start.
+// does not; between them the first run is posted again with its runId,
+// which streams it once more. After each run HttpAgent holds the thread's
+// messages in the thread's order: each task where it was asked, the
+// fragment gone, the replayed run's text once, and the second task kept
+// while its run waits to start.
 func TestAGUIClientHoldsTheThreadInOrder(t *testing.T) {
 	needJS(t, "@ag-ui/client")
 	t.Parallel()
@@ -481,12 +483,13 @@ func TestAGUIClientHoldsTheThreadInOrder(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	node := startNode(ctx, t, "js/agui_thread.mjs", p.base, key, "pair", "count", "count again")
-	for run := 1; run <= 2; run++ {
+	tasks := []string{"count", "=again", "count again"}
+	node := startNode(ctx, t, append([]string{"js/agui_thread.mjs", p.base, key, "pair"}, tasks...)...)
+	for i, task := range tasks {
 		b, ok := <-node.lines
 		if !ok {
 			node.wait(t)
-			t.Fatalf("agui_thread.mjs ended before run %d", run)
+			t.Fatalf("agui_thread.mjs ended before %q", task)
 		}
 		var got struct {
 			Texts    []string `json:"texts"`
@@ -495,17 +498,17 @@ func TestAGUIClientHoldsTheThreadInOrder(t *testing.T) {
 			Messages []string `json:"messages"`
 		}
 		mustUnmarshal(t, b, &got)
-		t.Logf("run %d: %+v", run, got)
+		t.Logf("%s: %+v", task, got)
 		if got.Error != "" || got.Ended != "RUN_FINISHED" {
-			t.Fatalf("run %d ended %q, error %q", run, got.Ended, got.Error)
+			t.Fatalf("%q ended %q, error %q", task, got.Ended, got.Error)
 		}
 		thread := threadLines(p.messages(threadChat(t, p, "pair")))
 		if !slices.Equal(got.Messages, thread) {
-			t.Errorf("after run %d HttpAgent holds %q, the thread %q", run, got.Messages, thread)
+			t.Errorf("after %q HttpAgent holds %q, the thread %q", task, got.Messages, thread)
 		}
 		// The fragment reached the client (else there was nothing to
 		// mend), and the run's end took it away again.
-		if run == 1 && !slices.Contains(got.Texts, "a after") {
+		if i == 0 && !slices.Contains(got.Texts, "a after") {
 			t.Errorf("the client never got the cut reply's fragment: %q", got.Texts)
 		}
 		fmt.Fprintln(node.stdin) // the next run

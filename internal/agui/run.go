@@ -135,8 +135,21 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 	}
 	key = runKey(key, in)
 	if firstRun(ch) == key {
-		// The run that made the thread's chat, posted again.
-		return &started{chatID: ch.ID, run: 1, repeated: true}, nil
+		// The run that made the thread's chat, posted again: its stream
+		// is the run from its start, after a snapshot of the thread as
+		// the run began (its history and task). The snapshot drops what
+		// the client holds of an earlier stream of the run, to which a
+		// client that kept it (HttpAgent run again with the same runId)
+		// would otherwise add the replayed text a second time.
+		upTo, err := h.firstTask(ctx, tenant, ch.ID)
+		if err != nil {
+			return nil, err
+		}
+		snap, err := h.snapshot(ctx, tenant, ch.ID, upTo, heldOf(in.Messages), nil)
+		if err != nil {
+			return nil, err
+		}
+		return &started{chatID: ch.ID, run: 1, repeated: true, snapshot: snap, held: heldSnapshot(snap)}, nil
 	}
 	vars, err := decodeVars(ch)
 	if err != nil {
@@ -335,6 +348,34 @@ func (h *Handler) thread(ctx context.Context, tenant, team, threadID string) (*c
 	}
 	// A listed chat is a summary: the full chat has the pending input.
 	return h.rt.Get(ctx, tenant, chats[0].ID)
+}
+
+// firstTask is the seq of the last event of run 1's start: its
+// run.started and the task messages that follow it.
+func (h *Handler) firstTask(ctx context.Context, tenant, chatID string) (int64, error) {
+	var after, last int64
+	for {
+		page, err := h.rt.Events(ctx, tenant, chatID, after, eventPageSize)
+		if err != nil {
+			return 0, fmt.Errorf("read events of chat %s: %w", chatID, err)
+		}
+		for _, e := range page {
+			after = e.Seq
+			var d chat.MessageData
+			switch {
+			case last == 0 && e.Type == chat.EventRunStarted:
+				last = e.Seq
+			case last == 0:
+			case e.Type == chat.EventMessage && chat.DecodeData(e, &d) == nil && d.Kind == chat.KindTask:
+				last = e.Seq
+			default:
+				return last, nil
+			}
+		}
+		if len(page) < eventPageSize {
+			return last, nil
+		}
+	}
 }
 
 // snapshot reads a chat's messages up to seq upTo as AG-UI messages,

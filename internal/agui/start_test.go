@@ -65,7 +65,7 @@ func (f *threadRuntime) SubmitRun(_ context.Context, _, _, key string, _ *spec.R
 }
 
 // TestStartKeysRuns: the run that made a thread's chat, posted again, is
-// that run from its start (no post, no snapshot); another run is posted
+// that run from its start (no post; a snapshot of its task); another run is posted
 // keyed by its runId, or by the Idempotency-Key when there is one, and a
 // repeat is the same run, after the same snapshot.
 func TestStartKeysRuns(t *testing.T) {
@@ -83,7 +83,9 @@ func TestStartKeysRuns(t *testing.T) {
 		snapshot         int
 		posts            int
 	}{
-		{"the first run again", "r1", "", 1, 0, 0, 0},
+		// The first run again: its stream replays it, after a snapshot
+		// of the thread as it began (its task).
+		{"the first run again", "r1", "", 1, 0, 1, 0},
 		// The snapshot: the thread's two messages, then the run's task,
 		// which the thread holds once the run starts.
 		{"the first run's runId with a key", "r1", "k0", 2, 3, 3, 1},
