@@ -483,7 +483,7 @@ func TestAGUIClientHoldsTheThreadInOrder(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	tasks := []string{"count", "=again", "count again"}
+	tasks := []string{"count", "=again", "count again", "=again"}
 	node := startNode(ctx, t, append([]string{"js/agui_thread.mjs", p.base, key, "pair"}, tasks...)...)
 	for i, task := range tasks {
 		b, ok := <-node.lines

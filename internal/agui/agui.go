@@ -42,6 +42,9 @@ type Runtime interface {
 	Stream(chatID string) (<-chan runtime.Wake, *runtime.DeltaQueue, func())
 	// SubmitRun posts the next run of a chat and returns its number.
 	SubmitRun(ctx context.Context, tenant, id, key string, req *spec.RunRequest) (*chat.Chat, int, error)
+	// RunOfKey returns the run a keyed SubmitRun posted, as that post
+	// left the chat, whatever its request (nil for none).
+	RunOfKey(ctx context.Context, tenant, id, key string) (*chat.Chat, int, error)
 	// Input answers the chat's pending input request.
 	Input(ctx context.Context, tenant, id, key string, in *chat.Input) (*chat.Chat, error)
 	// GetTeam returns a version of a saved team (the latest for 0), or

@@ -192,10 +192,27 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 			// already; the next run takes the change.
 			h.log.Info("ag-ui: state of a resume not merged: the run is under way", "chat_id", ch.ID, "keys", len(changed))
 		}
-	} else {
-		if task == "" {
+	} else if task == "" {
+		// A client that got some of a run's messages and posts the run
+		// again with its runId (HttpAgent run again) sends them after the
+		// task: the run its key posted, streamed again as a repeat is.
+		posted, n, err := h.rt.RunOfKey(ctx, tenant, ch.ID, key)
+		if err != nil {
+			return nil, err
+		}
+		if posted == nil {
 			return nil, invalid(spec.Problem{Path: "/messages", Message: "the last message is the run's task, so it must be the user's and hold text"})
 		}
+		st.run, st.after, st.repeated = n, posted.LastSeq, true
+		// The task is the client's last user message.
+		own = nil
+		for i := len(in.Messages) - 1; i >= 0; i-- {
+			if m := in.Messages[i]; m.Role == "user" {
+				own = &heldMessage{id: m.ID, role: "user", text: contentText(m.Content)}
+				break
+			}
+		}
+	} else {
 		// A repeat of the key answers the chat as the run's post left it:
 		// its events start after that.
 		req := spec.TextRun(task)

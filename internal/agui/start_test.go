@@ -64,6 +64,13 @@ func (f *threadRuntime) SubmitRun(_ context.Context, _, _, key string, _ *spec.R
 	return &chat.Chat{ID: f.ch.ID, LastSeq: 3, Run: 1}, f.runs[key], nil
 }
 
+func (f *threadRuntime) RunOfKey(_ context.Context, _, _, key string) (*chat.Chat, int, error) {
+	if n, ok := f.runs[key]; ok {
+		return &chat.Chat{ID: f.ch.ID, LastSeq: 3, Run: n - 1}, n, nil
+	}
+	return nil, 0, nil
+}
+
 // TestStartKeysRuns: the run that made a thread's chat, posted again, is
 // that run from its start (no post; a snapshot of its task); another run is posted
 // keyed by its runId, or by the Idempotency-Key when there is one, and a
@@ -105,6 +112,21 @@ func TestStartKeysRuns(t *testing.T) {
 	}
 	if want := []string{"k0", "ag-ui-run:r2", "ag-ui-run:r2", "k", "k"}; !slices.Equal(f.posts, want) {
 		t.Errorf("runs posted with keys %q, want %q", f.posts, want)
+	}
+	// A client that got some of run r2's messages posts it again: they
+	// follow its task, and the run is found by its key, not posted. An
+	// unknown runId with such messages has no task.
+	in := input("r2")
+	in.Messages = append(in.Messages, inputMessage{ID: "reply-3-a", Role: "assistant", Content: json.RawMessage(`"par"`)})
+	st, err := h.start(context.Background(), "acme", "team", "", in)
+	if err != nil || st.run != 3 || st.after != 3 || !st.repeated || len(f.posts) != 5 {
+		t.Errorf("r2 again after its messages: %+v, %v, %d posts", st, err, len(f.posts))
+	} else if last := st.snapshot[len(st.snapshot)-1]; last["content"] != "more" {
+		t.Errorf("the snapshot ends with %v, want the run's task", last)
+	}
+	in.RunID = "r9"
+	if _, err := h.start(context.Background(), "acme", "team", "", in); err == nil || !strings.Contains(err.Error(), "must be the user's") {
+		t.Errorf("an unknown run without a task: %v", err)
 	}
 }
 

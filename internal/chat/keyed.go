@@ -27,6 +27,10 @@ type KeyedRequest struct {
 	// RequestHash identifies the request's content: a repeat with another
 	// hash is a conflict, not a repeat.
 	RequestHash string
+	// AnyRequest looks the key's answer up whatever request it answered:
+	// for a front-end whose client names a run by its id alone and posts
+	// it again with what it holds now (Store.Answered only).
+	AnyRequest bool
 }
 
 // Answer is what a keyed request was answered, stored with its key in the

@@ -509,3 +509,30 @@ func TestToolApproval(t *testing.T) {
 		t.Fatal("the decisions are not in the log")
 	}
 }
+
+// TestRunOfKey: the run a keyed post made is found by its key whatever
+// request names it now, as that post left the chat; a key that posted
+// nothing finds none, and the same key with another request is still a
+// conflict for SubmitRun.
+func TestRunOfKey(t *testing.T) {
+	db := runtimetest.OpenSQLite(t)
+	rt := runtimetest.New(t, db)
+	ctx := context.Background()
+	c := create(t, rt, threeAgents(2, ""))
+	waitRun(t, rt, c.ID, 1)
+	posted, n, err := rt.SubmitRun(ctx, "", c.ID, "k2", spec.DecodeRunRequest([]byte(`{"task": "two"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitRun(t, rt, c.ID, n)
+	got, m, err := rt.RunOfKey(ctx, "", c.ID, "k2")
+	if err != nil || got == nil || m != n || got.LastSeq != posted.LastSeq {
+		t.Fatalf("RunOfKey = %v run %d (err %v), want the post's run %d at seq %d", got, m, err, n, posted.LastSeq)
+	}
+	if got, _, err := rt.RunOfKey(ctx, "", c.ID, "k3"); got != nil || err != nil {
+		t.Errorf("a key that posted nothing: %v, %v", got, err)
+	}
+	if _, _, err := rt.SubmitRun(ctx, "", c.ID, "k2", spec.DecodeRunRequest([]byte(`{"task": "other"}`))); !errors.Is(err, chat.ErrConflict) {
+		t.Errorf("the key with another request: %v, want a conflict", err)
+	}
+}

@@ -30,6 +30,22 @@ var ErrLogBroken = errors.New("the chat's log cannot be read, so it cannot be ru
 // not fold (see state.next).
 const brokenLogPrefix = "the chat's log cannot be read"
 
+// RunOfKey returns the run that a keyed SubmitRun of chat id posted, as
+// that post left the chat, whatever request it was (nil, 0, nil for a key
+// that posted none): a front-end whose client names a run by its id alone
+// finds the run again when the client posts it with what it holds now.
+func (r *Runtime) RunOfKey(ctx context.Context, tenant, id, key string) (*chat.Chat, int, error) {
+	c, err := r.store.GetChat(ctx, tenant, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	a, err := r.answered(ctx, &chat.KeyedRequest{Tenant: tenant, ChatID: id, Op: chat.OpRun, Key: key, AnyRequest: true})
+	if a == nil || err != nil {
+		return nil, 0, err
+	}
+	return replayed(a, c.Spec), a.Run, nil
+}
+
 // SubmitRun posts the next run of a chat (POST /v1/chats/{id}/runs) and
 // returns the chat afterwards and the run's number. A busy chat answers as
 // the request's if_busy says: a *BusyError for reject. With a key

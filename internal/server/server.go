@@ -80,6 +80,9 @@ type Chats interface {
 	// spec.DecodeRunRequest) and returns the chat and the run's number; a
 	// busy chat whose request says reject is a *chat.BusyError.
 	SubmitRun(ctx context.Context, tenant, id, key string, req *spec.RunRequest) (*chat.Chat, int, error)
+	// RunOfKey returns the run a keyed SubmitRun posted, whatever its
+	// request (the AG-UI front-end's runs are named by their id alone).
+	RunOfKey(ctx context.Context, tenant, id, key string) (*chat.Chat, int, error)
 	// StopRun asks the active run to end after its current turn; changed
 	// is false when no run was active.
 	StopRun(ctx context.Context, tenant, id, key string) (c *chat.Chat, changed bool, err error)

@@ -12,7 +12,7 @@ func Answer(k *chat.KeyedRequest, found bool, hash string, answer []byte) (*chat
 	switch {
 	case !found:
 		return nil, nil
-	case hash != k.RequestHash:
+	case hash != k.RequestHash && !k.AnyRequest:
 		return nil, fmt.Errorf("%s key %q on chat %s was used for another request: %w", k.Op, k.Key, k.ChatID, chat.ErrConflict)
 	}
 	return chat.DecodeAnswer(answer)
