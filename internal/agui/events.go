@@ -98,6 +98,10 @@ const maxStreams = 64
 // messageID is the AG-UI id of the chat message at seq.
 func messageID(seq int64) string { return fmt.Sprintf("msg-%d", seq) }
 
+// toolResultID is the AG-UI id of the i-th tool result of the chat
+// message at seq.
+func toolResultID(seq int64, i int) string { return fmt.Sprintf("msg-%d-%d", seq, i) }
+
 // enter opens the step of agent, finishing the one open before.
 func (m *mapper) enter(agent string) []Event {
 	if m.step == agent {
@@ -269,7 +273,7 @@ func (m *mapper) message(e chat.Event) []Event {
 		out = append(out, Event{"type": typeToolCallEnd, "toolCallId": tc.ID})
 	}
 	for i, tr := range msg.ToolResponses {
-		out = append(out, Event{"type": typeToolCallResult, "messageId": fmt.Sprintf("%s-%d", messageID(msg.Seq), i), "toolCallId": tr.ToolCallID, "content": tr.Content, "role": "tool"})
+		out = append(out, Event{"type": typeToolCallResult, "messageId": toolResultID(msg.Seq, i), "toolCallId": tr.ToolCallID, "content": tr.Content, "role": "tool"})
 	}
 	return out
 }

@@ -131,7 +131,7 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 		if err != nil {
 			return nil, err
 		}
-		return &started{chatID: ch.ID, run: 1}, nil
+		return &started{chatID: ch.ID, run: 1, held: heldOf(in.Messages)}, nil
 	}
 	key = runKey(key, in)
 	if firstRun(ch) == key {
@@ -141,14 +141,11 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 		// the client holds of an earlier stream of the run, to which a
 		// client that kept it (HttpAgent run again with the same runId)
 		// would otherwise add the replayed text a second time.
-		upTo, err := h.firstTask(ctx, tenant, ch.ID)
+		evs, err := h.firstRunStart(ctx, tenant, ch.ID)
 		if err != nil {
 			return nil, err
 		}
-		snap, err := h.snapshot(ctx, tenant, ch.ID, upTo, heldOf(in.Messages), nil)
-		if err != nil {
-			return nil, err
-		}
+		snap := nameSnapshot(snapshotEntries(evs), heldOf(in.Messages), nil)
 		return &started{chatID: ch.ID, run: 1, repeated: true, snapshot: snap, held: heldSnapshot(snap)}, nil
 	}
 	vars, err := decodeVars(ch)
@@ -161,7 +158,8 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 	// or a human's answer: the thread will hold it.
 	var own *heldMessage
 	if n := len(in.Messages); n > 0 && in.Messages[n-1].Role == "user" {
-		own = &heldMessage{id: in.Messages[n-1].ID, role: "user", text: in.lastUserText()}
+		h := heldOne(in.Messages[n-1])
+		own = &h
 	}
 	if len(in.Resume) > 0 && !awaits(ch, in.Resume) {
 		// The interrupt was answered already (a client that lost the
@@ -207,8 +205,9 @@ func (h *Handler) start(ctx context.Context, tenant, team, key string, in *runAg
 		// The task is the client's last user message.
 		own = nil
 		for i := len(in.Messages) - 1; i >= 0; i-- {
-			if m := in.Messages[i]; m.Role == "user" {
-				own = &heldMessage{id: m.ID, role: "user", text: contentText(m.Content)}
+			if in.Messages[i].Role == "user" {
+				h := heldOne(in.Messages[i])
+				own = &h
 				break
 			}
 		}
@@ -367,32 +366,37 @@ func (h *Handler) thread(ctx context.Context, tenant, team, threadID string) (*c
 	return h.rt.Get(ctx, tenant, chats[0].ID)
 }
 
-// firstTask is the seq of the last event of run 1's start: its
-// run.started and the task messages that follow it.
-func (h *Handler) firstTask(ctx context.Context, tenant, chatID string) (int64, error) {
-	var after, last int64
+// firstRunStart reads a chat's events up to the end of run 1's start:
+// its run.started and the task messages that follow it.
+func (h *Handler) firstRunStart(ctx context.Context, tenant, chatID string) ([]chat.Event, error) {
+	var evs []chat.Event
+	started := false
 	for {
-		page, err := h.rt.Events(ctx, tenant, chatID, after, eventPageSize)
+		page, err := h.rt.Events(ctx, tenant, chatID, lastSeq(evs), eventPageSize)
 		if err != nil {
-			return 0, fmt.Errorf("read events of chat %s: %w", chatID, err)
+			return nil, fmt.Errorf("read events of chat %s: %w", chatID, err)
 		}
 		for _, e := range page {
-			after = e.Seq
 			var d chat.MessageData
-			switch {
-			case last == 0 && e.Type == chat.EventRunStarted:
-				last = e.Seq
-			case last == 0:
-			case e.Type == chat.EventMessage && chat.DecodeData(e, &d) == nil && d.Kind == chat.KindTask:
-				last = e.Seq
-			default:
-				return last, nil
+			isTask := e.Type == chat.EventMessage && chat.DecodeData(e, &d) == nil && d.Kind == chat.KindTask
+			if started && !isTask {
+				return evs, nil
 			}
+			started = started || e.Type == chat.EventRunStarted
+			evs = append(evs, e)
 		}
 		if len(page) < eventPageSize {
-			return last, nil
+			return evs, nil
 		}
 	}
+}
+
+// lastSeq is the seq of the last of evs (0 for none).
+func lastSeq(evs []chat.Event) int64 {
+	if len(evs) == 0 {
+		return 0
+	}
+	return evs[len(evs)-1].Seq
 }
 
 // snapshot reads a chat's messages up to seq upTo as AG-UI messages,
@@ -450,9 +454,6 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, tenant string, 
 	}
 	m := newMapper(in.ThreadID, in.RunID, st.run)
 	m.vars = st.vars
-	if st.held == nil {
-		st.held = heldOf(in.Messages)
-	}
 	m.started = st.answered
 	if st.answered {
 		// The run's run.started is behind: its state is sent now.

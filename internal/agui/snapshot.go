@@ -29,13 +29,18 @@ type heldMessage struct{ id, role, text string }
 func heldOf(msgs []inputMessage) []heldMessage {
 	out := make([]heldMessage, 0, len(msgs))
 	for _, m := range msgs {
-		h := heldMessage{id: m.ID, role: m.Role}
-		if m.Role == "user" {
-			h.text = contentText(m.Content)
-		}
-		out = append(out, h)
+		out = append(out, heldOne(m))
 	}
 	return out
+}
+
+// heldOne reads one message of a request.
+func heldOne(m inputMessage) heldMessage {
+	h := heldMessage{id: m.ID, role: m.Role}
+	if m.Role == "user" {
+		h.text = contentText(m.Content)
+	}
+	return h
 }
 
 // heldFrom adds the messages that events of a stream gave the client:
@@ -213,17 +218,13 @@ func nameSnapshot(entries []snapshotEntry, held []heldMessage, pending *heldMess
 			gap = true
 			id = messageID(en.seq)
 			if en.part >= 0 {
-				id = fmt.Sprintf("%s-%d", id, en.part)
+				id = toolResultID(en.seq, en.part)
 			}
 			id = fresh(id)
 		}
 		used[id] = true
-		m := make(map[string]any, len(en.msg)+1)
-		for k, v := range en.msg {
-			m[k] = v
-		}
-		m["id"] = id
-		out = append(out, m)
+		en.msg["id"] = id // each entry's message is its own
+		out = append(out, en.msg)
 	}
 	if pending != nil && !claimed[pending.id] {
 		id := pending.id
