@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -513,5 +514,139 @@ func TestAGUIClientHoldsTheThreadInOrder(t *testing.T) {
 		}
 		fmt.Fprintln(node.stdin) // the next run
 	}
+	node.wait(t)
+}
+
+// TestAGUIClientHoldsParallelRepliesInOrder: a graph's parallel step
+// through HttpAgent, whose messages reach the client in another order
+// than they land in the thread. slow's reply begins streaming first and
+// lands last; quick's begins after it and lands first; calc's tool call
+// lands first and its result (which HttpAgent puts right after the call)
+// after quick's reply. The run ends with HttpAgent holding the thread's
+// messages in the thread's order.
+func TestAGUIClientHoldsParallelRepliesInOrder(t *testing.T) {
+	needJS(t, "@ag-ui/client")
+	t.Parallel()
+	const key = "sk-agentd-agui-parallel"
+	var p *proc
+	// get reads path, off the test's goroutine (the model and the tool
+	// wait in their handlers).
+	get := func(ctx context.Context, path string, v any) bool {
+		req, err := http.NewRequestWithContext(ctx, "GET", p.base+path, nil)
+		if err != nil {
+			return false
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(v) == nil
+	}
+	// landed waits until the thread holds a message of agent in role (the
+	// thread's chat is made by the run, so it is looked up here).
+	landed := func(ctx context.Context, agent, role string) {
+		for ctx.Err() == nil {
+			var list struct {
+				Chats []struct{ ID string } `json:"chats"`
+			}
+			var page struct {
+				Messages []messageView `json:"messages"`
+			}
+			if get(ctx, "/v1/chats?team=fan", &list) && len(list.Chats) == 1 && get(ctx, "/v1/chats/"+list.Chats[0].ID+"/messages?limit=100", &page) &&
+				slices.ContainsFunc(page.Messages, func(m messageView) bool { return m.Name == agent && m.Role == role }) {
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	// The tool answers once quick's reply has landed.
+	tool := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		landed(r.Context(), "quick", "assistant")
+		fmt.Fprint(w, "looked up")
+	}))
+	defer tool.Close()
+	fake := openaitest.New(openaitest.WithAPIKey("sk-test-key"))
+	defer fake.Close()
+	slowStarted, quickGo := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fake.Respond(func(req openaitest.Request) openaitest.Reply {
+		if req.Chat.Messages[0].Text() == "quick" {
+			return openaitest.Reply{Pieces: []string{"quick", " done."}, Hold: quickGo}
+		}
+		return openaitest.Reply{Pieces: []string{"slow", " one", " two."}, Sent: func(i int) {
+			if i > 0 {
+				return
+			}
+			once.Do(func() {
+				close(slowStarted)
+				// quick begins once slow's first piece has had time to
+				// reach the client.
+				time.AfterFunc(500*time.Millisecond, func() { close(quickGo) })
+			})
+			// The rest of slow's reply waits for calc's tool result.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			landed(ctx, "calc", "tool")
+		}}
+	})
+	p = startAGUI(t, key, "AGENTD_TOOL_ALLOW_PRIVATE=true", "OPENAI_API_KEY=sk-test-key", "OPENAI_BASE_URL="+fake.URL())
+	team := fmt.Sprintf(`{"max_round": 3, "speaker_selection": {"method": "graph", "graph": {"default_start_node": "lead", "nodes": {
+			"lead": {"name": "lead", "edges": [{"target": "slow"}, {"target": "quick"}, {"target": "calc"}]},
+			"slow": {"name": "slow", "edges": []}, "quick": {"name": "quick", "edges": []}, "calc": {"name": "calc", "edges": []}}}},
+		"tools": [{"name": "lookup", "parameters": {"type": "object", "properties": {}}, "implementation": {"type": "http", "url": %q}}],
+		"agents": [{"name": "lead", "type": "assistant", "model": {"provider": "replay", "responses": ["go."]}},
+			{"name": "slow", "type": "assistant", "system_message": "slow", "model": {"provider": "openai", "model": "gpt-test"}},
+			{"name": "quick", "type": "assistant", "system_message": "quick", "model": {"provider": "openai", "model": "gpt-test"}},
+			{"name": "calc", "type": "assistant", "tools": ["lookup"], "tool_call_summary_format": "{result}",
+				"model": {"provider": "replay", "responses": [{"tool_calls": [{"name": "lookup", "arguments": {}}]}]}}]}`, tool.URL)
+	if code, _, body := p.do("PUT", "/v1/teams/fan", []byte(team)); code != http.StatusCreated {
+		t.Fatalf("save team: %d %s", code, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	node := startNode(ctx, t, "js/agui_thread.mjs", p.base, key, "fan", "fan out")
+	b, ok := <-node.lines
+	if !ok {
+		node.wait(t)
+		t.Fatal("agui_thread.mjs ended without a run")
+	}
+	var got struct {
+		Started  []string `json:"started"`
+		Ended    string   `json:"ended"`
+		Error    string   `json:"error"`
+		Messages []string `json:"messages"`
+	}
+	mustUnmarshal(t, b, &got)
+	t.Logf("%+v", got)
+	if got.Error != "" || got.Ended != "RUN_FINISHED" {
+		t.Fatalf("the run ended %q, error %q", got.Ended, got.Error)
+	}
+	msgs := p.messages(threadChat(t, p, "fan"))
+	var order []string
+	for _, m := range msgs {
+		order = append(order, m.Name+"/"+m.Role)
+	}
+	// What the test is about: the thread has quick's reply before slow's
+	// and calc's result after quick's, where the client got slow's
+	// reply begun before quick's.
+	if i, j := slices.Index(order, "quick/assistant"), slices.Index(order, "slow/assistant"); i < 0 || j < i {
+		t.Fatalf("the thread's order %q: want quick's reply before slow's", order)
+	}
+	if i, j := slices.Index(order, "calc/tool"), slices.Index(order, "quick/assistant"); i < j {
+		t.Fatalf("the thread's order %q: want calc's result after quick's reply", order)
+	}
+	if i, j := slices.IndexFunc(got.Started, func(id string) bool { return strings.HasSuffix(id, "-slow") }),
+		slices.IndexFunc(got.Started, func(id string) bool { return strings.HasSuffix(id, "-quick") }); i < 0 || j < i {
+		t.Fatalf("the client got the messages begun in the order %q: want slow's reply before quick's", got.Started)
+	}
+	if thread := threadLines(msgs); !slices.Equal(got.Messages, thread) {
+		t.Errorf("HttpAgent holds %q, the thread %q", got.Messages, thread)
+	}
+	fmt.Fprintln(node.stdin)
 	node.wait(t)
 }

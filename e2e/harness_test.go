@@ -286,11 +286,14 @@ type chatView struct {
 }
 
 type messageView struct {
-	Seq     int64  `json:"seq"`
-	Role    string `json:"role"`
-	Name    string `json:"name"`
-	Content string `json:"content"`
-	Team    string `json:"team"`
+	Seq           int64  `json:"seq"`
+	Role          string `json:"role"`
+	Name          string `json:"name"`
+	Content       string `json:"content"`
+	Team          string `json:"team"`
+	ToolResponses []struct {
+		Content string `json:"content"`
+	} `json:"tool_responses"`
 }
 
 func (p *proc) create(spec []byte, header ...string) chatView {

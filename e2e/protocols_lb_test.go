@@ -277,11 +277,17 @@ func lbKill(t *testing.T, mode string, term bool) {
 }
 
 // threadLines are a chat's messages as lbkill.mjs prints HttpAgent's:
-// "role: content".
+// "role: content", a line for each of a message's tool results (AG-UI
+// has a message per result).
 func threadLines(msgs []messageView) []string {
 	var out []string
 	for _, m := range msgs {
-		out = append(out, m.Role+": "+m.Content)
+		if len(m.ToolResponses) == 0 {
+			out = append(out, m.Role+": "+m.Content)
+		}
+		for _, tr := range m.ToolResponses {
+			out = append(out, m.Role+": "+tr.Content)
+		}
 	}
 	return out
 }

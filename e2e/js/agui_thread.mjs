@@ -1,9 +1,9 @@
 // Runs a saved team's thread through the official AG-UI client
 // (@ag-ui/client's HttpAgent), one run per task, as a chat UI does: each
 // task is added to the one agent's messages and the agent run. Prints a
-// JSON line per run: the texts of the messages it ended, how it ended,
-// the error it raised, and the messages the agent holds after it, each
-// as "role: content". Before each run after the first it waits for a line
+// JSON line per run: the ids of the messages it began, in order, the
+// texts of the messages it ended, how it ended, the error it raised, and
+// the messages the agent holds after it, each as "role: content". Before each run after the first it waits for a line
 // on its standard input: the test reads the thread in between. A task
 // "=again" adds no message and runs the run before again, with its runId
 // (a client that lost the stream of a run and posts it once more).
@@ -22,9 +22,10 @@ for (const [i, task] of tasks.entries()) {
     agent.addMessage({ id: `u-${i}`, role: 'user', content: task });
     runId = `run-${i}`;
   }
-  const got = { texts: [], ended: '', error: '', messages: [] };
+  const got = { started: [], texts: [], ended: '', error: '', messages: [] };
   try {
     await agent.runAgent({ runId }, {
+      onTextMessageStartEvent: ({ event }) => { got.started.push(event.messageId); },
       onTextMessageEndEvent: ({ textMessageBuffer }) => { got.texts.push(textMessageBuffer); },
       onRunFinishedEvent: () => { got.ended = 'RUN_FINISHED'; },
       onRunErrorEvent: ({ event }) => { got.ended = `RUN_ERROR ${event.code}`; },

@@ -68,6 +68,9 @@ type mapper struct {
 	// model call restarted, here or on a replica that took the chat
 	// over), so the client holds a fragment the thread does not.
 	voided bool
+	// landed are the ids the client knows this run's messages by, in the
+	// order they landed in the thread (see inOrder).
+	landed []string
 	// vars are the chat's context variables as the events so far leave
 	// them: the AG-UI state, sent whole (STATE_SNAPSHOT) when the run
 	// starts and after each change while it streams.
@@ -255,6 +258,9 @@ func (m *mapper) message(e chat.Event) []Event {
 			m.voided = true
 		}
 	}
+	if (id == "" || msg.Content != "" || len(msg.ToolCalls) > 0) && len(msg.ToolResponses) == 0 {
+		m.landed = append(m.landed, parent)
+	}
 	if id != "" && msg.Content != "" && len(msg.ToolResponses) == 0 {
 		role := "assistant"
 		if msg.Role == chat.RoleUser || msg.Role == chat.RoleSystem {
@@ -273,7 +279,9 @@ func (m *mapper) message(e chat.Event) []Event {
 		out = append(out, Event{"type": typeToolCallEnd, "toolCallId": tc.ID})
 	}
 	for i, tr := range msg.ToolResponses {
-		out = append(out, Event{"type": typeToolCallResult, "messageId": toolResultID(msg.Seq, i), "toolCallId": tr.ToolCallID, "content": tr.Content, "role": "tool"})
+		rid := toolResultID(msg.Seq, i)
+		m.landed = append(m.landed, rid)
+		out = append(out, Event{"type": typeToolCallResult, "messageId": rid, "toolCallId": tr.ToolCallID, "content": tr.Content, "role": "tool"})
 	}
 	return out
 }

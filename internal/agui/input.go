@@ -34,6 +34,11 @@ type inputMessage struct {
 	ID      string          `json:"id"`
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
+	// ToolCalls are an assistant's: only their ids are read, to know
+	// where the client puts their results.
+	ToolCalls []struct {
+		ID string `json:"id"`
+	} `json:"toolCalls"`
 }
 
 // resumeEntry answers one interrupt of the run before.

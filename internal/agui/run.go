@@ -496,9 +496,12 @@ func (h *Handler) follow(ctx context.Context, tenant string, st *started, m *map
 			held = heldFrom(held, out)
 			if done {
 				outcome = outcomeOf(out[len(out)-1])
-				if m.voided {
+				if m.voided || !inOrder(held, m.landed) {
 					// The client holds a fragment of a reply that was
-					// made again: the thread as it is replaces it.
+					// made again, or the run's messages in another order
+					// than the thread's (replies streamed side by side,
+					// a tool result after a sibling's reply): the thread
+					// as it is replaces what it holds.
 					snap, err := h.snapshot(ctx, tenant, st.chatID, e.Seq, held, nil)
 					if err != nil {
 						return true, err

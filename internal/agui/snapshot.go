@@ -2,6 +2,7 @@ package agui
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,15 +16,22 @@ import (
 // does not name, and appends the rest in the snapshot's order. A snapshot
 // whose ids were all new would be taken whole; one that named a later
 // message as the client holds it and an earlier one anew would reorder
-// the thread (the earlier one would go to the end). So a snapshot names
-// the messages the client holds by the client's ids as long as it holds
-// every message before them, and from the first message it lacks on,
+// the thread (the earlier one would go to the end), and so would one that
+// named two messages by the client's ids where the client holds them in
+// the other order. So a snapshot names the messages the client holds by
+// the client's ids as long as it holds every message before them, before
+// them; from the first message it lacks, or holds out of that order, on,
 // every message by an id the client does not hold: what it holds is a
 // prefix of the thread, kept in place, and the rest follows in order.
 
-// heldMessage is a message the client holds: its id, its role and, for a
-// user's message, its text (a user's own message is known by its text).
-type heldMessage struct{ id, role, text string }
+// heldMessage is a message the client holds: its id, its role, for a
+// user's message its text (a user's own message is known by its text),
+// and for an assistant's the ids of its tool calls (a tool result goes
+// after the message of its call).
+type heldMessage struct {
+	id, role, text string
+	calls          []string
+}
 
 // heldOf reads the messages of a request.
 func heldOf(msgs []inputMessage) []heldMessage {
@@ -40,28 +48,98 @@ func heldOne(m inputMessage) heldMessage {
 	if m.Role == "user" {
 		h.text = contentText(m.Content)
 	}
+	for _, tc := range m.ToolCalls {
+		h.calls = append(h.calls, tc.ID)
+	}
 	return h
 }
 
-// heldFrom adds the messages that events of a stream gave the client:
-// each text message it started, the message a tool call created, and
-// each tool result.
+// heldFrom adds the messages that events of a stream gave the client
+// where HttpAgent puts them: a text message it starts, and the message a
+// tool call starts, at the end unless it holds that id already; a tool
+// result right after the message of its call and the results that follow
+// that message. So a client may hold a run's messages in another order
+// than the thread: parallel replies stream at once and are appended as
+// they finish, a tool result lands after a sibling's reply.
 func heldFrom(held []heldMessage, evs []Event) []heldMessage {
 	for _, e := range evs {
 		switch e.Type() {
 		case typeTextMessageStart:
 			id, _ := e["messageId"].(string)
 			role, _ := e["role"].(string)
-			held = append(held, heldMessage{id: id, role: role})
+			if heldIndex(held, id) < 0 {
+				held = append(held, heldMessage{id: id, role: role})
+			}
 		case typeToolCallStart:
 			id, _ := e["parentMessageId"].(string)
-			held = append(held, heldMessage{id: id, role: "assistant"})
+			call, _ := e["toolCallId"].(string)
+			if i := heldIndex(held, id); i >= 0 && held[i].role == "assistant" {
+				held[i].calls = append(held[i].calls, call)
+			} else {
+				held = append(held, heldMessage{id: id, role: "assistant", calls: []string{call}})
+			}
 		case typeToolCallResult:
 			id, _ := e["messageId"].(string)
-			held = append(held, heldMessage{id: id, role: "tool"})
+			call, _ := e["toolCallId"].(string)
+			h := heldMessage{id: id, role: "tool"}
+			i := heldCall(held, call)
+			if i < 0 {
+				held = append(held, h)
+				continue
+			}
+			for i++; i < len(held) && held[i].role == "tool"; i++ {
+			}
+			held = slices.Insert(held, i, h)
 		}
 	}
 	return held
+}
+
+// heldIndex is where the client holds id, -1 for nowhere. The latest
+// messages are the likeliest, so the search starts at the end.
+func heldIndex(held []heldMessage, id string) int {
+	for i := len(held) - 1; i >= 0; i-- {
+		if held[i].id == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// heldCall is where the client holds the assistant's message that made
+// tool call id, -1 for nowhere.
+func heldCall(held []heldMessage, id string) int {
+	for i := len(held) - 1; i >= 0; i-- {
+		if held[i].role == "assistant" && slices.Contains(held[i].calls, id) {
+			return i
+		}
+	}
+	return -1
+}
+
+// inOrder reports whether the client holds the messages ids (a run's, in
+// the order they landed in the thread) in that order. A message it does
+// not hold is skipped.
+func inOrder(held []heldMessage, ids []string) bool {
+	pos := make(map[string]int, len(ids))
+	for _, id := range ids {
+		pos[id] = -1
+	}
+	for i, h := range held {
+		if p, ok := pos[h.id]; ok && p < 0 {
+			pos[h.id] = i
+		}
+	}
+	last := -1
+	for _, id := range ids {
+		if p := pos[id]; p >= 0 {
+			if p < last {
+				return false
+			}
+			last = p
+		}
+	}
+	return true
 }
 
 // heldSnapshot is what the client holds once it has taken a snapshot.
@@ -73,6 +151,11 @@ func heldSnapshot(snap []map[string]any) []heldMessage {
 		h.role, _ = m["role"].(string)
 		if h.role == "user" {
 			h.text, _ = m["content"].(string)
+		}
+		tcs, _ := m["toolCalls"].([]map[string]any)
+		for _, tc := range tcs {
+			id, _ := tc["id"].(string)
+			h.calls = append(h.calls, id)
 		}
 		out = append(out, h)
 	}
@@ -141,9 +224,10 @@ func snapshotEntries(evs []chat.Event) []snapshotEntry {
 // the entries do not hold yet: it ends the snapshot, so that the client
 // keeps it.
 func nameSnapshot(entries []snapshotEntry, held []heldMessage, pending *heldMessage) []map[string]any {
-	holds := make(map[string]bool, len(held))
-	for _, h := range held {
-		holds[h.id] = true
+	// pos is where the client holds each id (its first place).
+	pos := make(map[string]int, len(held))
+	for i := len(held) - 1; i >= 0; i-- {
+		pos[held[i].id] = i
 	}
 	index := make(map[[2]int64]int, len(entries))
 	for i, en := range entries {
@@ -205,16 +289,23 @@ func nameSnapshot(entries []snapshotEntry, held []heldMessage, pending *heldMess
 	used := map[string]bool{}
 	fresh := func(id string) string {
 		c := id
-		for k := 2; holds[c] || used[c]; k++ {
+		for k := 2; ; k++ {
+			if _, held := pos[c]; !held && !used[c] {
+				return c
+			}
 			c = fmt.Sprintf("%s.%d", id, k)
 		}
-		return c
 	}
 	out := make([]map[string]any, 0, len(entries)+1)
-	gap := false
+	// The messages kept are those the client holds in the thread's order
+	// (last is where the latest of them is): from the first it lacks, or
+	// holds before one kept already, each is named anew.
+	gap, last := false, -1
 	for i, en := range entries {
 		id := as[i]
-		if id == "" || gap {
+		if !gap && id != "" && pos[id] > last {
+			last = pos[id]
+		} else {
 			gap = true
 			id = messageID(en.seq)
 			if en.part >= 0 {
@@ -228,7 +319,7 @@ func nameSnapshot(entries []snapshotEntry, held []heldMessage, pending *heldMess
 	}
 	if pending != nil && !claimed[pending.id] {
 		id := pending.id
-		if gap {
+		if p, held := pos[id]; gap || (held && p < last) {
 			id = fresh(id)
 		}
 		out = append(out, map[string]any{"id": id, "role": "user", "content": pending.text})

@@ -1,6 +1,8 @@
 package agui
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
@@ -81,6 +83,13 @@ func TestSnapshotKeepsTheThreadsOrderInTheClient(t *testing.T) {
 		// every message is named anew, a message held as msg-7 too.
 		{"a message the client never got", answered, []heldMessage{user("u-0", "draft"), reply("msg-4"), reply("msg-7")}, nil,
 			[]string{"u-0", "msg-4", "msg-6", "msg-7.2"}, []string{"draft", "draft one", "one more pass", "draft two"}},
+		// Replies streamed side by side: the client holds b's, which
+		// began first, before a's, which landed first.
+		{"replies held in another order", twoRuns[:4], []heldMessage{user("u-0", "first"), reply("reply-3-b"), reply("reply-3-a")}, nil,
+			[]string{"u-0", "reply-3-a", "msg-8"}, []string{"first", "one", "two"}},
+		{"a later run's task held before the replies of the run before", twoRuns[:4], []heldMessage{user("u-0", "first"), user("u-1", "second"), reply("msg-6"), reply("msg-8")},
+			&heldMessage{id: "u-1", role: "user", text: "second"},
+			[]string{"u-0", "msg-6", "msg-8", "u-1.2"}, []string{"first", "one", "two", "second"}},
 		{"a tool call and its result", []chat.Event{msg(3, chat.RoleUser, "user", "add", chat.KindTask), toolCall(4), toolResult(5), msg(6, chat.RoleAssistant, "calc", "3", chat.KindModel)},
 			[]heldMessage{user("u-0", "add"), reply("msg-4"), {id: "msg-5-0", role: "tool"}, reply("reply-5-calc")}, nil,
 			[]string{"u-0", "msg-4", "msg-5-0", "reply-5-calc"}, []string{"add", "", "3", "3"}},
@@ -110,13 +119,34 @@ func toolResult(seq int64) chat.Event {
 	return e
 }
 
-// TestHeldFromAStream: what a stream's events give the client.
+// TestHeldFromAStream: what a stream's events give the client, where
+// HttpAgent puts it: a tool call on the message it holds already, a tool
+// result right after the message of its call and the results after it.
 func TestHeldFromAStream(t *testing.T) {
-	evs := []Event{{"type": typeTextMessageStart, "messageId": "reply-2-a", "role": "assistant"}, {"type": typeTextMessageContent, "messageId": "reply-2-a", "delta": "x"},
-		{"type": typeToolCallStart, "toolCallId": "c1", "parentMessageId": "msg-4"}, {"type": typeToolCallResult, "messageId": "msg-5-0", "toolCallId": "c1"}}
-	want := []heldMessage{{id: "reply-2-a", role: "assistant"}, {id: "msg-4", role: "assistant"}, {id: "msg-5-0", role: "tool"}}
+	start := func(id string) Event {
+		return Event{"type": typeTextMessageStart, "messageId": id, "role": "assistant"}
+	}
+	evs := []Event{start("reply-2-a"), {"type": typeTextMessageContent, "messageId": "reply-2-a", "delta": "x"},
+		{"type": typeToolCallStart, "toolCallId": "c1", "parentMessageId": "reply-2-a"}, start("reply-2-b"),
+		{"type": typeToolCallStart, "toolCallId": "c2", "parentMessageId": "msg-4"},
+		{"type": typeToolCallResult, "messageId": "msg-5-0", "toolCallId": "c1"}, {"type": typeToolCallResult, "messageId": "msg-6-0", "toolCallId": "c1"},
+		start("reply-2-b"), {"type": typeToolCallResult, "messageId": "msg-7-0", "toolCallId": "c9"}}
+	want := []heldMessage{{id: "reply-2-a", role: "assistant", calls: []string{"c1"}}, {id: "msg-5-0", role: "tool"}, {id: "msg-6-0", role: "tool"},
+		{id: "reply-2-b", role: "assistant"}, {id: "msg-4", role: "assistant", calls: []string{"c2"}}, {id: "msg-7-0", role: "tool"}}
 	if got := heldFrom(nil, evs); !reflect.DeepEqual(got, want) {
-		t.Errorf("held %+v, want %+v", got, want)
+		t.Errorf("held %+v\nwant %+v", got, want)
+	}
+}
+
+func TestInOrder(t *testing.T) {
+	held := []heldMessage{{id: "u-0"}, {id: "a"}, {id: "b"}, {id: "c"}}
+	for _, c := range []struct {
+		ids  []string
+		want bool
+	}{{[]string{"a", "b", "c"}, true}, {[]string{"a", "x", "c"}, true}, {nil, true}, {[]string{"b", "a", "c"}, false}, {[]string{"a", "c", "b"}, false}} {
+		if got := inOrder(held, c.ids); got != c.want {
+			t.Errorf("inOrder(%q) = %v, want %v", c.ids, got, c.want)
+		}
 	}
 }
 
@@ -136,6 +166,75 @@ func TestParseIDs(t *testing.T) {
 		}
 		if after, name, ok := parseReplyID(c.id); ok != c.reply || (ok && (after != 4 || name != "writer-two")) {
 			t.Errorf("parseReplyID(%q) = %d, %q, %v", c.id, after, name, ok)
+		}
+	}
+}
+
+// TestSnapshotPutsAnyClientInOrder: whatever a client holds of a thread
+// (any of its messages, under any id the stream or the client could have
+// given it, in any order, among messages the thread does not have, with a
+// task of its own still to be run), once it has taken the snapshot it
+// holds the thread, in the thread's order, and then its task.
+func TestSnapshotPutsAnyClientInOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(46, 7))
+	for n := range 3000 {
+		var evs []chat.Event
+		var names [][]heldMessage // the ids each message may be held by
+		var texts []string
+		seq := int64(1)
+		for i := range 2 + rng.IntN(10) {
+			seq++
+			switch rng.IntN(5) {
+			case 0:
+				text := fmt.Sprintf("task %d", rng.IntN(3)) // the same text, at times
+				evs = append(evs, msg(seq, chat.RoleUser, "user", text, chat.KindTask))
+				names = append(names, []heldMessage{{id: fmt.Sprintf("u-%d", i), role: "user", text: text}})
+				texts = append(texts, text)
+			case 1:
+				e := toolCall(seq)
+				e.ToolCalls[0].ID = fmt.Sprintf("c%d", seq)
+				r := msg(seq+1, chat.RoleTool, "calc", fmt.Sprintf("result %d", seq), chat.KindTool)
+				r.ToolResponses = []chat.ToolResponse{{ToolCallID: e.ToolCalls[0].ID, Role: chat.RoleTool, Content: r.Content}}
+				evs = append(evs, e, r)
+				names = append(names, []heldMessage{{id: messageID(seq), role: "assistant", calls: []string{e.ToolCalls[0].ID}}},
+					[]heldMessage{{id: toolResultID(seq+1, 0), role: "tool"}})
+				texts = append(texts, "", r.Content)
+				seq++
+			default:
+				name := []string{"a", "b", "c"}[rng.IntN(3)]
+				text := fmt.Sprintf("%s at %d", name, seq)
+				evs = append(evs, msg(seq, chat.RoleAssistant, name, text, chat.KindModel))
+				names = append(names, []heldMessage{{id: messageID(seq), role: "assistant"}, {id: replyID(seq-1, name), role: "assistant"}})
+				texts = append(texts, text)
+			}
+		}
+		var held []heldMessage
+		for _, ns := range names {
+			if rng.IntN(10) < 8 {
+				held = append(held, ns[rng.IntN(len(ns))])
+			}
+			if rng.IntN(10) == 0 { // a fragment, or a message of the client's the thread lacks
+				held = append(held, []heldMessage{{id: replyID(seq+1, "z"), role: "assistant"}, {id: "u-x", role: "user", text: "lost"}}[rng.IntN(2)])
+			}
+		}
+		for range rng.IntN(3) {
+			i, j := rng.IntN(len(held)+1), rng.IntN(len(held)+1)
+			if i < len(held) && j < len(held) {
+				held[i], held[j] = held[j], held[i]
+			}
+		}
+		var pending *heldMessage
+		if rng.IntN(4) == 0 {
+			pending = &heldMessage{id: "u-new", role: "user", text: "queued"}
+			held = slices.Insert(held, rng.IntN(len(held)+1), *pending)
+		}
+		snap := nameSnapshot(snapshotEntries(evs), held, pending)
+		want := texts
+		if pending != nil {
+			want = append(slices.Clip(texts), "queued")
+		}
+		if got := merge(held, snap); !slices.Equal(got, want) {
+			t.Fatalf("case %d: the client held %+v\nsnapshot ids %q\nit holds %q\nwant %q", n, held, ids(snap), got, want)
 		}
 	}
 }

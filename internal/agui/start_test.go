@@ -184,41 +184,85 @@ func (f *logRuntime) Events(ctx context.Context, tenant, id string, after int64,
 	return f.threadRuntime.Events(ctx, tenant, id, after, limit)
 }
 
-// TestStreamEndsVoidedRunWithSnapshot: a run whose streamed reply was made
-// again ends with a snapshot of the thread right before RUN_FINISHED, so
-// the client drops the fragment it holds.
-func TestStreamEndsVoidedRunWithSnapshot(t *testing.T) {
-	f := &logRuntime{threadRuntime: threadRuntime{ch: &chat.Chat{ID: "c1"}, events: []chat.Event{
-		ev(1, chat.EventRunStarted, chat.RunData{Run: 1}), msg(2, chat.RoleUser, "user", "task", chat.KindTask),
-		msg(3, chat.RoleAssistant, "a", "Hi there", chat.KindModel), ev(4, chat.EventChatCompleted, chat.TerminalData{Status: chat.StatusCompleted})}},
-		deltas: []chat.Delta{{Name: "a", Content: "Hel", AfterSeq: 2}, {Name: "a", Reset: true, AfterSeq: 2}, {Name: "a", Content: "Hi there", AfterSeq: 2}}}
-	h := &Handler{rt: f, cfg: Config{RunWait: time.Minute}, log: slog.New(slog.DiscardHandler), outcome: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x"}, []string{"outcome"})}
-	w := httptest.NewRecorder()
-	h.stream(w, httptest.NewRequest("POST", "/ag-ui/team", nil), "acme", &runAgentInput{ThreadID: "t1", RunID: "r1"}, &started{chatID: "c1", run: 1})
-	var types []string
-	var snapshot []map[string]any
-	for line := range strings.Lines(w.Body.String()) {
-		data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
-		if !ok {
-			continue
-		}
-		var e struct {
-			Type     string           `json:"type"`
-			Messages []map[string]any `json:"messages"`
-		}
-		if err := json.Unmarshal([]byte(data), &e); err != nil {
-			t.Fatal(err)
-		}
-		types = append(types, e.Type)
-		if e.Type == typeMessagesSnapshot {
-			snapshot = e.Messages
-		}
+// TestStreamEndsRunWithSnapshotWhenTheClientHoldsOtherwise: a run whose
+// streamed reply was made again, or whose messages the client holds in
+// another order than the thread (replies streamed side by side, a tool
+// result after a sibling's reply), ends with a snapshot of the thread
+// right before RUN_FINISHED, so that the client drops the fragment and
+// holds the thread in order; a run the client holds as the thread does
+// ends without one.
+func TestStreamEndsRunWithSnapshotWhenTheClientHoldsOtherwise(t *testing.T) {
+	start := []chat.Event{ev(1, chat.EventRunStarted, chat.RunData{Run: 1}), msg(2, chat.RoleUser, "user", "task", chat.KindTask)}
+	end := func(seq int64) chat.Event {
+		return ev(seq, chat.EventChatCompleted, chat.TerminalData{Status: chat.StatusCompleted})
 	}
-	want := "RUN_STARTED STATE_SNAPSHOT STEP_STARTED TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END STEP_FINISHED MESSAGES_SNAPSHOT RUN_FINISHED"
-	if strings.Join(types, " ") != want {
-		t.Errorf("events\n got %s\nwant %s", strings.Join(types, " "), want)
+	call, result := toolCall(3), toolResult(5)
+	call.Name, result.Name = "a", "a"
+	tests := []struct {
+		name     string
+		events   []chat.Event
+		deltas   []chat.Delta
+		snapshot bool
+		texts    []string
+	}{
+		{"a reply made again", append(start, msg(3, chat.RoleAssistant, "a", "Hi there", chat.KindModel), end(4)),
+			[]chat.Delta{{Name: "a", Content: "Hel", AfterSeq: 2}, {Name: "a", Reset: true, AfterSeq: 2}, {Name: "a", Content: "Hi there", AfterSeq: 2}},
+			true, []string{"task", "Hi there"}},
+		{"replies side by side, the later one landed first", append(start, msg(3, chat.RoleAssistant, "a", "A.", chat.KindModel), msg(4, chat.RoleAssistant, "b", "B.", chat.KindModel), end(5)),
+			[]chat.Delta{{Name: "b", Content: "B", AfterSeq: 2}, {Name: "a", Content: "A", AfterSeq: 2}},
+			true, []string{"task", "A.", "B."}},
+		{"replies side by side, landed as they began", append(start, msg(3, chat.RoleAssistant, "a", "A.", chat.KindModel), msg(4, chat.RoleAssistant, "b", "B.", chat.KindModel), end(5)),
+			[]chat.Delta{{Name: "a", Content: "A", AfterSeq: 2}, {Name: "b", Content: "B", AfterSeq: 2}},
+			false, []string{"task", "A.", "B."}},
+		{"a tool result after a sibling's reply", append(start, call, msg(4, chat.RoleAssistant, "b", "B.", chat.KindModel), result, end(6)), nil,
+			true, []string{"task", "", "B.", "3"}},
 	}
-	if len(snapshot) != 2 || snapshot[1]["content"] != "Hi there" {
-		t.Errorf("snapshot %v, want the task and the reply as made again", snapshot)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &logRuntime{threadRuntime: threadRuntime{ch: &chat.Chat{ID: "c1"}, events: tt.events}, deltas: tt.deltas}
+			h := &Handler{rt: f, cfg: Config{RunWait: time.Minute}, log: slog.New(slog.DiscardHandler), outcome: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x"}, []string{"outcome"})}
+			w := httptest.NewRecorder()
+			task := heldMessage{id: "u-0", role: "user", text: "task"}
+			h.stream(w, httptest.NewRequest("POST", "/ag-ui/team", nil), "acme", &runAgentInput{ThreadID: "t1", RunID: "r1"}, &started{chatID: "c1", run: 1, held: []heldMessage{task}})
+			// What the client holds: its task, then as the events give
+			// it (heldFrom is HttpAgent's placement), then the snapshot.
+			held, texts := []heldMessage{task}, map[string]string{"u-0": "task"}
+			var snapshot []map[string]any
+			for line := range strings.Lines(w.Body.String()) {
+				data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
+				if !ok {
+					continue
+				}
+				var e Event
+				if err := json.Unmarshal([]byte(data), &e); err != nil {
+					t.Fatal(err)
+				}
+				held = heldFrom(held, []Event{e})
+				switch e.Type() {
+				case typeTextMessageContent:
+					texts[e["messageId"].(string)] += e["delta"].(string)
+				case typeToolCallResult:
+					texts[e["messageId"].(string)] = e["content"].(string)
+				case typeMessagesSnapshot:
+					for _, m := range e["messages"].([]any) {
+						snapshot = append(snapshot, m.(map[string]any))
+					}
+				}
+			}
+			if (snapshot != nil) != tt.snapshot {
+				t.Fatalf("a snapshot: %v, want %v", snapshot != nil, tt.snapshot)
+			}
+			var got []string
+			if snapshot != nil {
+				got = merge(held, snapshot)
+			} else {
+				for _, m := range held {
+					got = append(got, texts[m.id])
+				}
+			}
+			if !slices.Equal(got, tt.texts) {
+				t.Errorf("the client holds %q, want %q", got, tt.texts)
+			}
+		})
 	}
 }
