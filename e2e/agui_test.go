@@ -451,6 +451,33 @@ func TestAGUIStateIsTheChatsContextVariables(t *testing.T) {
 	}
 }
 
+// threadRun is what agui_thread.mjs prints for a run.
+type threadRun struct {
+	Started  []string `json:"started"`
+	Texts    []string `json:"texts"`
+	Ended    string   `json:"ended"`
+	Error    string   `json:"error"`
+	Messages []string `json:"messages"`
+}
+
+// nextRun reads what agui_thread.mjs printed for the run of task, which
+// must have finished.
+func nextRun(t *testing.T, node *nodeScript, task string) threadRun {
+	t.Helper()
+	b, ok := <-node.lines
+	if !ok {
+		node.wait(t)
+		t.Fatalf("agui_thread.mjs ended before %q", task)
+	}
+	var got threadRun
+	mustUnmarshal(t, b, &got)
+	t.Logf("%s: %+v", task, got)
+	if got.Error != "" || got.Ended != "RUN_FINISHED" {
+		t.Fatalf("%q ended %q, error %q", task, got.Ended, got.Error)
+	}
+	return got
+}
+
 // TestAGUIClientHoldsTheThreadInOrder runs two runs of a thread through
 // one HttpAgent, as a chat UI does, with replies streamed (a) and whole
 // (b), and the model's connection dropped in the middle of one reply so
@@ -487,22 +514,7 @@ func TestAGUIClientHoldsTheThreadInOrder(t *testing.T) {
 	tasks := []string{"count", "=again", "count again", "=again"}
 	node := startNode(ctx, t, append([]string{"js/agui_thread.mjs", p.base, key, "pair"}, tasks...)...)
 	for i, task := range tasks {
-		b, ok := <-node.lines
-		if !ok {
-			node.wait(t)
-			t.Fatalf("agui_thread.mjs ended before %q", task)
-		}
-		var got struct {
-			Texts    []string `json:"texts"`
-			Ended    string   `json:"ended"`
-			Error    string   `json:"error"`
-			Messages []string `json:"messages"`
-		}
-		mustUnmarshal(t, b, &got)
-		t.Logf("%s: %+v", task, got)
-		if got.Error != "" || got.Ended != "RUN_FINISHED" {
-			t.Fatalf("%q ended %q, error %q", task, got.Ended, got.Error)
-		}
+		got := nextRun(t, node, task)
 		thread := threadLines(p.messages(threadChat(t, p, "pair")))
 		if !slices.Equal(got.Messages, thread) {
 			t.Errorf("after %q HttpAgent holds %q, the thread %q", task, got.Messages, thread)
@@ -610,22 +622,7 @@ func TestAGUIClientHoldsParallelRepliesInOrder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	node := startNode(ctx, t, "js/agui_thread.mjs", p.base, key, "fan", "fan out")
-	b, ok := <-node.lines
-	if !ok {
-		node.wait(t)
-		t.Fatal("agui_thread.mjs ended without a run")
-	}
-	var got struct {
-		Started  []string `json:"started"`
-		Ended    string   `json:"ended"`
-		Error    string   `json:"error"`
-		Messages []string `json:"messages"`
-	}
-	mustUnmarshal(t, b, &got)
-	t.Logf("%+v", got)
-	if got.Error != "" || got.Ended != "RUN_FINISHED" {
-		t.Fatalf("the run ended %q, error %q", got.Ended, got.Error)
-	}
+	got := nextRun(t, node, "fan out")
 	msgs := p.messages(threadChat(t, p, "fan"))
 	var order []string
 	for _, m := range msgs {
