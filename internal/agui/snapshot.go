@@ -19,10 +19,11 @@ import (
 // the thread (the earlier one would go to the end), and so would one that
 // named two messages by the client's ids where the client holds them in
 // the other order. So a snapshot names the messages the client holds by
-// the client's ids as long as it holds every message before them, before
-// them; from the first message it lacks, or holds out of that order, on,
-// every message by an id the client does not hold: what it holds is a
-// prefix of the thread, kept in place, and the rest follows in order.
+// the client's ids as long as the client holds every message before them,
+// in the thread's order; from the first message it lacks or holds out of
+// order on, every message by an id the client does not hold: what it
+// holds is a prefix of the thread, kept in place, and the rest follows in
+// order.
 
 // heldMessage is a message the client holds: its id, its role, for a
 // user's message its text (a user's own message is known by its text),
