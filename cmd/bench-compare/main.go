@@ -278,7 +278,7 @@ func tablePhase(ctx context.Context, pg *pgServer, ag *agentdProc, bin, tmp stri
 		return err
 	}
 	defer sq.stop()
-	t := newTable(cfg.out)
+	t := newTable(cfg.out, runtime.NumCPU())
 	var tops []statementTop
 	var waits []*commitWaits
 	for _, c := range cfg.conc {

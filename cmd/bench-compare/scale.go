@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -407,6 +408,15 @@ func scaleFollow(ctx context.Context, client *http.Client, url string, deltas *a
 	})
 }
 
+// cpusFor is how many CPUs a rate of messages costs at perMsg of CPU
+// each: the ideal rate at the measured cost per message is what agentd, its
+// store and the benchmark's own model stand-in and followers would need
+// between them to keep up with every chat. More than the machine has
+// means the ideal rate cannot be reached here, however fast each turn.
+func cpusFor(rate float64, perMsg time.Duration) float64 {
+	return rate * perMsg.Seconds()
+}
+
 func printScale(cfg config, rs []scaleResult) {
 	proto := "HTTP/1.1, a connection per call"
 	if cfg.scaleH2C {
@@ -415,11 +425,11 @@ func printScale(cfg config, rs []scaleResult) {
 	fmt.Fprintf(cfg.out, "\nscale: %d chats (created within %s), one assistant each, on a model that streams each reply as %d tokens over %s, called over %s; %.0f%% followed over SSE; %s measured after %s\n",
 		cfg.scaleChats, cfg.scaleCreateWithin, cfg.scaleTokens, cfg.scaleReply, proto, 100*cfg.scaleFollow, cfg.scaleDuration, cfg.scaleWarmup)
 	w := tabwriter.NewWriter(cfg.out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "store\tchats\tmsg/s\tideal\tof ideal\tadded p50 ms\tadded p99 ms\tRSS KB/waiting chat\tgoroutines/chat\tCPU ms/msg\tmodel+followers CPU ms/msg\tdeltas/s followed\tcreates s\t")
+	fmt.Fprintln(w, "store\tchats\tmsg/s\tideal\tof ideal\tadded p50 ms\tadded p99 ms\tRSS KB/waiting chat\tgoroutines/chat\tCPU ms/msg\tmodel+followers CPU ms/msg\tCPUs at ideal\tdeltas/s followed\tcreates s\t")
 	for _, r := range rs {
-		fmt.Fprintf(w, "%s\t%d/%d\t%.0f\t%.0f\t%.1f%%\t%.1f\t%.1f\t%.1f\t%.2f\t%.3f\t%.3f\t%.0f\t%.1f\t\n", r.store, r.chats, r.want, r.rate, r.ideal, 100*r.rate/r.ideal,
+		fmt.Fprintf(w, "%s\t%d/%d\t%.0f\t%.0f\t%.1f%%\t%.1f\t%.1f\t%.1f\t%.2f\t%.3f\t%.3f\t%.2f of %d\t%.0f\t%.1f\t\n", r.store, r.chats, r.want, r.rate, r.ideal, 100*r.rate/r.ideal,
 			ms(r.addedP50), ms(r.addedP99), r.rssPerChat/1024, r.goroutinesPerChat, ms(r.cpuPerMsg), ms(r.benchPerMsg),
-			float64(r.deltas)/cfg.scaleDuration.Seconds(), r.created.Seconds())
+			cpusFor(r.ideal, r.cpuPerMsg+r.benchPerMsg), runtime.NumCPU(), float64(r.deltas)/cfg.scaleDuration.Seconds(), r.created.Seconds())
 	}
 	w.Flush()
 }

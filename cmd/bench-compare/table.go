@@ -12,20 +12,35 @@ import (
 
 // table prints one line per system and concurrency: pgbench, agentd on
 // Postgres, agentd on SQLite.
-type table struct{ w *tabwriter.Writer }
+type table struct {
+	w    *tabwriter.Writer
+	cpus int // the machine's, for the CPU-bound rate
+}
 
-func newTable(out io.Writer) *table {
-	t := &table{w: tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)}
-	fmt.Fprintln(t.w, "C\tsystem\trate/s\tratio\tp50 ms\tp99 ms\tCPU ms/unit\tof which PG\tstmts/unit\tcommits/unit\tWAL B/unit\tunits\tratio of each round\t")
+func newTable(out io.Writer, cpus int) *table {
+	t := &table{w: tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight), cpus: cpus}
+	fmt.Fprintln(t.w, "C\tsystem\trate/s\tratio\tp50 ms\tp99 ms\tCPU ms/unit\tof which PG\tat all CPUs/s\tstmts/unit\tcommits/unit\tWAL B/unit\tunits\tratio of each round\t")
 	return t
+}
+
+// cpuBound is the rate at which a system whose units cost cpu each would
+// keep cpus CPUs busy: the most it could do on this machine were nothing
+// else running and no unit ever waiting. A rate well below it is bound by
+// latency (a turn waiting for its commit); one near it, by the CPUs. Zero
+// when no CPU was measured.
+func cpuBound(cpu time.Duration, cpus int) float64 {
+	if cpu <= 0 {
+		return 0
+	}
+	return float64(cpus) * float64(time.Second) / float64(cpu)
 }
 
 // row prints the median rounds of both systems at C, and the median of
 // the rounds' ratios; rounds are the ratios of every round, in order.
 func (t *table) row(c int, pb, ag result, ratio float64, rounds string) {
 	line := func(name string, r result, ratio, rounds string) {
-		fmt.Fprintf(t.w, "%d\t%s\t%.0f\t%s\t%.2f\t%.2f\t%.3f\t%.3f\t%.2f\t%.3f\t%.0f\t%.0f\t%s\t\n",
-			c, name, r.rate, ratio, ms(r.p50), ms(r.p99), ms(r.cpu), ms(r.cpuPG), r.statements, r.commits, r.wal, r.units, rounds)
+		fmt.Fprintf(t.w, "%d\t%s\t%.0f\t%s\t%.2f\t%.2f\t%.3f\t%.3f\t%.0f\t%.2f\t%.3f\t%.0f\t%.0f\t%s\t\n",
+			c, name, r.rate, ratio, ms(r.p50), ms(r.p99), ms(r.cpu), ms(r.cpuPG), cpuBound(r.cpu, t.cpus), r.statements, r.commits, r.wal, r.units, rounds)
 	}
 	line("pgbench row", pb, "", "")
 	line("agentd msg", ag, fmt.Sprintf("%.2f×", ratio), rounds)
@@ -36,8 +51,8 @@ func (t *table) row(c int, pb, ag result, ratio float64, rounds string) {
 // pgbench; rounds are the ratios of every round. The columns read from
 // Postgres are empty.
 func (t *table) sqliteRow(c int, sq result, ratio float64, rounds string) {
-	fmt.Fprintf(t.w, "%d\t%s\t%.0f\t%.2f× PG\t%.2f\t%.2f\t%.3f\t\t\t\t\t%.0f\t%s\t\n",
-		c, "agentd msg, SQLite", sq.rate, ratio, ms(sq.p50), ms(sq.p99), ms(sq.cpu), sq.units, rounds)
+	fmt.Fprintf(t.w, "%d\t%s\t%.0f\t%.2f× PG\t%.2f\t%.2f\t%.3f\t\t%.0f\t\t\t\t%.0f\t%s\t\n",
+		c, "agentd msg, SQLite", sq.rate, ratio, ms(sq.p50), ms(sq.p99), ms(sq.cpu), cpuBound(sq.cpu, t.cpus), sq.units, rounds)
 }
 
 func (t *table) flush() { t.w.Flush() }

@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // The table's ratio is the median of the rounds' own ratios, not the ratio
 // of the two median rates: on a machine whose speed swings between
@@ -53,5 +56,29 @@ func TestWaitKind(t *testing.T) {
 		if got := waitKind(tc.state, tc.typ, tc.wait); got != tc.want {
 			t.Errorf("waitKind(%q, %q, %q) = %q, want %q", tc.state, tc.typ, tc.wait, got, tc.want)
 		}
+	}
+}
+
+// The CPU-bound figures: what a system's measured CPU per unit allows on
+// the machine's CPUs, and what the scale phase's ideal rate costs.
+func TestCPUBound(t *testing.T) {
+	for _, tc := range []struct {
+		cpu  time.Duration
+		cpus int
+		want float64
+	}{
+		{124 * time.Microsecond, 2, 16129}, // agentd and Postgres at C=32 on two cores
+		{70 * time.Microsecond, 2, 28571},
+		{time.Millisecond, 8, 8000},
+		{0, 2, 0}, // nothing measured: no figure
+	} {
+		if got := cpuBound(tc.cpu, tc.cpus); got < tc.want-1 || got > tc.want+1 {
+			t.Errorf("cpuBound(%s, %d) = %.0f, want %.0f", tc.cpu, tc.cpus, got, tc.want)
+		}
+	}
+	// 10,000 chats at a reply a second, at 0.48 ms of agentd and its store
+	// and 0.28 ms of the stand-in and followers a message.
+	if got := cpusFor(10000, 760*time.Microsecond); got < 7.59 || got > 7.61 {
+		t.Errorf("cpusFor(10000, 760µs) = %.2f, want 7.60", got)
 	}
 }
