@@ -134,6 +134,9 @@ type NotifyHandler struct {
 	StopRequested func(chatID string)
 	// RunQueued: a run was posted for the chat (see Store.SubmitRun).
 	RunQueued func(chatID string)
+	// TeamSaved: a new version of one of the tenant's saved teams was
+	// put, on any replica (see AppStore.PutTeam).
+	TeamSaved func(tenant string)
 	// Reconnected is called after the listener lost its connection: what
 	// was sent meanwhile is lost, so everything should be looked at again.
 	Reconnected func()

@@ -165,8 +165,8 @@ func (h *Handler) endCalls() { h.endOnce.Do(func() { close(h.ended) }) }
 
 // TeamsChanged brings the tenant's tools in line with its saved teams,
 // which notifies its sessions (tools/list_changed) when they differ. The
-// HTTP layer calls it after a team is saved here; sessions on other
-// replicas see the change on their next tools/list.
+// HTTP layer calls it after a team is saved here; the sessions on other
+// replicas hear of it through TeamSaved.
 func (h *Handler) TeamsChanged(ctx context.Context, tenant string) {
 	h.mu.Lock()
 	ts := h.tenants[tenant]
@@ -176,6 +176,26 @@ func (h *Handler) TeamsChanged(ctx context.Context, tenant string) {
 	}
 	if err := ts.sync(ctx); err != nil {
 		h.log.Error("mcp: sync tools with saved teams", "tenant", tenant, "error", err)
+	}
+}
+
+// TeamSaved is TeamsChanged for a save that the store's notifications
+// tell of, made on this replica or another (runtime.OnTeamsChanged); a
+// tenant of "" stands for every tenant. It does not wait: it runs on the
+// store's listener.
+func (h *Handler) TeamSaved(tenant string) {
+	h.mu.Lock()
+	var tss []*tenantServer
+	if tenant == "" {
+		for _, ts := range h.tenants {
+			tss = append(tss, ts)
+		}
+	} else if ts := h.tenants[tenant]; ts != nil {
+		tss = append(tss, ts)
+	}
+	h.mu.Unlock()
+	for _, ts := range tss {
+		ts.syncSoon()
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -31,6 +33,10 @@ type tenantServer struct {
 	// tool was made from, by team name.
 	syncMu   sync.Mutex
 	versions map[string]int
+	// resync is set while a sync asked for by another replica's save
+	// waits to start (syncSoon): saves in a burst make one sync, not one
+	// each.
+	resync atomic.Bool
 }
 
 func newTenantServer(h *Handler, tenant string) *tenantServer {
@@ -81,6 +87,28 @@ func (ts *tenantServer) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		return next(ctx, method, req)
 	}
 }
+
+// syncSoon syncs the tools on a goroutine of its own, unless a sync is
+// already waiting to start: it is called from the store's listener, which
+// must not wait for the teams' read.
+func (ts *tenantServer) syncSoon() {
+	if !ts.resync.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), syncTimeout)
+		defer cancel()
+		ts.syncMu.Lock()
+		ts.resync.Store(false) // a save from now on needs a sync after this one
+		ts.syncMu.Unlock()
+		if err := ts.sync(ctx); err != nil {
+			ts.h.log.Error("mcp: sync tools with teams saved on another replica", "tenant", ts.tenant, "error", err)
+		}
+	}()
+}
+
+// syncTimeout bounds a sync that another replica's save asked for.
+const syncTimeout = 30 * time.Second
 
 // sync makes the tools those of the tenant's saved teams, at their latest
 // versions; the SDK notifies the sessions when they change.

@@ -109,6 +109,10 @@ type Runtime struct {
 	// starts), records every worker's turn cycle; nil in production.
 	cycles *cycleRecorder
 
+	// teamsChanged are told that a tenant's saved teams changed on some
+	// replica (see OnTeamsChanged); set before Start.
+	teamsChanged []func(tenant string)
+
 	mu       sync.Mutex
 	stopping atomic.Bool
 	base     context.Context
@@ -229,7 +233,11 @@ func (r *Runtime) Start(ctx context.Context) error {
 			CancelRequested: func(id string) { r.sched.cancel(id, errCancelRequested) },
 			StopRequested:   r.sched.stopRequested,
 			RunQueued:       r.sched.runQueued,
-			Reconnected:     r.broker.notifiedAll,
+			TeamSaved:       r.teamSaved,
+			Reconnected: func() {
+				r.broker.notifiedAll()
+				r.teamSaved("") // a save made meanwhile was not heard
+			},
 			// What was appended or relayed before the listener listened
 			// (it connects after the server serves, and after an outage)
 			// was not heard: the subscribers catch up from the store, and
@@ -255,6 +263,22 @@ func (r *Runtime) Start(ctx context.Context) error {
 	}
 	r.sched.kick()
 	return nil
+}
+
+// OnTeamsChanged has f told when a tenant has a new version of a saved
+// team, put on any replica that shares the store (a tenant of "": any
+// tenant's teams may have changed, as after the store's notifications were
+// lost for a while). f runs on the store's listener and must not block.
+// An embedded store (SQLite) serves one process and tells nothing: the
+// HTTP layer knows its own saves. Call it before Start.
+func (r *Runtime) OnTeamsChanged(f func(tenant string)) {
+	r.teamsChanged = append(r.teamsChanged, f)
+}
+
+func (r *Runtime) teamSaved(tenant string) {
+	for _, f := range r.teamsChanged {
+		f(tenant)
+	}
 }
 
 // Stop stops claiming, cuts every running turn and hands the chats back

@@ -242,6 +242,10 @@ func New(cfg Config, chats Chats, logger *slog.Logger, reg prometheus.Registerer
 	if s.mcp, err = mcpserver.New(mcpserver.Config{MaxBodyBytes: cfg.MaxBodyBytes}, chats, logger, reg); err != nil {
 		return nil, err
 	}
+	// A team saved on another replica changes the MCP tools here too.
+	if n, ok := chats.(interface{ OnTeamsChanged(func(tenant string)) }); ok {
+		n.OnTeamsChanged(s.mcp.TeamSaved)
+	}
 	if len(cfg.APIKeys) > 0 {
 		s.keys = make(map[[sha256.Size]byte]string, len(cfg.APIKeys))
 		for key, tenant := range cfg.APIKeys {

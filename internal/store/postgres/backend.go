@@ -142,7 +142,12 @@ func (s *Store) PutTeam(ctx context.Context, p *chat.PutTeamParams) (*chat.Team,
 		}
 		t, err = scanTeam(tx.QueryRow(ctx, `INSERT INTO teams (tenant, name, version, spec, created_at)
 			VALUES ($1, $2, $3, $4, $5) RETURNING `+teamColumns, p.Tenant, p.Name, version+1, []byte(p.Spec), now))
-		created = err == nil
+		if err != nil {
+			return err
+		}
+		created = true
+		// Sent with the commit, to every replica (see channelTeams).
+		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, channelTeams, p.Tenant)
 		return err
 	})
 	if err != nil {

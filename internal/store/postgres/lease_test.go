@@ -251,3 +251,46 @@ func TestNotificationsAreSentAtMostOncePerInterval(t *testing.T) {
 		t.Fatalf("%d sends in %v, want at most %d", sends, elapsed, most)
 	}
 }
+
+// A new version of a saved team is told to every listener with its
+// tenant; a put that changes nothing tells nothing.
+func TestAPutTeamIsToldToTheListeners(t *testing.T) {
+	t.Parallel()
+	s := newStore(t).(*Store)
+	ctx, cancel := context.WithCancel(t.Context())
+	got := make(chan string, 10)
+	listening := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.Listen(ctx, chat.NotifyHandler{TeamSaved: func(tenant string) { got <- tenant },
+			Listening: func() { listening <- struct{}{} }})
+	}()
+	defer func() { cancel(); <-done }()
+	<-listening
+	put := func(tenant, spec string) {
+		t.Helper()
+		if _, _, err := s.PutTeam(ctx, &chat.PutTeamParams{Tenant: tenant, Name: "crew", Spec: json.RawMessage(spec)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := func() string {
+		t.Helper()
+		select {
+		case tenant := <-got:
+			return tenant
+		case <-time.After(10 * time.Second):
+			t.Fatal("no notification of the put")
+			return ""
+		}
+	}
+	put("acme", `{"agents": [{"name": "a"}]}`)
+	if tenant := next(); tenant != "acme" {
+		t.Fatalf("told of tenant %q, want acme", tenant)
+	}
+	put("acme", `{"agents": [{"name": "a"}]}`) // the same spec: no new version
+	put("zeta", `{"agents": [{"name": "z"}]}`)
+	if tenant := next(); tenant != "zeta" {
+		t.Fatalf("told of tenant %q after a put that made no version, want zeta's", tenant)
+	}
+}

@@ -25,6 +25,10 @@ const (
 	// (POST /stop), a run was posted (POST /runs).
 	channelStop = "agentd_stop"
 	channelRun  = "agentd_run"
+	// channelTeams names a tenant that has a new version of a saved team
+	// (PutTeam), so that every replica's MCP sessions of that tenant are
+	// told their tools changed, not only those of the replica that saved.
+	channelTeams = "agentd_teams"
 )
 
 var _ chat.Notifier = (*Store)(nil)
@@ -73,7 +77,7 @@ func (s *Store) listenOnce(ctx context.Context, h chat.NotifyHandler, reconnecte
 	s.notify.relayFailed = h.RelayFailed
 	s.notify.mu.Unlock()
 	if _, err := conn.Exec(ctx, "LISTEN "+channelAppends+"; LISTEN "+channelAppended+"; LISTEN "+channelCancel+
-		"; LISTEN "+channelStop+"; LISTEN "+channelRun+"; LISTEN "+channelDeltas+"; LISTEN "+channelFollows); err != nil {
+		"; LISTEN "+channelStop+"; LISTEN "+channelRun+"; LISTEN "+channelDeltas+"; LISTEN "+channelFollows+"; LISTEN "+channelTeams); err != nil {
 		return false, fmt.Errorf("listen: %w", err)
 	}
 	if reconnected && h.Reconnected != nil {
@@ -109,6 +113,10 @@ func (s *Store) listenOnce(ctx context.Context, h chat.NotifyHandler, reconnecte
 		case channelRun:
 			if h.RunQueued != nil {
 				h.RunQueued(n.Payload)
+			}
+		case channelTeams:
+			if h.TeamSaved != nil {
+				h.TeamSaved(n.Payload)
 			}
 		case channelDeltas, channelFollows:
 			s.relayed(h, n.Channel, n.Payload)
