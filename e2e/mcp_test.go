@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentd/agentd/internal/store/pgtest"
 )
 
 // The MCP server at /mcp, driven by the official TypeScript client
@@ -39,11 +41,11 @@ type mcpRun struct {
 	ProgressBeforeAbort int      `json:"progressBeforeAbort"`
 }
 
-func runMCPJS(t *testing.T, base, scenario string) mcpRun {
+func runMCPJS(t *testing.T, base, scenario string, args ...string) mcpRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "js/mcp.mjs", base, a2aKey, scenario)
+	cmd := exec.CommandContext(ctx, "node", append([]string{"js/mcp.mjs", base, a2aKey, scenario}, args...)...)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -102,6 +104,27 @@ func TestMCPTypeScriptClient(t *testing.T) {
 		t.Fatalf("cancel %+v", c)
 	}
 	waitChatStatus(t, p, strings.TrimPrefix(c.Resources[0], "agentd://chats/"), "cancelled")
+}
+
+// TestMCPToolsFollowATeamSavedOnAnotherReplica: two replicas share a
+// Postgres; a session on one is told (tools/list_changed) of a team saved
+// through the other, lists it and calls it.
+func TestMCPToolsFollowATeamSavedOnAnotherReplica(t *testing.T) {
+	needA2AJS(t)
+	t.Parallel()
+	db := "AGENTD_DATABASE_URL=" + pgtest.URL(t)
+	p1, p2 := startA2A(t, db), startA2A(t, db)
+
+	r := runMCPJS(t, p2.base, "elsewhere", p1.base)
+	if !slices.Equal(r.Tools, []string{"run_echo", "run_review", "run_slow"}) {
+		t.Errorf("tools %v", r.Tools)
+	}
+	if r.Put != http.StatusCreated || !slices.Equal(r.ToolsAfter, []string{"run_echo", "run_fresh", "run_review", "run_slow"}) {
+		t.Errorf("after saving a team on the other replica: PUT %d, tools %v", r.Put, r.ToolsAfter)
+	}
+	if r.Call.IsError || r.Call.Text != "fresh TERMINATE" || r.Call.Structured.Status != "completed" {
+		t.Errorf("call of the new team's tool %+v", r.Call)
+	}
 }
 
 // bearer adds an API key to every request.

@@ -2,18 +2,21 @@
 // running agentd's /mcp: prints one JSON line of what it saw, which
 // e2e/mcp_test.go checks.
 //
-// usage: node mcp.mjs BASE_URL API_KEY SCENARIO
+// usage: node mcp.mjs BASE_URL API_KEY SCENARIO [OTHER_URL]
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 
-const [base, key, scenario] = process.argv.slice(2);
+const [base, key, scenario, other] = process.argv.slice(2);
 const auth = { Authorization: `Bearer ${key}` };
 
 const client = new Client({ name: 'agentd-e2e', version: '1.0.0' });
 let listChanged;
-const changed = new Promise((resolve) => { listChanged = resolve; });
+let changed = new Promise((resolve) => { listChanged = resolve; });
 client.setNotificationHandler(ToolListChangedNotificationSchema, () => listChanged());
+const nextChange = () => { changed = new Promise((resolve) => { listChanged = resolve; }); };
+const awaitChange = (after) => Promise.race([changed,
+  new Promise((_, reject) => setTimeout(() => reject(new Error(`no tools/list_changed within 10s ${after}`)), 10000))]);
 await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: auth } }));
 
 const out = {};
@@ -31,12 +34,34 @@ switch (scenario) {
     out.transcript = read.contents[0].text;
     const listed = await client.listResources();
     out.resources = listed.resources.map((r) => r.uri);
-    // A team saved now is a tool the session is told about.
+    // A team saved now is a tool the session is told about (the
+    // notification of the first listing's tools waited out first, as in
+    // 'elsewhere').
+    await awaitChange('after the first listing');
+    nextChange();
     const put = await fetch(`${base}/v1/teams/fresh`, { method: 'PUT', headers: { ...auth, 'Content-Type': 'application/json' },
       body: JSON.stringify({ agents: [{ name: 'solo', type: 'assistant', model: { provider: 'replay', responses: ['fresh TERMINATE'] } }] }) });
     out.put = put.status;
-    await Promise.race([changed, new Promise((_, reject) => setTimeout(() => reject(new Error('no tools/list_changed within 10s')), 10000))]);
+    await awaitChange('after the save');
     out.toolsAfter = await toolNames();
+    break;
+  }
+  case 'elsewhere': {
+    // A team saved on another replica (OTHER_URL) is a tool this
+    // session, on BASE_URL, is told about. The first listing made this
+    // replica's tools, of which the session was told (once: the server
+    // sends one notification for a burst of changes): that one is waited
+    // out, so that the one awaited after the save is the save's.
+    await awaitChange('after the first listing');
+    nextChange();
+    const put = await fetch(`${other}/v1/teams/fresh`, { method: 'PUT', headers: { ...auth, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ termination: { text_mention: { text: 'TERMINATE' } },
+        agents: [{ name: 'solo', type: 'assistant', model: { provider: 'replay', responses: ['fresh TERMINATE'] } }] }) });
+    out.put = put.status;
+    await awaitChange('after the save on the other replica');
+    out.toolsAfter = await toolNames();
+    const res = await client.callTool({ name: 'run_fresh', arguments: { task: 'go' } });
+    out.call = { text: res.content.map((c) => c.text).join(''), isError: res.isError ?? false, structured: res.structuredContent };
     break;
   }
   case 'cancel': {
