@@ -86,16 +86,8 @@ func TestToolCallCutByShutdown(t *testing.T) {
 			}
 		},
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, session := listedSession(t, client, srv.URL)
 	defer session.Close()
-	if _, err := session.ListTools(ctx, nil); err != nil { // the teams' tools
-		t.Fatal(err)
-	}
 	go func() {
 		select {
 		case <-progressed:
@@ -124,4 +116,22 @@ func TestToolCallCutByShutdown(t *testing.T) {
 	if n := testutil.ToFloat64(h.metrics.calls.WithLabelValues(outcomeShutdown)); n != 1 {
 		t.Errorf("agentd_mcp_tool_calls_total{outcome=server_shutting_down} = %v, want 1", n)
 	}
+}
+
+// listedSession connects client to the MCP server at url and lists the
+// tools once, which makes the tenant's tools from its teams. ctx (30 s)
+// ends when the test does; the caller closes the session, before the
+// server (whose Close waits for the session's open stream).
+func listedSession(t *testing.T, client *mcp.Client, url string) (context.Context, *mcp.ClientSession) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := session.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, session
 }

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,16 +64,8 @@ func TestTeamSavedElsewhereChangesTheTools(t *testing.T) {
 			client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
 				ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
 			})
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			session, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ctx, session := listedSession(t, client, srv.URL)
 			defer session.Close()
-			if _, err := session.ListTools(ctx, nil); err != nil {
-				t.Fatal(err)
-			}
 			wait := func(after string) {
 				t.Helper()
 				select {
