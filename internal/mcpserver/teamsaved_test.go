@@ -17,8 +17,8 @@ import (
 )
 
 // savedTeams is the chat service of a store whose teams another replica
-// saves: AddTeam changes what ListTeams returns, and nothing else here
-// hears of it. Lists counts the reads.
+// saves: addTeam changes what ListTeams returns, and nothing else here
+// hears of it; lists counts the reads.
 type savedTeams struct {
 	Chats
 	mu    sync.Mutex
