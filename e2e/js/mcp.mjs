@@ -19,6 +19,14 @@ const awaitChange = (after) => Promise.race([changed,
   new Promise((_, reject) => setTimeout(() => reject(new Error(`no tools/list_changed within 10s ${after}`)), 10000))]);
 await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: auth } }));
 
+// saveFresh saves the team 'fresh' through the agentd at url and returns
+// the answer's status.
+const saveFresh = async (url) => (await fetch(`${url}/v1/teams/fresh`, {
+  method: 'PUT', headers: { ...auth, 'Content-Type': 'application/json' },
+  body: JSON.stringify({ termination: { text_mention: { text: 'TERMINATE' } },
+    agents: [{ name: 'solo', type: 'assistant', model: { provider: 'replay', responses: ['fresh TERMINATE'] } }] }),
+})).status;
+
 const out = {};
 const toolNames = async () => (await client.listTools()).tools.map((t) => t.name).sort();
 out.tools = await toolNames();
@@ -39,9 +47,7 @@ switch (scenario) {
     // 'elsewhere').
     await awaitChange('after the first listing');
     nextChange();
-    const put = await fetch(`${base}/v1/teams/fresh`, { method: 'PUT', headers: { ...auth, 'Content-Type': 'application/json' },
-      body: JSON.stringify({ agents: [{ name: 'solo', type: 'assistant', model: { provider: 'replay', responses: ['fresh TERMINATE'] } }] }) });
-    out.put = put.status;
+    out.put = await saveFresh(base);
     await awaitChange('after the save');
     out.toolsAfter = await toolNames();
     break;
@@ -54,10 +60,7 @@ switch (scenario) {
     // out, so that the one awaited after the save is the save's.
     await awaitChange('after the first listing');
     nextChange();
-    const put = await fetch(`${other}/v1/teams/fresh`, { method: 'PUT', headers: { ...auth, 'Content-Type': 'application/json' },
-      body: JSON.stringify({ termination: { text_mention: { text: 'TERMINATE' } },
-        agents: [{ name: 'solo', type: 'assistant', model: { provider: 'replay', responses: ['fresh TERMINATE'] } }] }) });
-    out.put = put.status;
+    out.put = await saveFresh(other);
     await awaitChange('after the save on the other replica');
     out.toolsAfter = await toolNames();
     const res = await client.callTool({ name: 'run_fresh', arguments: { task: 'go' } });
